@@ -1,0 +1,73 @@
+// Device buffers for one case and the calls that use them. The harness owns all memory: the
+// implementation gets pointers and a workspace of the size it asked for.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "attnbench/implementation.hpp"
+#include "attnbench/tensors.hpp"
+
+namespace attnbench {
+
+// Thrown when a buffer cannot be allocated: the case becomes a SKIP row, not a FAIL.
+struct OutOfMemory : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Device-memory primitives for a Device (host memory for the CPU, cudaMalloc'd for CUDA).
+struct DeviceOps {
+  virtual ~DeviceOps() = default;
+  virtual void* alloc(std::size_t bytes) = 0;  // throws OutOfMemory
+  virtual void free(void* p) = 0;
+  virtual void to_device(void* dst, const void* src, std::size_t bytes) = 0;
+  virtual void to_host(void* dst, const void* src, std::size_t bytes) = 0;
+  virtual void fill_nan(void* p, std::size_t numel, DType t) = 0;  // poison
+  virtual void synchronize() = 0;
+  virtual void* stream() = 0;  // cudaStream_t, or null
+  virtual void flush_cache() = 0;  // evict caches between timed calls (L2 on CUDA)
+};
+// One per device, created on first use. Throws std::runtime_error if the device is absent.
+DeviceOps& device_ops(Device d);
+// True if a device of this kind is present (and, for CUDA, usable).
+bool device_present(Device d);
+// Number of CUDA devices (0 without CUDA).
+int cuda_device_count();
+
+class CaseBuffers {
+ public:
+  CaseBuffers(const Implementation& impl, const Problem& p, Pass pass, const Options& opts);
+  ~CaseBuffers();
+  CaseBuffers(const CaseBuffers&) = delete;
+  CaseBuffers& operator=(const CaseBuffers&) = delete;
+
+  void upload_inputs(const CaseInputs& in);
+  // O and LSE that the backward reads (when the backward runs without a forward before it).
+  void upload_fwd_outputs(const HostTensor& o, const std::vector<float>& lse);
+  void poison_outputs();   // NaN in every output this pass writes
+  void call_forward();     // asynchronous on CUDA
+  void call_backward();
+  void call(Pass pass);    // fwd, bwd, or forward then backward
+  void synchronize();
+  Outputs download() const;  // the outputs this pass writes
+
+  std::int64_t io_bytes() const;         // inputs + outputs of this pass
+  std::int64_t workspace_bytes() const;  // the larger of the fwd and bwd requests
+  DeviceOps& ops() const { return *ops_; }
+
+ private:
+  const Implementation& impl_;
+  const Implementation* fwd_impl_;  // impl_, or its fwd_partner for fwd_bwd
+  Problem p_;
+  Pass pass_;
+  const Options& opts_;
+  DeviceOps* ops_;
+  std::size_t ws_fwd_ = 0, ws_bwd_ = 0;
+  void *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *o_ = nullptr, *dout_ = nullptr;
+  void *dq_ = nullptr, *dk_ = nullptr, *dv_ = nullptr, *ws_ = nullptr;
+  float* lse_ = nullptr;
+};
+
+}  // namespace attnbench

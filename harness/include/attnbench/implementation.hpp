@@ -1,0 +1,162 @@
+// The Implementation interface and the registry: the only list of implementations.
+//
+// An implementation is one file in impls/<device>/ that defines a class derived from
+// Implementation and registers it with ATTNBENCH_REGISTER(Class). It only computes: it never
+// allocates in forward()/backward() (the harness allocates the workspace it asks for), never
+// times itself and never prints. Errors are reported by throwing (e.g. a failed CUDA call);
+// the harness turns them into a FAIL row and goes on.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "attnbench/problem.hpp"
+
+namespace attnbench {
+
+enum class Device { cpu, cuda };
+constexpr std::string_view to_string(Device d) { return d == Device::cpu ? "cpu" : "cuda"; }
+
+// fwd: q,k,v -> o,lse. bwd: q,k,v,o,lse,do -> dq,dk,dv. fwd_bwd: both, timed together.
+enum class Pass { fwd, bwd, fwd_bwd };
+constexpr std::string_view to_string(Pass p) {
+  return p == Pass::fwd ? "fwd" : p == Pass::bwd ? "bwd" : "fwd_bwd";
+}
+
+// Whether an implementation can run a case; when it cannot, `reason` says why (a SKIP row).
+struct Support {
+  bool ok = true;
+  std::string reason;
+  static Support yes() { return {}; }
+  static Support no(std::string why) { return {false, std::move(why)}; }
+  explicit operator bool() const { return ok; }
+};
+
+// Run-time tuning knobs (e.g. tile sizes), given per case by the config's "params".
+using Options = std::map<std::string, std::int64_t>;
+
+// Pointers are device pointers for the implementation's device. Tensors use the problem's dtype
+// except lse (float32). `stream` is a cudaStream_t for CUDA implementations, null on the CPU.
+struct FwdArgs {
+  Problem p;
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;
+  float* lse = nullptr;
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+  void* stream = nullptr;
+  const Options* options = nullptr;
+
+  std::int64_t option(const std::string& key, std::int64_t fallback) const {
+    if (!options) return fallback;
+    auto it = options->find(key);
+    return it == options->end() ? fallback : it->second;
+  }
+};
+
+struct BwdArgs {
+  Problem p;
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const void* o = nullptr;
+  const float* lse = nullptr;
+  const void* dout = nullptr;
+  void* dq = nullptr;
+  void* dk = nullptr;
+  void* dv = nullptr;
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+  void* stream = nullptr;
+  const Options* options = nullptr;
+
+  std::int64_t option(const std::string& key, std::int64_t fallback) const {
+    if (!options) return fallback;
+    auto it = options->find(key);
+    return it == options->end() ? fallback : it->second;
+  }
+};
+
+// What an implementation supports, checked by supports() before anything runs.
+struct Capabilities {
+  std::vector<DType> dtypes{DType::f32, DType::f16, DType::bf16};
+  int min_head_dim = 1;
+  int max_head_dim = kMaxHeadDim;
+  int head_dim_multiple = 1;  // head_dim % this == 0
+  bool causal = true;
+  bool gqa = true;  // heads_kv < heads_q (GQA and MQA)
+  bool forward = true;
+  bool backward = false;
+  // For an implementation without a forward (a backward-only kernel), the implementation whose
+  // forward produces O and LSE in a fwd_bwd timing.
+  std::string fwd_partner;
+  // Tuning knobs this implementation reads from Options (anything else is a config error).
+  std::vector<std::string> options;
+};
+
+class Implementation {
+ public:
+  virtual ~Implementation() = default;
+
+  // Unique name, "<device>.<algorithm>", e.g. "cpu.naive_3pass", "cuda.flash_fwd".
+  virtual std::string name() const = 0;
+  virtual Device device() const = 0;
+  // One line for `attnbench list`.
+  virtual std::string summary() const = 0;
+  virtual Capabilities capabilities() const = 0;
+
+  // Capabilities first, then supports_extra(). Passes: fwd and bwd (fwd_bwd needs both).
+  Support supports(const Problem& p, Pass pass) const;
+
+  // Checks beyond Capabilities (shared-memory limits, library availability, ...).
+  virtual Support supports_extra(const Problem&, Pass) const { return Support::yes(); }
+
+  // Scratch memory for one call, allocated by the harness on the implementation's device.
+  virtual std::size_t workspace_bytes(const Problem&, Pass, const Options&) const { return 0; }
+
+  // Called once per case, outside any timed region, before the first call: build plans,
+  // create library handles, set kernel attributes. Calls for one problem follow it.
+  virtual void prepare(const Problem&, Pass, const Options&) const {}
+
+  virtual void forward(const FwdArgs& a) const;
+  virtual void backward(const BwdArgs& a) const;
+};
+
+class Registry {
+ public:
+  static Registry& instance();
+  // Aborts the program on a duplicate name: two files claiming one name is a build defect.
+  bool add(std::unique_ptr<Implementation> impl);
+  const Implementation* find(std::string_view name) const;
+  std::vector<const Implementation*> all() const;  // sorted by name
+  // Names matching a glob ('*' and '?'), sorted.
+  std::vector<const Implementation*> match(std::string_view glob) const;
+
+ private:
+  std::vector<std::unique_ptr<Implementation>> impls_;
+};
+
+bool glob_match(std::string_view pattern, std::string_view text);
+
+// The same-device naive 3-pass implementation used as the error baseline of the verification
+// rule ("<device>.naive_3pass").
+const Implementation* naive_baseline(Device d);
+
+}  // namespace attnbench
+
+#define ATTNBENCH_CONCAT_INNER(a, b) a##b
+#define ATTNBENCH_CONCAT(a, b) ATTNBENCH_CONCAT_INNER(a, b)
+// Registers an implementation at static-initialisation time. Implementation files are compiled
+// into an OBJECT library, so the registration survives linking.
+#define ATTNBENCH_REGISTER(Type)                                                    \
+  namespace {                                                                       \
+  [[maybe_unused]] const bool ATTNBENCH_CONCAT(attnbench_registered_, __LINE__) = \
+      ::attnbench::Registry::instance().add(std::make_unique<Type>());              \
+  }
