@@ -26,7 +26,13 @@ Support Implementation::supports(const Problem& p, Pass pass) const {
   if (p.heads_kv != p.heads_q && !c.gqa) return Support::no("GQA/MQA not supported");
   const bool need_fwd = pass != Pass::bwd;
   const bool need_bwd = pass != Pass::fwd;
-  if (need_fwd && !c.forward && c.fwd_partner.empty()) return Support::no("no forward pass");
+  if (need_fwd && !c.forward) {
+    if (c.fwd_partner.empty()) return Support::no("no forward pass");
+    const Implementation* partner = Registry::instance().find(c.fwd_partner);
+    if (!partner) return Support::no("forward partner " + c.fwd_partner + " is not registered");
+    Support s = partner->supports(p, Pass::fwd);
+    if (!s) return Support::no("forward partner " + c.fwd_partner + ": " + s.reason);
+  }
   if (need_bwd && !c.backward) return Support::no("no backward pass");
   return supports_extra(p, pass);
 }

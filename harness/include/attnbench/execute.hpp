@@ -46,6 +46,9 @@ class CaseBuffers {
   void upload_inputs(const CaseInputs& in);
   // O and LSE that the backward reads (when the backward runs without a forward before it).
   void upload_fwd_outputs(const HostTensor& o, const std::vector<float>& lse);
+  // O and LSE from the forward implementation (the impl or its fwd_partner), when no reference
+  // values are available (sampled verification). Synchronises.
+  void produce_fwd_outputs();
   void poison_outputs();   // NaN in every output this pass writes
   void call_forward();     // asynchronous on CUDA
   void call_backward();
@@ -59,7 +62,7 @@ class CaseBuffers {
 
  private:
   const Implementation& impl_;
-  const Implementation* fwd_impl_;  // impl_, or its fwd_partner for fwd_bwd
+  const Implementation* fwd_impl_;  // impl_, or its fwd_partner (null if neither exists)
   Problem p_;
   Pass pass_;
   const Options& opts_;

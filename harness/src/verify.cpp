@@ -1,0 +1,372 @@
+#include "attnbench/verify.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+#include "attnbench/execute.hpp"
+#include "attnbench/reference.hpp"
+
+namespace attnbench {
+
+const char* to_string(VerifyMode m) {
+  switch (m) {
+    case VerifyMode::automatic: return "auto";
+    case VerifyMode::full: return "full";
+    case VerifyMode::sampled: return "sampled";
+    case VerifyMode::off: return "off";
+  }
+  return "?";
+}
+
+VerifyMode resolve_mode(const Problem& p, VerifyMode requested) {
+  if (requested != VerifyMode::automatic) return requested;
+  const double work = static_cast<double>(p.batch) * p.heads_q * static_cast<double>(p.seq_q) *
+                      p.seq_kv * p.head_dim;
+  return work <= kFullReferenceMaxWork ? VerifyMode::full : VerifyMode::sampled;
+}
+
+namespace {
+
+// Distinct values from [0, n), seeded; all of them when count >= n. Sorted.
+std::vector<int> pick(int n, int count, std::mt19937_64& rng, std::vector<int> always = {}) {
+  std::vector<int> out;
+  if (count >= n) {
+    out.resize(static_cast<std::size_t>(n));
+    std::iota(out.begin(), out.end(), 0);
+    return out;
+  }
+  out = std::move(always);
+  std::uniform_int_distribution<int> d(0, n - 1);
+  while (static_cast<int>(out.size()) < count) {
+    const int x = d(rng);
+    if (std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+}  // namespace
+
+Reference compute_reference(const CaseInputs& in, VerifyMode requested, bool need_fwd,
+                            bool need_bwd, std::uint64_t seed, SampleSpec spec) {
+  const Problem& p = in.p;
+  Reference ref;
+  ref.mode = resolve_mode(p, requested);
+  if (ref.mode == VerifyMode::off) return ref;
+  const std::vector<double> q = in.q.to_double(), k = in.k.to_double(), v = in.v.to_double();
+  const int d = p.head_dim;
+
+  if (ref.mode == VerifyMode::full) {
+    std::vector<double> o(static_cast<std::size_t>(p.q_elems())), lse(static_cast<std::size_t>(p.lse_elems()));
+    reference::forward(p, q.data(), k.data(), v.data(), o.data(), lse.data());
+    ref.o_in = HostTensor(p.dtype, p.q_elems());
+    for (std::int64_t i = 0; i < p.q_elems(); ++i) ref.o_in.set(i, static_cast<float>(o[static_cast<std::size_t>(i)]));
+    ref.lse_in.assign(lse.begin(), lse.end());
+    if (need_fwd) {
+      ref.o.val = std::move(o);
+      ref.lse.val = std::move(lse);
+    }
+    if (need_bwd) {
+      const std::vector<double> dout = in.dout.to_double();
+      ref.dq.val.resize(static_cast<std::size_t>(p.q_elems()));
+      ref.dk.val.resize(static_cast<std::size_t>(p.kv_elems()));
+      ref.dv.val.resize(static_cast<std::size_t>(p.kv_elems()));
+      reference::backward(p, q.data(), k.data(), v.data(), dout.data(), ref.dq.val.data(),
+                          ref.dk.val.data(), ref.dv.val.data());
+    }
+    return ref;
+  }
+
+  // Sampled: a seeded subset of (batch, head) pairs and query rows. The first and last rows are
+  // always in (tails and causal edges live there).
+  std::mt19937_64 rng(seed ^ 0x5eed5eedull);
+  const int pairs_q = p.batch * p.heads_q;
+  if (need_fwd) {
+    for (int bh : pick(pairs_q, spec.heads, rng)) {
+      const int b = bh / p.heads_q, h = bh % p.heads_q;
+      const std::vector<int> rows = pick(p.seq_q, spec.rows, rng, {0, p.seq_q - 1});
+      std::vector<double> o(rows.size() * static_cast<std::size_t>(d)), lse(rows.size());
+      reference::forward_rows(p, q.data(), k.data(), v.data(), b, h, rows, o.data(), lse.data());
+      for (std::size_t r = 0; r < rows.size(); ++r) {
+        const std::int64_t row_base = ((static_cast<std::int64_t>(b) * p.seq_q + rows[r]) * p.heads_q + h) * d;
+        for (int c = 0; c < d; ++c) {
+          ref.o.idx.push_back(row_base + c);
+          ref.o.val.push_back(o[r * static_cast<std::size_t>(d) + static_cast<std::size_t>(c)]);
+        }
+        ref.lse.idx.push_back((static_cast<std::int64_t>(b) * p.heads_q + h) * p.seq_q + rows[r]);
+        ref.lse.val.push_back(lse[r]);
+      }
+    }
+  }
+  if (need_bwd) {
+    const std::vector<double> dout = in.dout.to_double();
+    const int g = p.group();
+    for (int bh : pick(p.batch * p.heads_kv, spec.heads, rng)) {
+      const int b = bh / p.heads_kv, hk = bh % p.heads_kv;
+      std::vector<double> dq(static_cast<std::size_t>(g) * p.seq_q * d);
+      std::vector<double> dk(static_cast<std::size_t>(p.seq_kv) * d), dv(dk.size());
+      reference::backward_kv_head(p, q.data(), k.data(), v.data(), dout.data(), b, hk, dq.data(),
+                                  dk.data(), dv.data());
+      for (int j = 0; j < p.seq_kv; ++j) {
+        const std::int64_t base = ((static_cast<std::int64_t>(b) * p.seq_kv + j) * p.heads_kv + hk) * d;
+        for (int c = 0; c < d; ++c) {
+          const std::size_t s = static_cast<std::size_t>(j) * d + static_cast<std::size_t>(c);
+          ref.dk.idx.push_back(base + c);
+          ref.dk.val.push_back(dk[s]);
+          ref.dv.idx.push_back(base + c);
+          ref.dv.val.push_back(dv[s]);
+        }
+      }
+      for (int gi = 0; gi < g; ++gi) {
+        const int h = hk * g + gi;
+        for (int i = 0; i < p.seq_q; ++i) {
+          const std::int64_t base = ((static_cast<std::int64_t>(b) * p.seq_q + i) * p.heads_q + h) * d;
+          for (int c = 0; c < d; ++c) {
+            ref.dq.idx.push_back(base + c);
+            ref.dq.val.push_back(dq[(static_cast<std::size_t>(gi) * p.seq_q + i) * d + static_cast<std::size_t>(c)]);
+          }
+        }
+      }
+    }
+  }
+  return ref;
+}
+
+namespace {
+
+// Read-only view of one output: a dtype tensor or the float32 LSE.
+struct View {
+  const HostTensor* t = nullptr;
+  const std::vector<float>* f = nullptr;
+  std::int64_t size() const { return t ? t->numel : static_cast<std::int64_t>(f->size()); }
+  double at(std::int64_t i) const { return t ? t->get(i) : (*f)[static_cast<std::size_t>(i)]; }
+  bool present() const { return t ? t->numel > 0 : (f && !f->empty()); }
+};
+
+struct OutputSpec {
+  const char* name;
+  View impl, naive;
+  const RefOutput* ref;
+  DType dtype;  // rounding of the output (f32 for LSE)
+  double k;     // 2 forward, 3 gradients
+  bool is_lse;
+};
+
+OutputReport check_output(const Problem& p, const OutputSpec& s, VerifyMode mode) {
+  OutputReport r;
+  r.name = s.name;
+  if (!s.impl.present()) {
+    r.ok = false;
+    r.why = "output missing";
+    return r;
+  }
+  // An LSE of -inf is correct exactly where a row sees no key.
+  auto lse_row_empty = [&](std::int64_t i) {
+    const int row = static_cast<int>(i % p.seq_q);
+    return p.first_invisible_key(row) == 0;
+  };
+  // 1. Every element, sampled or not: no NaN/Inf (unwritten poison is NaN).
+  const std::int64_t n = s.impl.size();
+  std::int64_t nonfinite = 0, wrong_inf = 0, first_bad = -1;
+#pragma omp parallel for reduction(+ : nonfinite, wrong_inf) schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double x = s.impl.at(i);
+    if (std::isfinite(x)) {
+      if (s.is_lse && lse_row_empty(i)) ++wrong_inf;  // must be -inf
+      continue;
+    }
+    if (s.is_lse && x < 0 && std::isinf(x) && lse_row_empty(i)) continue;
+    ++nonfinite;
+  }
+  if (nonfinite > 0 || wrong_inf > 0) {
+    for (std::int64_t i = 0; i < n && first_bad < 0; ++i) {
+      const double x = s.impl.at(i);
+      const bool empty = s.is_lse && lse_row_empty(i);
+      if (empty ? !(std::isinf(x) && x < 0) : !std::isfinite(x)) first_bad = i;
+    }
+  }
+  r.nonfinite = nonfinite + wrong_inf;
+
+  // 2. Errors at the elements with reference values.
+  if (mode != VerifyMode::off && s.ref && !s.ref->empty()) {
+    const auto& ref = *s.ref;
+    const bool all = ref.idx.empty();
+    const std::int64_t m = static_cast<std::int64_t>(ref.val.size());
+    double max_abs = 0, naive_max = 0, sq_err = 0, sq_ref = 0, ref_max = 0;
+    std::int64_t checked = 0, worst = -1;
+    const bool have_naive = s.naive.present();
+    for (std::int64_t j = 0; j < m; ++j) {
+      const std::int64_t i = all ? j : ref.idx[static_cast<std::size_t>(j)];
+      const double rv = ref.val[static_cast<std::size_t>(j)];
+      if (!std::isfinite(rv)) continue;  // -inf LSE rows: handled by the scan above
+      const double x = s.impl.at(i);
+      const double e = std::fabs(x - rv);
+      ++checked;
+      if (!(e <= max_abs)) {  // also catches NaN
+        max_abs = std::isnan(e) ? std::numeric_limits<double>::infinity() : e;
+        worst = i;
+      }
+      sq_err += std::isfinite(e) ? e * e : 0;
+      sq_ref += rv * rv;
+      ref_max = std::max(ref_max, std::fabs(rv));
+      if (have_naive) {
+        const double en = std::fabs(s.naive.at(i) - rv);
+        naive_max = std::max(naive_max, std::isfinite(en) ? en : 0.0);
+      }
+    }
+    r.checked = checked;
+    r.max_abs = max_abs;
+    r.rel_l2 = sq_ref > 0 ? std::sqrt(sq_err / sq_ref) : std::sqrt(sq_err);
+    // "Twice the rounding error of X_ref in the dtype": 2 * unit roundoff * max|X_ref|.
+    r.atol = 2.0 * unit_roundoff(s.dtype) * ref_max;
+    if (have_naive) {
+      r.naive_max_abs = naive_max;
+      r.bound = s.k * naive_max + r.atol;
+      r.ratio = naive_max > 0 ? max_abs / naive_max : 0;
+    } else {
+      // No same-device baseline could run: fall back to a dtype-based bound, said in `why`.
+      r.bound = 16.0 * r.atol;
+    }
+    if (!(max_abs <= r.bound)) {
+      r.ok = false;
+      std::ostringstream w;
+      w << "max_abs " << max_abs << " > bound " << r.bound << " (k=" << s.k << ", naive "
+        << r.naive_max_abs << ", atol " << r.atol << ") at element " << worst;
+      r.why = w.str();
+    }
+  }
+  if (r.nonfinite > 0) {
+    r.ok = false;
+    std::ostringstream w;
+    w << r.nonfinite << " element(s) NaN/Inf/unwritten or LSE not -inf on an empty row, first at " << first_bad;
+    r.why = r.why.empty() ? w.str() : w.str() + "; " + r.why;
+  }
+  return r;
+}
+
+// Sampled mode: every element against the naive baseline, so a wrong row anywhere is caught.
+// |impl - naive| <= |impl - ref| + |naive - ref| <= (k + 1) * naive_err + atol on the samples;
+// a factor 4 allows for rows where the error is larger than on the sampled rows.
+OutputReport check_against_naive(const OutputSpec& s, const OutputReport& sampled) {
+  OutputReport r;
+  r.name = std::string(s.name) + "~naive";
+  const std::int64_t n = s.impl.size();
+  double max_abs = 0, mag = 0;
+  std::int64_t worst = -1;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double a = s.impl.at(i), b = s.naive.at(i);
+    if (!std::isfinite(b)) continue;  // -inf LSE rows, checked by the scan
+    mag = std::max(mag, std::fabs(b));
+    const double e = std::fabs(a - b);
+    if (!(e <= max_abs)) {
+      max_abs = std::isnan(e) ? std::numeric_limits<double>::infinity() : e;
+      worst = i;
+    }
+  }
+  r.checked = n;
+  r.max_abs = max_abs;
+  r.naive_max_abs = sampled.naive_max_abs;
+  r.atol = 2.0 * unit_roundoff(s.dtype) * mag;
+  r.bound = 4.0 * ((s.k + 1.0) * std::max(sampled.naive_max_abs, 0.0) + r.atol);
+  r.ratio = sampled.naive_max_abs > 0 ? max_abs / sampled.naive_max_abs : 0;
+  if (!(max_abs <= r.bound)) {
+    r.ok = false;
+    std::ostringstream w;
+    w << "differs from the naive baseline by " << max_abs << " > " << r.bound << " at element " << worst;
+    r.why = w.str();
+  }
+  return r;
+}
+
+}  // namespace
+
+std::string Verdict::failure() const {
+  std::string s;
+  for (const auto& o : outputs) {
+    if (o.ok) continue;
+    if (!s.empty()) s += "; ";
+    s += o.name + ": " + o.why;
+  }
+  return s;
+}
+
+Verdict verify(const Problem& p, Pass pass, const Outputs& impl, const Outputs* naive,
+               const Reference& ref) {
+  Verdict v;
+  std::vector<OutputSpec> specs;
+  auto view_t = [](const Outputs* o, const HostTensor Outputs::*m) {
+    View w;
+    if (o) w.t = &(o->*m);
+    return w;
+  };
+  auto view_f = [](const Outputs* o) {
+    View w;
+    if (o) w.f = &o->lse;
+    return w;
+  };
+  if (pass != Pass::bwd) {
+    specs.push_back({"O", view_t(&impl, &Outputs::o), view_t(naive, &Outputs::o), &ref.o, p.dtype, 2.0, false});
+    specs.push_back({"LSE", view_f(&impl), view_f(naive), &ref.lse, DType::f32, 2.0, true});
+  }
+  if (pass != Pass::fwd) {
+    specs.push_back({"dQ", view_t(&impl, &Outputs::dq), view_t(naive, &Outputs::dq), &ref.dq, p.dtype, 3.0, false});
+    specs.push_back({"dK", view_t(&impl, &Outputs::dk), view_t(naive, &Outputs::dk), &ref.dk, p.dtype, 3.0, false});
+    specs.push_back({"dV", view_t(&impl, &Outputs::dv), view_t(naive, &Outputs::dv), &ref.dv, p.dtype, 3.0, false});
+  }
+  for (const auto& s : specs) {
+    OutputReport r = check_output(p, s, ref.mode);
+    const bool global = ref.mode == VerifyMode::sampled && s.naive.present() && s.impl.present();
+    v.ok = v.ok && r.ok;
+    v.outputs.push_back(r);
+    if (global) {
+      OutputReport g = check_against_naive(s, r);
+      v.ok = v.ok && g.ok;
+      v.outputs.push_back(std::move(g));
+    }
+  }
+  return v;
+}
+
+namespace {
+
+// One poisoned call of impl on inputs; for a standalone backward, O and LSE come from the
+// reference (full mode) or from the implementation's own forward (sampled mode).
+Outputs run_one(const Implementation& impl, const Problem& p, Pass pass, const CaseInputs& in,
+                const Reference& ref, const Options& opts) {
+  CaseBuffers buf(impl, p, pass, opts);
+  buf.upload_inputs(in);
+  if (pass == Pass::bwd) {
+    if (!ref.lse_in.empty()) {
+      buf.upload_fwd_outputs(ref.o_in, ref.lse_in);
+    } else {
+      buf.produce_fwd_outputs();
+    }
+  }
+  buf.poison_outputs();
+  buf.call(pass);
+  buf.synchronize();
+  return buf.download();
+}
+
+}  // namespace
+
+Verdict check_impl(const Implementation& impl, const Problem& p, Pass pass, std::uint64_t seed,
+                   VerifyMode mode, const Options& opts) {
+  const CaseInputs in = make_inputs(p, seed);
+  const bool need_fwd = pass != Pass::bwd, need_bwd = pass != Pass::fwd;
+  // The backward's O/LSE inputs need the full forward reference; compute it whenever affordable.
+  const Reference ref = compute_reference(in, mode, need_fwd, need_bwd, seed);
+  std::unique_ptr<Outputs> naive;
+  if (const Implementation* base = naive_baseline(impl.device()); base && base->supports(p, pass)) {
+    naive = std::make_unique<Outputs>(run_one(*base, p, pass, in, ref, {}));
+  }
+  const Outputs out = run_one(impl, p, pass, in, ref, opts);
+  return verify(p, pass, out, naive.get(), ref);
+}
+
+}  // namespace attnbench

@@ -1,0 +1,331 @@
+// The float64 reference: exact attention forward (O, LSE) and backward (dQ, dK, dV) in double
+// precision, the single source of truth every implementation is verified against.
+//
+// Algorithm: per (batch, query head), query rows are processed in fixed blocks of kRowBlock rows.
+// A block computes its full score rows S = scale * Qb K^T over the keys it can see (for causal,
+// keys [0, first_invisible_key(last row))), a safe softmax row by row (subtract the row max, exp,
+// sum, LSE = max + log(sum)), and O = P V. The backward recomputes P the same way and applies
+//   dV += P^T dO,  dP = dO V^T,  D = rowsum(P o dP) (= rowsum(dO o O)),  dS = P o (dP - D),
+//   dQ = scale * dS K,  dK += scale * dS^T Q.
+// Passes over memory: each (b, head) slice of the BSHD inputs is copied once into a contiguous
+// Eigen matrix; K and V are then read once per row block (Eigen GEMMs).
+// Writes: o, lse (forward); dq, dk, dv (backward), every element.
+// Extra memory per worker thread: one head of Q (and dO), K, V, the [kRowBlock, seq_kv] score
+// block (two in the backward) and, in the backward, one [seq_kv, head_dim] pair of partial dK/dV.
+// Limits: none beyond validate(); cost is O(seq_q * seq_kv * head_dim) per head, in double.
+//
+// Determinism: results do not depend on the thread count, and forward_rows / backward_kv_head are
+// bitwise equal to the matching slices of forward / backward, because
+//   - every row is computed inside the same fixed row block with the same key range, by the same
+//     code (GEMM results for a row depend on its position within the block);
+//   - the softmax uses scalar std::exp in a fixed order (no alignment-dependent vector paths);
+//   - dK/dV are summed from per-unit partials (unit = one query head x kRowChunk rows) in unit
+//     order, whichever thread computed each unit;
+//   - Eigen's own GEMM threading is off (EIGEN_DONT_PARALLELIZE): its k-blocking depends on the
+//     thread count. Parallelism is ours, with OpenMP, over heads and row blocks.
+#define EIGEN_DONT_PARALLELIZE
+#include "attnbench/reference.hpp"
+
+#include <omp.h>
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace attnbench::reference {
+namespace {
+
+using Mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+// Any row-major block of rows (outer stride = head_dim) binds here without a copy.
+using ConstRows = Eigen::Ref<const Mat>;
+
+constexpr int kRowBlock = 64;   // query rows per score block: GEMM-efficient, S stays small
+constexpr int kRowChunk = 512;  // query rows per backward work unit (a multiple of kRowBlock)
+static_assert(kRowChunk % kRowBlock == 0);
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+void check_problem(const Problem& p) {
+  const std::string why = validate(p);
+  if (!why.empty()) throw std::invalid_argument("attnbench::reference: " + why);
+}
+
+std::int64_t row_offset(int b, int s, int seq, int heads, int h, int d) {
+  return ((static_cast<std::int64_t>(b) * seq + s) * heads + h) * d;
+}
+
+// x: [batch, seq, heads, d] -> rows [row0, row0 + nrows) of head (b, h): [nrows, d]
+Mat gather(const double* x, int b, int seq, int heads, int h, int d, int row0, int nrows) {
+  Mat m(nrows, d);
+  for (int r = 0; r < nrows; ++r) {
+    const double* src = x + row_offset(b, row0 + r, seq, heads, h, d);
+    std::copy(src, src + d, m.row(r).data());
+  }
+  return m;
+}
+Mat gather(const double* x, int b, int seq, int heads, int h, int d) {
+  return gather(x, b, seq, heads, h, d, 0, seq);
+}
+
+// m: [seq, d] -> head (b, h) of x: [batch, seq, heads, d]
+void scatter(const double* m, double* x, int b, int seq, int heads, int h, int d) {
+  for (int r = 0; r < seq; ++r) {
+    std::copy(m + static_cast<std::int64_t>(r) * d, m + static_cast<std::int64_t>(r + 1) * d,
+              x + row_offset(b, r, seq, heads, h, d));
+  }
+}
+
+// Keys [0, key_end) cover every key visible to rows [row0, row0 + nrows): visibility only grows
+// with the row index.
+int block_key_end(const Problem& p, int row0, int nrows) {
+  return p.first_invisible_key(row0 + nrows - 1);
+}
+
+// s: [nrows, key_end] scaled scores of rows row0.. -> P (masked entries 0); lse: [nrows].
+// A row that sees no key gets P = 0 and LSE = -inf.
+void softmax_rows(const Problem& p, int row0, Mat& s, double* lse) {
+  const Eigen::Index cols = s.cols();
+  for (Eigen::Index r = 0; r < s.rows(); ++r) {
+    double* row = s.row(r).data();
+    const Eigen::Index n = p.first_invisible_key(static_cast<int>(row0 + r));
+    if (n == 0) {
+      std::fill(row, row + cols, 0.0);
+      lse[r] = kNegInf;
+      continue;
+    }
+    double m = row[0];
+    for (Eigen::Index j = 1; j < n; ++j) m = std::max(m, row[j]);
+    double sum = 0;
+    for (Eigen::Index j = 0; j < n; ++j) {
+      row[j] = std::exp(row[j] - m);
+      sum += row[j];
+    }
+    for (Eigen::Index j = 0; j < n; ++j) row[j] /= sum;
+    std::fill(row + n, row + cols, 0.0);
+    lse[r] = m + std::log(sum);
+  }
+}
+
+// One row block of the forward. qb: [nrows, d] rows row0.. of one query head; k, v: [seq_kv, d]
+// of its kv head. Writes ob: [nrows, d] and lse: [nrows]; s is scratch.
+void forward_block(const Problem& p, const ConstRows& qb, int row0, const Mat& k, const Mat& v,
+                   Mat& s, Mat& ob, double* lse) {
+  const int nrows = static_cast<int>(qb.rows());
+  const int key_end = block_key_end(p, row0, nrows);
+  ob.resize(nrows, p.head_dim);
+  if (key_end == 0) {
+    ob.setZero();
+    std::fill(lse, lse + nrows, kNegInf);
+    return;
+  }
+  s.resize(nrows, key_end);
+  s.noalias() = qb * k.topRows(key_end).transpose();
+  s *= p.effective_scale();
+  softmax_rows(p, row0, s, lse);
+  ob.noalias() = s * v.topRows(key_end);
+}
+
+struct Inputs {
+  const double* q;
+  const double* k;
+  const double* v;
+  const double* dout;
+};
+
+// One backward work unit: query head h, rows [row0, row0 + nrows) (whole row blocks).
+// kh, vh: [seq_kv, d] of h's kv head. Writes dq_rows: [nrows, d] (contiguous) and overwrites
+// dk_part, dv_part: [seq_kv, d] with this unit's contribution.
+void backward_unit(const Problem& p, const Inputs& in, int b, int h, int row0, int nrows,
+                   const Mat& kh, const Mat& vh, double* dq_rows, Mat& dk_part, Mat& dv_part) {
+  const int d = p.head_dim;
+  const double scale = p.effective_scale();
+  dk_part.setZero(p.seq_kv, d);
+  dv_part.setZero(p.seq_kv, d);
+  const Mat qh = gather(in.q, b, p.seq_q, p.heads_q, h, d, row0, nrows);
+  const Mat doh = gather(in.dout, b, p.seq_q, p.heads_q, h, d, row0, nrows);
+  Eigen::Map<Mat> dq(dq_rows, nrows, d);
+  Mat s, dp;
+  std::vector<double> lse(kRowBlock);
+  for (int r = 0; r < nrows; r += kRowBlock) {
+    const int n = std::min(kRowBlock, nrows - r);
+    const int key_end = block_key_end(p, row0 + r, n);
+    if (key_end == 0) {  // no row of the block sees a key: no gradient flows
+      dq.middleRows(r, n).setZero();
+      continue;
+    }
+    const auto qb = qh.middleRows(r, n);
+    const auto dob = doh.middleRows(r, n);
+    const auto kk = kh.topRows(key_end);
+    s.resize(n, key_end);
+    s.noalias() = qb * kk.transpose();
+    s *= scale;
+    softmax_rows(p, row0 + r, s, lse.data());  // s now holds P
+    dv_part.topRows(key_end).noalias() += s.transpose() * dob;
+    dp.resize(n, key_end);
+    dp.noalias() = dob * vh.topRows(key_end).transpose();
+    for (int i = 0; i < n; ++i) {  // dp <- dS = P o (dP - D)
+      const double di = s.row(i).dot(dp.row(i));
+      dp.row(i).array() = s.row(i).array() * (dp.row(i).array() - di);
+    }
+    dq.middleRows(r, n).noalias() = scale * (dp * kk);
+    dk_part.topRows(key_end).noalias() += scale * (dp.transpose() * qb);
+  }
+}
+
+// Backward of one kv group (b, hk). dq_group: [group, seq_q, d]; dk, dv: [seq_kv, d] (resized).
+// Units (query head gi, row chunk c) in order gi-major; dK/dV are the in-order sum of the units'
+// partials. parallel: run units concurrently (waves of one unit per thread) instead of in turn.
+void backward_group(const Problem& p, const Inputs& in, int b, int hk, double* dq_group, Mat& dk,
+                    Mat& dv, bool parallel) {
+  const int d = p.head_dim;
+  const int g = p.group();
+  const int chunks = (p.seq_q + kRowChunk - 1) / kRowChunk;
+  const int units = g * chunks;
+  const Mat kh = gather(in.k, b, p.seq_kv, p.heads_kv, hk, d);
+  const Mat vh = gather(in.v, b, p.seq_kv, p.heads_kv, hk, d);
+  dk.setZero(p.seq_kv, d);
+  dv.setZero(p.seq_kv, d);
+  auto run_unit = [&](int u, Mat& dk_part, Mat& dv_part) {
+    const int gi = u / chunks;
+    const int row0 = (u % chunks) * kRowChunk;
+    const int nrows = std::min(kRowChunk, p.seq_q - row0);
+    double* dq_rows = dq_group + (static_cast<std::int64_t>(gi) * p.seq_q + row0) * d;
+    backward_unit(p, in, b, hk * g + gi, row0, nrows, kh, vh, dq_rows, dk_part, dv_part);
+  };
+  const int wave = parallel ? std::min(units, omp_get_max_threads()) : 1;
+  std::vector<Mat> dk_parts(wave), dv_parts(wave);
+  for (int u0 = 0; u0 < units; u0 += wave) {
+    const int n = std::min(wave, units - u0);
+#pragma omp parallel for schedule(dynamic) if (n > 1)
+    for (int i = 0; i < n; ++i) run_unit(u0 + i, dk_parts[i], dv_parts[i]);
+    for (int i = 0; i < n; ++i) {
+      dk += dk_parts[i];
+      dv += dv_parts[i];
+    }
+  }
+}
+
+}  // namespace
+
+// q: [B, Sq, Hq, D], k, v: [B, Skv, Hkv, D] -> o: [B, Sq, Hq, D], lse: [B, Hq, Sq]
+void forward(const Problem& p, const double* q, const double* k, const double* v, double* o,
+             double* lse) {
+  check_problem(p);
+  const int d = p.head_dim;
+  const int blocks = (p.seq_q + kRowBlock - 1) / kRowBlock;
+  const std::int64_t heads = static_cast<std::int64_t>(p.batch) * p.heads_q;
+  // Parallel over (b, h) when there are enough of them, else over the row blocks of each head.
+  const bool over_heads = heads >= omp_get_max_threads();
+#pragma omp parallel for schedule(dynamic) if (over_heads)
+  for (std::int64_t t = 0; t < heads; ++t) {
+    const int b = static_cast<int>(t / p.heads_q);
+    const int h = static_cast<int>(t % p.heads_q);
+    const Mat qh = gather(q, b, p.seq_q, p.heads_q, h, d);
+    const Mat kh = gather(k, b, p.seq_kv, p.heads_kv, p.kv_head(h), d);
+    const Mat vh = gather(v, b, p.seq_kv, p.heads_kv, p.kv_head(h), d);
+    double* lse_h = lse + t * p.seq_q;
+#pragma omp parallel for schedule(dynamic) if (!over_heads)
+    for (int blk = 0; blk < blocks; ++blk) {
+      const int row0 = blk * kRowBlock;
+      const int nrows = std::min(kRowBlock, p.seq_q - row0);
+      Mat s, ob;
+      forward_block(p, qh.middleRows(row0, nrows), row0, kh, vh, s, ob, lse_h + row0);
+      for (int r = 0; r < nrows; ++r) {
+        std::copy(ob.row(r).data(), ob.row(r).data() + d,
+                  o + row_offset(b, row0 + r, p.seq_q, p.heads_q, h, d));
+      }
+    }
+  }
+}
+
+// q: [B, Sq, Hq, D], k, v: [B, Skv, Hkv, D] -> o_rows: [rows.size(), D], lse_rows: [rows.size()]
+void forward_rows(const Problem& p, const double* q, const double* k, const double* v, int b,
+                  int h, const std::vector<int>& rows, double* o_rows, double* lse_rows) {
+  check_problem(p);
+  if (b < 0 || b >= p.batch || h < 0 || h >= p.heads_q) {
+    throw std::out_of_range("attnbench::reference::forward_rows: (batch, head) out of range");
+  }
+  for (int r : rows) {
+    if (r < 0 || r >= p.seq_q) {
+      throw std::out_of_range("attnbench::reference::forward_rows: row " + std::to_string(r) +
+                              " out of range");
+    }
+  }
+  const int d = p.head_dim;
+  // Each needed row block is computed whole, exactly as forward() computes it.
+  std::vector<int> blocks;
+  for (int r : rows) blocks.push_back(r / kRowBlock);
+  std::sort(blocks.begin(), blocks.end());
+  blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+  const Mat kh = gather(k, b, p.seq_kv, p.heads_kv, p.kv_head(h), d);
+  const Mat vh = gather(v, b, p.seq_kv, p.heads_kv, p.kv_head(h), d);
+  const int nb = static_cast<int>(blocks.size());
+  std::vector<Mat> obs(nb);
+  std::vector<std::vector<double>> lses(nb, std::vector<double>(kRowBlock));
+#pragma omp parallel for schedule(dynamic) if (nb > 1)
+  for (int i = 0; i < nb; ++i) {
+    const int row0 = blocks[i] * kRowBlock;
+    const int nrows = std::min(kRowBlock, p.seq_q - row0);
+    const Mat qb = gather(q, b, p.seq_q, p.heads_q, h, d, row0, nrows);
+    Mat s;
+    forward_block(p, qb, row0, kh, vh, s, obs[i], lses[i].data());
+  }
+  for (std::size_t n = 0; n < rows.size(); ++n) {
+    const int blk = rows[n] / kRowBlock;
+    const auto i = std::lower_bound(blocks.begin(), blocks.end(), blk) - blocks.begin();
+    const int r = rows[n] - blk * kRowBlock;
+    std::copy(obs[i].row(r).data(), obs[i].row(r).data() + d,
+              o_rows + static_cast<std::int64_t>(n) * d);
+    lse_rows[n] = lses[i][r];
+  }
+}
+
+// q, dout: [B, Sq, Hq, D], k, v: [B, Skv, Hkv, D] -> dq like q, dk and dv like k
+void backward(const Problem& p, const double* q, const double* k, const double* v,
+              const double* dout, double* dq, double* dk, double* dv) {
+  check_problem(p);
+  const Inputs in{q, k, v, dout};
+  const int d = p.head_dim;
+  const int g = p.group();
+  const std::int64_t groups = static_cast<std::int64_t>(p.batch) * p.heads_kv;
+  // Parallel over (b, kv head) when there are enough of them (no races on dK/dV: each group owns
+  // its slice), else over the work units inside each group. Both give the same bits.
+  const bool over_groups = groups >= omp_get_max_threads();
+#pragma omp parallel for schedule(dynamic) if (over_groups)
+  for (std::int64_t t = 0; t < groups; ++t) {
+    const int b = static_cast<int>(t / p.heads_kv);
+    const int hk = static_cast<int>(t % p.heads_kv);
+    std::vector<double> dq_group(static_cast<std::size_t>(g) * p.seq_q * d);
+    Mat dkh, dvh;
+    backward_group(p, in, b, hk, dq_group.data(), dkh, dvh, !over_groups);
+    for (int gi = 0; gi < g; ++gi) {
+      scatter(dq_group.data() + static_cast<std::int64_t>(gi) * p.seq_q * d, dq, b, p.seq_q,
+              p.heads_q, hk * g + gi, d);
+    }
+    scatter(dkh.data(), dk, b, p.seq_kv, p.heads_kv, hk, d);
+    scatter(dvh.data(), dv, b, p.seq_kv, p.heads_kv, hk, d);
+  }
+}
+
+// q, dout: [B, Sq, Hq, D], k, v: [B, Skv, Hkv, D] -> dq_group: [group, Sq, D],
+// dk_head, dv_head: [Skv, D] for kv head hk of batch b
+void backward_kv_head(const Problem& p, const double* q, const double* k, const double* v,
+                      const double* dout, int b, int hk, double* dq_group, double* dk_head,
+                      double* dv_head) {
+  check_problem(p);
+  if (b < 0 || b >= p.batch || hk < 0 || hk >= p.heads_kv) {
+    throw std::out_of_range("attnbench::reference::backward_kv_head: (batch, kv head) out of range");
+  }
+  Mat dkh, dvh;
+  backward_group(p, Inputs{q, k, v, dout}, b, hk, dq_group, dkh, dvh, true);
+  const std::int64_t n = static_cast<std::int64_t>(p.seq_kv) * p.head_dim;
+  std::copy(dkh.data(), dkh.data() + n, dk_head);
+  std::copy(dvh.data(), dvh.data() + n, dv_head);
+}
+
+}  // namespace attnbench::reference
