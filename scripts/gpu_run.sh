@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The GPU workflow, run ON the GPU machine: build with all cores (cuDNN headers/library from
+# PyTorch's wheel), run the tests, then run the chosen configs and write results JSON + logs.
+#
+#   scripts/gpu_run.sh OUTDIR [--tests|--no-tests] [--peers] [CONFIG ...] [-- extra attnbench args]
+#
+# OUTDIR receives results-<config>.json for each config, torch-<config>.json with --peers,
+# and logs.tar.gz (build, ctest, run logs, nvidia-smi). Commit results under results/h200/.
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="${1:?usage: scripts/gpu_run.sh OUTDIR [--no-tests] [--peers] [CONFIG ...]}"; shift
+RUN_TESTS=1; PEERS=0; CONFIGS=(); EXTRA=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-tests) RUN_TESTS=0 ;;
+    --tests) RUN_TESTS=1 ;;
+    --peers) PEERS=1 ;;
+    --) shift; EXTRA=("$@"); break ;;
+    *) CONFIGS+=("$1") ;;
+  esac
+  shift
+done
+mkdir -p "$OUT/logs"
+LOG="$OUT/logs"
+BUILD="${ATTN_BUILD_DIR:-$ROOT/build-gpu}"
+
+SITE="$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null || true)"
+CUDNN="$SITE/nvidia/cudnn"
+CMAKE_EXTRA=()
+if [ -f "$CUDNN/include/cudnn.h" ]; then
+  CMAKE_EXTRA+=("-DCUDNN_INCLUDE_DIR=$CUDNN/include")
+  export LD_LIBRARY_PATH="$CUDNN/lib:${LD_LIBRARY_PATH:-}"
+  export ATTNBENCH_CUDNN_LIB="$CUDNN/lib/libcudnn.so.9"
+  echo "cuDNN from $CUDNN" | tee "$LOG/cudnn.txt"
+else
+  echo "cuDNN headers not found under '$CUDNN': cuda.cudnn_sdpa rows will be SKIP" | tee "$LOG/cudnn.txt"
+fi
+nvidia-smi > "$LOG/nvidia-smi.txt" 2>&1 || true
+nvidia-smi -q -d CLOCK >> "$LOG/nvidia-smi.txt" 2>&1 || true
+
+pack() { tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$LOG"; }
+trap pack EXIT
+
+start=$(date +%s)
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DATTNBENCH_NATIVE=ON \
+  "-DATTNBENCH_CUDA_GENCODE=-gencode=arch=compute_90a,code=sm_90a" "${CMAKE_EXTRA[@]}" > "$LOG/configure.txt" 2>&1 \
+  || { tail -30 "$LOG/configure.txt"; exit 3; }
+if ! cmake --build "$BUILD" -j "$(nproc)" > "$LOG/build.txt" 2>&1; then
+  grep -E 'error|Error' "$LOG/build.txt" | head -40; exit 3
+fi
+echo "build: $(( $(date +%s) - start )) s"
+
+rc=0
+if [ "$RUN_TESTS" = 1 ]; then
+  ( cd "$BUILD" && ctest --output-on-failure -j 4 --timeout 900 ) > "$LOG/ctest.txt" 2>&1 || rc=1
+  grep -E 'tests passed|tests failed|\(Failed\)|\(SEGFAULT\)|Timeout|Not Run' "$LOG/ctest.txt" | head -30
+  grep -E '^\[  FAILED|Failure|failed:' "$LOG/ctest.txt" | head -40
+fi
+for cfg in "${CONFIGS[@]}"; do
+  name="$(basename "$cfg" .json)"
+  echo "== $cfg"
+  "$BUILD/attnbench" run "$ROOT/$cfg" --out "$OUT/results-$name.json" "${EXTRA[@]}" > "$LOG/run-$name.txt" 2> "$LOG/run-$name.err" || rc=1
+  tail -60 "$LOG/run-$name.txt"
+  if [ "$PEERS" = 1 ]; then
+    python3 "$ROOT/scripts/peers/torch_sdpa.py" "$ROOT/$cfg" --out "$OUT/torch-$name.json" > "$LOG/torch-$name.txt" 2>&1 || rc=1
+    tail -5 "$LOG/torch-$name.txt"
+  fi
+done
+echo "total: $(( $(date +%s) - start )) s, rc=$rc"
+exit $rc

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The README's test command: install what is missing (as root), build, run every test with CTest.
+# CUDA tests skip with a reason on a machine without a GPU. Extra arguments go to ctest.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+attn_install_deps
+attn_build "${ATTN_BUILD_DIR:-$ATTN_ROOT/build}"
+cd "$ATTN_BUILD"
+ctest --output-on-failure -j "$(nproc 2>/dev/null || echo 2)" "$@"
