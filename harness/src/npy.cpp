@@ -1,11 +1,13 @@
 // NumPy .npy v1.0 writer; the format and the bf16 choice are described in npy.hpp.
 #include "attnbench/npy.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
+#include <utility>
 
 namespace attnbench {
 

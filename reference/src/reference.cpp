@@ -10,8 +10,10 @@
 // Passes over memory: each (b, head) slice of the BSHD inputs is copied once into a contiguous
 // Eigen matrix; K and V are then read once per row block (Eigen GEMMs).
 // Writes: o, lse (forward); dq, dk, dv (backward), every element.
-// Extra memory per worker thread: one head of Q (and dO), K, V, the [kRowBlock, seq_kv] score
-// block (two in the backward) and, in the backward, one [seq_kv, head_dim] pair of partial dK/dV.
+// Extra memory: per (b, head) in flight, copies of its Q, K, V ([seq, head_dim] each) and one
+// [kRowBlock, seq_kv] score block per thread; the backward adds dO, a second score block, the
+// group's dQ [group, seq_q, head_dim] and, per kv group, accumulated dK/dV plus one partial
+// dK/dV pair ([seq_kv, head_dim]) per concurrently running work unit.
 // Limits: none beyond validate(); cost is O(seq_q * seq_kv * head_dim) per head, in double.
 //
 // Determinism: results do not depend on the thread count, and forward_rows / backward_kv_head are
@@ -28,7 +30,16 @@
 
 #include <omp.h>
 
+// GCC 12 reports a false maybe-uninitialized inside its own AVX-512 intrinsics (the
+// `__m512d __Y = __Y;` idiom of _mm512_undefined_pd, GCC bug 105593) when Eigen inlines them.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <Eigen/Core>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -244,8 +255,8 @@ void forward(const Problem& p, const double* q, const double* k, const double* v
 }
 
 // q: [B, Sq, Hq, D], k, v: [B, Skv, Hkv, D] -> o_rows: [rows.size(), D], lse_rows: [rows.size()]
-void forward_rows(const Problem& p, const double* q, const double* k, const double* v, int b,
-                  int h, const std::vector<int>& rows, double* o_rows, double* lse_rows) {
+void forward_rows(const Problem& p, const double* q, const double* k, const double* v, int b, int h,
+                  const std::vector<int>& rows, double* o_rows, double* lse_rows) {
   check_problem(p);
   if (b < 0 || b >= p.batch || h < 0 || h >= p.heads_q) {
     throw std::out_of_range("attnbench::reference::forward_rows: (batch, head) out of range");
@@ -319,7 +330,8 @@ void backward_kv_head(const Problem& p, const double* q, const double* k, const 
                       double* dv_head) {
   check_problem(p);
   if (b < 0 || b >= p.batch || hk < 0 || hk >= p.heads_kv) {
-    throw std::out_of_range("attnbench::reference::backward_kv_head: (batch, kv head) out of range");
+    throw std::out_of_range(
+        "attnbench::reference::backward_kv_head: (batch, kv head) out of range");
   }
   Mat dkh, dvh;
   backward_group(p, Inputs{q, k, v, dout}, b, hk, dq_group, dkh, dvh, true);

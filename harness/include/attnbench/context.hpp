@@ -1,0 +1,31 @@
+// The provenance block of a results file: machine, toolchain, source revision, date.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace attnbench {
+
+// The source tree attnbench was configured from (configs are looked up there too).
+std::string source_dir();
+
+// date, host, cpu, cpu_cores, omp_threads, compiler, build_type, git_revision, git_dirty,
+// nvtx, and with CUDA: cuda_runtime, cuda_driver, devices[]. git is run in source_dir() and
+// may be missing: then git_revision is "unknown".
+nlohmann::ordered_json collect_context();
+
+// "2026-11-29T10:42:13Z" (UTC) and "20261129-104213" (for file names).
+std::string iso_date_utc();
+std::string file_date_utc();
+
+// FNV-1a, 64 bit, and its 16-digit hex form.
+std::uint64_t fnv1a64(std::string_view s);
+std::string hex64(std::uint64_t x);
+
+// Physical memory of this machine in bytes (0 if unknown).
+std::int64_t host_memory_bytes();
+
+}  // namespace attnbench

@@ -1,0 +1,49 @@
+// The run loop: every (case, implementation, option set, pass) of a config, end to end.
+//
+// Phase 1, per case: seeded inputs (made once, the same for every implementation), the float64
+// reference (once, full or sampled), the same-device naive baseline's outputs (once per device
+// and pass), then for each row: supports? (else SKIP with the reason), poisoned outputs, one
+// validation call inside its NVTX range, the verdict, the memory (I/O, workspace, measured peak)
+// and, with --dump, the tensors as .npy. A throwing implementation gives a FAIL row, an
+// allocation failure a SKIP row; the run goes on.
+// Phase 2: every row that passed is registered with Google Benchmark and timed there (CUDA:
+// events on the case's stream and an L2 flush before each call unless hot; CPU: wall clock);
+// a reporter collects the statistics, which are merged into the rows.
+// The results file is rewritten atomically after each case (complete=false) and at the end.
+#pragma once
+
+#include <iosfwd>
+#include <set>
+#include <string>
+
+#include "attnbench/config.hpp"
+#include "attnbench/results.hpp"
+
+namespace attnbench {
+
+struct RunOptions {
+  std::string config_path;   // recorded in the context ("" for an ad-hoc problem)
+  std::string out_path;      // results file; "" = do not write one
+  bool profile = false;      // one validation call per row, no timing (for ncu / nsys)
+  bool quiet = false;        // no progress lines, no Google Benchmark console output
+  std::string dump_dir;      // "" = no .npy dump
+  std::string command_line;  // recorded in the context
+  // --benchmark_* flags given on the command line (names without dashes, e.g.
+  // "benchmark_repetitions"): they win over the config's timing settings.
+  std::set<std::string> benchmark_flags;
+};
+
+// Reason of the SKIP rows of CUDA implementations on a machine without a usable GPU.
+inline constexpr const char* kNoCudaDevice = "no CUDA device";
+
+// Runs the config. Progress goes to err, the final table to out. Returns the exit code:
+// 0 every row passed or was skipped, 1 a row failed, 130 interrupted by SIGINT (the results
+// file is then written with complete=false). Throws std::runtime_error when the results file
+// cannot be written before the run starts.
+int run_config(const Config& config, const RunOptions& opts, std::ostream& out, std::ostream& err);
+
+// The readable table printed at the end of a run. Rows skipped because their device is absent
+// are counted in one line instead of listed.
+void print_run_table(const RunResults& results, std::ostream& out);
+
+}  // namespace attnbench

@@ -1,0 +1,682 @@
+#include "attnbench/config.hpp"
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cmath>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "attnbench/context.hpp"
+
+namespace attnbench {
+
+std::string ConfigError::text() const {
+  std::string s = path.empty() ? std::string("config") : path;
+  if (!value.empty()) s += " = " + value;
+  return s + ": " + message;
+}
+
+std::string json_pointer_escape(std::string_view key) {
+  std::string s;
+  for (char c : key) {
+    if (c == '~') s += "~0";
+    else if (c == '/') s += "~1";
+    else s += c;
+  }
+  return s;
+}
+
+std::size_t Config::case_count() const {
+  std::size_t n = 0;
+  for (const auto& g : groups) n += g.cases.size();
+  return n;
+}
+
+std::size_t Config::row_count() const {
+  std::size_t n = 0;
+  for (const auto& g : groups) {
+    std::size_t per_case = 0;
+    for (const auto& ir : g.impls) per_case += ir.option_sets.size();
+    n += g.cases.size() * per_case * g.passes.size();
+  }
+  return n;
+}
+
+std::string Config::hash() const {
+  // Canonical form: keys sorted (nlohmann::json is a std::map), compact, no comments.
+  return hex64(fnv1a64(nlohmann::json::parse(json.dump()).dump()));
+}
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+struct Failure {
+  ConfigError error;
+};
+
+std::string compact(const json& v) {
+  std::string s = v.dump();
+  if (s.size() > 120) s = s.substr(0, 117) + "...";
+  return s;
+}
+
+[[noreturn]] void fail(const std::string& path, const json* value, const std::string& message) {
+  throw Failure{{path, value ? compact(*value) : std::string(), message}};
+}
+[[noreturn]] void fail_text(const std::string& path, const std::string& value, const std::string& message) {
+  throw Failure{{path, value, message}};
+}
+
+// '"' + s + '"' built by append: GCC 12 reports a false -Wrestrict on the operator+ chain.
+std::string quoted(const std::string& s) {
+  std::string q;
+  q.reserve(s.size() + 2);
+  q.push_back('"');
+  q.append(s);
+  q.push_back('"');
+  return q;
+}
+
+std::string at(const std::string& path, std::string_view key) {
+  return path + "/" + json_pointer_escape(key);
+}
+std::string at(const std::string& path, std::size_t i) { return path + "/" + std::to_string(i); }
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+void check_keys(const json& obj, const std::string& path, const std::vector<std::string>& allowed) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    if (std::find(allowed.begin(), allowed.end(), it.key()) == allowed.end()) {
+      fail_text(at(path, it.key()), "", "unknown key \"" + it.key() + "\" (allowed here: " + join(allowed) + ")");
+    }
+  }
+}
+
+const json& expect_object(const json& v, const std::string& path) {
+  if (!v.is_object()) fail(path, &v, std::string("must be an object, not ") + v.type_name());
+  return v;
+}
+
+const json& expect_array(const json& v, const std::string& path, bool allow_empty = false) {
+  if (!v.is_array()) fail(path, &v, std::string("must be an array, not ") + v.type_name());
+  if (!allow_empty && v.empty()) fail(path, &v, "must not be empty");
+  return v;
+}
+
+std::string expect_string(const json& v, const std::string& path) {
+  if (!v.is_string()) fail(path, &v, std::string("must be a string, not ") + v.type_name());
+  return v.get<std::string>();
+}
+
+bool expect_bool(const json& v, const std::string& path) {
+  if (!v.is_boolean()) fail(path, &v, std::string("must be true or false, not ") + v.type_name());
+  return v.get<bool>();
+}
+
+double expect_number(const json& v, const std::string& path) {
+  if (!v.is_number()) fail(path, &v, std::string("must be a number, not ") + v.type_name());
+  return v.get<double>();
+}
+
+std::int64_t expect_int(const json& v, const std::string& path, std::int64_t lo, std::int64_t hi,
+                        const char* what) {
+  if (!v.is_number_integer()) fail(path, &v, std::string("must be ") + what);
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
+    fail(path, &v, std::string("must be ") + what);
+  }
+  const std::int64_t x = v.get<std::int64_t>();
+  if (x < lo || x > hi) fail(path, &v, std::string("must be ") + what);
+  return x;
+}
+
+// ---- Problem fields -------------------------------------------------------------------------
+
+enum class Field { batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, causal, scale, dtype };
+constexpr std::size_t kFields = 9;
+constexpr std::array<const char*, kFields> kFieldNames = {
+    "batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim", "causal", "scale", "dtype"};
+
+const std::vector<std::string>& problem_keys() {
+  static const std::vector<std::string> k = {"batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim",
+                                             "causal", "scale", "dtype", "seq", "heads"};
+  return k;
+}
+
+// The concrete fields a key sets: "seq" and "heads" set two.
+std::vector<Field> targets(std::string_view key) {
+  if (key == "seq") return {Field::seq_q, Field::seq_kv};
+  if (key == "heads") return {Field::heads_q, Field::heads_kv};
+  for (std::size_t i = 0; i < kFields; ++i) {
+    if (key == kFieldNames[i]) return {static_cast<Field>(i)};
+  }
+  return {};
+}
+
+void set_field(Problem& p, Field f, const json& v, const std::string& path) {
+  auto size = [&](int& dst) {
+    dst = static_cast<int>(expect_int(v, path, 1, INT_MAX, "a positive integer"));
+  };
+  switch (f) {
+    case Field::batch: size(p.batch); break;
+    case Field::heads_q: size(p.heads_q); break;
+    case Field::heads_kv: size(p.heads_kv); break;
+    case Field::seq_q: size(p.seq_q); break;
+    case Field::seq_kv: size(p.seq_kv); break;
+    case Field::head_dim:
+      size(p.head_dim);
+      if (p.head_dim > kMaxHeadDim) fail(path, &v, "head_dim must be at most " + std::to_string(kMaxHeadDim));
+      break;
+    case Field::causal: p.causal = expect_bool(v, path); break;
+    case Field::scale: {
+      const double s = expect_number(v, path);
+      if (!std::isfinite(s) || s < 0) fail(path, &v, "must be a finite number >= 0 (0 means 1/sqrt(head_dim))");
+      p.scale = s;
+      break;
+    }
+    case Field::dtype: {
+      const std::string s = expect_string(v, path);
+      const auto t = parse_dtype(s);
+      if (!t) fail(path, &v, "unknown dtype (f32, f16, bf16)");
+      p.dtype = *t;
+      break;
+    }
+  }
+}
+
+// Where each field of a case came from, for error messages.
+struct Source {
+  std::string path;
+  std::string value;
+};
+using Sources = std::array<Source, kFields>;
+
+// ---- Sweeps -----------------------------------------------------------------------------------
+
+struct Column {
+  std::vector<Field> fields;
+  std::string path;  // of the array
+  const json* values;
+};
+// One dimension of the sweep: a product axis (one column) or a zip group (columns of equal length).
+struct Dimension {
+  std::vector<Column> columns;
+  std::size_t size() const { return columns.front().values->size(); }
+};
+
+class Parser {
+ public:
+  explicit Parser(const ParseOptions& o) : opts_(o), reg_(o.registry ? *o.registry : Registry::instance()) {}
+
+  Config parse(const json& doc) {
+    Config c;
+    c.json = doc;
+    expect_object(doc, "");
+    const bool grouped = doc.contains("groups");
+    if (grouped) {
+      check_keys(doc, "", {"name", "description", "problem", "inputs", "verify", "timing", "groups"});
+    } else {
+      check_keys(doc, "", {"name", "description", "problem", "sweep", "implementations", "passes",
+                           "inputs", "verify", "timing", "params", "devices", "groups"});
+    }
+    if (doc.contains("name")) {
+      c.name = expect_string(doc["name"], "/name");
+      if (c.name.empty() || c.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != std::string::npos) {
+        fail("/name", &doc["name"], "must be non-empty and use only letters, digits, '.', '_' and '-' (it names the results file)");
+      }
+    }
+    if (doc.contains("description")) c.description = expect_string(doc["description"], "/description");
+    if (doc.contains("inputs")) parse_inputs(doc["inputs"], c);
+
+    if (grouped) {
+      const json& groups = expect_array(doc["groups"], "/groups");
+      for (std::size_t i = 0; i < groups.size(); ++i) {
+        const std::string gp = at("/groups", i);
+        expect_object(groups[i], gp);
+        check_keys(groups[i], gp, {"description", "problem", "sweep", "implementations", "passes",
+                                   "params", "devices", "verify", "timing"});
+        c.groups.push_back(parse_group(doc, &groups[i], gp));
+      }
+    } else {
+      c.groups.push_back(parse_group(doc, nullptr, ""));
+    }
+    check_duplicate_cases(c);
+    if (c.row_count() == 0) {
+      fail_text(grouped ? "/groups" : "", "",
+                "nothing to run: the \"devices\" filter leaves no implementation");
+    }
+    return c;
+  }
+
+ private:
+  const ParseOptions& opts_;
+  const Registry& reg_;
+  // Case labels seen so far, with the group path that produced them.
+  std::map<std::string, std::string> labels_;
+
+  void parse_inputs(const json& v, Config& c) {
+    expect_object(v, "/inputs");
+    check_keys(v, "/inputs", {"distribution", "seed"});
+    if (v.contains("distribution")) {
+      const std::string d = expect_string(v["distribution"], "/inputs/distribution");
+      if (d == "normal") c.distribution = Distribution::normal;
+      else if (d == "outlier") c.distribution = Distribution::outlier;
+      else fail("/inputs/distribution", &v["distribution"], "must be \"normal\" or \"outlier\"");
+    }
+    if (v.contains("seed")) {
+      const json& s = v["seed"];
+      if (!s.is_number_integer() || (!s.is_number_unsigned() && s.get<std::int64_t>() < 0)) {
+        fail("/inputs/seed", &s, "must be a non-negative integer");
+      }
+      c.seed = s.get<std::uint64_t>();
+    }
+  }
+
+  // The value of key for a group: the group's own, else the top level's (when not grouped the
+  // group is the top level itself).
+  struct Found {
+    const json* value = nullptr;
+    std::string path;
+  };
+  static Found lookup(const json& top, const json* group, const std::string& gpath, const char* key) {
+    if (group && group->contains(key)) return {&(*group)[key], at(gpath, key)};
+    if (!group && top.contains(key)) return {&top[key], at("", key)};
+    return {};
+  }
+
+  ConfigGroup parse_group(const json& top, const json* group, const std::string& gpath) {
+    ConfigGroup g;
+    if (group && group->contains("description")) {
+      g.description = expect_string((*group)["description"], at(gpath, "description"));
+    }
+    // Problem defaults: the top level's fields, then the group's.
+    Problem defaults;
+    Sources src;
+    for (std::size_t i = 0; i < kFields; ++i) src[i] = {"", "(default)"};
+    auto apply_problem = [&](const json& pj, const std::string& ppath) {
+      expect_object(pj, ppath);
+      check_keys(pj, ppath, problem_keys());
+      for (auto it = pj.begin(); it != pj.end(); ++it) {
+        const std::string fp = at(ppath, it.key());
+        for (Field f : targets(it.key())) {
+          set_field(defaults, f, it.value(), fp);
+          src[static_cast<std::size_t>(f)] = {fp, compact(it.value())};
+        }
+      }
+    };
+    if (top.contains("problem")) apply_problem(top["problem"], "/problem");
+    if (group && group->contains("problem")) apply_problem((*group)["problem"], at(gpath, "problem"));
+
+    std::vector<Dimension> dims;
+    std::string sweep_path = group ? at(gpath, "problem") : "/problem";
+    if (Found s = lookup(top, group, gpath, "sweep"); s.value) {
+      sweep_path = s.path;
+      dims = parse_sweep(*s.value, s.path);
+    }
+    expand(defaults, src, dims, sweep_path, g.cases);
+
+    std::vector<Device> devices{Device::cpu, Device::cuda};
+    if (Found d = lookup(top, group, gpath, "devices"); d.value) devices = parse_devices(*d.value, d.path);
+
+    std::vector<const Implementation*> impls = reg_.all();
+    if (Found im = lookup(top, group, gpath, "implementations"); im.value) {
+      impls = parse_impls(*im.value, im.path);
+    }
+    std::map<std::string, std::vector<Options>> params;
+    if (Found pa = lookup(top, group, gpath, "params"); pa.value) params = parse_params(*pa.value, pa.path);
+    for (const Implementation* impl : impls) {
+      if (std::find(devices.begin(), devices.end(), impl->device()) == devices.end()) continue;
+      ImplRun run;
+      run.impl = impl;
+      if (auto it = params.find(impl->name()); it != params.end()) run.option_sets = it->second;
+      g.impls.push_back(std::move(run));
+    }
+
+    g.passes = {Pass::fwd};
+    if (Found ps = lookup(top, group, gpath, "passes"); ps.value) g.passes = parse_passes(*ps.value, ps.path);
+
+    // verify and timing: per-field defaults from the top level, then the group's own.
+    if (top.contains("verify")) parse_verify(top["verify"], "/verify", g.verify);
+    if (group && group->contains("verify")) parse_verify((*group)["verify"], at(gpath, "verify"), g.verify);
+    if (top.contains("timing")) parse_timing(top["timing"], "/timing", g.timing);
+    if (group && group->contains("timing")) parse_timing((*group)["timing"], at(gpath, "timing"), g.timing);
+    return g;
+  }
+
+  std::vector<Dimension> parse_sweep(const json& s, const std::string& path) {
+    expect_object(s, path);
+    check_keys(s, path, {"product", "zip"});
+    std::vector<Dimension> dims;
+    std::map<Field, std::string> claimed;  // field -> path of the axis that sets it
+    auto claim = [&](const std::string& key, const std::string& kpath) {
+      const auto fs = targets(key);
+      if (fs.empty()) {
+        fail_text(kpath, "", "unknown problem field \"" + key + "\" (fields: " + join(problem_keys()) + ")");
+      }
+      for (Field f : fs) {
+        if (auto it = claimed.find(f); it != claimed.end()) {
+          fail_text(kpath, "", std::string(kFieldNames[static_cast<std::size_t>(f)]) + " is already swept by " + it->second);
+        }
+        claimed[f] = kpath;
+      }
+      return fs;
+    };
+    auto column = [&](const std::string& key, const json& arr, const std::string& kpath) {
+      Column col{claim(key, kpath), kpath, &expect_array(arr, kpath)};
+      // Check every value where it stands, so the error points at it.
+      Problem scratch;
+      for (std::size_t i = 0; i < arr.size(); ++i) {
+        for (Field f : col.fields) set_field(scratch, f, arr[i], at(kpath, i));
+      }
+      return col;
+    };
+    if (s.contains("product")) {
+      const std::string pp = at(path, "product");
+      const json& prod = expect_object(s["product"], pp);
+      for (auto it = prod.begin(); it != prod.end(); ++it) {
+        dims.push_back(Dimension{{column(it.key(), it.value(), at(pp, it.key()))}});
+      }
+    }
+    if (s.contains("zip")) {
+      const std::string zp = at(path, "zip");
+      const json& zips = expect_array(s["zip"], zp);
+      for (std::size_t z = 0; z < zips.size(); ++z) {
+        const std::string gp = at(zp, z);
+        const json& grp = expect_object(zips[z], gp);
+        if (grp.empty()) fail(gp, &grp, "a zip group needs at least one field");
+        Dimension d;
+        for (auto it = grp.begin(); it != grp.end(); ++it) {
+          d.columns.push_back(column(it.key(), it.value(), at(gp, it.key())));
+          const std::size_t n0 = d.columns.front().values->size(), n = it.value().size();
+          if (n != n0) {
+            fail(at(gp, it.key()), &it.value(),
+                 "zipped arrays must have equal lengths: " + std::to_string(n) + " here, " +
+                     std::to_string(n0) + " for \"" + grp.begin().key() + "\"");
+          }
+        }
+        dims.push_back(std::move(d));
+      }
+    }
+    return dims;
+  }
+
+  void expand(const Problem& defaults, const Sources& src0, const std::vector<Dimension>& dims,
+              const std::string& sweep_path, std::vector<Problem>& out) {
+    std::vector<std::size_t> idx(dims.size(), 0);
+    while (true) {
+      Problem p = defaults;
+      Sources src = src0;
+      for (std::size_t d = 0; d < dims.size(); ++d) {
+        for (const Column& col : dims[d].columns) {
+          const json& v = (*col.values)[idx[d]];
+          const std::string vp = at(col.path, idx[d]);
+          for (Field f : col.fields) {
+            set_field(p, f, v, vp);
+            src[static_cast<std::size_t>(f)] = {vp, compact(v)};
+          }
+        }
+      }
+      check_case(p, src, sweep_path);
+      out.push_back(p);
+      // Odometer: the last dimension varies fastest.
+      std::size_t d = dims.size();
+      while (d > 0) {
+        --d;
+        if (++idx[d] < dims[d].size()) break;
+        idx[d] = 0;
+        if (d == 0) return;
+      }
+      if (dims.empty()) return;
+    }
+  }
+
+  void check_case(const Problem& p, const Sources& src, const std::string& sweep_path) {
+    auto source_of = [&](Field f) -> const Source& { return src[static_cast<std::size_t>(f)]; };
+    if (p.heads_q % p.heads_kv != 0) {
+      const Source& s = source_of(Field::heads_kv);
+      fail_text(s.path.empty() ? sweep_path : s.path, s.value,
+                "heads_q = " + std::to_string(p.heads_q) + " is not a multiple of heads_kv = " +
+                    std::to_string(p.heads_kv) + " (case " + p.label() + ")");
+    }
+    const std::string why = validate(p, opts_.max_bytes);
+    if (why.empty()) return;
+    // validate() starts its message with the field at fault, when there is one.
+    const std::string lead = why.substr(0, why.find_first_of(" :"));
+    for (std::size_t i = 0; i < kFields; ++i) {
+      if (lead == kFieldNames[i] && !src[i].path.empty()) {
+        fail_text(src[i].path, src[i].value, why + " (case " + p.label() + ")");
+      }
+    }
+    fail_text(sweep_path, quoted(p.label()), why);
+  }
+
+  std::vector<Device> parse_devices(const json& v, const std::string& path) {
+    expect_array(v, path);
+    std::vector<Device> out;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const std::string s = expect_string(v[i], at(path, i));
+      if (s == "cpu") out.push_back(Device::cpu);
+      else if (s == "cuda") out.push_back(Device::cuda);
+      else fail(at(path, i), &v[i], "must be \"cpu\" or \"cuda\"");
+    }
+    return out;
+  }
+
+  std::string registered_names() const {
+    std::vector<std::string> names;
+    for (const auto* i : reg_.all()) names.push_back(i->name());
+    return names.empty() ? std::string("none") : join(names);
+  }
+
+  std::vector<const Implementation*> parse_impls(const json& v, const std::string& path) {
+    std::vector<std::pair<const json*, std::string>> globs;
+    if (v.is_string()) {
+      globs.push_back({&v, path});
+    } else {
+      expect_array(v, path);
+      for (std::size_t i = 0; i < v.size(); ++i) globs.push_back({&v[i], at(path, i)});
+    }
+    std::vector<const Implementation*> out;
+    for (const auto& [g, gp] : globs) {
+      const std::string glob = expect_string(*g, gp);
+      const auto matched = reg_.match(glob);
+      if (matched.empty()) {
+        fail(gp, g, "matches no registered implementation (registered: " + registered_names() + ")");
+      }
+      for (const auto* m : matched) {
+        if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
+      }
+    }
+    std::sort(out.begin(), out.end(), [](auto* a, auto* b) { return a->name() < b->name(); });
+    return out;
+  }
+
+  std::map<std::string, std::vector<Options>> parse_params(const json& v, const std::string& path) {
+    expect_object(v, path);
+    std::map<std::string, std::vector<Options>> out;
+    std::map<std::string, std::string> owner;  // impl name -> params key path
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      const std::string kp = at(path, it.key());
+      const auto matched = reg_.match(it.key());
+      if (matched.empty()) {
+        fail_text(kp, "", "\"" + it.key() + "\" matches no registered implementation (registered: " +
+                              registered_names() + ")");
+      }
+      for (const auto* m : matched) {
+        if (auto o = owner.find(m->name()); o != owner.end()) {
+          fail_text(kp, "", m->name() + " is already given params by " + o->second);
+        }
+        owner[m->name()] = kp;
+      }
+      auto check_option = [&](const std::string& opt, const std::string& op) {
+        for (const auto* m : matched) {
+          const auto known = m->capabilities().options;
+          if (std::find(known.begin(), known.end(), opt) == known.end()) {
+            fail_text(op, "", m->name() + " has no option \"" + opt + "\" (its options: " +
+                                  (known.empty() ? std::string("none") : join(known)) + ")");
+          }
+        }
+      };
+      auto option_value = [&](const json& x, const std::string& xp) {
+        return expect_int(x, xp, INT64_MIN, INT64_MAX, "an integer");
+      };
+      std::vector<Options> sets;
+      if (it.value().is_array()) {
+        // An explicit list of option sets, for combinations a product would over-generate.
+        expect_array(it.value(), kp);
+        for (std::size_t i = 0; i < it.value().size(); ++i) {
+          const std::string sp = at(kp, i);
+          const json& set = expect_object(it.value()[i], sp);
+          Options o;
+          for (auto ot = set.begin(); ot != set.end(); ++ot) {
+            const std::string op = at(sp, ot.key());
+            check_option(ot.key(), op);
+            o[ot.key()] = option_value(ot.value(), op);
+          }
+          sets.push_back(std::move(o));
+        }
+      } else {
+        // Each option is a value or an axis; the axes are crossed.
+        const json& obj = expect_object(it.value(), kp);
+        sets = {Options{}};
+        for (auto ot = obj.begin(); ot != obj.end(); ++ot) {
+          const std::string op = at(kp, ot.key());
+          check_option(ot.key(), op);
+          std::vector<std::int64_t> values;
+          if (ot.value().is_array()) {
+            expect_array(ot.value(), op);
+            for (std::size_t i = 0; i < ot.value().size(); ++i) {
+              values.push_back(option_value(ot.value()[i], at(op, i)));
+            }
+          } else {
+            values.push_back(option_value(ot.value(), op));
+          }
+          std::vector<Options> next;
+          for (const auto& s : sets) {
+            for (auto x : values) {
+              Options o = s;
+              o[ot.key()] = x;
+              next.push_back(std::move(o));
+            }
+          }
+          sets = std::move(next);
+        }
+      }
+      for (const auto* m : matched) out[m->name()] = sets;
+    }
+    return out;
+  }
+
+  std::vector<Pass> parse_passes(const json& v, const std::string& path) {
+    expect_array(v, path);
+    std::vector<Pass> out;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const std::string s = expect_string(v[i], at(path, i));
+      Pass p;
+      if (s == "fwd") p = Pass::fwd;
+      else if (s == "bwd") p = Pass::bwd;
+      else if (s == "fwd_bwd") p = Pass::fwd_bwd;
+      else fail(at(path, i), &v[i], "must be \"fwd\", \"bwd\" or \"fwd_bwd\"");
+      if (std::find(out.begin(), out.end(), p) != out.end()) fail(at(path, i), &v[i], "is listed twice");
+      out.push_back(p);
+    }
+    return out;
+  }
+
+  void parse_verify(const json& v, const std::string& path, VerifySettings& out) {
+    expect_object(v, path);
+    check_keys(v, path, {"mode", "sample_heads", "sample_rows"});
+    if (v.contains("mode")) {
+      const std::string m = expect_string(v["mode"], at(path, "mode"));
+      if (m == "auto") out.mode = VerifyMode::automatic;
+      else if (m == "full") out.mode = VerifyMode::full;
+      else if (m == "sampled") out.mode = VerifyMode::sampled;
+      else if (m == "off") out.mode = VerifyMode::off;
+      else fail(at(path, "mode"), &v["mode"], "must be \"auto\", \"full\", \"sampled\" or \"off\"");
+    }
+    if (v.contains("sample_heads")) {
+      out.sample.heads = static_cast<int>(expect_int(v["sample_heads"], at(path, "sample_heads"), 1, INT_MAX, "a positive integer"));
+    }
+    if (v.contains("sample_rows")) {
+      out.sample.rows = static_cast<int>(expect_int(v["sample_rows"], at(path, "sample_rows"), 1, INT_MAX, "a positive integer"));
+    }
+  }
+
+  void parse_timing(const json& v, const std::string& path, TimingSettings& out) {
+    expect_object(v, path);
+    check_keys(v, path, {"hot", "min_time_s", "repetitions", "warmup_s"});
+    if (v.contains("hot")) out.hot = expect_bool(v["hot"], at(path, "hot"));
+    if (v.contains("min_time_s")) {
+      const double t = expect_number(v["min_time_s"], at(path, "min_time_s"));
+      if (!(t > 0 && t <= 3600)) fail(at(path, "min_time_s"), &v["min_time_s"], "must be in (0, 3600] seconds");
+      out.min_time_s = t;
+    }
+    if (v.contains("repetitions")) {
+      out.repetitions = static_cast<int>(expect_int(v["repetitions"], at(path, "repetitions"), 1, 10000, "an integer in [1, 10000]"));
+    }
+    if (v.contains("warmup_s")) {
+      const double t = expect_number(v["warmup_s"], at(path, "warmup_s"));
+      if (!(t >= 0 && t <= 3600)) fail(at(path, "warmup_s"), &v["warmup_s"], "must be in [0, 3600] seconds");
+      out.warmup_s = t;
+    }
+  }
+
+  // Two identical cases would give rows that compare and table cannot tell apart.
+  void check_duplicate_cases(const Config& c) {
+    std::set<std::string> seen;
+    for (std::size_t g = 0; g < c.groups.size(); ++g) {
+      for (const Problem& p : c.groups[g].cases) {
+        if (!seen.insert(p.label()).second) {
+          const std::string where = c.groups.size() > 1 ? at("/groups", g) : std::string("/sweep");
+          fail_text(where, quoted(p.label()), "this case appears twice (a sweep repeats a value, or two groups overlap)");
+        }
+      }
+    }
+  }
+};
+
+// "line 3, column 14" for a byte offset (1-based, as nlohmann reports it).
+std::string line_col(std::string_view text, std::size_t byte) {
+  std::size_t line = 1, col = 1;
+  for (std::size_t i = 0; i + 1 < byte && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return "line " + std::to_string(line) + ", column " + std::to_string(col);
+}
+
+}  // namespace
+
+ConfigResult parse_config(const nlohmann::ordered_json& doc, const ParseOptions& opts) {
+  try {
+    return Parser(opts).parse(doc);
+  } catch (const Failure& f) {
+    return f.error;
+  }
+}
+
+ConfigResult parse_config(std::string_view text, const ParseOptions& opts) {
+  nlohmann::ordered_json doc;
+  try {
+    // Comments are allowed: configs explain their choices.
+    doc = nlohmann::ordered_json::parse(text.begin(), text.end(), nullptr, true, true);
+  } catch (const nlohmann::json::parse_error& e) {
+    std::string msg = e.what();
+    // Keep nlohmann's reason, drop its "[json.exception.parse_error.101] parse error at ..." prefix.
+    if (const auto p = msg.find(": syntax error"); p != std::string::npos) msg = msg.substr(p + 2);
+    return ConfigError{"", "", "not valid JSON at " + line_col(text, e.byte) + ": " + msg};
+  }
+  return parse_config(doc, opts);
+}
+
+}  // namespace attnbench

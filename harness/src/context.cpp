@@ -1,0 +1,181 @@
+#include "attnbench/context.hpp"
+
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <omp.h>
+
+#ifdef ATTNBENCH_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#include "attnbench/nvtx.hpp"
+
+#ifndef ATTNBENCH_SOURCE_DIR
+#define ATTNBENCH_SOURCE_DIR "."
+#endif
+#ifndef ATTNBENCH_BUILD_TYPE
+#define ATTNBENCH_BUILD_TYPE "unknown"
+#endif
+#ifndef ATTNBENCH_CXX_COMPILER
+#define ATTNBENCH_CXX_COMPILER "unknown"
+#endif
+
+namespace attnbench {
+
+std::string source_dir() { return ATTNBENCH_SOURCE_DIR; }
+
+std::uint64_t fnv1a64(std::string_view s) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+std::string hex64(std::uint64_t x) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(x));
+  return buf;
+}
+
+namespace {
+
+std::string format_utc(const char* fmt) {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, fmt, &tm);
+  return buf;
+}
+
+// Runs a shell command; out gets its stdout without the trailing newline. False when the command
+// cannot start or exits non-zero.
+bool run_capture(const std::string& cmd, std::string& out) {
+  FILE* f = ::popen(cmd.c_str(), "r");
+  if (!f) return false;
+  std::array<char, 4096> buf{};
+  out.clear();
+  std::size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) out.append(buf.data(), n);
+  const int rc = ::pclose(f);
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return rc == 0;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) {
+        std::string v = line.substr(colon + 1);
+        v.erase(0, v.find_first_not_of(" \t"));
+        return v;
+      }
+    }
+  }
+  return "unknown";
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+#ifdef ATTNBENCH_WITH_CUDA
+std::string cuda_version_text(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+#endif
+
+}  // namespace
+
+std::string iso_date_utc() { return format_utc("%Y-%m-%dT%H:%M:%SZ"); }
+std::string file_date_utc() { return format_utc("%Y%m%d-%H%M%S"); }
+
+std::int64_t host_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<std::int64_t>(pages) * page : 0;
+}
+
+nlohmann::ordered_json collect_context() {
+  nlohmann::ordered_json c;
+  c["date"] = iso_date_utc();
+  c["host"] = host_name();
+  c["cpu"] = cpu_model();
+  c["cpu_cores"] = std::thread::hardware_concurrency();
+  c["omp_threads"] = omp_get_max_threads();
+  c["host_memory_bytes"] = host_memory_bytes();
+  c["compiler"] = ATTNBENCH_CXX_COMPILER;
+  c["build_type"] = ATTNBENCH_BUILD_TYPE;
+
+  // --no-optional-locks: reading the status must not rewrite the index of the user's checkout.
+  const std::string git = "git -C " + shell_quote(source_dir()) + " --no-optional-locks ";
+  std::string rev, status;
+  if (run_capture(git + "rev-parse HEAD 2>/dev/null", rev) && !rev.empty()) {
+    c["git_revision"] = rev;
+    // Untracked files count: a new file in impls/ changes the build through the globs.
+    c["git_dirty"] = run_capture(git + "status --porcelain 2>/dev/null", status) ? !status.empty() : true;
+  } else {
+    c["git_revision"] = "unknown";
+    c["git_dirty"] = true;
+  }
+  c["nvtx"] = nvtx::enabled();
+
+#ifdef ATTNBENCH_WITH_CUDA
+  int rt = 0, drv = 0;
+  if (cudaRuntimeGetVersion(&rt) == cudaSuccess) c["cuda_runtime"] = cuda_version_text(rt);
+  if (cudaDriverGetVersion(&drv) == cudaSuccess && drv > 0) c["cuda_driver"] = cuda_version_text(drv);
+  cudaGetLastError();
+  nlohmann::ordered_json devices = nlohmann::ordered_json::array();
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    n = 0;
+  }
+  for (int d = 0; d < n; ++d) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, d) != cudaSuccess) continue;
+    auto attr = [d](cudaDeviceAttr a) {
+      int v = 0;
+      return cudaDeviceGetAttribute(&v, a, d) == cudaSuccess ? v : 0;
+    };
+    nlohmann::ordered_json dj;
+    dj["name"] = prop.name;
+    dj["index"] = d;
+    dj["sms"] = attr(cudaDevAttrMultiProcessorCount);
+    // Peak (boost) clocks as the driver reports them; locked application clocks need NVML.
+    dj["sm_clock_mhz"] = attr(cudaDevAttrClockRate) / 1000;
+    dj["mem_clock_mhz"] = attr(cudaDevAttrMemoryClockRate) / 1000;
+    dj["l2_bytes"] = attr(cudaDevAttrL2CacheSize);
+    dj["memory_bytes"] = static_cast<std::int64_t>(prop.totalGlobalMem);
+    dj["compute_capability"] = std::to_string(attr(cudaDevAttrComputeCapabilityMajor)) + "." +
+                               std::to_string(attr(cudaDevAttrComputeCapabilityMinor));
+    devices.push_back(std::move(dj));
+  }
+  cudaGetLastError();
+  c["devices"] = std::move(devices);
+#else
+  c["devices"] = nlohmann::ordered_json::array();
+#endif
+  return c;
+}
+
+}  // namespace attnbench

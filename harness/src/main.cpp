@@ -1,0 +1,410 @@
+// attnbench: the command line. `list`, `run`, `compare`, `table`; docs/cli.md is the manual.
+//
+// Arguments starting with --benchmark_ go to Google Benchmark (e.g. --benchmark_repetitions=10,
+// --benchmark_out=gb.json, --benchmark_filter=REGEX) wherever they appear; the rest to CLI11.
+// Exit codes: 0 fine, 1 a row failed or compare found a regression, 2 bad input, 130 SIGINT.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <benchmark/benchmark.h>
+
+#include "attnbench/compare.hpp"
+#include "attnbench/config.hpp"
+#include "attnbench/context.hpp"
+#include "attnbench/runner.hpp"
+#include "attnbench/table.hpp"
+
+namespace {
+
+using namespace attnbench;
+using ojson = nlohmann::ordered_json;
+
+constexpr int kBadInput = 2;
+
+const char* kExamples = R"(
+Examples:
+  attnbench list                                    # implementations and what they support
+  attnbench run                                     # configs/default.json, every device present
+  attnbench run configs/smoke.json --out /tmp/smoke.json
+  attnbench run --impl 'cpu.*' --seq 1024 --heads-q 8 --head-dim 64 --pass fwd,bwd
+  attnbench run --impl cpu.flash_1pass --seq-q 17 --seq-kv 33 --heads-q 8 --heads-kv 2 --causal --dtype bf16
+  attnbench run configs/fa2_grid.json --impl 'cuda.flash*' --benchmark_repetitions=10
+  ncu --nvtx --nvtx-include 'regex:attnbench@cuda\.flash_fwd:.*/' attnbench run configs/smoke.json --profile
+  attnbench compare results/h200/fa2_grid.json results/local/fa2_grid-20261129-104213.json
+  attnbench table results/local/default-20261129-104213.json --format csv
+
+Exit codes: 0 every row passed or was skipped; 1 a row failed (compare: a regression);
+2 bad input (config, flag, file); 130 interrupted (results written with complete=false).
+)";
+
+std::string shell_word(const std::string& s) {
+  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@") == std::string::npos) {
+    return s;
+  }
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// ---- list -------------------------------------------------------------------------------------
+
+void print_list(std::ostream& out) {
+  const auto impls = Registry::instance().all();
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"name", "device", "dtypes", "head_dim", "causal", "gqa", "fwd", "bwd", "options", "summary"});
+  for (const Implementation* i : impls) {
+    const Capabilities c = i->capabilities();
+    std::string dtypes, options;
+    for (DType t : c.dtypes) dtypes += (dtypes.empty() ? "" : ",") + std::string(to_string(t));
+    for (const auto& o : c.options) options += (options.empty() ? "" : ",") + o;
+    std::string hd = std::to_string(c.min_head_dim) + ".." + std::to_string(c.max_head_dim);
+    if (c.head_dim_multiple > 1) hd += " %" + std::to_string(c.head_dim_multiple);
+    std::string fwd = c.forward ? "yes" : c.fwd_partner.empty() ? "no" : "via " + c.fwd_partner;
+    rows.push_back({i->name(), std::string(to_string(i->device())), dtypes, hd, c.causal ? "yes" : "no",
+                    c.gqa ? "yes" : "no", fwd, c.backward ? "yes" : "no", options.empty() ? "-" : options,
+                    i->summary()});
+  }
+  std::vector<std::size_t> w(rows.front().size(), 0);
+  for (const auto& r : rows) {
+    for (std::size_t c = 0; c < r.size(); ++c) w[c] = std::max(w[c], r[c].size());
+  }
+  for (std::size_t k = 0; k < rows.size(); ++k) {
+    for (std::size_t c = 0; c < rows[k].size(); ++c) {
+      out << rows[k][c];
+      if (c + 1 < rows[k].size()) out << std::string(w[c] - rows[k][c].size() + 2, ' ');
+    }
+    out << "\n";
+  }
+  out << impls.size() << " implementations registered. CUDA device: "
+      << (device_present(Device::cuda) ? "present" : "absent (CUDA rows will be SKIP)") << "\n";
+}
+
+// ---- run --------------------------------------------------------------------------------------
+
+struct ProblemFlag {
+  const char* flag;  // "--heads-kv"
+  const char* key;   // "heads_kv" in the config's "problem"
+  enum Kind { integer, real, text, boolean } kind;
+};
+const std::vector<ProblemFlag>& problem_flags() {
+  static const std::vector<ProblemFlag> f = {
+      {"--batch", "batch", ProblemFlag::integer},       {"--heads-q", "heads_q", ProblemFlag::integer},
+      {"--heads-kv", "heads_kv", ProblemFlag::integer}, {"--seq", "seq", ProblemFlag::integer},
+      {"--seq-q", "seq_q", ProblemFlag::integer},       {"--seq-kv", "seq_kv", ProblemFlag::integer},
+      {"--head-dim", "head_dim", ProblemFlag::integer}, {"--causal", "causal", ProblemFlag::boolean},
+      {"--scale", "scale", ProblemFlag::real},          {"--dtype", "dtype", ProblemFlag::text}};
+  return f;
+}
+
+struct RunArgs {
+  std::string config;
+  std::string out;
+  std::vector<std::string> impls, passes;
+  std::string verify;
+  std::string seed;
+  bool hot = false, profile = false, quiet = false;
+  std::string dump;
+  std::map<std::string, std::string> problem;  // flag -> value text
+  bool causal = false;
+  std::map<std::string, CLI::Option*> problem_opts;
+  CLI::Option *verify_opt = nullptr, *seed_opt = nullptr, *causal_opt = nullptr;
+};
+
+std::optional<std::string> read_file(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return std::nullopt;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// A relative config path is looked up in the working directory, then in the source tree, so
+// `attnbench run configs/smoke.json` also works from the build folder.
+std::string find_config(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (fs::exists(path) || fs::path(path).is_absolute()) return path;
+  const fs::path alt = fs::path(source_dir()) / path;
+  return fs::exists(alt) ? alt.string() : path;
+}
+
+// Sets key in the document, or in every group when the config has groups.
+void set_everywhere(ojson& doc, const std::string& key, const ojson& value) {
+  if (doc.contains("groups") && doc["groups"].is_array()) {
+    for (auto& g : doc["groups"]) {
+      if (g.is_object()) g[key] = value;
+    }
+  } else {
+    doc[key] = value;
+  }
+}
+
+// Sets obj_key.field at the top and in every group that has its own obj_key object.
+void set_field_everywhere(ojson& doc, const std::string& obj_key, const std::string& field, const ojson& value) {
+  if (!doc.contains(obj_key) || !doc[obj_key].is_object()) doc[obj_key] = ojson::object();
+  doc[obj_key][field] = value;
+  if (doc.contains("groups") && doc["groups"].is_array()) {
+    for (auto& g : doc["groups"]) {
+      if (g.is_object() && g.contains(obj_key) && g[obj_key].is_object()) g[obj_key][field] = value;
+    }
+  }
+}
+
+bool ends_with_index_of(const std::string& path, const std::string& key) {
+  // ".../<key>" or ".../<key>/<n>"
+  const auto p = path.rfind("/" + key);
+  if (p == std::string::npos) return false;
+  const std::string rest = path.substr(p + key.size() + 1);
+  return rest.empty() || (rest[0] == '/' && rest.find_first_not_of("0123456789", 1) == std::string::npos);
+}
+
+int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const std::string& command_line) {
+  std::ostream& err = std::cerr;
+  bool adhoc = false;
+  for (const auto& [flag, opt] : a.problem_opts) adhoc = adhoc || opt->count() > 0;
+  adhoc = adhoc || a.causal_opt->count() > 0;
+  if (adhoc && !a.config.empty()) {
+    err << "attnbench run: problem flags (--seq, --batch, ...) describe one problem without a config; "
+           "drop them or the config '" << a.config << "'\n";
+    return kBadInput;
+  }
+
+  ojson doc;
+  std::string config_path;
+  std::map<std::string, std::string> flag_of_path;  // "/problem/heads_kv" -> "--heads-kv"
+  if (adhoc) {
+    doc["name"] = "adhoc";
+    doc["description"] = "one problem from the command line";
+    ojson problem = ojson::object();
+    for (const ProblemFlag& f : problem_flags()) {
+      if (f.kind == ProblemFlag::boolean) {
+        if (a.causal_opt->count() == 0) continue;
+        problem[f.key] = a.causal;
+        flag_of_path[std::string("/problem/") + f.key] = f.flag;
+        continue;
+      }
+      const CLI::Option* opt = a.problem_opts.at(f.flag);
+      if (opt->count() == 0) continue;
+      const std::string& text = a.problem.at(f.flag);
+      flag_of_path[std::string("/problem/") + f.key] = f.flag;
+      if (f.kind == ProblemFlag::integer) {
+        std::size_t used = 0;
+        long long v = 0;
+        try {
+          v = std::stoll(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != text.size() || text.empty()) {
+          err << "attnbench run: " << f.flag << " = " << text << ": not an integer\n";
+          return kBadInput;
+        }
+        problem[f.key] = v;
+      } else if (f.kind == ProblemFlag::real) {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0') {
+          err << "attnbench run: " << f.flag << " = " << text << ": not a number\n";
+          return kBadInput;
+        }
+        problem[f.key] = v;
+      } else {
+        problem[f.key] = text;
+      }
+    }
+    doc["problem"] = problem;
+    doc["implementations"] = ojson::array({"*"});
+  } else {
+    config_path = find_config(a.config.empty() ? "configs/default.json" : a.config);
+    const auto text = read_file(config_path);
+    if (!text) {
+      err << "attnbench run: cannot read the config '" << config_path << "'\n";
+      return kBadInput;
+    }
+    try {
+      doc = ojson::parse(*text, nullptr, true, true);
+    } catch (const nlohmann::json::parse_error&) {
+      // parse_config below reports it with the line and column.
+      const ConfigResult r = parse_config(*text);
+      err << "attnbench run: " << config_path << ": " << std::get<ConfigError>(r).text() << "\n";
+      return kBadInput;
+    }
+    if (doc.is_object() && !doc.contains("name")) {
+      std::string stem = std::filesystem::path(config_path).stem().string();
+      for (char& c : stem) {
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
+      }
+      doc["name"] = stem.empty() ? "config" : stem;
+    }
+  }
+  // Command-line overrides go into the document, so they are validated like the config and the
+  // results record the configuration that actually ran.
+  if (doc.is_object()) {
+    if (!a.impls.empty()) set_everywhere(doc, "implementations", ojson(a.impls));
+    if (!a.passes.empty()) set_everywhere(doc, "passes", ojson(a.passes));
+    if (a.verify_opt->count() > 0) set_field_everywhere(doc, "verify", "mode", a.verify);
+    if (a.hot) set_field_everywhere(doc, "timing", "hot", true);
+    if (a.seed_opt->count() > 0) {
+      std::size_t used = 0;
+      unsigned long long s = 0;
+      try {
+        s = std::stoull(a.seed, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != a.seed.size() || a.seed.empty() || a.seed[0] == '-') {
+        err << "attnbench run: --seed = " << a.seed << ": not a non-negative integer\n";
+        return kBadInput;
+      }
+      if (!doc.contains("inputs") || !doc["inputs"].is_object()) doc["inputs"] = ojson::object();
+      doc["inputs"]["seed"] = s;
+    }
+  }
+
+  ParseOptions po;
+  po.max_bytes = host_memory_bytes();
+  const ConfigResult parsed = parse_config(doc, po);
+  if (const auto* e = std::get_if<ConfigError>(&parsed)) {
+    // Name the flag when the bad value came from one.
+    std::string flag;
+    if (auto it = flag_of_path.find(e->path); it != flag_of_path.end()) flag = it->second;
+    else if (!a.impls.empty() && ends_with_index_of(e->path, "implementations")) flag = "--impl";
+    else if (!a.passes.empty() && ends_with_index_of(e->path, "passes")) flag = "--pass";
+    else if (a.verify_opt->count() > 0 && e->path.size() >= 12 && e->path.ends_with("/verify/mode")) flag = "--verify";
+    if (!flag.empty()) {
+      err << "attnbench run: " << flag << " = " << (e->value.empty() ? "?" : e->value) << ": " << e->message << "\n";
+    } else {
+      err << "attnbench run: " << (config_path.empty() ? std::string("problem") : config_path) << ": " << e->text() << "\n";
+    }
+    return kBadInput;
+  }
+  const Config& cfg = std::get<Config>(parsed);
+
+  RunOptions ro;
+  ro.config_path = config_path;
+  ro.out_path = a.out.empty() ? "results/local/" + cfg.name + "-" + file_date_utc() + ".json" : a.out;
+  ro.profile = a.profile;
+  ro.quiet = a.quiet;
+  ro.dump_dir = a.dump;
+  ro.command_line = command_line;
+  ro.benchmark_flags = bench_flags;
+  if (!a.quiet) {
+    std::cerr << "attnbench: " << cfg.name << ": " << cfg.case_count() << " cases, " << cfg.row_count()
+              << " rows" << (a.profile ? " (profile: one call per row, no timing)" : "") << "\n";
+  }
+  try {
+    return run_config(cfg, ro, std::cout, std::cerr);
+  } catch (const std::runtime_error& e) {
+    err << "attnbench run: " << e.what() << "\n";
+    return kBadInput;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Split the arguments: --benchmark_* for Google Benchmark, everything else for CLI11.
+  std::vector<char*> gb_argv{argv[0]}, cli_argv{argv[0]};
+  std::set<std::string> bench_flags;
+  std::string command_line = "attnbench";
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    command_line += " " + shell_word(s);
+    if (s.rfind("--benchmark_", 0) == 0) {
+      gb_argv.push_back(argv[i]);
+      bench_flags.insert(s.substr(2, s.find('=') == std::string::npos ? std::string::npos : s.find('=') - 2));
+    } else {
+      cli_argv.push_back(argv[i]);
+    }
+  }
+  int gb_argc = static_cast<int>(gb_argv.size());
+  gb_argv.push_back(nullptr);
+  benchmark::Initialize(&gb_argc, gb_argv.data());
+  if (benchmark::ReportUnrecognizedArguments(gb_argc, gb_argv.data())) return kBadInput;
+
+  CLI::App app{"attnbench: benchmark and verify exact attention implementations (CPU and CUDA)\n"
+               "against a float64 reference, with timing through Google Benchmark."};
+  app.footer(kExamples);
+  app.require_subcommand(1);
+
+  app.add_subcommand("list", "List every registered implementation and what it supports");
+
+  RunArgs ra;
+  CLI::App* run = app.add_subcommand(
+      "run",
+      "Run a config (default configs/default.json) or one problem given by flags: verify every\n"
+      "(case, implementation, pass) against the float64 reference, time it, write the results\n"
+      "JSON and print a table. --benchmark_* flags go to Google Benchmark.");
+  run->add_option("config", ra.config, "Config file (JSON; see docs/cli.md). Default: configs/default.json")
+      ->type_name("CONFIG.json");
+  run->add_option("--out,-o", ra.out, "Results file. Default: results/local/<config name>-<UTC date>.json")
+      ->type_name("FILE");
+  run->add_option("--impl", ra.impls, "Implementation name or glob, repeatable (replaces the config's list)")
+      ->allow_extra_args(false)
+      ->type_name("GLOB");
+  run->add_option("--pass", ra.passes, "fwd, bwd, fwd_bwd; repeatable or comma-separated (replaces the config's)")
+      ->allow_extra_args(false)
+      ->delimiter(',')
+      ->type_name("PASS");
+  ra.verify_opt = run->add_option("--verify", ra.verify, "Verification: auto, full, sampled or off")->type_name("MODE");
+  ra.seed_opt = run->add_option("--seed", ra.seed, "Seed of the inputs (replaces the config's)")->type_name("N");
+  run->add_flag("--hot", ra.hot, "Do not flush the caches between timed calls");
+  run->add_flag("--profile", ra.profile, "One validation call per row, no timing loop (for ncu / nsys)");
+  run->add_option("--dump", ra.dump, "Write each verified case's tensors as .npy files under DIR")->type_name("DIR");
+  run->add_flag("--quiet,-q", ra.quiet, "No progress lines and no Google Benchmark output; just the table");
+  for (const ProblemFlag& f : problem_flags()) {
+    if (f.kind == ProblemFlag::boolean) {
+      ra.causal_opt = run->add_flag(f.flag, ra.causal, "One problem: causal (bottom-right aligned)")->group("Single problem (instead of a config)");
+      continue;
+    }
+    const char* tn = f.kind == ProblemFlag::integer ? "N" : f.kind == ProblemFlag::real ? "X" : "DTYPE";
+    std::string help = std::string("One problem: ") + f.key;
+    if (std::string(f.key) == "seq") help = "One problem: seq_q = seq_kv";
+    if (std::string(f.key) == "scale") help += " (default 1/sqrt(head_dim))";
+    if (std::string(f.key) == "dtype") help += ": f32, f16 or bf16";
+    ra.problem_opts[f.flag] = run->add_option(f.flag, ra.problem[f.flag], help)->type_name(tn)->group("Single problem (instead of a config)");
+  }
+
+  CompareOptions co;
+  CLI::App* cmp = app.add_subcommand("compare", "Compare two results files row by row; exit 1 on a regression");
+  cmp->add_option("base", co.base, "Baseline results file")->required()->type_name("BASE.json");
+  cmp->add_option("new", co.next, "New results file")->required()->type_name("NEW.json");
+  cmp->add_option("--threshold", co.threshold, "Slowdown tolerated beyond the noise (fraction)")->capture_default_str();
+  cmp->add_flag("--allow-missing", co.allow_missing, "A row of BASE missing from NEW is not a failure");
+  cmp->add_option("--error-factor", co.error_factor, "Error growth tolerated (factor on max_abs)")->capture_default_str();
+
+  TableOptions to;
+  CLI::App* tab = app.add_subcommand("table", "Render a results file as the papers' tables (markdown or CSV)");
+  tab->add_option("results", to.results, "Results file")->required()->type_name("RESULTS.json");
+  tab->add_option("--format", to.format, "markdown, csv or long")->capture_default_str();
+  tab->add_option("--baseline", to.baseline, "Implementation the speedups divide by (default: the naive one)")->type_name("IMPL");
+  tab->add_option("--metric", to.metric, "tflops, ms or memory")->capture_default_str();
+
+  try {
+    app.parse(static_cast<int>(cli_argv.size()), cli_argv.data());
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : kBadInput;
+  }
+
+  int rc = 0;
+  if (app.got_subcommand("list")) {
+    print_list(std::cout);
+  } else if (run->parsed()) {
+    rc = cmd_run(ra, bench_flags, command_line);
+  } else if (cmp->parsed()) {
+    rc = run_compare(co, std::cout, std::cerr);
+  } else if (tab->parsed()) {
+    rc = run_table(to, std::cout, std::cerr);
+  }
+  benchmark::Shutdown();
+  return rc;
+}

@@ -1,0 +1,170 @@
+// cpu.flash_1pass: the FlashAttention forward (Dao et al. 2022, Algorithm 1, with FlashAttention-2's
+// loop order: query tiles outside, key/value tiles inside) on the CPU.
+//
+// Algorithm. Each task owns one query tile of Br rows of one (batch, head). It keeps a float
+// accumulator O~ [Br, d], a running max m and a running sum l per row, and walks the key/value
+// tiles of Bc keys once:
+//   S = scale * Q_i K_j^T                    (Eigen GEMM on float tiles; scale applied in the exp pass)
+//   m' = max(m, rowmax(S));  P = exp(S - m');  l = l * exp(m - m') + rowsum(P)
+//   O~ = O~ * exp(m - m') + P V_j            (rescale in place, Eigen GEMM)
+// and finally writes O = O~ / l and LSE = m + log(l). A row that sees no key keeps l = 0 and
+// gets O = 0, LSE = -inf.
+// Passes over memory: Q and O once, K and V once per query tile (from cache for all but the
+// first: one (b, h) slice of K and V is at most 256 KiB per 256 keys at d = 128), LSE once.
+// Causal: key tiles that no row of the query tile sees are skipped; within a tile each row's
+// visible keys are a prefix, so masked scores are never exponentiated.
+// Extra memory: O(tile) per thread: Q, K, V tiles as float (f16/bf16 only; f32 is read in
+// place), S [Br, Bc], O~ [Br, d], m and l; nothing grows with the sequence.
+// Vectorisation: GEMMs are Eigen's AVX-512 kernels; exp, max, sum and rescaling are Eigen array
+// expressions (vectorised pexp); dtype conversion once per tile (cpu_common.hpp).
+// Parallel over (query tile, batch, head), heaviest tiles first for causal problems.
+// Tiles: run-time options block_r (Br) and block_c (Bc), 1..1024; defaults below.
+// Limits: forward only (the backward is cpu.flash_backward); head_dim 1..256.
+#include <cmath>
+
+#include "cpu_common.hpp"
+
+namespace attnbench::cpu {
+namespace {
+
+// Default tiles, measured with bench_cpu (f32, b1 h8, d 64/128, seq 2048/4096, 2 threads, Xeon
+// Sapphire Rapids, AVX-512). See the comment at the end of this file for the alternatives.
+constexpr int kDefaultBlockR = 64;
+constexpr int kDefaultBlockC = 128;
+
+struct Tiles {
+  int br, bc;
+};
+
+Tiles tiles_of(const Options& opts) {
+  return {tile_option(opts, "block_r", kDefaultBlockR, "cpu.flash_1pass"),
+          tile_option(opts, "block_c", kDefaultBlockC, "cpu.flash_1pass")};
+}
+
+// One thread's scratch.
+struct Scratch {
+  float* q;  // [Br, d]  query tile as float (f16/bf16)
+  float* k;  // [Bc, d]
+  float* v;  // [Bc, d]
+  float* s;  // [Br, Bc] scores, then probabilities
+  float* o;  // [Br, d]  unnormalised output accumulator
+  float* m;  // [Br]     running max
+  float* l;  // [Br]     running sum
+  Scratch(Carver& c, Tiles t, int d)
+      : q(c.take<float>(std::int64_t{t.br} * d)),
+        k(c.take<float>(std::int64_t{t.bc} * d)),
+        v(c.take<float>(std::int64_t{t.bc} * d)),
+        s(c.take<float>(std::int64_t{t.br} * t.bc)),
+        o(c.take<float>(std::int64_t{t.br} * d)),
+        m(c.take<float>(t.br)),
+        l(c.take<float>(t.br)) {}
+};
+
+std::size_t scratch_bytes(Tiles t, int d) {
+  Carver c;
+  Scratch s(c, t, d);
+  return c.bytes();
+}
+
+// One query tile: rows [i0, i0 + Br) of (batch b, query head h).
+// q, o: [B, Sq, Hq, d]; k, v: [B, Skv, Hkv, d]; lse: [B, Hq, Sq].
+void forward_tile(const FwdArgs& a, Tiles t, int b, int h, int i0, const Scratch& s) {
+  const Problem& p = a.p;
+  const int d = p.head_dim;
+  const DType dt = p.dtype;
+  const int br = std::min(t.br, p.seq_q - i0);
+  const std::int64_t q_stride = std::int64_t{p.heads_q} * d, kv_stride = std::int64_t{p.heads_kv} * d;
+  const std::int64_t q_first = ((std::int64_t{b} * p.seq_q + i0) * p.heads_q + h) * d;
+  const FloatTile q = rows_as_float(a.q, dt, q_first, q_stride, br, d, s.q);
+  const float scale = static_cast<float>(p.effective_scale());
+
+  std::fill(s.m, s.m + br, kNegInf);
+  std::fill(s.l, s.l + br, 0.0f);
+  std::fill(s.o, s.o + std::int64_t{br} * d, 0.0f);
+  MatMap o_acc = mat(s.o, br, d, d);
+
+  // Keys [0, kv_end) are seen by some row of the tile (the last row sees the most).
+  const int kv_end = p.first_invisible_key(i0 + br - 1);
+  for (int j0 = 0; j0 < kv_end; j0 += t.bc) {
+    const int bc = std::min(t.bc, kv_end - j0);
+    const std::int64_t kv_first = ((std::int64_t{b} * p.seq_kv + j0) * p.heads_kv + p.kv_head(h)) * d;
+    const FloatTile k = rows_as_float(a.k, dt, kv_first, kv_stride, bc, d, s.k);
+    const FloatTile v = rows_as_float(a.v, dt, kv_first, kv_stride, bc, d, s.v);
+
+    MatMap sc = mat(s.s, br, bc, bc);
+    gemm(sc, cmat(q, br, d), cmat(k, bc, d).transpose(), false);  // unscaled: scale is applied below
+
+    for (int r = 0; r < br; ++r) {
+      const int nv = visible_in_tile(p, i0 + r, j0, bc);
+      auto row = row_array(s.s, bc, r, bc);
+      if (nv == 0) {  // contributes nothing; m, l and O~ stay as they are
+        row.setZero();
+        continue;
+      }
+      auto vis = row.head(nv);
+      const float m_new = std::max(s.m[r], scale * vis.maxCoeff());  // = max of the scaled scores
+      const float corr = std::exp(s.m[r] - m_new);  // 0 on the row's first visible tile
+      vis = (vis * scale - m_new).exp();
+      row.tail(bc - nv).setZero();
+      s.l[r] = s.l[r] * corr + vis.sum();
+      if (corr != 1.0f) o_acc.row(r) *= corr;
+      s.m[r] = m_new;
+    }
+    gemm(o_acc, sc, cmat(v, bc, d), true);
+  }
+
+  float* lse = a.lse + (std::int64_t{b} * p.heads_q + h) * p.seq_q + i0;
+  for (int r = 0; r < br; ++r) {
+    if (s.l[r] > 0) {
+      o_acc.row(r) /= s.l[r];
+      lse[r] = s.m[r] + std::log(s.l[r]);
+    } else {
+      o_acc.row(r).setZero();
+      lse[r] = kNegInf;
+    }
+  }
+  store_rows(s.o, d, br, d, a.o, dt, q_first, q_stride);
+}
+
+class FlashForward final : public Implementation {
+ public:
+  std::string name() const override { return "cpu.flash_1pass"; }
+  Device device() const override { return Device::cpu; }
+  std::string summary() const override {
+    return "FlashAttention forward: tiled, online softmax, one pass over K/V, O(tile) memory";
+  }
+  Capabilities capabilities() const override {
+    Capabilities c;
+    c.options = {"block_r", "block_c"};
+    return c;
+  }
+  std::size_t workspace_bytes(const Problem& p, Pass, const Options& opts) const override {
+    return workspace_for(0, scratch_bytes(tiles_of(opts), p.head_dim));
+  }
+
+  void forward(const FwdArgs& a) const override {
+    const Problem& p = a.p;
+    const Tiles t = tiles_of(a.options ? *a.options : Options{});
+    const std::size_t per_thread = scratch_bytes(t, p.head_dim);
+    const int nthreads = threads_for(a.workspace_bytes, 0, per_thread, "cpu.flash_1pass");
+    const int n_qt = (p.seq_q + t.br - 1) / t.br;
+    const std::int64_t n_bh = std::int64_t{p.batch} * p.heads_q;
+    const std::int64_t tasks = n_bh * n_qt;
+#pragma omp parallel num_threads(nthreads)
+    {
+      Carver c(thread_scratch(a.workspace, 0, per_thread, omp_get_thread_num()));
+      const Scratch s(c, t, p.head_dim);
+#pragma omp for schedule(dynamic, 1)
+      for (std::int64_t task = 0; task < tasks; ++task) {
+        const int qt = heaviest_first(static_cast<int>(task / n_bh), n_qt, p.causal);
+        const int bh = static_cast<int>(task % n_bh);
+        forward_tile(a, t, bh / p.heads_q, bh % p.heads_q, qt * t.br, s);
+      }
+    }
+  }
+};
+
+}  // namespace
+}  // namespace attnbench::cpu
+
+ATTNBENCH_REGISTER(attnbench::cpu::FlashForward)

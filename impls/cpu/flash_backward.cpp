@@ -1,0 +1,243 @@
+// cpu.flash_backward: the FlashAttention backward (Dao et al. 2022, Algorithm 4; FlashAttention-2's
+// D = rowsum(dO o O) preprocessing) on the CPU. P is recomputed tile by tile from Q, K and the
+// saved LSE (P = exp(scale * Q K^T - LSE)) and never stored.
+//
+// Passes:
+//   0. D = rowsum(dO o O) for every query row, float32, into the workspace [B, Hq, Sq].
+//   1. dK, dV: one task per (batch, kv head, key tile of Bc keys). For each query head of the GQA
+//      group and each query tile (Br rows) that sees the key tile:
+//        S = scale Q K^T;  P = exp(S - LSE);  dV += P^T dO;  dP = dO V^T;  dS = P o (dP - D);
+//        dK += scale * dS^T Q
+//      The task owns its dK/dV rows and sums the group in a fixed order, then rounds once.
+//   2. dQ: one task per (batch, query head, query tile). For each key tile it sees:
+//        recompute S, P, dP, dS as above;  dQ += scale * dS K;  round once at the end.
+// Why two passes: dQ sums over key tiles while dK/dV sum over query tiles, so any single loop
+// order leaves one of them accumulated by several tasks at once. FlashAttention on GPUs resolves
+// that with float atomics on dQ, whose summation order (and bits) change from run to run. Here
+// every output element is summed by exactly one task in a fixed order, so the result has the
+// same bits on every run and for any thread count, and no task waits on another. The price is
+// recomputing S, P, dP and dS in pass 2: 7 tile GEMMs per tile pair instead of 5 (1.4x the
+// flops of the one-pass schedule; the reported FLOP/s use the 2.5x-forward convention).
+// Passes over memory: Q, dO, LSE, D once per key tile in pass 1 and K, V once per query tile in
+// pass 2 (mostly from cache); dQ, dK, dV written once.
+// Causal: tile pairs where no query sees any key are skipped; each row's keys are a prefix.
+// Extra memory: D (4 bytes per query row and head) plus O(tile) float scratch per thread;
+// nothing grows with seq_q x seq_kv. Rows with LSE = -inf (no visible key) get P = 0, so they
+// contribute no gradient.
+// Vectorisation: Eigen GEMMs on float tiles; exp and the dS update are Eigen array expressions.
+// Tiles: options block_r (Br) and block_c (Bc), 1..1024, default 64 x 64.
+// Limits: backward only; its forward partner is cpu.flash_1pass (whose LSE it reads).
+#include <cmath>
+
+#include "cpu_common.hpp"
+
+namespace attnbench::cpu {
+namespace {
+
+constexpr int kDefaultBlockR = 64;
+constexpr int kDefaultBlockC = 64;
+
+struct Tiles {
+  int br, bc;
+};
+
+Tiles tiles_of(const Options& opts) {
+  return {tile_option(opts, "block_r", kDefaultBlockR, "cpu.flash_backward"),
+          tile_option(opts, "block_c", kDefaultBlockC, "cpu.flash_backward")};
+}
+
+struct Scratch {
+  float* q;    // [Br, d] query tile (f16/bf16 as float)
+  float* dout; // [Br, d]
+  float* k;    // [Bc, d]
+  float* v;    // [Bc, d]
+  float* p;    // [Br, Bc] P, then dS
+  float* dp;   // [Br, Bc] dP
+  float* acc1; // [max(Br, Bc), d]: dK (pass 1) or dQ (pass 2) accumulator, O rows (pass 0)
+  float* acc2; // [Bc, d]: dV accumulator
+  Scratch(Carver& c, Tiles t, int d)
+      : q(c.take<float>(std::int64_t{t.br} * d)),
+        dout(c.take<float>(std::int64_t{t.br} * d)),
+        k(c.take<float>(std::int64_t{t.bc} * d)),
+        v(c.take<float>(std::int64_t{t.bc} * d)),
+        p(c.take<float>(std::int64_t{t.br} * t.bc)),
+        dp(c.take<float>(std::int64_t{t.br} * t.bc)),
+        acc1(c.take<float>(std::int64_t{std::max(t.br, t.bc)} * d)),
+        acc2(c.take<float>(std::int64_t{t.bc} * d)) {}
+};
+
+std::size_t scratch_bytes(Tiles t, int d) {
+  Carver c;
+  Scratch s(c, t, d);
+  return c.bytes();
+}
+
+std::size_t shared_bytes(const Problem& p) {
+  Carver c;
+  c.take<float>(p.lse_elems());  // D
+  return c.bytes();
+}
+
+// Index helpers for BSHD tensors: element of (b, row, head, 0).
+struct Layout {
+  const Problem& p;
+  std::int64_t q(int b, int i, int h) const { return ((std::int64_t{b} * p.seq_q + i) * p.heads_q + h) * p.head_dim; }
+  std::int64_t kv(int b, int j, int hk) const { return ((std::int64_t{b} * p.seq_kv + j) * p.heads_kv + hk) * p.head_dim; }
+  std::int64_t q_stride() const { return std::int64_t{p.heads_q} * p.head_dim; }
+  std::int64_t kv_stride() const { return std::int64_t{p.heads_kv} * p.head_dim; }
+  std::int64_t row(int b, int h, int i) const { return (std::int64_t{b} * p.heads_q + h) * p.seq_q + i; }  // lse, D
+};
+
+// The tile pair (query rows [i0, i0+br), keys [j0, j0+bc)) of (b, h): P into s.p and
+// dS = P o (dP - D) over it (s.p), with dP = dO V^T in s.dp. q, dout: float tiles [br, d];
+// k, v: float tiles [bc, d]. When dv is given, dV += P^T dO is applied before P is overwritten.
+void tile_ds(const BwdArgs& a, const float* dsum, int b, int h, int i0, int br, int j0, int bc,
+             FloatTile q, FloatTile dout, FloatTile k, FloatTile v, const Scratch& s, MatMap* dv) {
+  const Problem& p = a.p;
+  const int d = p.head_dim;
+  const Layout L{p};
+  const float scale = static_cast<float>(p.effective_scale());
+  MatMap pm = mat(s.p, br, bc, bc);
+  gemm(pm, cmat(q, br, d), cmat(k, bc, d).transpose(), false);  // scaled in the exp
+  const float* lse = a.lse + L.row(b, h, i0);
+  for (int r = 0; r < br; ++r) {
+    const int nv = std::isinf(lse[r]) ? 0 : visible_in_tile(p, i0 + r, j0, bc);
+    auto row = row_array(s.p, bc, r, bc);
+    row.head(nv) = (row.head(nv) * scale - lse[r]).exp();
+    row.tail(bc - nv).setZero();
+  }
+  if (dv) gemm(*dv, pm.transpose(), cmat(dout, br, d), true);
+  MatMap dpm = mat(s.dp, br, bc, bc);
+  gemm(dpm, cmat(dout, br, d), cmat(v, bc, d).transpose(), false);
+  for (int r = 0; r < br; ++r) {
+    row_array(s.p, bc, r, bc) *= row_array(s.dp, bc, r, bc) - dsum[r];
+  }
+}
+
+// Pass 0 for rows [i0, i0+br) of (b, h): D = rowsum(dO o O).
+void rowsum_tile(const BwdArgs& a, float* dsum_all, int b, int h, int i0, int br, const Scratch& s) {
+  const Problem& p = a.p;
+  const int d = p.head_dim;
+  const Layout L{p};
+  const FloatTile o = rows_as_float(a.o, p.dtype, L.q(b, i0, h), L.q_stride(), br, d, s.acc1);
+  const FloatTile dout = rows_as_float(a.dout, p.dtype, L.q(b, i0, h), L.q_stride(), br, d, s.dout);
+  float* dsum = dsum_all + L.row(b, h, i0);
+  for (int r = 0; r < br; ++r) dsum[r] = cmat(o, br, d).row(r).dot(cmat(dout, br, d).row(r));
+}
+
+// Pass 1: dK, dV for keys [j0, j0+Bc) of (b, hk).
+void dkdv_tile(const BwdArgs& a, const float* dsum_all, Tiles t, int b, int hk, int j0, const Scratch& s) {
+  const Problem& p = a.p;
+  const int d = p.head_dim;
+  const DType dt = p.dtype;
+  const Layout L{p};
+  const int bc = std::min(t.bc, p.seq_kv - j0);
+  const FloatTile k = rows_as_float(a.k, dt, L.kv(b, j0, hk), L.kv_stride(), bc, d, s.k);
+  const FloatTile v = rows_as_float(a.v, dt, L.kv(b, j0, hk), L.kv_stride(), bc, d, s.v);
+  const float scale = static_cast<float>(p.effective_scale());
+  MatMap dk = mat(s.acc1, bc, d, d), dv = mat(s.acc2, bc, d, d);
+  dk.setZero();
+  dv.setZero();
+
+  // The first query row that sees key j0: rows see a prefix of keys, growing with the row.
+  int i_first = 0;
+  while (i_first < p.seq_q && p.first_invisible_key(i_first) <= j0) ++i_first;
+  for (int h = hk * p.group(); h < (hk + 1) * p.group(); ++h) {
+    for (int i0 = i_first; i0 < p.seq_q; i0 += t.br) {
+      const int br = std::min(t.br, p.seq_q - i0);
+      const FloatTile q = rows_as_float(a.q, dt, L.q(b, i0, h), L.q_stride(), br, d, s.q);
+      const FloatTile dout = rows_as_float(a.dout, dt, L.q(b, i0, h), L.q_stride(), br, d, s.dout);
+      tile_ds(a, dsum_all + L.row(b, h, i0), b, h, i0, br, j0, bc, q, dout, k, v, s, &dv);
+      gemm(dk, cmat(s.p, br, bc, bc).transpose(), cmat(q, br, d), true);
+    }
+  }
+  dk *= scale;  // dK = scale * sum dS^T Q, scaled once
+  store_rows(s.acc1, d, bc, d, a.dk, dt, L.kv(b, j0, hk), L.kv_stride());
+  store_rows(s.acc2, d, bc, d, a.dv, dt, L.kv(b, j0, hk), L.kv_stride());
+}
+
+// Pass 2: dQ for rows [i0, i0+Br) of (b, h).
+void dq_tile(const BwdArgs& a, const float* dsum_all, Tiles t, int b, int h, int i0, const Scratch& s) {
+  const Problem& p = a.p;
+  const int d = p.head_dim;
+  const DType dt = p.dtype;
+  const Layout L{p};
+  const int br = std::min(t.br, p.seq_q - i0);
+  const int hk = p.kv_head(h);
+  const FloatTile q = rows_as_float(a.q, dt, L.q(b, i0, h), L.q_stride(), br, d, s.q);
+  const FloatTile dout = rows_as_float(a.dout, dt, L.q(b, i0, h), L.q_stride(), br, d, s.dout);
+  const float scale = static_cast<float>(p.effective_scale());
+  MatMap dq = mat(s.acc1, br, d, d);
+  dq.setZero();
+  const int kv_end = p.first_invisible_key(i0 + br - 1);
+  for (int j0 = 0; j0 < kv_end; j0 += t.bc) {
+    const int bc = std::min(t.bc, kv_end - j0);
+    const FloatTile k = rows_as_float(a.k, dt, L.kv(b, j0, hk), L.kv_stride(), bc, d, s.k);
+    const FloatTile v = rows_as_float(a.v, dt, L.kv(b, j0, hk), L.kv_stride(), bc, d, s.v);
+    tile_ds(a, dsum_all + L.row(b, h, i0), b, h, i0, br, j0, bc, q, dout, k, v, s, nullptr);
+    gemm(dq, cmat(s.p, br, bc, bc), cmat(k, bc, d), true);
+  }
+  dq *= scale;
+  store_rows(s.acc1, d, br, d, a.dq, dt, L.q(b, i0, h), L.q_stride());
+}
+
+class FlashBackward final : public Implementation {
+ public:
+  std::string name() const override { return "cpu.flash_backward"; }
+  Device device() const override { return Device::cpu; }
+  std::string summary() const override {
+    return "FlashAttention backward: P recomputed per tile from LSE, deterministic dK/dV and dQ passes";
+  }
+  Capabilities capabilities() const override {
+    Capabilities c;
+    c.forward = false;
+    c.backward = true;
+    c.fwd_partner = "cpu.flash_1pass";
+    c.options = {"block_r", "block_c"};
+    return c;
+  }
+  std::size_t workspace_bytes(const Problem& p, Pass pass, const Options& opts) const override {
+    if (pass == Pass::fwd) return 0;
+    return workspace_for(shared_bytes(p), scratch_bytes(tiles_of(opts), p.head_dim));
+  }
+
+  void backward(const BwdArgs& a) const override {
+    const Problem& p = a.p;
+    const Tiles t = tiles_of(a.options ? *a.options : Options{});
+    const std::size_t shared = shared_bytes(p), per_thread = scratch_bytes(t, p.head_dim);
+    const int nthreads = threads_for(a.workspace_bytes, shared, per_thread, "cpu.flash_backward");
+    float* dsum = Carver(a.workspace).take<float>(p.lse_elems());
+    const int n_qt = (p.seq_q + t.br - 1) / t.br, n_kt = (p.seq_kv + t.bc - 1) / t.bc;
+    const std::int64_t n_bh = std::int64_t{p.batch} * p.heads_q;
+    const std::int64_t n_bhk = std::int64_t{p.batch} * p.heads_kv;
+    const std::int64_t q_tasks = n_bh * n_qt, kv_tasks = n_bhk * n_kt;
+#pragma omp parallel num_threads(nthreads)
+    {
+      Carver c(thread_scratch(a.workspace, shared, per_thread, omp_get_thread_num()));
+      const Scratch s(c, t, p.head_dim);
+#pragma omp for schedule(static)
+      for (std::int64_t task = 0; task < q_tasks; ++task) {
+        const int bh = static_cast<int>(task / n_qt), qt = static_cast<int>(task % n_qt);
+        rowsum_tile(a, dsum, bh / p.heads_q, bh % p.heads_q, qt * t.br, std::min(t.br, p.seq_q - qt * t.br), s);
+      }
+      // (implicit barrier: D is complete)
+#pragma omp for schedule(dynamic, 1)
+      for (std::int64_t task = 0; task < kv_tasks; ++task) {
+        // Causal: the first key tiles are seen by the most rows, so they go first.
+        const int kt = static_cast<int>(task / n_bhk), bhk = static_cast<int>(task % n_bhk);
+        dkdv_tile(a, dsum, t, bhk / p.heads_kv, bhk % p.heads_kv, kt * t.bc, s);
+      }
+#pragma omp for schedule(dynamic, 1)
+      for (std::int64_t task = 0; task < q_tasks; ++task) {
+        const int qt = heaviest_first(static_cast<int>(task / n_bh), n_qt, p.causal);
+        const int bh = static_cast<int>(task % n_bh);
+        dq_tile(a, dsum, t, bh / p.heads_q, bh % p.heads_q, qt * t.br, s);
+      }
+    }
+  }
+};
+
+}  // namespace
+}  // namespace attnbench::cpu
+
+ATTNBENCH_REGISTER(attnbench::cpu::FlashBackward)

@@ -1,0 +1,55 @@
+// Run-time loading of cuDNN (dlopen) for cuda.cudnn_sdpa: the project never links libcudnn, so a
+// machine without it still starts and records SKIP rows. Only the cuDNN headers are needed at
+// build time (ATTNBENCH_HAVE_CUDNN_HEADERS, set by CMakeLists.txt when cudnn.h is found).
+#pragma once
+
+#ifdef ATTNBENCH_HAVE_CUDNN_HEADERS
+
+#include <cudnn.h>
+
+#include <cstddef>
+#include <string>
+
+namespace attnbench::cudnn {
+
+// The cuDNN entry points this project uses, resolved with dlsym. decltype keeps each pointer's
+// type identical to the header's declaration without creating a link dependency.
+struct Api {
+  decltype(&::cudnnGetVersion) GetVersion = nullptr;
+  decltype(&::cudnnGetErrorString) GetErrorString = nullptr;
+  decltype(&::cudnnGetLastErrorString) GetLastErrorString = nullptr;  // may be null (optional)
+  decltype(&::cudnnCreate) Create = nullptr;
+  decltype(&::cudnnDestroy) Destroy = nullptr;
+  decltype(&::cudnnSetStream) SetStream = nullptr;
+  decltype(&::cudnnBackendCreateDescriptor) BackendCreateDescriptor = nullptr;
+  decltype(&::cudnnBackendDestroyDescriptor) BackendDestroyDescriptor = nullptr;
+  decltype(&::cudnnBackendSetAttribute) BackendSetAttribute = nullptr;
+  decltype(&::cudnnBackendGetAttribute) BackendGetAttribute = nullptr;
+  decltype(&::cudnnBackendFinalize) BackendFinalize = nullptr;
+  decltype(&::cudnnBackendExecute) BackendExecute = nullptr;
+
+  std::size_t version = 0;  // cudnnGetVersion(): major*10000 + minor*100 + patch for cuDNN 9
+  std::string path;         // what dlopen was given
+};
+
+// Loads the library once (thread-safe) and returns it, or null with the reason in `why`.
+// Search order: $ATTNBENCH_CUDNN_LIB (a full path), then "libcudnn.so.9", then "libcudnn.so".
+const Api* load(std::string* why);
+
+// The loaded API; throws std::runtime_error if cuDNN is not loadable.
+const Api& api();
+
+// "CUDNN_STATUS_X (message from cudnnGetLastErrorString)" for a failed status.
+std::string status_text(cudnnStatus_t s);
+
+// Throws std::runtime_error("<what> failed at <file>:<line>: <status_text>") unless s is success.
+void check(cudnnStatus_t s, const char* what, const char* file, int line);
+
+// "9.19.0" from 91900.
+std::string version_text(std::size_t v);
+
+}  // namespace attnbench::cudnn
+
+#define ATTN_CUDNN_CHECK(call) ::attnbench::cudnn::check((call), #call, __FILE__, __LINE__)
+
+#endif  // ATTNBENCH_HAVE_CUDNN_HEADERS

@@ -1,0 +1,54 @@
+// The two cuDNN operation graphs of cuda.cudnn_sdpa (forward with LSE, backward), built from the
+// primitive operations that cuDNN's fused flash-attention engines recognise (the same pattern
+// cudnn-frontend's composite SDPA nodes lower to). Layouts are attnbench's BSHD, given to cuDNN
+// as [b, h, s, d] dims with strides, so no tensor is copied.
+#pragma once
+
+#ifdef ATTNBENCH_HAVE_CUDNN_HEADERS
+
+#include <cudnn.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cudnn/graph.hpp"
+
+namespace attnbench::cudnn {
+
+// Unique ids of the tensors the caller binds at execution.
+enum SdpaUid : Graph::Id {
+  kQ = 1, kK, kV, kO, kStats, kdO, kdQ, kdK, kdV,
+  kSeqLenQ,      // [b,1,1,1] int32: per-batch seq_q (backward padding-mask workaround only)
+  kSeqLenKV,     // [b,1,1,1] int32: per-batch seq_kv
+  kSoftmaxSum,   // [b,hq,sq,1] float: rowsum(dO * O), workspace
+  kdQAccum,      // [b,hq,sq,d] float: dQ accumulator, workspace
+};
+
+struct SdpaShape {
+  std::int64_t b, hq, hkv, sq, skv, d;
+  bool causal;
+  float scale;
+  cudnnDataType_t io;  // CUDNN_DATA_HALF or CUDNN_DATA_BFLOAT16
+};
+
+// Version-dependent choices, decided once from the loaded cuDNN (see sdpa_graph.cpp).
+struct SdpaFlags {
+  float masked_value;       // -inf (cuDNN >= 9.10) or lowest float (older prefer it)
+  bool bwd_padding_mask;    // backward needs an explicit padding mask (cuDNN <= 9.15, s_kv % 128)
+  bool bwd_double_padding;  // cuDNN 9.0-9.9 re-applies the padding after subtracting the stats
+  bool zero_dq_accum;       // cuDNN < 9.6 does not clear the dQ accumulator itself
+};
+SdpaFlags sdpa_flags(std::size_t cudnn_version, const SdpaShape& s);
+
+// q,o: [b, sq, hq, d]; k,v: [b, skv, hkv, d] (BSHD); stats (LSE): [b, hq, sq] float.
+Graph build_sdpa_fwd(const SdpaShape& s, const SdpaFlags& f);
+// Adds do, dq (like q) and dk, dv (like k); reads kSoftmaxSum/kdQAccum from the workspace.
+Graph build_sdpa_bwd(const SdpaShape& s, const SdpaFlags& f);
+
+// Bytes of the backward's own workspace tensors (softmax sum + dQ accumulator), each aligned.
+std::int64_t sdpa_bwd_extra_bytes(const SdpaShape& s);
+std::int64_t sdpa_bwd_dq_accum_offset(const SdpaShape& s);  // from the start of the extra area
+
+}  // namespace attnbench::cudnn
+
+#endif  // ATTNBENCH_HAVE_CUDNN_HEADERS

@@ -1,0 +1,333 @@
+// cuda.cudnn_sdpa — cuDNN's fused flash attention (SDPA), forward and backward, as an in-harness
+// peer of attnbench's own kernels.
+//
+// Algorithm: cuDNN's fused flash-attention engines (FlashAttention-2 style on sm80, Hopper
+// kernels on sm90), reached through the cuDNN *backend* graph API. The forward graph is
+// matmul(Q, Kᵀ) → ×scale → [causal mask] → softmax with statistics → matmul(P, V); the backward
+// graph recomputes P from the LSE and produces dQ, dK, dV (graphs in cudnn/sdpa_graph.cpp).
+// Passes over HBM (as cuDNN's engines do them): forward reads Q, K, V once per query tile and
+// writes O and LSE; backward reads Q, K, V, O, dO, LSE, writes a float32 D = rowsum(dO ∘ O) and a
+// float32 dQ accumulator, then dQ, dK, dV.
+// Writes: o, lse (forward); dq, dk, dv (backward). LSE is cuDNN's "Stats" tensor, which is
+// max + log Σ exp(S − max) of the *scaled* scores, i.e. exactly attnbench's natural-log LSE, so
+// cuDNN writes it directly into the harness's [b, hq, sq] buffer: no conversion pass.
+// Extra memory: the plan's own workspace (often 0 for the forward) plus, for the backward,
+// b·hq·sq floats (D) and b·hq·sq·d floats (dQ accumulator) — O(seq), as for FlashAttention.
+// Limits: f16/bf16 only; head_dim a multiple of 8 up to 256 (Hopper; 128 on other GPUs for the
+// backward and on Ampere for cuDNN ≤ 9.9); sm80+. Causal with seq_q > seq_kv is a SKIP (cuDNN's
+// bottom-right mask needs seq_q ≤ seq_kv), and with seq_q < seq_kv it needs cuDNN ≥ 9.6 unless
+// both lengths are multiples of 64. Anything else cuDNN rejects becomes a SKIP row carrying
+// cuDNN's own message (no engine configuration finalized).
+//
+// Why the backend API and not cudnn-frontend: PyPI's nvidia-cudnn-frontend wheel does ship the
+// header-only C++ API (include/cudnn_frontend*.h, with a dlopen mode,
+// NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING), but using it would add a third-party header tree that
+// the build must find (a CMake change), that the offline GPU machine must receive, and that does
+// not compile warning-free under this project's -Werror flags. The backend API needs only
+// cudnn.h, which every cuDNN 9 install ships, and ~12 dlsym'd functions; its graphs mirror the
+// pattern the frontend lowers SDPA to, and every attribute name/type was compiled and finalized
+// against cuDNN 9.19 (see docs/peers.md for the offline plan-building check).
+//
+// Layouts: BSHD tensors are described to cuDNN as [b, h, s, d] with strides (s·h·d, d, h·d, 1),
+// and Kᵀ as [b, h, d, s] with strides (s·h·d, d, 1, h·d): no copies. GQA/MQA: K/V carry hkv heads
+// and cuDNN broadcasts them over each group of hq / hkv query heads (dK/dV summed by a reduction
+// node). Causal: bottom-right aligned as attnbench defines it — with seq_q == seq_kv this is the
+// plain causal mask; otherwise the row index is shifted by seq_kv − seq_q inside the graph.
+// Plans: built once per (problem, pass, device) — in workspace_bytes(), supports_extra() or
+// prepare(), whichever comes first — and cached for the process; forward()/backward() only bind
+// pointers (a cached variant pack) and call cudnnBackendExecute on the harness's stream.
+// cuDNN is loaded with dlopen at first use (ATTNBENCH_CUDNN_LIB, then libcudnn.so.9, then
+// libcudnn.so); without it every case is a SKIP row that says why.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "attnbench/implementation.hpp"
+
+#ifdef ATTNBENCH_HAVE_CUDNN_HEADERS
+#include <cuda_runtime_api.h>
+
+#include "cudnn/graph.hpp"
+#include "cudnn/loader.hpp"
+#include "cudnn/sdpa_graph.hpp"
+#endif
+
+namespace attnbench {
+namespace {
+
+#ifdef ATTNBENCH_HAVE_CUDNN_HEADERS
+
+void cuda_check(cudaError_t e, const char* what, const char* file, int line) {
+  if (e == cudaSuccess) return;
+  throw std::runtime_error(std::string(what) + " failed at " + file + ":" + std::to_string(line) +
+                           ": " + cudaGetErrorString(e));
+}
+#define ATTN_CUDA_CHECK(call) cuda_check((call), #call, __FILE__, __LINE__)
+
+constexpr std::int64_t kAlign = 256;
+std::int64_t align_up(std::int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+int current_device() {
+  int dev = 0;
+  ATTN_CUDA_CHECK(cudaGetDevice(&dev));
+  return dev;
+}
+
+cudnn::SdpaShape shape_of(const Problem& p) {
+  return {p.batch,  p.heads_q, p.heads_kv, p.seq_q, p.seq_kv, p.head_dim, p.causal,
+          static_cast<float>(p.effective_scale()),
+          p.dtype == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF};
+}
+
+// One built (or failed) plan. Device-side per-batch sequence lengths exist only for the backward
+// padding-mask workaround of older cuDNN versions.
+struct Entry {
+  cudnn::SdpaShape shape{};
+  cudnn::SdpaFlags flags{};
+  std::unique_ptr<cudnn::Plan> plan;
+  std::string error;
+  std::int32_t* seq_lens = nullptr;  // [2 * b]: seq_q for each batch, then seq_kv
+};
+
+using Key = std::tuple<int, bool, int, int, int, int, int, int, bool, double, int>;
+
+// Process-wide cuDNN state: handles per device and plans per problem. Never destroyed, because
+// cuDNN and the CUDA runtime may already be torn down when static destructors run.
+class State {
+ public:
+  std::mutex mu;
+
+  cudnnHandle_t handle(int device) {
+    auto it = handles_.find(device);
+    if (it != handles_.end()) return it->second;
+    cudnnHandle_t h = nullptr;
+    ATTN_CUDNN_CHECK(cudnn::api().Create(&h));
+    handles_.emplace(device, h);
+    return h;
+  }
+
+  // The plan for (p, backward?) on the current device, built on first use. Caller holds mu.
+  Entry& entry(const Problem& p, bool bwd) {
+    const int dev = current_device();
+    const Key key{dev, bwd, p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv, p.head_dim,
+                  p.causal, p.effective_scale(), static_cast<int>(p.dtype)};
+    auto it = entries_.find(key);
+    if (it != entries_.end()) return it->second;
+    Entry& e = entries_[key];
+    try {
+      const cudnn::Api& api = cudnn::api();
+      e.shape = shape_of(p);
+      e.flags = cudnn::sdpa_flags(api.version, e.shape);
+      cudnn::Graph g = bwd ? cudnn::build_sdpa_bwd(e.shape, e.flags)
+                           : cudnn::build_sdpa_fwd(e.shape, e.flags);
+      e.plan = std::make_unique<cudnn::Plan>(std::move(g), cudnn::Target{handle(dev), nullptr});
+      if (bwd && e.flags.bwd_padding_mask) {
+        std::vector<std::int32_t> lens(2 * static_cast<std::size_t>(p.batch), p.seq_q);
+        std::fill(lens.begin() + p.batch, lens.end(), p.seq_kv);
+        void* dev = nullptr;
+        ATTN_CUDA_CHECK(cudaMalloc(&dev, lens.size() * sizeof(std::int32_t)));
+        e.seq_lens = static_cast<std::int32_t*>(dev);
+        ATTN_CUDA_CHECK(cudaMemcpy(e.seq_lens, lens.data(), lens.size() * sizeof(std::int32_t),
+                                   cudaMemcpyHostToDevice));
+      }
+    } catch (const std::exception& ex) {
+      e.plan.reset();
+      e.error = ex.what();
+    }
+    return e;
+  }
+
+ private:
+  std::map<int, cudnnHandle_t> handles_;
+  std::map<Key, Entry> entries_;
+};
+
+State& state() {
+  static State* s = new State;
+  return *s;
+}
+
+// Workspace of one pass: the plan's, then (backward) D and the dQ accumulator.
+std::int64_t pass_workspace(const Entry& e, bool bwd) {
+  if (!e.plan) return 0;
+  if (!bwd) return e.plan->workspace_bytes();
+  return align_up(e.plan->workspace_bytes()) + cudnn::sdpa_bwd_extra_bytes(e.shape);
+}
+
+// Checks that cuDNN's fused SDPA documents as unsupported, so the SKIP reason is specific
+// (the frontend's support-surface rules for cuDNN 9, reduced to what attnbench can express).
+Support static_support(const Problem& p, Pass pass, std::size_t v) {
+  const bool bwd = pass != Pass::fwd;  // every pass needs the forward (see supports_extra)
+  if (v == 91000 || v == 91001) {
+    return Support::no("cuDNN " + cudnn::version_text(v) + " has known SDPA bugs (use >= 9.10.2)");
+  }
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+    return Support::no("no usable CUDA device");
+  }
+  if (major < 8) return Support::no("cuDNN fused SDPA needs sm80 or newer");
+  if (major == 8 && p.head_dim > 128 && v <= 90900) {
+    return Support::no("cuDNN <= 9.9 supports head_dim <= 128 on Ampere");
+  }
+  if (bwd && major != 9 && p.head_dim > 128) {
+    return Support::no("cuDNN's SDPA backward supports head_dim <= 128 on sm" +
+                       std::to_string(major) + "x (256 only on Hopper)");
+  }
+  if (p.causal && p.seq_q > p.seq_kv) {
+    return Support::no("cuDNN's bottom-right causal mask needs seq_q <= seq_kv");
+  }
+  if (p.causal && p.seq_q != p.seq_kv && v < 90600 && (p.seq_q % 64 || p.seq_kv % 64)) {
+    return Support::no("cuDNN < 9.6 supports bottom-right causal only for seq lengths that are "
+                       "multiples of 64");
+  }
+  if (bwd && p.seq_q == 1 && p.seq_kv == 1) return Support::no("cuDNN's SDPA backward rejects s_q = s_kv = 1");
+  return Support::yes();
+}
+
+#endif  // ATTNBENCH_HAVE_CUDNN_HEADERS
+
+class CudnnSdpa final : public Implementation {
+ public:
+  std::string name() const override { return "cuda.cudnn_sdpa"; }
+  Device device() const override { return Device::cuda; }
+  std::string summary() const override {
+    return "cuDNN fused flash attention (backend graph API, dlopen'd), forward and backward";
+  }
+  Capabilities capabilities() const override {
+    Capabilities c;
+    c.dtypes = {DType::f16, DType::bf16};
+    c.min_head_dim = 8;
+    c.max_head_dim = 256;
+    c.head_dim_multiple = 8;
+    c.causal = true;
+    c.gqa = true;
+    c.forward = true;
+    c.backward = true;
+    return c;
+  }
+
+#ifndef ATTNBENCH_HAVE_CUDNN_HEADERS
+  Support supports_extra(const Problem&, Pass) const override {
+    return Support::no("built without cuDNN headers (cudnn.h not found at configure time)");
+  }
+  void forward(const FwdArgs&) const override {
+    throw std::runtime_error("cuda.cudnn_sdpa: built without cuDNN headers");
+  }
+  void backward(const BwdArgs&) const override {
+    throw std::runtime_error("cuda.cudnn_sdpa: built without cuDNN headers");
+  }
+#else
+  Support supports_extra(const Problem& p, Pass pass) const override {
+    std::string why;
+    const cudnn::Api* api = cudnn::load(&why);
+    if (!api) return Support::no(why);
+    if (Support s = static_support(p, pass, api->version); !s) return s;
+    // A case is supported iff cuDNN finalizes its plans; cuDNN's message is the SKIP reason. The
+    // forward plan is needed by every pass: the harness produces a standalone backward's O and
+    // LSE with this implementation's own forward.
+    std::lock_guard lock(state().mu);
+    for (const bool bwd : {false, true}) {
+      if (bwd && pass == Pass::fwd) continue;
+      const Entry& e = state().entry(p, bwd);
+      if (!e.plan) {
+        return Support::no(std::string(bwd ? "backward" : "forward") + ": " + e.error);
+      }
+    }
+    return Support::yes();
+  }
+
+  std::size_t workspace_bytes(const Problem& p, Pass pass, const Options&) const override {
+    if (!cudnn::load(nullptr)) return 0;
+    std::lock_guard lock(state().mu);
+    std::int64_t bytes = 0;
+    if (pass != Pass::bwd) bytes = std::max(bytes, pass_workspace(state().entry(p, false), false));
+    if (pass != Pass::fwd) bytes = std::max(bytes, pass_workspace(state().entry(p, true), true));
+    return static_cast<std::size_t>(bytes);
+  }
+
+  void prepare(const Problem& p, Pass pass, const Options&) const override {
+    std::lock_guard lock(state().mu);
+    for (const bool bwd : {false, true}) {
+      if ((bwd && pass == Pass::fwd) || (!bwd && pass == Pass::bwd)) continue;
+      const Entry& e = state().entry(p, bwd);
+      if (!e.plan) throw std::runtime_error("cuda.cudnn_sdpa: " + e.error);
+    }
+  }
+
+  // q: [B, Sq, Hq, D], k/v: [B, Skv, Hkv, D] -> o: [B, Sq, Hq, D], lse: [B, Hq, Sq]
+  void forward(const FwdArgs& a) const override {
+    std::lock_guard lock(state().mu);
+    Entry& e = ready(a.p, false, a.workspace_bytes);
+    cudnnHandle_t h = state().handle(current_device());
+    ATTN_CUDNN_CHECK(cudnn::api().SetStream(h, static_cast<cudaStream_t>(a.stream)));
+    const std::array<cudnn::Plan::Binding, 5> buffers{{
+        {cudnn::kQ, const_cast<void*>(a.q)},
+        {cudnn::kK, const_cast<void*>(a.k)},
+        {cudnn::kV, const_cast<void*>(a.v)},
+        {cudnn::kO, a.o},
+        {cudnn::kStats, a.lse},
+    }};
+    e.plan->execute(h, buffers, a.workspace);
+  }
+
+  // q, o, dout: [B, Sq, Hq, D], k/v: [B, Skv, Hkv, D], lse: [B, Hq, Sq] -> dq, dk, dv like q, k, v
+  void backward(const BwdArgs& a) const override {
+    std::lock_guard lock(state().mu);
+    Entry& e = ready(a.p, true, a.workspace_bytes);
+    cudnnHandle_t h = state().handle(current_device());
+    const auto stream = static_cast<cudaStream_t>(a.stream);
+    ATTN_CUDNN_CHECK(cudnn::api().SetStream(h, stream));
+    // Workspace: [plan workspace | D (softmax sum) | dQ accumulator], each 256-byte aligned.
+    auto* extra = static_cast<char*>(a.workspace) + align_up(e.plan->workspace_bytes());
+    void* dq_accum = extra + cudnn::sdpa_bwd_dq_accum_offset(e.shape);
+    if (e.flags.zero_dq_accum) {
+      const auto bytes = static_cast<std::size_t>(e.shape.b * e.shape.hq * e.shape.sq * e.shape.d) * 4;
+      ATTN_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, bytes, stream));
+    }
+    std::array<cudnn::Plan::Binding, 13> buffers{{
+        {cudnn::kQ, const_cast<void*>(a.q)},
+        {cudnn::kK, const_cast<void*>(a.k)},
+        {cudnn::kV, const_cast<void*>(a.v)},
+        {cudnn::kO, const_cast<void*>(a.o)},
+        {cudnn::kStats, const_cast<float*>(a.lse)},
+        {cudnn::kdO, const_cast<void*>(a.dout)},
+        {cudnn::kdQ, a.dq},
+        {cudnn::kdK, a.dk},
+        {cudnn::kdV, a.dv},
+        {cudnn::kSoftmaxSum, extra},
+        {cudnn::kdQAccum, dq_accum},
+        {cudnn::kSeqLenQ, e.seq_lens},
+        {cudnn::kSeqLenKV, e.seq_lens ? e.seq_lens + a.p.batch : nullptr},
+    }};
+    const std::size_t n = e.seq_lens ? buffers.size() : buffers.size() - 2;
+    e.plan->execute(h, std::span<const cudnn::Plan::Binding>(buffers.data(), n), a.workspace);
+  }
+
+ private:
+  // The cached plan for this call; throws if it could not be built or the workspace is short.
+  static Entry& ready(const Problem& p, bool bwd, std::size_t workspace_bytes) {
+    Entry& e = state().entry(p, bwd);
+    if (!e.plan) throw std::runtime_error("cuda.cudnn_sdpa: " + e.error);
+    const auto need = static_cast<std::size_t>(pass_workspace(e, bwd));
+    if (workspace_bytes < need) {
+      throw std::runtime_error("cuda.cudnn_sdpa: workspace of " + std::to_string(workspace_bytes) +
+                               " bytes, plan needs " + std::to_string(need));
+    }
+    return e;
+  }
+#endif
+};
+
+}  // namespace
+}  // namespace attnbench
+
+ATTNBENCH_REGISTER(attnbench::CudnnSdpa)

@@ -1,0 +1,610 @@
+// cuda.flash_bwd_mma — FlashAttention-2 backward on tensor cores (mma.sync m16n8k16, f32 accum).
+//
+// Kernels, in launch order:
+//  1. preprocess: D = rowsum(dO * O) (float32 workspace [B, Hq, Sq]); zeroes the dQ accumulator.
+//  2. main, parallel over key tiles: a block owns kBlockN keys of one (batch, kv head) and keeps
+//     their dK, dV in registers. It loops over the query heads of the GQA group and over the query
+//     tiles that see its keys (causal: from the diagonal on), streaming Q, dO, LSE, D through a
+//     2-stage cp.async ring. Warp w owns 16 keys: S^T = K Q^T, P^T = exp2(S^T scale log2e -
+//     LSE log2e) (recomputed, not stored by the forward), dV += P^T dO, dP^T = V dO^T,
+//     dS^T = P^T (dP^T - D), dK += dS^T Q; P^T and dS^T feed the next mma straight from the
+//     accumulators. dQ = dS K needs every key of the block: dS^T goes to shared memory and the
+//     warps add their slices of dQ into a float32 workspace with atomics (red.global.add.v2.f32 on
+//     sm_90).
+//  3. convert: dQ = scale * accumulator, rounded to the dtype.
+// Why atomics for dQ: the alternative (a separate dQ kernel, parallel over query tiles) recomputes
+// S and dP, 7 instead of 5 matrix products (+40% flops); the atomics cost one float32 dQ
+// round trip through L2 per key block. That alternative is the deterministic mode (option
+// "deterministic": 1): kernel 2 then skips dQ, and kernel 3 is a dQ kernel that loops over key
+// tiles, recomputing P and dS, and writes dQ in the dtype directly. dK/dV are deterministic in
+// both modes: the GQA group is summed in registers inside one block, in a fixed order.
+// Passes over HBM (main kernel): K, V once; Q, dO, LSE, D once per key block (mostly L2 hits);
+// dQ accumulator: one float32 read-modify-write per key block. Writes dQ, dK, dV (dtype).
+// Extra memory (workspace): D, 4 B * B * Hq * Sq; plus the dQ accumulator, 4 B * B * Sq * Hq * d,
+// unless deterministic.
+// Limits: f16/bf16; head_dim 64 and 128 (256: dK + dV for 16 keys would need 256 registers per
+// thread); any seq >= 1; rows whose LSE is -inf (no visible key) get dQ = 0.
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "attnbench/implementation.hpp"
+#include "mma/host.cuh"
+#include "mma/tile.cuh"
+#include "mma/traits.cuh"
+
+namespace attn_mma {
+namespace {
+
+constexpr float kInf = __builtin_huge_valf();
+constexpr float kLog2e = 1.4426950408889634f;
+
+struct BwdParams {
+  const void* q;     // [B, Sq, Hq, D]
+  const void* k;     // [B, Skv, Hkv, D]
+  const void* v;     // [B, Skv, Hkv, D]
+  const void* o;     // [B, Sq, Hq, D]
+  const void* dout;  // [B, Sq, Hq, D]
+  const float* lse;  // [B, Hq, Sq], natural log
+  void* dq;          // [B, Sq, Hq, D]
+  void* dk;          // [B, Skv, Hkv, D]
+  void* dv;          // [B, Skv, Hkv, D]
+  float* delta;      // [B, Hq, Sq] workspace: rowsum(dO * O)
+  float* dq_accum;   // [B, Sq, Hq, D] workspace, float32; null in deterministic mode
+  int batch, seq_q, seq_kv, heads_q, heads_kv, group;
+  int causal;
+  int causal_offset;  // seq_kv - seq_q: row i sees keys j <= i + causal_offset
+  float scale;        // softmax scale
+  float scale_log2;   // scale * log2(e)
+};
+
+// LSE (natural log) -> the log2-domain offset of P = exp2(S * scale_log2 - offset). A row that
+// sees no key has LSE = -inf; +inf makes its P exactly 0 instead of NaN.
+__device__ __forceinline__ float lse_to_log2(float lse) {
+  return lse == -kInf ? kInf : lse * kLog2e;
+}
+
+// ---- 1. preprocess ------------------------------------------------------------------------------
+// One row (b, i, h) per D/8 lanes, 8 elements per lane. grid: ceil(rows * D/8 / 256), 256 threads.
+template <class T, int D>
+__global__ void __launch_bounds__(256) bwd_preprocess_kernel(const BwdParams p) {
+  constexpr int kLanes = D / 8;
+  static_assert(kLanes <= 32 && (kLanes & (kLanes - 1)) == 0, "a row within one warp");
+  const int64_t rows = static_cast<int64_t>(p.batch) * p.seq_q * p.heads_q;
+  const int64_t gid = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x;
+  const int64_t row = gid / kLanes;  // BSH order: row = (b * Sq + i) * Hq + h
+  const int col = static_cast<int>(gid % kLanes) * 8;
+  float acc = 0.f;
+  if (row < rows) {
+    const uint4 a = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.dout) + row * D + col);
+    const uint4 c = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.o) + row * D + col);
+    const uint32_t av[4] = {a.x, a.y, a.z, a.w}, cv[4] = {c.x, c.y, c.z, c.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 x = Elem<T>::unpack2(av[i]), y = Elem<T>::unpack2(cv[i]);
+      acc += x.x * y.x + x.y * y.y;
+    }
+    if (p.dq_accum) {
+      float4* z = reinterpret_cast<float4*>(p.dq_accum + row * D + col);
+      z[0] = make_float4(0.f, 0.f, 0.f, 0.f);
+      z[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
+  acc = group_sum<kLanes>(acc);  // every lane takes part: rows never straddle a warp
+  if (row < rows && col == 0) {
+    const int h = static_cast<int>(row % p.heads_q);
+    const int64_t bi = row / p.heads_q;
+    const int i = static_cast<int>(bi % p.seq_q);
+    const int64_t b = bi / p.seq_q;
+    p.delta[(b * p.heads_q + h) * p.seq_q + i] = acc;
+  }
+}
+
+// ---- 2. main kernel -----------------------------------------------------------------------------
+// grid (ceil(Skv / kBlockN), Hkv, B), kThreads threads, kSmemBytes of dynamic shared memory.
+template <class T, class Tr>
+__global__ void __launch_bounds__(Tr::kThreads, 1) flash_bwd_kernel(const BwdParams p) {
+  constexpr int D = Tr::kHeadDim, BN = Tr::kBlockN, BM = Tr::kBlockM;
+  constexpr int kThreads = Tr::kThreads;
+  constexpr int kSN = BM / 8;            // n-tiles (queries) of a warp's S^T, dP^T
+  constexpr int kDN = D / 8;             // n-tiles of a warp's dK, dV
+  constexpr int kQN = Tr::kDqCols / 8;   // n-tiles of a warp's dQ slice
+  using KTile = SmemTile<BN, D>;         // K, V: [key][d]
+  using QTile = SmemTile<BM, D>;         // Q, dO: [query][d]
+  using STile = SmemTile<BN, BM>;        // dS^T: [key][query]
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int n_block = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
+  const int n0 = n_block * BN;
+  const int keys_valid = p.seq_kv - n0;
+  const int64_t q_stride = static_cast<int64_t>(p.heads_q) * D;
+  const int64_t kv_stride = static_cast<int64_t>(p.heads_kv) * D;
+  // Element offset of (b, key n0, kvh); recomputed where used (row index in int: see supports_extra).
+  auto kv_offset = [&] { return static_cast<int64_t>(b * p.seq_kv + n0) * kv_stride + kvh * D; };
+
+  // Query tiles that see a key of this block: causal rows i >= n0 - causal_offset.
+  const int m_begin = p.causal ? max(0, n0 - p.causal_offset) / BM : 0;
+  const int m_tiles = (p.seq_q + BM - 1) / BM;
+  const int tiles_per_head = max(0, m_tiles - m_begin);
+  const int total = tiles_per_head * p.group;  // (head in group, query tile) pairs, head-major
+
+  const uint32_t smem = smem_u32(dynamic_smem());
+  const KTile sK{smem}, sV{smem + KTile::kBytes};
+  const uint32_t q_base = smem + 2 * KTile::kBytes;
+  const uint32_t do_base = q_base + 2 * QTile::kBytes;
+  const STile sdS{do_base + 2 * QTile::kBytes};
+  const uint32_t lse_base = sdS.base + STile::kBytes;
+  const uint32_t delta_base = lse_base + 2 * BM * 4;
+
+  // Starts the loads of (query head h, query rows from m0) into ring stage `stage`.
+  auto load_q_tile = [&](int h, int m0, int stage) {
+    // Row indices fit in int (supports_extra bounds batch * seq); only the element offset is wide.
+    const int64_t q_off = static_cast<int64_t>(b * p.seq_q + m0) * q_stride + h * D;
+    const uint32_t qs = static_cast<uint32_t>(stage) * QTile::kBytes;
+    load_tile_async<kThreads>(QTile{q_base + qs}, static_cast<const T*>(p.q) + q_off, q_stride,
+                              p.seq_q - m0, tid);
+    load_tile_async<kThreads>(QTile{do_base + qs}, static_cast<const T*>(p.dout) + q_off, q_stride,
+                              p.seq_q - m0, tid);
+    const int64_t l_off = static_cast<int64_t>(b * p.heads_q + h) * p.seq_q + m0;
+    const uint32_t ls = static_cast<uint32_t>(stage) * BM * 4;
+    load_vec_async<kThreads, BM>(lse_base + ls, p.lse + l_off, p.seq_q - m0, tid);
+    load_vec_async<kThreads, BM>(delta_base + ls, p.delta + l_off, p.seq_q - m0, tid);
+  };
+
+  load_tile_async<kThreads>(sK, static_cast<const T*>(p.k) + kv_offset(), kv_stride, keys_valid, tid);
+  load_tile_async<kThreads>(sV, static_cast<const T*>(p.v) + kv_offset(), kv_stride, keys_valid, tid);
+  // The pairs (query head, query tile) run head-major; (h, m0) is pair `it` inside the loop.
+  int h = kvh * p.group, m0 = m_begin * BM;
+  if (total > 0) load_q_tile(h, m0, 0);
+  cp_async_commit();
+
+  // ldmatrix cursors. Stage 0 of the Q/dO ring; stage 1 is + QTile::kBytes.
+  const LdsmPtr pk = ldsm_p1(sK, warp * 16, 0, lane);                  // A: this warp's keys
+                                                                       // (its values: + kBytes)
+  const LdsmPtr pq_n = ldsm_p2(QTile{q_base}, 0, 0, lane);             // B[n = query][k = d]
+  const LdsmPtr pq_t = ldsm_p1(QTile{q_base}, 0, 0, lane);             // B[k = query][n = d]
+  constexpr uint32_t kDoOff = 2 * QTile::kBytes;                       // dO ring - Q ring
+  // dQ slice of warp (wm, wn): query rows [16 wm, 16 wm + 16), d columns [kDqCols wn, ...).
+  const int wm = warp % (BM / 16), wn = warp / (BM / 16);
+  const LdsmPtr pds = ldsm_p2(sdS, 0, wm * 16, lane);                  // A^T: dS^T[key][query]
+  const LdsmPtr pk_t = ldsm_p1(sK, 0, wn * Tr::kDqCols, lane);         // B[k = key][n = d]
+
+  float dk_acc[1][kDN][4], dv_acc[1][kDN][4];
+  zero(dk_acc);
+  zero(dv_acc);
+  const float sl2 = p.scale_log2;
+  const int key_row = n0 + warp * 16 + (lane >> 2);  // key of accumulator rows g (+8 for e >= 2)
+
+  for (int it = 0; it < total; ++it) {
+    const int stage = it & 1;
+    cp_async_wait<0>();
+    // Pair `it` is visible to all threads; every warp is done with pair it-1 (its ring stage,
+    // which the prefetch overwrites, and dS^T).
+    __syncthreads();
+    // Pair it + 1, stepped without divisions.
+    int h_next = h, m_next = m0 + BM;
+    if (m_next >= p.seq_q) {
+      m_next = m_begin * BM;
+      ++h_next;
+    }
+    if (it + 1 < total) {
+      load_q_tile(h_next, m_next, stage ^ 1);
+      cp_async_commit();
+    }
+    const uint32_t qs = static_cast<uint32_t>(stage) * QTile::kBytes;
+    const uint32_t ls = lse_base + static_cast<uint32_t>(stage) * BM * 4;
+    const uint32_t ds = delta_base + static_cast<uint32_t>(stage) * BM * 4;
+
+    // S^T = K_w Q^T (16 keys x BM queries), then P^T.
+    float pt[1][kSN][4];
+    zero(pt);
+    gemm_ss_nt<T, KTile, QTile, D / 16>(pt, pk, LdsmPtr(pq_n, qs));
+#pragma unroll
+    for (int nt = 0; nt < kSN; ++nt) {
+      const float2 l = ld_shared_f32x2(ls + 4 * (nt * 8 + 2 * (lane & 3)));
+      const float l0 = lse_to_log2(l.x), l1 = lse_to_log2(l.y);
+      pt[0][nt][0] = exp2_approx(fmaf(pt[0][nt][0], sl2, -l0));
+      pt[0][nt][1] = exp2_approx(fmaf(pt[0][nt][1], sl2, -l1));
+      pt[0][nt][2] = exp2_approx(fmaf(pt[0][nt][2], sl2, -l0));
+      pt[0][nt][3] = exp2_approx(fmaf(pt[0][nt][3], sl2, -l1));
+    }
+    // Zero P where the key is past seq_kv, the query past seq_q, or the pair is causally masked;
+    // only tiles that reach a tail or cross the diagonal need it.
+    const bool need_mask = keys_valid < BN || m0 + BM > p.seq_q ||
+                           (p.causal && m0 + p.causal_offset < n0 + BN - 1);
+    if (need_mask) {
+#pragma unroll
+      for (int nt = 0; nt < kSN; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = key_row + (e >= 2 ? 8 : 0);
+          const int query = m0 + nt * 8 + 2 * (lane & 3) + (e & 1);
+          if (key >= p.seq_kv || query >= p.seq_q ||
+              (p.causal && key > query + p.causal_offset)) {
+            pt[0][nt][e] = 0.f;
+          }
+        }
+    }
+
+    // dV += P^T dO. From here on P^T lives only as the rounded A fragments (16 registers instead
+    // of 32 floats; dS below uses the rounded P, as the same-dtype naive implementation does).
+    uint32_t pa[1][kSN / 2][4];
+    c_to_a<T>(pt, pa);
+    gemm_rs_tn<T, QTile>(dv_acc, pa, LdsmPtr(pq_t, qs + kDoOff));
+
+    // dP^T = V_w dO^T, then dS^T = P^T (dP^T - D) in place. A-fragment register r of k-step kk
+    // holds the C elements of n-tile 2 kk + r / 2, rows r % 2 (see c_to_a).
+    float dst[1][kSN][4];
+    zero(dst);
+    gemm_ss_nt<T, KTile, QTile, D / 16>(dst, LdsmPtr(pk, KTile::kBytes), LdsmPtr(pq_n, qs + kDoOff));
+#pragma unroll
+    for (int nt = 0; nt < kSN; ++nt) {
+      const float2 d = ld_shared_f32x2(ds + 4 * (nt * 8 + 2 * (lane & 3)));
+      const float2 p01 = Elem<T>::unpack2(pa[0][nt / 2][2 * (nt % 2)]);
+      const float2 p23 = Elem<T>::unpack2(pa[0][nt / 2][2 * (nt % 2) + 1]);
+      dst[0][nt][0] = p01.x * (dst[0][nt][0] - d.x);
+      dst[0][nt][1] = p01.y * (dst[0][nt][1] - d.y);
+      dst[0][nt][2] = p23.x * (dst[0][nt][2] - d.x);
+      dst[0][nt][3] = p23.y * (dst[0][nt][3] - d.y);
+    }
+
+    // dK += dS^T Q
+    {
+      uint32_t da[1][kSN / 2][4];
+      c_to_a<T>(dst, da);
+      gemm_rs_tn<T, QTile>(dk_acc, da, LdsmPtr(pq_t, qs));
+    }
+
+    // dQ += dS K over this block's keys, added into the float32 accumulator.
+    if (p.dq_accum != nullptr) {
+      store_c<T, kSN>(sdS, warp * 16, 0, dst[0], lane);
+      __syncthreads();
+      float dq[1][kQN][4];
+      zero(dq);
+      gemm_ss_tt<T, STile, KTile, BN / 16>(dq, pds, pk_t);
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int row = m0 + wm * 16 + (lane >> 2) + 8 * hf;
+        if (row < p.seq_q) {
+          float* acc = p.dq_accum + static_cast<int64_t>(b * p.seq_q + row) * q_stride + h * D +
+                       wn * Tr::kDqCols + 2 * (lane & 3);
+#pragma unroll
+          for (int nt = 0; nt < kQN; ++nt) {
+            atomic_add_f32x2(acc + nt * 8, dq[0][nt][2 * hf], dq[0][nt][2 * hf + 1]);
+          }
+        }
+      }
+    }
+    h = h_next;
+    m0 = m_next;
+  }
+
+  // Epilogue: dK (times scale) and dV through shared memory (each warp its own 16 rows of the K and
+  // V tiles), 16-byte stores. Rows past seq_kv are not stored.
+  cp_async_wait<0>();  // (total == 0: the K/V loads were never waited for)
+  __syncthreads();     // every warp is done reading K (dQ product) and V
+#pragma unroll
+  for (int nt = 0; nt < kDN; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk_acc[0][nt][e] *= p.scale;
+  store_c<T, kDN>(sK, warp * 16, 0, dk_acc[0], lane);
+  store_c<T, kDN>(sV, warp * 16, 0, dv_acc[0], lane);
+  __syncwarp();
+  const int64_t off = kv_offset() + static_cast<int64_t>(warp) * 16 * kv_stride;
+  store_rows_warp<16>(sK, warp * 16, static_cast<T*>(p.dk) + off, kv_stride, keys_valid - warp * 16,
+                      lane);
+  store_rows_warp<16>(sV, warp * 16, static_cast<T*>(p.dv) + off, kv_stride, keys_valid - warp * 16,
+                      lane);
+}
+
+// ---- 3a. dQ accumulator -> dtype ----------------------------------------------------------------
+// n8: elements / 8. Grid-stride.
+template <class T>
+__global__ void __launch_bounds__(256) dq_convert_kernel(const float* acc, T* dq, int64_t n8,
+                                                         float scale) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x; i < n8;
+       i += static_cast<int64_t>(gridDim.x) * 256) {
+    const float4 a = reinterpret_cast<const float4*>(acc)[2 * i];
+    const float4 c = reinterpret_cast<const float4*>(acc)[2 * i + 1];
+    uint4 out;
+    out.x = Elem<T>::pack2(a.x * scale, a.y * scale);
+    out.y = Elem<T>::pack2(a.z * scale, a.w * scale);
+    out.z = Elem<T>::pack2(c.x * scale, c.y * scale);
+    out.w = Elem<T>::pack2(c.z * scale, c.w * scale);
+    reinterpret_cast<uint4*>(dq)[i] = out;
+  }
+}
+
+// ---- 3b. deterministic dQ kernel ----------------------------------------------------------------
+// grid (ceil(Sq / kDqBlockM), Hq, B), kDqThreads threads. Warp w owns query rows [16 w, 16 w + 16)
+// of the block and loops over the visible key tiles (2-stage ring): S = Q K^T, P from LSE,
+// dP = dO V^T, dS = P (dP - D), dQ += dS K with dS taken from the accumulators.
+template <class T, class Tr>
+__global__ void __launch_bounds__(Tr::kDqThreads, 2) flash_bwd_dq_kernel(const BwdParams p) {
+  constexpr int D = Tr::kHeadDim, BM = Tr::kDqBlockM, BN = Tr::kDqBlockN;
+  constexpr int kThreads = Tr::kDqThreads;
+  constexpr int kSN = BN / 8, kDN = D / 8;
+  using QTile = SmemTile<BM, D>;
+  using KTile = SmemTile<BN, D>;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int m_block = p.causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : blockIdx.x;
+  const int h = blockIdx.y, b = blockIdx.z, kvh = h / p.group;
+  const int m0 = m_block * BM;
+  const int rows_valid = p.seq_q - m0;
+  const int warp_row0 = warp * 16;
+  const int64_t q_stride = static_cast<int64_t>(p.heads_q) * D;
+  const int64_t kv_stride = static_cast<int64_t>(p.heads_kv) * D;
+  const int64_t q_off = (static_cast<int64_t>(b) * p.seq_q + m0) * q_stride + static_cast<int64_t>(h) * D;
+  const int64_t kv_off = static_cast<int64_t>(b) * p.seq_kv * kv_stride + static_cast<int64_t>(kvh) * D;
+  const T* k = static_cast<const T*>(p.k) + kv_off;
+  const T* v = static_cast<const T*>(p.v) + kv_off;
+  T* dq_out = static_cast<T*>(p.dq) + q_off;
+
+  int n_end = p.seq_kv;
+  if (p.causal) n_end = max(0, min(p.seq_kv, m0 + BM + p.causal_offset));
+  const int n_tiles = (n_end + BN - 1) / BN;
+  if (n_tiles == 0) {  // no row sees a key: dQ = 0
+    for (int c = tid; c < BM * (D / 8); c += kThreads) {
+      const int row = c / (D / 8), col = (c % (D / 8)) * 8;
+      if (row < rows_valid) *reinterpret_cast<uint4*>(dq_out + row * q_stride + col) = uint4{0, 0, 0, 0};
+    }
+    return;
+  }
+
+  // Per thread: rows g and g + 8 of its warp. Rows past seq_q get P = 0.
+  float lse2[2], dlt[2];
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int r = m0 + warp_row0 + (lane >> 2) + 8 * hf;
+    const int64_t idx = (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q + r;
+    lse2[hf] = r < p.seq_q ? lse_to_log2(p.lse[idx]) : kInf;
+    dlt[hf] = r < p.seq_q ? p.delta[idx] : 0.f;
+  }
+
+  const uint32_t smem = smem_u32(dynamic_smem());
+  const QTile sQ{smem}, sdO{smem + QTile::kBytes};
+  const uint32_t k_base = smem + 2 * QTile::kBytes;
+  const uint32_t v_base = k_base + 2 * KTile::kBytes;
+
+  load_tile_async<kThreads>(sQ, static_cast<const T*>(p.q) + q_off, q_stride, rows_valid, tid);
+  load_tile_async<kThreads>(sdO, static_cast<const T*>(p.dout) + q_off, q_stride, rows_valid, tid);
+  load_tile_async<kThreads>(KTile{k_base}, k, kv_stride, p.seq_kv, tid);
+  load_tile_async<kThreads>(KTile{v_base}, v, kv_stride, p.seq_kv, tid);
+  cp_async_commit();
+
+  const LdsmPtr pq = ldsm_p1(sQ, warp_row0, 0, lane);           // A: this warp's Q rows
+  const LdsmPtr pdo = ldsm_p1(sdO, warp_row0, 0, lane);         // A: this warp's dO rows
+  const LdsmPtr pk_n = ldsm_p2(KTile{k_base}, 0, 0, lane);      // B[n = key][k = d]
+  const LdsmPtr pk_t = ldsm_p1(KTile{k_base}, 0, 0, lane);      // B[k = key][n = d]
+  constexpr uint32_t kVOff = 2 * KTile::kBytes;                 // V ring - K ring
+
+  float dq[1][kDN][4];
+  zero(dq);
+  const float sl2 = p.scale_log2;
+
+  for (int j = 0; j < n_tiles; ++j) {
+    const int n0 = j * BN;
+    cp_async_wait<0>();
+    __syncthreads();
+    if (j + 1 < n_tiles) {
+      const int n1 = n0 + BN;
+      const uint32_t st = static_cast<uint32_t>((j + 1) & 1) * KTile::kBytes;
+      load_tile_async<kThreads>(KTile{k_base + st}, k + n1 * kv_stride, kv_stride, p.seq_kv - n1, tid);
+      load_tile_async<kThreads>(KTile{v_base + st}, v + n1 * kv_stride, kv_stride, p.seq_kv - n1, tid);
+      cp_async_commit();
+    }
+    const uint32_t st = static_cast<uint32_t>(j & 1) * KTile::kBytes;
+
+    float s[1][kSN][4];
+    zero(s);
+    gemm_ss_nt<T, QTile, KTile, D / 16>(s, pq, LdsmPtr(pk_n, st));
+#pragma unroll
+    for (int nt = 0; nt < kSN; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[0][nt][e] = exp2_approx(fmaf(s[0][nt][e], sl2, -lse2[e >> 1]));
+    const bool need_mask =
+        n0 + BN > p.seq_kv || (p.causal && n0 + BN - 1 > m0 + p.causal_offset);
+    if (need_mask) {
+#pragma unroll
+      for (int nt = 0; nt < kSN; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int row = m0 + warp_row0 + (lane >> 2) + (e >= 2 ? 8 : 0);
+          const int col = n0 + nt * 8 + 2 * (lane & 3) + (e & 1);
+          if (col >= p.seq_kv || (p.causal && col > row + p.causal_offset)) s[0][nt][e] = 0.f;
+        }
+    }
+
+    float dp[1][kSN][4];
+    zero(dp);
+    gemm_ss_nt<T, QTile, KTile, D / 16>(dp, pdo, LdsmPtr(pk_n, st + kVOff));
+#pragma unroll
+    for (int nt = 0; nt < kSN; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dp[0][nt][e] = s[0][nt][e] * (dp[0][nt][e] - dlt[e >> 1]);
+
+    uint32_t da[1][kSN / 2][4];
+    c_to_a<T>(dp, da);
+    gemm_rs_tn<T, KTile>(dq, da, LdsmPtr(pk_t, st));
+  }
+
+  // Epilogue: dQ * scale through this warp's own Q rows in shared memory.
+#pragma unroll
+  for (int nt = 0; nt < kDN; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dq[0][nt][e] *= p.scale;
+  __syncwarp();
+  store_c<T, kDN>(sQ, warp_row0, 0, dq[0], lane);
+  __syncwarp();
+  store_rows_warp<16>(sQ, warp_row0, dq_out + warp_row0 * q_stride, q_stride, rows_valid - warp_row0,
+                      lane);
+}
+
+// ---- host ---------------------------------------------------------------------------------------
+
+using attnbench::Capabilities;
+using attnbench::Device;
+using attnbench::DType;
+using attnbench::Options;
+using attnbench::Pass;
+using attnbench::Problem;
+using attnbench::Support;
+
+std::size_t align256(std::size_t n) { return (n + 255) / 256 * 256; }
+std::size_t delta_bytes(const Problem& p) {
+  return align256(static_cast<std::size_t>(p.lse_elems()) * 4);
+}
+std::size_t dq_accum_bytes(const Problem& p) { return static_cast<std::size_t>(p.q_elems()) * 4; }
+bool deterministic(const Options& o) {
+  auto it = o.find("deterministic");
+  return it != o.end() && it->second != 0;
+}
+
+template <class F>
+void dispatch_bwd(const Problem& pr, F&& f) {
+  dispatch_dtype(pr.dtype, [&](auto tag) {
+    switch (pr.head_dim) {
+      case 64: f(tag, std::integral_constant<int, 64>{}); return;
+      case 128: f(tag, std::integral_constant<int, 128>{}); return;
+      default: throw std::invalid_argument("cuda.flash_bwd_mma: head_dim has no instantiation");
+    }
+  });
+}
+
+template <class T, int D>
+void run_bwd(const BwdParams& p, bool det, void* stream) {
+  using Tr = BwdTraits<D>;
+  const int64_t rows = static_cast<int64_t>(p.batch) * p.seq_q * p.heads_q;
+  const int64_t pre_threads = rows * (D / 8);
+  launch(bwd_preprocess_kernel<T, D>, dim3(static_cast<unsigned>((pre_threads + 255) / 256)),
+         dim3(256), 0, stream, p);
+  const dim3 grid((p.seq_kv + Tr::kBlockN - 1) / Tr::kBlockN, p.heads_kv, p.batch);
+  launch(flash_bwd_kernel<T, Tr>, grid, dim3(Tr::kThreads), Tr::kSmemBytes, stream, p);
+  if (det) {
+    const dim3 grid_dq((p.seq_q + Tr::kDqBlockM - 1) / Tr::kDqBlockM, p.heads_q, p.batch);
+    launch(flash_bwd_dq_kernel<T, Tr>, grid_dq, dim3(Tr::kDqThreads), Tr::kDqSmemBytes, stream, p);
+  } else {
+    const int64_t n8 = rows * D / 8;
+    const int64_t blocks = std::min<int64_t>((n8 + 255) / 256, 132 * 16);
+    launch(dq_convert_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, stream,
+           static_cast<const float*>(p.dq_accum), static_cast<T*>(p.dq), n8, p.scale);
+  }
+}
+
+class FlashBwdMma final : public attnbench::Implementation {
+ public:
+  std::string name() const override { return "cuda.flash_bwd_mma"; }
+  Device device() const override { return Device::cuda; }
+  std::string summary() const override {
+    return "FlashAttention-2 backward: mma.sync, key-parallel dK/dV, dQ by atomics "
+           "(or a dQ kernel: deterministic=1)";
+  }
+  Capabilities capabilities() const override {
+    Capabilities c;
+    c.dtypes = {DType::f16, DType::bf16};
+    c.min_head_dim = 64;
+    c.max_head_dim = 256;
+    c.head_dim_multiple = 64;
+    c.causal = true;
+    c.gqa = true;
+    c.forward = false;
+    c.backward = true;
+    c.fwd_partner = "cuda.flash_fwd_mma";
+    c.options = {"deterministic"};
+    return c;
+  }
+
+  Support supports_extra(const Problem& p, Pass) const override {
+    if (p.head_dim == 256) {
+      return Support::no("head_dim 256: dK + dV of 16 keys x 256 would need 256 registers per "
+                         "thread (no backward instantiation)");
+    }
+    if (p.head_dim != 64 && p.head_dim != 128) {
+      return Support::no("head_dim " + std::to_string(p.head_dim) +
+                         ": instantiated for 64 and 128 only");
+    }
+    if (p.heads_q > 65535 || p.batch > 65535) {
+      return Support::no("heads_q and batch must be <= 65535 (grid y/z)");
+    }
+    if (static_cast<int64_t>(p.batch) * std::max(p.seq_q, p.seq_kv) >= (int64_t{1} << 31)) {
+      return Support::no("batch * seq must stay below 2^31 (32-bit row indices)");
+    }
+    std::string why;
+    const int smem = max_smem_per_block(why);
+    if (smem < 0) return Support::no(why);
+    const int need = p.head_dim == 64 ? BwdTraits<64>::kSmemBytes : BwdTraits<128>::kSmemBytes;
+    if (smem < need) {
+      return Support::no("needs " + std::to_string(need) + " bytes of shared memory per block, the "
+                         "device allows " + std::to_string(smem));
+    }
+    return Support::yes();
+  }
+
+  std::size_t workspace_bytes(const Problem& p, Pass pass, const Options& o) const override {
+    if (pass == Pass::fwd) return 0;
+    return delta_bytes(p) + (deterministic(o) ? 0 : dq_accum_bytes(p));
+  }
+
+  void prepare(const Problem& p, Pass pass, const Options&) const override {
+    if (pass == Pass::fwd) return;
+    dispatch_bwd(p, [&](auto tag, auto d) {
+      using T = typename decltype(tag)::type;
+      using Tr = BwdTraits<decltype(d)::value>;
+      set_dynamic_smem(flash_bwd_kernel<T, Tr>, Tr::kSmemBytes);
+      set_dynamic_smem(flash_bwd_dq_kernel<T, Tr>, Tr::kDqSmemBytes);
+    });
+  }
+
+  void backward(const attnbench::BwdArgs& a) const override {
+    const Problem& pr = a.p;
+    const bool det = a.options != nullptr && deterministic(*a.options);
+    const std::size_t need = delta_bytes(pr) + (det ? 0 : dq_accum_bytes(pr));
+    if (a.workspace_bytes < need || (need > 0 && a.workspace == nullptr)) {
+      throw std::invalid_argument("cuda.flash_bwd_mma: workspace of " +
+                                  std::to_string(a.workspace_bytes) + " bytes, needs " +
+                                  std::to_string(need));
+    }
+    for (const void* ptr : {a.q, a.k, a.v, a.o, a.dout, static_cast<const void*>(a.dq),
+                            static_cast<const void*>(a.dk), static_cast<const void*>(a.dv),
+                            static_cast<const void*>(a.workspace)}) {
+      if (reinterpret_cast<std::uintptr_t>(ptr) % 16 != 0) {
+        throw std::invalid_argument("cuda.flash_bwd_mma: tensors must be 16-byte aligned");
+      }
+    }
+    BwdParams p{};
+    p.q = a.q;
+    p.k = a.k;
+    p.v = a.v;
+    p.o = a.o;
+    p.dout = a.dout;
+    p.lse = a.lse;
+    p.dq = a.dq;
+    p.dk = a.dk;
+    p.dv = a.dv;
+    p.delta = static_cast<float*>(a.workspace);
+    p.dq_accum = det ? nullptr
+                     : reinterpret_cast<float*>(static_cast<unsigned char*>(a.workspace) +
+                                                delta_bytes(pr));
+    p.batch = pr.batch;
+    p.seq_q = pr.seq_q;
+    p.seq_kv = pr.seq_kv;
+    p.heads_q = pr.heads_q;
+    p.heads_kv = pr.heads_kv;
+    p.group = pr.group();
+    p.causal = pr.causal ? 1 : 0;
+    p.causal_offset = pr.seq_kv - pr.seq_q;
+    p.scale = static_cast<float>(pr.effective_scale());
+    p.scale_log2 = static_cast<float>(pr.effective_scale() * 1.4426950408889634);
+    dispatch_bwd(pr, [&](auto tag, auto d) {
+      run_bwd<typename decltype(tag)::type, decltype(d)::value>(p, det, a.stream);
+    });
+  }
+};
+
+}  // namespace
+}  // namespace attn_mma
+
+ATTNBENCH_REGISTER(attn_mma::FlashBwdMma)

@@ -1,0 +1,328 @@
+// cuda.flash_fwd_mma — FlashAttention-2 forward on tensor cores (mma.sync m16n8k16, f32 accum).
+//
+// Algorithm: a block owns kBlockM query rows of one (batch, head) and streams the visible K/V tiles
+// of kBlockN keys through a 2-stage cp.async ring (tile j+1 loads while tile j computes). Each warp
+// owns 16 * kMTiles rows: S = Q K^T (ldmatrix from swizzled shared memory, mma.sync), the online
+// softmax in the log2 domain (scale * log2(e) folded into one FFMA before ex2), and O += P V with
+// P taken straight from the S accumulators as A fragments (no shared-memory round trip). O is
+// rescaled by exp2(m_old - m_new) per tile and divided by the row sum once at the end.
+// Causal (bottom-right: query i sees key j iff j <= i + seq_kv - seq_q): tiles that no row of the
+// block sees are never loaded; only tiles that cross the diagonal or the seq_kv tail are masked.
+// GQA/MQA: head h reads K/V head h / (heads_q / heads_kv) in place. Blocks of one (batch, head)
+// are adjacent in launch order, and heads of one group are adjacent, so K/V stay in L2.
+// Passes over HBM: Q, O once; K, V once per query block (mostly L2 hits for the other blocks of the
+// same head). Writes O (dtype) and LSE (float32, natural log). Extra memory: none.
+// Limits: f16/bf16; head_dim 64, 128, 256 (256 needs 192 KiB of shared memory: sm_90); any seq >= 1;
+// rows that see no key give O = 0 and LSE = -inf.
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "attnbench/implementation.hpp"
+#include "mma/host.cuh"
+#include "mma/tile.cuh"
+#include "mma/traits.cuh"
+
+namespace attn_mma {
+namespace {
+
+constexpr float kNegInf = -__builtin_huge_valf();
+
+struct FwdParams {
+  const void* q;  // [B, Sq, Hq, D]
+  const void* k;  // [B, Skv, Hkv, D]
+  const void* v;  // [B, Skv, Hkv, D]
+  void* o;        // [B, Sq, Hq, D]
+  float* lse;     // [B, Hq, Sq]
+  int seq_q, seq_kv, heads_q, heads_kv, group;
+  int causal;
+  int causal_offset;  // seq_kv - seq_q: row i sees keys j <= i + causal_offset
+  float scale_log2;   // softmax scale * log2(e)
+};
+
+// grid (ceil(Sq / kBlockM), Hq, B), kThreads threads, Tr::kSmemBytes of dynamic shared memory.
+template <class T, class Tr>
+__global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
+    flash_fwd_kernel(const FwdParams p) {
+  constexpr int D = Tr::kHeadDim, BM = Tr::kBlockM, BN = Tr::kBlockN, MT = Tr::kMTiles;
+  constexpr int kThreads = Tr::kThreads;
+  constexpr int kSN = BN / 8;  // n-tiles of a warp's S
+  constexpr int kON = D / 8;   // n-tiles of a warp's O
+  using QTile = SmemTile<BM, D>;
+  using KVTile = SmemTile<BN, D>;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  // Causal: the last row blocks see the most keys; launch them first so that the short ones fill
+  // the tail of the grid.
+  const int m_block = p.causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : blockIdx.x;
+  const int h = blockIdx.y, b = blockIdx.z, kvh = h / p.group;
+  const int m0 = m_block * BM;
+  const int rows_valid = p.seq_q - m0;
+  const int warp_row0 = warp * 16 * MT;
+
+  const int64_t q_stride = static_cast<int64_t>(p.heads_q) * D;
+  const int64_t kv_stride = static_cast<int64_t>(p.heads_kv) * D;
+  const int64_t q_off = (static_cast<int64_t>(b) * p.seq_q + m0) * q_stride + static_cast<int64_t>(h) * D;
+  const int64_t kv_off =
+      static_cast<int64_t>(b) * p.seq_kv * kv_stride + static_cast<int64_t>(kvh) * D;
+  const T* q = static_cast<const T*>(p.q) + q_off;
+  const T* k = static_cast<const T*>(p.k) + kv_off;
+  const T* v = static_cast<const T*>(p.v) + kv_off;
+  T* o = static_cast<T*>(p.o) + q_off;
+  float* lse = p.lse + (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q + m0;
+
+  // Keys [0, n_end) are visible to at least one row of [m0, m0 + BM).
+  int n_end = p.seq_kv;
+  if (p.causal) n_end = max(0, min(p.seq_kv, m0 + BM + p.causal_offset));
+  const int n_tiles = (n_end + BN - 1) / BN;
+
+  if (n_tiles == 0) {  // no row of the block sees any key: O = 0, LSE = -inf
+    for (int c = tid; c < BM * (D / 8); c += kThreads) {
+      const int row = c / (D / 8), col = (c % (D / 8)) * 8;
+      if (row < rows_valid) *reinterpret_cast<uint4*>(o + row * q_stride + col) = uint4{0, 0, 0, 0};
+    }
+    for (int r = tid; r < BM; r += kThreads) {
+      if (r < rows_valid) lse[r] = kNegInf;
+    }
+    return;
+  }
+
+  const uint32_t smem = smem_u32(dynamic_smem());
+  const QTile sQ{smem};
+  const uint32_t k_base = smem + QTile::kBytes;
+  const uint32_t v_base = k_base + 2 * KVTile::kBytes;
+
+  // ldmatrix cursors: this warp's Q rows (A, plain), K (B [n][k], plain), V (B [k][n], .trans).
+  const LdsmPtr pq = ldsm_p1(sQ, warp_row0, 0, lane);
+  const LdsmPtr pk0 = ldsm_p2(KVTile{k_base}, 0, 0, lane);
+  const LdsmPtr pv0 = ldsm_p1(KVTile{v_base}, 0, 0, lane);
+
+  load_tile_async<kThreads>(sQ, q, q_stride, rows_valid, tid);
+  load_tile_async<kThreads>(KVTile{k_base}, k, kv_stride, p.seq_kv, tid);
+  load_tile_async<kThreads>(KVTile{v_base}, v, kv_stride, p.seq_kv, tid);
+  cp_async_commit();
+
+  float acc_o[MT][kON][4];
+  zero(acc_o);
+  float row_max[MT][2], row_sum[MT][2];  // per thread: rows g and g + 8 of each m-tile
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    row_max[mt][0] = row_max[mt][1] = kNegInf;
+    row_sum[mt][0] = row_sum[mt][1] = 0.f;
+  }
+  const float sl2 = p.scale_log2;
+
+  for (int j = 0; j < n_tiles; ++j) {
+    const int n0 = j * BN;
+    cp_async_wait<0>();
+    // Tile j is visible to all threads, and every warp is done with tile j-1, whose stage the
+    // prefetch below overwrites.
+    __syncthreads();
+    if (j + 1 < n_tiles) {
+      const int n1 = n0 + BN;
+      const uint32_t st = static_cast<uint32_t>((j + 1) & 1) * KVTile::kBytes;
+      load_tile_async<kThreads>(KVTile{k_base + st}, k + n1 * kv_stride, kv_stride, p.seq_kv - n1, tid);
+      load_tile_async<kThreads>(KVTile{v_base + st}, v + n1 * kv_stride, kv_stride, p.seq_kv - n1, tid);
+      cp_async_commit();
+    }
+    const uint32_t st = static_cast<uint32_t>(j & 1) * KVTile::kBytes;
+    float s[MT][kSN][4];
+    zero(s);
+    gemm_ss_nt<T, QTile, KVTile, D / 16>(s, pq, LdsmPtr(pk0, st));
+
+    // Masks only the tiles that reach past seq_kv or past the diagonal of the block's first row.
+    const bool need_mask =
+        n0 + BN > p.seq_kv || (p.causal && n0 + BN - 1 > m0 + p.causal_offset);
+    if (need_mask) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kSN; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int row = m0 + warp_row0 + mt * 16 + (lane >> 2) + (e >= 2 ? 8 : 0);
+            const int col = n0 + nt * 8 + 2 * (lane & 3) + (e & 1);
+            if (col >= p.seq_kv || (p.causal && col > row + p.causal_offset)) s[mt][nt][e] = kNegInf;
+          }
+    }
+
+    // Online softmax. A quad (4 lanes) holds one row; row sums stay per lane until the end.
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        float mx = row_max[mt][hf];
+#pragma unroll
+        for (int nt = 0; nt < kSN; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hf], s[mt][nt][2 * hf + 1]));
+        mx = quad_max(mx);
+        // A row that has seen no visible key yet keeps max -inf: its alpha is 0 and its
+        // exponent base 0, so masked scores give exp2(-inf) = 0 rather than NaN.
+        const float alpha =
+            row_max[mt][hf] == kNegInf ? 0.f : exp2_approx((row_max[mt][hf] - mx) * sl2);
+        row_max[mt][hf] = mx;
+        const float base = mx == kNegInf ? 0.f : mx * sl2;
+        float sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < kSN; ++nt)
+#pragma unroll
+          for (int e = 2 * hf; e < 2 * hf + 2; ++e) {
+            s[mt][nt][e] = exp2_approx(fmaf(s[mt][nt][e], sl2, -base));
+            sum += s[mt][nt][e];
+          }
+        row_sum[mt][hf] = row_sum[mt][hf] * alpha + sum;
+#pragma unroll
+        for (int dt = 0; dt < kON; ++dt) {
+          acc_o[mt][dt][2 * hf] *= alpha;
+          acc_o[mt][dt][2 * hf + 1] *= alpha;
+        }
+      }
+
+    uint32_t pa[MT][kSN / 2][4];
+    c_to_a<T>(s, pa);
+    gemm_rs_tn<T, KVTile>(acc_o, pa, LdsmPtr(pv0, st));
+  }
+
+  // Epilogue: O /= l, LSE = (m * scale_log2 + log2 l) * ln 2; O goes through this warp's own Q
+  // rows in shared memory (no other warp reads them) to be stored 16 bytes per lane.
+  constexpr float kLn2 = 0.69314718055994530942f;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const float l = quad_sum(row_sum[mt][hf]);
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+#pragma unroll
+      for (int dt = 0; dt < kON; ++dt) {
+        acc_o[mt][dt][2 * hf] *= inv;
+        acc_o[mt][dt][2 * hf + 1] *= inv;
+      }
+      const int row = warp_row0 + mt * 16 + (lane >> 2) + 8 * hf;
+      if ((lane & 3) == 0 && row < rows_valid) {
+        lse[row] = l > 0.f ? (row_max[mt][hf] * sl2 + log2f(l)) * kLn2 : kNegInf;
+      }
+    }
+  __syncwarp();
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) store_c<T, kON>(sQ, warp_row0 + mt * 16, 0, acc_o[mt], lane);
+  __syncwarp();
+  store_rows_warp<16 * MT>(sQ, warp_row0, o + warp_row0 * q_stride, q_stride,
+                           rows_valid - warp_row0, lane);
+}
+
+template <class T, int D>
+void launch_fwd(const FwdParams& p, int batch, void* stream) {
+  using Tr = FwdTraits<D>;
+  const dim3 grid((p.seq_q + Tr::kBlockM - 1) / Tr::kBlockM, p.heads_q, batch);
+  launch(flash_fwd_kernel<T, Tr>, grid, dim3(Tr::kThreads), Tr::kSmemBytes, stream, p);
+}
+
+// f(TypeTag<T>{}, std::integral_constant<int, D>{}) for the instantiated (dtype, head_dim).
+template <class F>
+void dispatch_fwd(const attnbench::Problem& pr, F&& f) {
+  dispatch_dtype(pr.dtype, [&](auto tag) {
+    switch (pr.head_dim) {
+      case 64: f(tag, std::integral_constant<int, 64>{}); return;
+      case 128: f(tag, std::integral_constant<int, 128>{}); return;
+      case 256: f(tag, std::integral_constant<int, 256>{}); return;
+      default: throw std::invalid_argument("cuda.flash_fwd_mma: head_dim has no instantiation");
+    }
+  });
+}
+
+int fwd_smem_bytes(int head_dim) {
+  switch (head_dim) {
+    case 64: return FwdTraits<64>::kSmemBytes;
+    case 128: return FwdTraits<128>::kSmemBytes;
+    case 256: return FwdTraits<256>::kSmemBytes;
+    default: return 0;
+  }
+}
+
+using attnbench::Capabilities;
+using attnbench::Device;
+using attnbench::DType;
+using attnbench::Options;
+using attnbench::Pass;
+using attnbench::Problem;
+using attnbench::Support;
+
+class FlashFwdMma final : public attnbench::Implementation {
+ public:
+  std::string name() const override { return "cuda.flash_fwd_mma"; }
+  Device device() const override { return Device::cuda; }
+  std::string summary() const override {
+    return "FlashAttention-2 forward: mma.sync m16n8k16, ldmatrix, 2-stage cp.async K/V ring";
+  }
+  Capabilities capabilities() const override {
+    Capabilities c;
+    c.dtypes = {DType::f16, DType::bf16};
+    c.min_head_dim = 64;
+    c.max_head_dim = 256;
+    c.head_dim_multiple = 64;
+    c.causal = true;
+    c.gqa = true;
+    c.forward = true;
+    c.backward = false;
+    return c;
+  }
+
+  Support supports_extra(const Problem& p, Pass) const override {
+    if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) {
+      return Support::no("head_dim " + std::to_string(p.head_dim) +
+                         ": instantiated for 64, 128 and 256 only");
+    }
+    if (p.heads_q > 65535 || p.batch > 65535) {
+      return Support::no("heads_q and batch must be <= 65535 (grid y/z)");
+    }
+    std::string why;
+    const int smem = max_smem_per_block(why);
+    if (smem < 0) return Support::no(why);
+    if (smem < fwd_smem_bytes(p.head_dim)) {
+      return Support::no("needs " + std::to_string(fwd_smem_bytes(p.head_dim)) +
+                         " bytes of shared memory per block, the device allows " +
+                         std::to_string(smem));
+    }
+    return Support::yes();
+  }
+
+  void prepare(const Problem& p, Pass, const Options&) const override {
+    dispatch_fwd(p, [&](auto tag, auto d) {
+      using T = typename decltype(tag)::type;
+      using Tr = FwdTraits<decltype(d)::value>;
+      set_dynamic_smem(flash_fwd_kernel<T, Tr>, Tr::kSmemBytes);
+    });
+  }
+
+  void forward(const attnbench::FwdArgs& a) const override {
+    const Problem& pr = a.p;
+    FwdParams p{};
+    p.q = a.q;
+    p.k = a.k;
+    p.v = a.v;
+    p.o = a.o;
+    p.lse = a.lse;
+    p.seq_q = pr.seq_q;
+    p.seq_kv = pr.seq_kv;
+    p.heads_q = pr.heads_q;
+    p.heads_kv = pr.heads_kv;
+    p.group = pr.group();
+    p.causal = pr.causal ? 1 : 0;
+    p.causal_offset = pr.seq_kv - pr.seq_q;
+    p.scale_log2 = static_cast<float>(pr.effective_scale() * 1.4426950408889634);
+    for (const void* ptr : {a.q, a.k, a.v, static_cast<const void*>(a.o)}) {
+      if (reinterpret_cast<std::uintptr_t>(ptr) % 16 != 0) {
+        throw std::invalid_argument("cuda.flash_fwd_mma: q, k, v, o must be 16-byte aligned");
+      }
+    }
+    dispatch_fwd(pr, [&](auto tag, auto d) {
+      launch_fwd<typename decltype(tag)::type, decltype(d)::value>(p, pr.batch, a.stream);
+    });
+  }
+};
+
+}  // namespace
+}  // namespace attn_mma
+
+ATTNBENCH_REGISTER(attn_mma::FlashFwdMma)

@@ -1,0 +1,302 @@
+// cuda.naive_3pass — textbook three-pass attention on CUDA cores; the CUDA verification baseline.
+//
+// Forward, three kernels (the "standard attention" of the seed articles):
+//   1. S = scale · Q Kᵀ written to HBM in the problem's dtype (masked entries = −inf);
+//   2. safe softmax in place over each row of S (max, sum of exp, normalise): S becomes P, still
+//      in the dtype; LSE = max + log(sum) in float32;
+//   3. O = P V, reading P back from HBM, float32 accumulation.
+// Backward, all materialised in the dtype: recompute S and P (kernels 1 and 2; the LSE of the
+// recomputation goes to scratch), dP = dO Vᵀ, D = rowsum(dO ∘ O) (float32), dS = P ∘ (dP − D) in
+// place of dP, then dV = Pᵀ dO, dQ = scale · dS K, dK = scale · dSᵀ Q. GQA: dK and dV are one
+// product each whose reduction runs over (query head of the group, query row), so the group sum
+// is in float32 and deterministic (no atomics).
+// The products are one plain kernel: 16x16 output tiles, A and B tiles staged in shared memory
+// (loaded along their contiguous dimension), one output per thread, float32 accumulation.
+// Passes over HBM: S/P written and read N² each pass (forward: write S, read+write P, read P);
+// backward: two N² buffers, each written and read several times.
+// Extra memory: forward B·Hq·Sq·Skv elements of the dtype; backward twice that plus two floats
+// per query row. Limits: any head_dim (1..256), seq_kv <= 1,048,560 (grid y).
+#include <limits>
+#include <string>
+
+#include "common.cuh"
+
+namespace attnbench::cuda {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr int kTile = 16;
+
+struct Dims {
+  int hq, hkv, group, sq, skv, d;
+  bool causal;
+};
+
+// ---- operands: A(z, m, k) and B(z, k, n) of a product, z the batched (batch, head) index ------
+// kMContiguous / kNContiguous say which index walks consecutive memory, so that the tile loads
+// are coalesced.
+
+// A = a query-side tensor [B, Sq, Hq, D] (Q or dO) of head z = b*Hq + h: A(z, m, k) = X[b, m, h, k].
+template <class T> struct AQuery {
+  static constexpr bool kMContiguous = false;
+  const T* x;
+  Dims dm;
+  __device__ float operator()(int z, int m, int k) const {
+    const int b = z / dm.hq, h = z % dm.hq;
+    return to_float(x[((static_cast<std::int64_t>(b) * dm.sq + m) * dm.hq + h) * dm.d + k]);
+  }
+};
+
+// B = a kv-side tensor [B, Skv, Hkv, D] (K or V) seen by query head z = b*Hq + h.
+// kTransposed: B(z, k, n) = X[b, n, hk, k] (for Q Kᵀ, dO Vᵀ); else X[b, k, hk, n] (P V, dS K).
+template <class T, bool kTransposed> struct BKv {
+  static constexpr bool kNContiguous = !kTransposed;
+  const T* x;
+  Dims dm;
+  __device__ float operator()(int z, int k, int n) const {
+    const int b = z / dm.hq, hk = (z % dm.hq) / dm.group;
+    const int row = kTransposed ? n : k, col = kTransposed ? k : n;
+    return to_float(x[((static_cast<std::int64_t>(b) * dm.skv + row) * dm.hkv + hk) * dm.d + col]);
+  }
+};
+
+// A = a score buffer [B, Hq, Sq, Skv] (P or dS): A(z, m, k) = S[z][m][k].
+template <class T> struct AScores {
+  static constexpr bool kMContiguous = false;
+  const T* s;
+  Dims dm;
+  __device__ float operator()(int z, int m, int k) const {
+    return to_float(s[(static_cast<std::int64_t>(z) * dm.sq + m) * dm.skv + k]);
+  }
+};
+
+// For dV and dK, z = b*Hkv + hk and the reduction index k = g*Sq + i runs over the group's query
+// heads h = hk*G + g and their rows i.
+// A(z, m, k) = S[b, h][i][m] (P or dS transposed).
+template <class T> struct AScoresGroupT {
+  static constexpr bool kMContiguous = true;
+  const T* s;
+  Dims dm;
+  __device__ float operator()(int z, int m, int k) const {
+    const int b = z / dm.hkv, h = (z % dm.hkv) * dm.group + k / dm.sq, i = k % dm.sq;
+    return to_float(s[((static_cast<std::int64_t>(b) * dm.hq + h) * dm.sq + i) * dm.skv + m]);
+  }
+};
+// B(z, k, n) = X[b, i, h, n], X a query-side tensor (dO or Q).
+template <class T> struct BQueryGroup {
+  static constexpr bool kNContiguous = true;
+  const T* x;
+  Dims dm;
+  __device__ float operator()(int z, int k, int n) const {
+    const int b = z / dm.hkv, h = (z % dm.hkv) * dm.group + k / dm.sq, i = k % dm.sq;
+    return to_float(x[((static_cast<std::int64_t>(b) * dm.sq + i) * dm.hq + h) * dm.d + n]);
+  }
+};
+
+// ---- epilogues: where C(z, m, n) goes -------------------------------------------------------------
+
+// Into a score buffer [B, Hq, Sq, Skv] in the dtype; with kMask, invisible keys get −inf.
+template <class T, bool kMask> struct EpiScores {
+  T* s;
+  Dims dm;
+  float mul;
+  __device__ void operator()(int z, int m, int n, float acc) const {
+    const bool hidden = kMask && n >= causal_limit(m, dm.sq, dm.skv, dm.causal);
+    s[(static_cast<std::int64_t>(z) * dm.sq + m) * dm.skv + n] = from_float<T>(hidden ? kNegInf : mul * acc);
+  }
+};
+// Into a query-side tensor [B, Sq, Hq, D], z = b*Hq + h.
+template <class T> struct EpiQuery {
+  T* x;
+  Dims dm;
+  float mul;
+  __device__ void operator()(int z, int m, int n, float acc) const {
+    const int b = z / dm.hq, h = z % dm.hq;
+    x[((static_cast<std::int64_t>(b) * dm.sq + m) * dm.hq + h) * dm.d + n] = from_float<T>(mul * acc);
+  }
+};
+// Into a kv-side tensor [B, Skv, Hkv, D], z = b*Hkv + hk.
+template <class T> struct EpiKv {
+  T* x;
+  Dims dm;
+  float mul;
+  __device__ void operator()(int z, int m, int n, float acc) const {
+    const int b = z / dm.hkv, hk = z % dm.hkv;
+    x[((static_cast<std::int64_t>(b) * dm.skv + m) * dm.hkv + hk) * dm.d + n] = from_float<T>(mul * acc);
+  }
+};
+
+// C(z, m, n) = epi(sum_k A(z, m, k) B(z, k, n)) for m < M, n < N; block (16, 16), grid
+// (ceil(M/16), ceil(N/16), batches), batch index z = z0 + blockIdx.z.
+template <class A, class B, class Epi>
+__global__ void __launch_bounds__(kTile* kTile) naive_gemm_kernel(int M, int N, int K, int z0, A a, B bop, Epi epi) {
+  __shared__ float as[kTile][kTile + 1];  // [m][k]
+  __shared__ float bs[kTile][kTile + 1];  // [k][n]
+  const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
+  const int z = z0 + static_cast<int>(blockIdx.z);
+  const int m0 = static_cast<int>(blockIdx.x) * kTile, n0 = static_cast<int>(blockIdx.y) * kTile;
+  float acc = 0.f;
+  for (int k0 = 0; k0 < K; k0 += kTile) {
+    {  // consecutive threads (tx) walk the operand's contiguous index
+      const int mm = A::kMContiguous ? tx : ty, kk = A::kMContiguous ? ty : tx;
+      as[mm][kk] = (m0 + mm < M && k0 + kk < K) ? a(z, m0 + mm, k0 + kk) : 0.f;
+    }
+    {
+      const int nn = B::kNContiguous ? tx : ty, kk = B::kNContiguous ? ty : tx;
+      bs[kk][nn] = (k0 + kk < K && n0 + nn < N) ? bop(z, k0 + kk, n0 + nn) : 0.f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kTile; ++kk) acc = fmaf(as[ty][kk], bs[kk][tx], acc);
+    __syncthreads();
+  }
+  if (m0 + ty < M && n0 + tx < N) epi(z, m0 + ty, n0 + tx, acc);
+}
+
+template <class A, class B, class Epi>
+void gemm(int batches, int M, int N, int K, const A& a, const B& b, const Epi& epi, cudaStream_t st) {
+  const dim3 block(kTile, kTile);
+  for (int z0 = 0; z0 < batches; z0 += 65535) {
+    const dim3 grid(static_cast<unsigned>((M + kTile - 1) / kTile), static_cast<unsigned>((N + kTile - 1) / kTile),
+                    static_cast<unsigned>(std::min(65535, batches - z0)));
+    naive_gemm_kernel<<<grid, block, 0, st>>>(M, N, K, z0, a, b, epi);
+    ATTN_CUDA_CHECK_LAUNCH();
+  }
+}
+
+// Safe softmax in place over each row of s ([rows, Skv], the dtype), one warp per row: max, sum
+// of exp, normalise. lse[row] = max + log(sum); a row with nothing visible gets P = 0, −inf.
+template <class T>
+__global__ void softmax_rows_kernel(T* __restrict__ s, float* __restrict__ lse, std::int64_t rows, int skv) {
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (row >= rows) return;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  T* x = s + row * skv;
+  float m = kNegInf;
+  for (int j = lane; j < skv; j += 32) m = fmaxf(m, to_float(x[j]));
+  m = warp_max(m);
+  if (m == kNegInf) {
+    for (int j = lane; j < skv; j += 32) x[j] = from_float<T>(0.f);
+    if (lane == 0) lse[row] = kNegInf;
+    return;
+  }
+  float l = 0.f;
+  for (int j = lane; j < skv; j += 32) l += expf(to_float(x[j]) - m);
+  l = warp_sum(l);
+  const float inv = 1.f / l;
+  for (int j = lane; j < skv; j += 32) x[j] = from_float<T>(expf(to_float(x[j]) - m) * inv);
+  if (lane == 0) lse[row] = m + logf(l);
+}
+
+// ds[i] = p[i] * (ds[i] - dd[row of i]) in place of dP; all [B, Hq, Sq, Skv], dd [B, Hq, Sq].
+template <class T>
+__global__ void ds_kernel(const T* __restrict__ p, T* __restrict__ ds, const float* __restrict__ dd, std::int64_t n,
+                          int skv) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    ds[i] = from_float<T>(to_float(p[i]) * (to_float(ds[i]) - dd[i / skv]));
+}
+
+Dims dims_of(const Problem& p) {
+  return {p.heads_q, p.heads_kv, p.group(), p.seq_q, p.seq_kv, p.head_dim, p.causal};
+}
+std::size_t score_elems(const Problem& p) {
+  return static_cast<std::size_t>(p.batch) * p.heads_q * p.seq_q * p.seq_kv;
+}
+
+// Kernels 1 and 2: s = softmax(scale · q kᵀ + mask) in the dtype, lse [B, Hq, Sq].
+template <class T>
+void scores_softmax(const Problem& p, const T* q, const T* k, T* s, float* lse, cudaStream_t st) {
+  const Dims dm = dims_of(p);
+  const int zq = p.batch * p.heads_q;
+  gemm(zq, p.seq_q, p.seq_kv, p.head_dim, AQuery<T>{q, dm}, BKv<T, true>{k, dm},
+       EpiScores<T, true>{s, dm, static_cast<float>(p.effective_scale())}, st);
+  const std::int64_t rows = static_cast<std::int64_t>(zq) * p.seq_q;
+  constexpr int kWarps = 8;
+  softmax_rows_kernel<T><<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kWarps * 32, 0, st>>>(s, lse, rows,
+                                                                                                       p.seq_kv);
+  ATTN_CUDA_CHECK_LAUNCH();
+}
+
+template <class T> void run_forward(const FwdArgs& a) {
+  const Problem& p = a.p;
+  const cudaStream_t st = stream_of(a.stream);
+  const Dims dm = dims_of(p);
+  WorkspaceCarver ws(a.workspace, a.workspace_bytes);
+  T* s = ws.take<T>(score_elems(p));
+  scores_softmax<T>(p, static_cast<const T*>(a.q), static_cast<const T*>(a.k), s, a.lse, st);
+  gemm(p.batch * p.heads_q, p.seq_q, p.head_dim, p.seq_kv, AScores<T>{s, dm},
+       BKv<T, false>{static_cast<const T*>(a.v), dm}, EpiQuery<T>{static_cast<T*>(a.o), dm, 1.f}, st);
+}
+
+template <class T> void run_backward(const BwdArgs& a) {
+  const Problem& p = a.p;
+  const cudaStream_t st = stream_of(a.stream);
+  const Dims dm = dims_of(p);
+  const float scale = static_cast<float>(p.effective_scale());
+  const auto* q = static_cast<const T*>(a.q);
+  const auto* k = static_cast<const T*>(a.k);
+  const auto* v = static_cast<const T*>(a.v);
+  const auto* dout = static_cast<const T*>(a.dout);
+  WorkspaceCarver ws(a.workspace, a.workspace_bytes);
+  T* prob = ws.take<T>(score_elems(p));
+  T* dsc = ws.take<T>(score_elems(p));
+  float* dd = ws.take<float>(static_cast<std::size_t>(p.lse_elems()));
+  float* lse_scratch = ws.take<float>(static_cast<std::size_t>(p.lse_elems()));
+  const int zq = p.batch * p.heads_q, zkv = p.batch * p.heads_kv;
+
+  scores_softmax<T>(p, q, k, prob, lse_scratch, st);
+  gemm(zq, p.seq_q, p.seq_kv, p.head_dim, AQuery<T>{dout, dm}, BKv<T, true>{v, dm},
+       EpiScores<T, false>{dsc, dm, 1.f}, st);  // dP
+  launch_row_dot<T>(static_cast<const T*>(a.o), dout, dd, p, st);
+  const std::int64_t n = static_cast<std::int64_t>(score_elems(p));
+  ds_kernel<T><<<elementwise_blocks(n, 256), 256, 0, st>>>(prob, dsc, dd, n, p.seq_kv);
+  ATTN_CUDA_CHECK_LAUNCH();
+  const int group_rows = p.group() * p.seq_q;
+  gemm(zkv, p.seq_kv, p.head_dim, group_rows, AScoresGroupT<T>{prob, dm}, BQueryGroup<T>{dout, dm},
+       EpiKv<T>{static_cast<T*>(a.dv), dm, 1.f}, st);
+  gemm(zq, p.seq_q, p.head_dim, p.seq_kv, AScores<T>{dsc, dm}, BKv<T, false>{k, dm},
+       EpiQuery<T>{static_cast<T*>(a.dq), dm, scale}, st);
+  gemm(zkv, p.seq_kv, p.head_dim, group_rows, AScoresGroupT<T>{dsc, dm}, BQueryGroup<T>{q, dm},
+       EpiKv<T>{static_cast<T*>(a.dk), dm, scale}, st);
+}
+
+class CudaNaive3Pass final : public Implementation {
+ public:
+  std::string name() const override { return "cuda.naive_3pass"; }
+  Device device() const override { return Device::cuda; }
+  std::string summary() const override {
+    return "textbook 3-kernel attention on CUDA cores, S and P materialised in HBM in the dtype "
+           "(verification baseline)";
+  }
+  Capabilities capabilities() const override {
+    Capabilities c;
+    c.backward = true;
+    return c;
+  }
+  Support supports_extra(const Problem& p, Pass) const override {
+    if (p.seq_kv > 65535 * kTile) return Support::no("seq_kv > 1048560 (grid y of the score product)");
+    if (static_cast<std::int64_t>(p.batch) * p.heads_q > std::numeric_limits<int>::max() / 2)
+      return Support::no("batch * heads_q too large");
+    if (static_cast<std::int64_t>(p.group()) * p.seq_q > std::numeric_limits<int>::max())
+      return Support::no("group * seq_q too large");
+    return Support::yes();
+  }
+  std::size_t workspace_bytes(const Problem& p, Pass pass, const Options&) const override {
+    const std::size_t s = score_elems(p) * dtype_size(p.dtype);
+    const std::size_t rows = static_cast<std::size_t>(p.lse_elems()) * sizeof(float);
+    if (pass == Pass::fwd) return carve_bytes({s});
+    return carve_bytes({s, s, rows, rows});  // the larger request covers fwd_bwd
+  }
+  void forward(const FwdArgs& a) const override {
+    dispatch_dtype(a.p.dtype, [&](auto tt) { run_forward<typename decltype(tt)::type>(a); });
+  }
+  void backward(const BwdArgs& a) const override {
+    dispatch_dtype(a.p.dtype, [&](auto tt) { run_backward<typename decltype(tt)::type>(a); });
+  }
+};
+
+}  // namespace
+}  // namespace attnbench::cuda
+
+ATTNBENCH_REGISTER(attnbench::cuda::CudaNaive3Pass)

@@ -1,0 +1,334 @@
+#!/usr/bin/env python3
+"""Plot an attnbench results file (docs/results_schema.md) in the FlashAttention papers' style.
+
+    python3 scripts/plot.py RESULTS.json --out DIR [--baseline IMPL]
+
+For each pass (fwd, bwd, fwd_bwd) and dtype it writes, into DIR:
+  <stem>_<pass>_<dtype>_tflops.png   grouped bars of TFLOP/s per case (sequence length), one panel
+                                     per head_dim x causal, one bar per implementation;
+  <stem>_<pass>_<dtype>_speedup.png  speedup over the baseline (its median time / the impl's) per case;
+  <stem>_<pass>_<dtype>_memory.png   memory reduction over the baseline: footprint (inputs + outputs
+                                     + workspace, solid) and measured peak (dashed, when measured).
+The baseline defaults to cuda.standard_cublas, else cpu.naive_3pass. Skipped and failed rows get
+no bar and a "skip"/"FAIL" mark. Exit codes: 0 written, 2 bad input or matplotlib missing.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+DEFAULT_BASELINES = ("cuda.standard_cublas", "cpu.naive_3pass")
+PASS_ORDER = {"fwd": 0, "bwd": 1, "fwd_bwd": 2}
+MIB = 1024.0 * 1024.0
+
+
+def fail(msg):
+    print(f"plot.py: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def load(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            res = json.load(f)
+    except OSError as e:
+        fail(f"{path}: cannot open the file: {e.strerror}")
+    except json.JSONDecodeError as e:
+        fail(f"{path}: not valid JSON: {e}")
+    if not isinstance(res, dict) or res.get("schema") != "attnbench.results/1":
+        fail(f'{path}: not an attnbench results file (expected "schema": "attnbench.results/1")')
+    rows = res.get("rows")
+    if not isinstance(rows, list):
+        fail(f"{path}: $.rows: expected an array")
+    needed = ("case", "impl", "pass", "status", "problem")
+    for i, r in enumerate(rows):
+        missing = [k for k in needed if not isinstance(r, dict) or k not in r]
+        if missing:
+            fail(f"{path}: $.rows[{i}]: missing {', '.join(missing)}")
+    return res
+
+
+def impl_label(r):
+    params = r.get("params") or {}
+    if not params:
+        return r["impl"]
+    return r["impl"] + " [" + ", ".join(f"{k}={v}" for k, v in sorted(params.items())) + "]"
+
+
+def device_title(res):
+    ctx = res.get("context", {})
+    rows = res["rows"]
+    on_cpu = rows and all(not str(r.get("device", "")).startswith("cuda") for r in rows)
+    devs = ctx.get("devices") or []
+    if not on_cpu and devs and isinstance(devs[0], dict) and devs[0].get("name"):
+        return devs[0]["name"]
+    return ctx.get("cpu") or "unknown device"
+
+
+def median_ms(r):
+    t = r.get("time")
+    if r["status"] != "pass" or not isinstance(t, dict) or not t.get("median_ms"):
+        return None
+    return t["median_ms"]
+
+
+def tflops(r):
+    if r["status"] != "pass":
+        return None
+    if isinstance(r.get("tflops"), (int, float)):
+        return r["tflops"]
+    ms, fl = median_ms(r), r.get("flops")
+    return fl / (ms * 1e-3) / 1e12 if ms and fl else None
+
+
+def footprint(r):
+    m = r.get("memory")
+    if r["status"] == "skip" or not isinstance(m, dict):
+        return None
+    return (m.get("io_bytes") or 0) + (m.get("workspace_bytes") or 0) or None
+
+
+def peak(r):
+    m = r.get("memory")
+    if r["status"] == "skip" or not isinstance(m, dict):
+        return None
+    return m.get("peak_bytes") or None
+
+
+def seq_text(n):
+    return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n)
+
+
+# Fields that may vary between the cases of one panel, in sort priority.
+AXES = (("seq_kv", "skv"), ("seq_q", "sq"), ("batch", "b"), ("heads_q", "hq"), ("heads_kv", "hkv"))
+FULL = {"b": "batch", "hq": "query heads", "hkv": "kv heads"}
+
+
+def case_axis(cases):
+    """Sort the cases (label -> problem) and label each tick by the fields that vary."""
+    probs = list(cases.values())
+    varies = {f for f, _ in AXES if len({p.get(f) for p in probs}) > 1}
+    square = all(p.get("seq_q") == p.get("seq_kv") for p in probs)
+    order = sorted(cases, key=lambda c: tuple(cases[c].get(f, 0) for f, _ in AXES))
+    ticks = []
+    for c in order:
+        p = cases[c]
+        parts = []
+        if square:
+            parts.append(seq_text(p["seq_kv"]))
+        else:
+            parts.append(f"{seq_text(p['seq_q'])}/{seq_text(p['seq_kv'])}")
+        parts += [f"{short}{p[f]}" for f, short in AXES[2:] if f in varies]
+        ticks.append("\n".join(parts))
+    xlabel = "sequence length" if square else "seq_q / seq_kv"
+    extra = [FULL[short] for f, short in AXES[2:] if f in varies]
+    if extra:
+        xlabel += " (" + ", ".join(extra) + " below)"
+    return order, ticks, xlabel
+
+
+def panels_of(rows):
+    """(head_dim, causal) -> rows, in order."""
+    panels = {}
+    for r in rows:
+        p = r["problem"]
+        panels.setdefault((p.get("head_dim"), bool(p.get("causal"))), []).append(r)
+    return dict(sorted(panels.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1])))
+
+
+def pick_baseline(rows, wanted):
+    labels = []
+    for r in rows:
+        if impl_label(r) not in labels:
+            labels.append(impl_label(r))
+    for w in ([wanted] if wanted else DEFAULT_BASELINES):
+        if w in labels:
+            return w
+        for r in rows:
+            if r["impl"] == w:
+                return impl_label(r)
+    return None
+
+
+def panel_title(key):
+    d, causal = key
+    return f"head_dim {d}, {'causal' if causal else 'non-causal'}"
+
+
+def grid(plt, n):
+    cols = min(n, 2)
+    nrows = math.ceil(n / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(6.4 * cols, 3.9 * nrows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:n])
+
+
+def bars(plt, rows, colors, title, path):
+    panels = panels_of(rows)
+    fig, axes = grid(plt, len(panels))
+    for ax, (key, prs) in zip(axes, panels.items()):
+        cases = {}
+        for r in prs:
+            cases.setdefault(r["case"], r["problem"])
+        order, ticks, xlabel = case_axis(cases)
+        labels = [l for l in colors if any(impl_label(r) == l for r in prs)]
+        width = 0.8 / max(1, len(labels))
+        top = max([tflops(r) or 0 for r in prs] + [1e-9])
+        # CPU rates read better in GFLOP/s.
+        scale, unit = (1e3, "GFLOP/s") if top < 1 else (1.0, "TFLOP/s")
+        top *= scale
+        for i, label in enumerate(labels):
+            cell = {r["case"]: r for r in prs if impl_label(r) == label}
+            for x, c in enumerate(order):
+                r = cell.get(c)
+                xpos = x - 0.4 + width * (i + 0.5)
+                v = tflops(r) if r else None
+                if v is not None:
+                    v *= scale
+                    ax.bar(xpos, v, width, color=colors[label])
+                    ax.text(xpos, v, f"{v:.0f}" if v >= 10 else f"{v:.3g}", ha="center", va="bottom",
+                            fontsize=6, rotation=90 if len(labels) > 3 else 0)
+                elif r is not None:
+                    mark = "skip" if r["status"] == "skip" else "FAIL" if r["status"] == "fail" else "-"
+                    ax.text(xpos, top * 0.02, mark, ha="center", va="bottom", fontsize=6, rotation=90,
+                            color="firebrick" if mark == "FAIL" else "gray")
+        # One legend entry per implementation, even when its first case was skipped.
+        handles = [plt.Rectangle((0, 0), 1, 1, color=colors[l]) for l in labels]
+        ax.legend(handles, labels, fontsize=7, loc="upper left")
+        ax.set_xticks(range(len(order)), ticks, fontsize=8)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(unit)
+        ax.set_ylim(0, top * 1.25)
+        ax.set_title(panel_title(key), fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def lines(plt, rows, colors, baseline, title, ylabel, value, path):
+    """value(base_row, row) -> list of ((linestyle, legend suffix, marker), number or None)."""
+    panels = panels_of(rows)
+    fig, axes = grid(plt, len(panels))
+    drawn = False
+    for ax, (key, prs) in zip(axes, panels.items()):
+        cases = {}
+        for r in prs:
+            cases.setdefault(r["case"], r["problem"])
+        order, ticks, xlabel = case_axis(cases)
+        base = {r["case"]: r for r in prs if impl_label(r) == baseline}
+        labels = [l for l in colors if l != baseline and any(impl_label(r) == l for r in prs)]
+        for label in labels:
+            cell = {r["case"]: r for r in prs if impl_label(r) == label}
+            series = {}  # style -> y per case; NaN breaks the line where a row has no value
+            for x, c in enumerate(order):
+                vals = value(base[c], cell[c]) if c in cell and c in base else []
+                for style, v in vals:
+                    ys = series.setdefault(style, [math.nan] * len(order))
+                    ys[x] = v if v is not None and math.isfinite(v) else math.nan
+            for style, ys in series.items():
+                if any(math.isfinite(y) for y in ys):
+                    ax.plot(range(len(order)), ys, style[0], color=colors[label], marker=style[2],
+                            markersize=5, label=label + style[1])
+                    drawn = True
+        # Say why a case has no point when the baseline itself has no value there.
+        for x, c in enumerate(order):
+            b = base.get(c)
+            if b is None or not any(v is not None for _, v in value(b, b)):
+                why = b["status"] if b is not None and b["status"] != "pass" else "none"
+                ax.text(x, 0.02, f"baseline:\n{why}", transform=ax.get_xaxis_transform(),
+                        ha="center", va="bottom", fontsize=6, color="gray")
+        ax.axhline(1.0, color="gray", linewidth=0.8)
+        ax.set_xlim(-0.5, len(order) - 0.5)
+        ax.set_ylim(bottom=0)
+        ax.set_xticks(range(len(order)), ticks, fontsize=8)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(panel_title(key), fontsize=10)
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="best")
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    if drawn:
+        fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return drawn
+
+
+def speedup_value(b, r):
+    bm, rm = median_ms(b), median_ms(r)
+    return [(("-", "", "o"), bm / rm if bm and rm else None)]
+
+
+def memory_value(b, r):
+    out = []
+    bf, rf = footprint(b), footprint(r)
+    out.append((("-", " (footprint)", "o"), bf / rf if bf and rf else None))
+    bp, rp = peak(b), peak(r)
+    out.append((("--", " (peak)", "x"), bp / rp if bp and rp else None))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Plot an attnbench results file as PNG figures.")
+    ap.add_argument("results", help="results JSON written by `attnbench run`")
+    ap.add_argument("--out", required=True, help="folder for the PNG files (created if needed)")
+    ap.add_argument("--baseline", default="",
+                    help="implementation the speedup and memory figures divide by "
+                         "(default: cuda.standard_cublas, else cpu.naive_3pass)")
+    args = ap.parse_args()
+
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        fail("matplotlib is not installed: run `pip install -r scripts/requirements.txt`")
+
+    res = load(args.results)
+    rows = res["rows"]
+    if not rows:
+        print(f"plot.py: {args.results} has no rows; nothing to plot")
+        return 0
+    os.makedirs(args.out, exist_ok=True)
+    stem = os.path.splitext(os.path.basename(args.results))[0]
+    device = device_title(res)
+
+    # One colour per implementation across every figure.
+    palette = plt.get_cmap("tab10").colors + plt.get_cmap("Dark2").colors
+    colors = {}
+    for r in rows:
+        colors.setdefault(impl_label(r), palette[len(colors) % len(palette)])
+
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["pass"], r["problem"].get("dtype", "?")), []).append(r)
+    written = []
+    for (pas, dtype), grs in sorted(groups.items(), key=lambda kv: (PASS_ORDER.get(kv[0][0], 9), kv[0][1])):
+        base = f"{stem}_{pas}_{dtype}"
+        what = f"{pas} {dtype}"
+        path = os.path.join(args.out, base + "_tflops.png")
+        bars(plt, grs, colors, f"Attention {what}: throughput on {device}", path)
+        written.append(path)
+        baseline = pick_baseline(grs, args.baseline)
+        if baseline is None:
+            continue
+        path = os.path.join(args.out, base + "_speedup.png")
+        if lines(plt, grs, colors, baseline, f"Attention {what}: speedup over {baseline} on {device}",
+                 f"speedup over {baseline} (×)", speedup_value, path):
+            written.append(path)
+        path = os.path.join(args.out, base + "_memory.png")
+        if lines(plt, grs, colors, baseline, f"Attention {what}: memory reduction vs {baseline} on {device}",
+                 f"memory of {baseline} / impl (×)", memory_value, path):
+            written.append(path)
+    for p in written:
+        print(p)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,316 @@
+// attnbench compare: the regression rules of compare.hpp on small planted results files.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "attnbench/compare.hpp"
+
+namespace attnbench {
+namespace {
+
+using nlohmann::json;
+
+json context(const std::string& device = "NVIDIA H200") {
+  return {{"date", "2026-11-29T10:42:13Z"}, {"cpu", "Test CPU"}, {"compiler", "GNU 12.2.0"},
+          {"build_type", "Release"}, {"git_revision", "abc123def4567890"}, {"git_dirty", false},
+          {"devices", json::array({{{"name", device}, {"index", 0}, {"sms", 132}, {"sm_clock_mhz", 1980},
+                                    {"mem_clock_mhz", 3201}}})},
+          {"config_name", "smoke"}, {"config_hash", "0123456789abcdef"}, {"seed", 1234}};
+}
+
+json row(int seq, const std::string& impl, double median_ms, double cv = 0.01,
+         const std::string& status = "pass", double o_err = 1e-3) {
+  const std::string label = "b1_hq8_hkv8_sq" + std::to_string(seq) + "_skv" + std::to_string(seq) + "_d64_bf16";
+  json r = {{"case", label},
+            {"case_index", 0},
+            {"problem", {{"batch", 1}, {"heads_q", 8}, {"heads_kv", 8}, {"seq_q", seq}, {"seq_kv", seq},
+                         {"head_dim", 64}, {"causal", false}, {"scale", 0.125}, {"dtype", "bf16"}}},
+            {"params", json::object()},
+            {"impl", impl},
+            {"device", "cuda:0"},
+            {"pass", "fwd"},
+            {"status", status},
+            {"reason", status == "pass" ? "" : "planted"},
+            {"verify", {{"mode", "full"},
+                        {"outputs", json::array({{{"name", "O"}, {"max_abs", o_err}, {"rel_l2", o_err / 4},
+                                                  {"atol", 4e-3}, {"ok", status != "fail"}},
+                                                 {{"name", "LSE"}, {"max_abs", 2e-6}, {"atol", 1e-6}, {"ok", true}}})}}}};
+  if (status != "skip") {
+    r["time"] = {{"median_ms", median_ms}, {"min_ms", median_ms * (1 - cv)}, {"mean_ms", median_ms},
+                 {"cv", cv}, {"repetitions", 5}, {"iterations", 20}, {"hot", false}};
+  }
+  return r;
+}
+
+json results(json rows, json ctx = context()) {
+  return {{"schema", "attnbench.results/1"}, {"complete", true}, {"stop_reason", ""},
+          {"context", std::move(ctx)}, {"rows", std::move(rows)}};
+}
+
+json two_impls() {
+  json rows = json::array();
+  for (int seq : {512, 1024, 2048}) {
+    rows.push_back(row(seq, "cuda.standard_cublas", seq / 256.0));
+    rows.push_back(row(seq, "cuda.flash_fwd", seq / 1024.0));
+  }
+  return results(rows);
+}
+
+struct Outcome {
+  int code;
+  std::string out, err;
+};
+
+class Compare : public ::testing::Test {
+ protected:
+  std::filesystem::path dir;
+  void SetUp() override {
+    dir = std::filesystem::path(::testing::TempDir()) /
+          ("attnbench_compare_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    std::filesystem::create_directories(dir);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir); }
+
+  std::string write(const std::string& name, const std::string& text) {
+    const auto p = dir / name;
+    std::ofstream(p) << text;
+    return p.string();
+  }
+  Outcome run(const json& base, const json& next, CompareOptions o = {}) {
+    o.base = write("base.json", base.dump(2));
+    o.next = write("new.json", next.dump(2));
+    return run_files(o);
+  }
+  Outcome run_files(const CompareOptions& o) {
+    std::ostringstream out, err;
+    const int code = run_compare(o, out, err);
+    return {code, out.str(), err.str()};
+  }
+};
+
+TEST_F(Compare, IdenticalFilesPass) {
+  const Outcome r = run(two_impls(), two_impls());
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("6 matched, 0 regressed"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("WARNING"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("REGRESSED"), std::string::npos) << r.out;
+}
+
+TEST_F(Compare, PlantedTwentyPercentSlowdownFails) {
+  json next = two_impls();
+  for (const char* k : {"median_ms", "min_ms", "mean_ms"})
+    next["rows"][3]["time"][k] = next["rows"][3]["time"][k].get<double>() * 1.2;
+  const Outcome r = run(two_impls(), next);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("REGRESSED: slower"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1.200"), std::string::npos) << r.out;  // new/base column
+  EXPECT_NE(r.out.find("1 regressed"), std::string::npos) << r.out;
+}
+
+TEST_F(Compare, SmallNoiseWithinThresholdPasses) {
+  json next = two_impls();
+  for (auto& r : next["rows"])
+    for (const char* k : {"median_ms", "min_ms", "mean_ms"}) r["time"][k] = r["time"][k].get<double>() * 1.03;
+  const Outcome r = run(two_impls(), next);
+  EXPECT_EQ(r.code, 0) << r.out;
+}
+
+TEST_F(Compare, SlowdownWithinTheRunsSpreadPasses) {
+  // 10% slower, but each run has cv 8%: the difference is inside the combined spread.
+  json base = results(json::array({row(1024, "cuda.flash_fwd", 1.0, 0.08)}));
+  json next = results(json::array({row(1024, "cuda.flash_fwd", 1.10, 0.08)}));
+  const Outcome r = run(base, next);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("within noise"), std::string::npos) << r.out;
+  // A tighter threshold does not change that: the noise rule still holds it back.
+  CompareOptions o;
+  o.threshold = 0.01;
+  EXPECT_EQ(run(base, next, o).code, 0);
+}
+
+TEST_F(Compare, ThresholdFlagIsHonoured) {
+  json base = results(json::array({row(1024, "cuda.flash_fwd", 1.0, 0.001)}));
+  json next = results(json::array({row(1024, "cuda.flash_fwd", 1.04, 0.001)}));
+  EXPECT_EQ(run(base, next).code, 0);  // 4% < default 5%
+  CompareOptions o;
+  o.threshold = 0.02;
+  EXPECT_EQ(run(base, next, o).code, 1);
+}
+
+TEST_F(Compare, FasterIsReportedNotFailed) {
+  json next = two_impls();
+  for (const char* k : {"median_ms", "min_ms", "mean_ms"})
+    next["rows"][1]["time"][k] = next["rows"][1]["time"][k].get<double>() * 0.5;
+  const Outcome r = run(two_impls(), next);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("faster"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 improved"), std::string::npos) << r.out;
+}
+
+TEST_F(Compare, PassToFailOrSkipFails) {
+  json next = two_impls();
+  next["rows"][1]["status"] = "fail";
+  Outcome r = run(two_impls(), next);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("pass->fail"), std::string::npos) << r.out;
+
+  next = two_impls();
+  next["rows"][2] = row(1024, "cuda.standard_cublas", 0, 0.01, "skip");
+  r = run(two_impls(), next);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("pass->skip"), std::string::npos) << r.out;
+}
+
+TEST_F(Compare, FailToPassIsAnImprovement) {
+  json base = two_impls();
+  base["rows"][1]["status"] = "fail";
+  const Outcome r = run(base, two_impls());
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("fixed"), std::string::npos) << r.out;
+}
+
+TEST_F(Compare, ThreefoldErrorGrowthFails) {
+  json next = two_impls();
+  next["rows"][5]["verify"]["outputs"][0]["max_abs"] = 3e-3;  // base 1e-3
+  Outcome r = run(two_impls(), next);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("O error x3.000"), std::string::npos) << r.out;
+
+  next["rows"][5]["verify"]["outputs"][0]["max_abs"] = 1.5e-3;  // within 2x
+  r = run(two_impls(), next);
+  EXPECT_EQ(r.code, 0) << r.out;
+
+  CompareOptions o;
+  o.error_factor = 1.2;
+  EXPECT_EQ(run(two_impls(), next, o).code, 1);
+}
+
+TEST_F(Compare, ErrorGrowthFromZeroUsesTheToleranceFloor) {
+  // BASE is exact (0 error): growth is measured against atol/4 = 1e-3, so 5e-4 is fine and 3e-3 is not.
+  json base = results(json::array({row(512, "cpu.naive_3pass", 1.0, 0.01, "pass", 0.0)}));
+  json small = results(json::array({row(512, "cpu.naive_3pass", 1.0, 0.01, "pass", 5e-4)}));
+  json large = results(json::array({row(512, "cpu.naive_3pass", 1.0, 0.01, "pass", 3e-3)}));
+  EXPECT_EQ(run(base, small).code, 0);
+  EXPECT_EQ(run(base, large).code, 1);
+}
+
+TEST_F(Compare, NonFiniteErrorInNewFails) {
+  json next = two_impls();
+  next["rows"][0]["verify"]["outputs"][0]["max_abs"] = nullptr;  // how a NaN error is written
+  const Outcome r = run(two_impls(), next);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("O error xinf"), std::string::npos) << r.out;
+}
+
+TEST_F(Compare, MissingRowFailsUnlessAllowed) {
+  json next = two_impls();
+  next["rows"].erase(4);  // cuda.standard_cublas at seq 2048
+  Outcome r = run(two_impls(), next);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("MISSING in NEW: b1_hq8_hkv8_sq2048_skv2048_d64_bf16 cuda.standard_cublas fwd"),
+            std::string::npos)
+      << r.out;
+
+  CompareOptions o;
+  o.allow_missing = true;
+  r = run(two_impls(), next, o);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("missing (allowed)"), std::string::npos) << r.out;
+}
+
+TEST_F(Compare, NewRowsAreInformation) {
+  json next = two_impls();
+  next["rows"].push_back(row(4096, "cuda.flash_fwd", 4.0));
+  const Outcome r = run(two_impls(), next);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("new row (not in BASE): b1_hq8_hkv8_sq4096"), std::string::npos) << r.out;
+}
+
+TEST_F(Compare, RowsMatchOnParamsToo) {
+  json base = results(json::array({row(1024, "cuda.flash_fwd", 1.0), row(1024, "cuda.flash_fwd", 2.0)}));
+  base["rows"][0]["params"] = {{"block_c", 64}};
+  base["rows"][1]["params"] = {{"block_c", 128}};
+  json next = base;
+  std::swap(next["rows"][0], next["rows"][1]);  // order does not matter
+  Outcome r = run(base, next);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("cuda.flash_fwd [block_c=128]"), std::string::npos) << r.out;
+
+  next["rows"][0]["params"]["block_c"] = 32;  // the block_c=128 row is now missing
+  r = run(base, next);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("MISSING in NEW"), std::string::npos) << r.out;
+}
+
+TEST_F(Compare, ContextDifferencesWarn) {
+  json next = two_impls();
+  next["context"]["devices"][0]["name"] = "NVIDIA A100-SXM4-80GB";
+  next["context"]["devices"][0]["sm_clock_mhz"] = 1410;
+  next["context"]["build_type"] = "Debug";
+  next["context"]["git_dirty"] = true;
+  const Outcome r = run(two_impls(), next);
+  EXPECT_EQ(r.code, 0) << r.out;  // a warning, not a failure
+  EXPECT_NE(r.out.find("WARNING: device differs: BASE \"NVIDIA H200\" vs NEW \"NVIDIA A100-SXM4-80GB\""),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("WARNING: SM clock (MHz) differs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("WARNING: build type differs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("WARNING: NEW was built from a dirty tree"), std::string::npos) << r.out;
+}
+
+TEST_F(Compare, IncompleteRunWarns) {
+  json next = two_impls();
+  next["complete"] = false;
+  next["stop_reason"] = "SIGINT";
+  const Outcome r = run(two_impls(), next);
+  EXPECT_NE(r.out.find("WARNING: NEW is an incomplete run (SIGINT)"), std::string::npos) << r.out;
+}
+
+TEST_F(Compare, BadInputExitsTwo) {
+  CompareOptions o;
+  o.base = (dir / "does_not_exist.json").string();
+  o.next = write("new.json", two_impls().dump());
+  Outcome r = run_files(o);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("cannot open"), std::string::npos) << r.err;
+
+  o.base = write("garbage.json", "{\"schema\": \"attnbench.results/1\", rows: [");
+  r = run_files(o);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("not valid JSON"), std::string::npos) << r.err;
+
+  json wrong = two_impls();
+  wrong["schema"] = "attnbench.results/9";
+  o.base = write("schema.json", wrong.dump());
+  r = run_files(o);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("$.schema"), std::string::npos) << r.err;
+
+  wrong = two_impls();
+  wrong["rows"][2]["status"] = "passed";
+  o.base = write("status.json", wrong.dump());
+  r = run_files(o);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("$.rows[2].status: \"passed\" is not one of pass, fail, skip"), std::string::npos) << r.err;
+
+  wrong = two_impls();
+  wrong["rows"][1]["time"]["median_ms"] = "fast";
+  o.base = write("time.json", wrong.dump());
+  r = run_files(o);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("$.rows[1].time.median_ms: expected a number, got \"fast\""), std::string::npos) << r.err;
+}
+
+TEST_F(Compare, BadOptionsExitTwo) {
+  CompareOptions o;
+  o.threshold = -0.1;
+  EXPECT_EQ(run(two_impls(), two_impls(), o).code, 2);
+  o = {};
+  o.error_factor = 0.5;
+  EXPECT_EQ(run(two_impls(), two_impls(), o).code, 2);
+}
+
+}  // namespace
+}  // namespace attnbench

@@ -1,0 +1,358 @@
+// Tests of the CPU implementations: every registered CPU implementation against the float64
+// reference with the verification rule (check_impl), on a fixed shape list and seeded random
+// shapes, in every dtype and pass it supports; plus the properties the rule does not cover:
+// naive_3pass's own accuracy, O(N) workspace of the streaming kernels, bitwise determinism of
+// cpu.flash_backward, and no heap allocation inside forward/backward.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attnbench/implementation.hpp"
+#include "attnbench/tensors.hpp"
+#include "attnbench/verify.hpp"
+
+// Heap allocations are counted by interposing malloc (glibc only; sanitizers own malloc).
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__has_feature)
+#if !__has_feature(address_sanitizer)
+#define ATTN_COUNT_MALLOC 1
+#endif
+#else
+#define ATTN_COUNT_MALLOC 1
+#endif
+#endif
+
+#ifdef ATTN_COUNT_MALLOC
+namespace {
+std::atomic<bool> g_count_mallocs{false};
+std::atomic<long> g_mallocs{0};
+}  // namespace
+extern "C" void* __libc_malloc(std::size_t);
+extern "C" void* malloc(std::size_t n) {
+  if (g_count_mallocs.load(std::memory_order_relaxed)) g_mallocs.fetch_add(1, std::memory_order_relaxed);
+  return __libc_malloc(n);
+}
+#endif
+
+namespace {
+
+using namespace attnbench;
+
+constexpr std::uint64_t kSeed = 20240607;
+constexpr DType kDTypes[] = {DType::f32, DType::f16, DType::bf16};
+
+std::vector<const Implementation*> cpu_impls() {
+  std::vector<const Implementation*> v;
+  for (const auto* i : Registry::instance().all()) {
+    if (i->device() == Device::cpu) v.push_back(i);
+  }
+  return v;
+}
+
+Problem make(int b, int hq, int hkv, int sq, int skv, int d, bool causal, DType t, double scale = 0) {
+  Problem p;
+  p.batch = b;
+  p.heads_q = hq;
+  p.heads_kv = hkv;
+  p.seq_q = sq;
+  p.seq_kv = skv;
+  p.head_dim = d;
+  p.causal = causal;
+  p.dtype = t;
+  p.scale = scale;
+  return p;
+}
+
+// The shape list, in every dtype: sequence lengths around tile edges, the head dims models use,
+// GQA and MQA, causal with seq_q < seq_kv and seq_q > seq_kv (rows that see no key), a custom
+// scale, and seeded random shapes.
+std::vector<Problem> shapes() {
+  std::vector<Problem> v;
+  for (DType t : kDTypes) {
+    int n = 0;
+    for (int s : {1, 17, 129}) {
+      for (int d : {16, 40, 64, 80, 128, 256}) v.push_back(make(1, 2, 2, s, s, d, (n++ % 2) == 1, t));
+    }
+    for (bool causal : {false, true}) {
+      v.push_back(make(1, 8, 2, 65, 65, 64, causal, t));   // GQA 8:2
+      v.push_back(make(2, 8, 1, 40, 72, 32, causal, t));   // MQA
+      v.push_back(make(1, 2, 1, 33, 100, 64, causal, t));  // seq_q < seq_kv
+      v.push_back(make(1, 2, 2, 100, 33, 64, causal, t));  // seq_q > seq_kv
+    }
+    v.push_back(make(1, 2, 2, 50, 70, 48, true, t, 0.3));  // custom scale
+    std::mt19937 rng(kSeed);
+    auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+    for (int i = 0; i < 10; ++i) {
+      const int hkv = uni(1, 3), hq = hkv * uni(1, 3);
+      v.push_back(make(uni(1, 2), hq, hkv, uni(1, 200), uni(1, 200), uni(1, 256), uni(0, 1) == 1, t));
+    }
+  }
+  return v;
+}
+
+struct Case {
+  const Implementation* impl;
+  Problem p;
+  Pass pass;
+  Options opts;
+};
+
+std::string case_name(const Case& c) {
+  std::string s = c.impl->name() + "_" + std::string(to_string(c.pass)) + "_" + c.p.label();
+  for (const auto& [k, v] : c.opts) s += "_" + k + std::to_string(v);
+  for (char& ch : s) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
+  return s;
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  const std::vector<Problem> ps = shapes();
+  for (const auto* impl : cpu_impls()) {
+    const Capabilities c = impl->capabilities();
+    std::vector<Pass> passes;
+    if (c.forward) passes.push_back(Pass::fwd);
+    if (c.backward) passes.push_back(Pass::bwd);
+    if (c.backward && (c.forward || !c.fwd_partner.empty())) passes.push_back(Pass::fwd_bwd);
+    for (const Problem& p : ps) {
+      for (Pass pass : passes) v.push_back({impl, p, pass, {}});
+    }
+    // Odd tile sizes, so that tiles end inside rows, heads and causal diagonals.
+    if (std::find(c.options.begin(), c.options.end(), "block_c") != c.options.end()) {
+      for (DType t : kDTypes) {
+        for (Pass pass : passes) {
+          v.push_back({impl, make(1, 4, 2, 77, 91, 40, true, t), pass, {{"block_r", 7}, {"block_c", 13}}});
+          v.push_back({impl, make(1, 2, 2, 91, 77, 64, true, t), pass, {{"block_r", 32}, {"block_c", 5}}});
+          v.push_back({impl, make(1, 2, 2, 60, 60, 96, false, t), pass, {{"block_r", 1}, {"block_c", 1}}});
+        }
+      }
+    }
+  }
+  return v;
+}
+
+class CpuImpl : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CpuImpl, MatchesReference) {
+  const Case& c = GetParam();
+  const Support s = c.impl->supports(c.p, c.pass);
+  if (!s) GTEST_SKIP() << s.reason;
+  const Verdict v = check_impl(*c.impl, c.p, c.pass, kSeed, VerifyMode::full, c.opts);
+  EXPECT_TRUE(v.ok) << c.impl->name() << " " << c.p.label() << " " << to_string(c.pass) << ": "
+                    << v.failure();
+}
+
+INSTANTIATE_TEST_SUITE_P(All, CpuImpl, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return case_name(i.param); });
+
+TEST(CpuImpls, AllExpectedAreRegistered) {
+  for (const char* n : {"cpu.naive_3pass", "cpu.online_2pass", "cpu.flash_1pass", "cpu.flash_backward"}) {
+    const Implementation* i = Registry::instance().find(n);
+    ASSERT_NE(i, nullptr) << n;
+    EXPECT_EQ(i->device(), Device::cpu);
+  }
+  EXPECT_EQ(Registry::instance().find("cpu.flash_backward")->capabilities().fwd_partner, "cpu.flash_1pass");
+}
+
+// The baseline itself must be accurate in absolute terms: the rule only bounds others by it.
+TEST(NaiveThreePass, RelativeErrorWithinDtypeBound) {
+  const Implementation* naive = Registry::instance().find("cpu.naive_3pass");
+  ASSERT_NE(naive, nullptr);
+  for (DType t : kDTypes) {
+    const double bound = t == DType::f32 ? 1e-5 : t == DType::f16 ? 5e-3 : 4e-2;
+    for (const Problem& p : {make(1, 4, 2, 129, 129, 64, false, t), make(2, 2, 1, 100, 160, 128, true, t)}) {
+      for (Pass pass : {Pass::fwd, Pass::bwd}) {
+        const Verdict v = check_impl(*naive, p, pass, kSeed);
+        EXPECT_TRUE(v.ok) << v.failure();
+        for (const OutputReport& o : v.outputs) {
+          EXPECT_LT(o.rel_l2, bound) << p.label() << " " << to_string(pass) << " " << o.name;
+        }
+      }
+    }
+  }
+}
+
+// The streaming kernels need O(seq) memory: 4x the sequence may cost at most ~4x the workspace,
+// while the naive one pays 16x for its seq x seq matrices.
+TEST(CpuImpls, WorkspaceIsLinearInSequence) {
+  auto ws = [](const char* name, int seq, Pass pass) {
+    const Implementation* i = Registry::instance().find(name);
+    EXPECT_NE(i, nullptr) << name;
+    return i ? static_cast<double>(i->workspace_bytes(make(1, 8, 8, seq, seq, 64, false, DType::f32), pass, {})) : 0.0;
+  };
+  const struct {
+    const char* name;
+    Pass pass;
+  } linear[] = {{"cpu.flash_1pass", Pass::fwd}, {"cpu.online_2pass", Pass::fwd}, {"cpu.flash_backward", Pass::bwd}};
+  for (const auto& l : linear) {
+    const double small = ws(l.name, 1024, l.pass), large = ws(l.name, 4096, l.pass);
+    ASSERT_GT(small, 0) << l.name;
+    EXPECT_LE(large / small, 4.5) << l.name << ": " << small << " -> " << large << " bytes";
+  }
+  for (Pass pass : {Pass::fwd, Pass::bwd}) {
+    const double ratio = ws("cpu.naive_3pass", 4096, pass) / ws("cpu.naive_3pass", 1024, pass);
+    EXPECT_GT(ratio, 12.0) << "naive_3pass should hold seq x seq matrices";
+  }
+}
+
+// Host buffers for direct calls (CPU device pointers are host pointers).
+struct DirectRun {
+  Problem p;
+  CaseInputs in;
+  HostTensor o;
+  std::vector<float> lse;
+  std::vector<std::uint8_t> ws;
+
+  DirectRun(const Problem& prob, std::uint64_t seed)
+      : p(prob), in(make_inputs(prob, seed)), o(prob.dtype, prob.q_elems()),
+        lse(static_cast<std::size_t>(prob.lse_elems())) {}
+
+  void forward(const Implementation& impl, const Options& opts = {}) {
+    ws.assign(impl.workspace_bytes(p, Pass::fwd, opts), 0);
+    FwdArgs a;
+    a.p = p;
+    a.q = in.q.data();
+    a.k = in.k.data();
+    a.v = in.v.data();
+    a.o = o.data();
+    a.lse = lse.data();
+    a.workspace = ws.data();
+    a.workspace_bytes = ws.size();
+    a.options = &opts;
+    impl.forward(a);
+  }
+  // Returns dq, dk, dv concatenated as bytes.
+  std::vector<std::uint8_t> backward(const Implementation& impl, const Options& opts = {}) {
+    HostTensor dq(p.dtype, p.q_elems()), dk(p.dtype, p.kv_elems()), dv(p.dtype, p.kv_elems());
+    ws.assign(impl.workspace_bytes(p, Pass::bwd, opts), 0);
+    BwdArgs a;
+    a.p = p;
+    a.q = in.q.data();
+    a.k = in.k.data();
+    a.v = in.v.data();
+    a.o = o.data();
+    a.lse = lse.data();
+    a.dout = in.dout.data();
+    a.dq = dq.data();
+    a.dk = dk.data();
+    a.dv = dv.data();
+    a.workspace = ws.data();
+    a.workspace_bytes = ws.size();
+    a.options = &opts;
+    impl.backward(a);
+    std::vector<std::uint8_t> out(dq.bytes);
+    out.insert(out.end(), dk.bytes.begin(), dk.bytes.end());
+    out.insert(out.end(), dv.bytes.begin(), dv.bytes.end());
+    return out;
+  }
+};
+
+// Same bits on every run and for any thread count: each gradient element is summed by one task
+// in a fixed order.
+TEST(FlashBackward, Deterministic) {
+  const Implementation* fwd = Registry::instance().find("cpu.flash_1pass");
+  const Implementation* bwd = Registry::instance().find("cpu.flash_backward");
+  ASSERT_TRUE(fwd && bwd);
+  for (DType t : {DType::f32, DType::bf16}) {
+    DirectRun r(make(2, 4, 2, 200, 300, 64, true, t), kSeed);
+    r.forward(*fwd);
+    const std::vector<std::uint8_t> first = r.backward(*bwd);
+    EXPECT_EQ(first, r.backward(*bwd)) << "second run differs, " << to_string(t);
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const std::vector<std::uint8_t> single = r.backward(*bwd);
+    omp_set_num_threads(threads);
+    EXPECT_EQ(first, single) << "one thread differs from " << threads << ", " << to_string(t);
+  }
+}
+
+// The interface forbids allocating inside forward/backward (the harness owns all memory and
+// the calls are timed).
+TEST(CpuImpls, NoHeapAllocationInCalls) {
+#ifndef ATTN_COUNT_MALLOC
+  GTEST_SKIP() << "malloc counting needs glibc without sanitizers";
+#else
+  for (const auto* impl : cpu_impls()) {
+    // Edge tiles of one row or one key take Eigen's matrix-vector path.
+    for (const Problem& p : {make(1, 4, 2, 300, 257, 128, true, DType::bf16), make(1, 2, 2, 64, 1000, 256, false, DType::f32),
+                             make(1, 2, 1, 1, 65, 64, false, DType::f16)}) {
+      const Capabilities c = impl->capabilities();
+      DirectRun r(p, kSeed);
+      const Implementation* f = c.forward ? impl : Registry::instance().find(c.fwd_partner);
+      ASSERT_NE(f, nullptr);
+      r.forward(*f);  // also the warm-up: thread pool and Eigen's cache-size query
+      if (c.forward) {
+        std::vector<std::uint8_t> ws(impl->workspace_bytes(p, Pass::fwd, {}));
+        FwdArgs a;
+        a.p = p;
+        a.q = r.in.q.data();
+        a.k = r.in.k.data();
+        a.v = r.in.v.data();
+        a.o = r.o.data();
+        a.lse = r.lse.data();
+        a.workspace = ws.data();
+        a.workspace_bytes = ws.size();
+        g_mallocs = 0;
+        g_count_mallocs = true;
+        impl->forward(a);
+        g_count_mallocs = false;
+        EXPECT_EQ(g_mallocs.load(), 0) << impl->name() << " forward allocated, " << p.label();
+      }
+      if (c.backward) {
+        HostTensor dq(p.dtype, p.q_elems()), dk(p.dtype, p.kv_elems()), dv(p.dtype, p.kv_elems());
+        std::vector<std::uint8_t> ws(impl->workspace_bytes(p, Pass::bwd, {}));
+        BwdArgs a;
+        a.p = p;
+        a.q = r.in.q.data();
+        a.k = r.in.k.data();
+        a.v = r.in.v.data();
+        a.o = r.o.data();
+        a.lse = r.lse.data();
+        a.dout = r.in.dout.data();
+        a.dq = dq.data();
+        a.dk = dk.data();
+        a.dv = dv.data();
+        a.workspace = ws.data();
+        a.workspace_bytes = ws.size();
+        impl->backward(a);  // warm-up
+        g_mallocs = 0;
+        g_count_mallocs = true;
+        impl->backward(a);
+        g_count_mallocs = false;
+        EXPECT_EQ(g_mallocs.load(), 0) << impl->name() << " backward allocated, " << p.label();
+      }
+    }
+  }
+#endif
+}
+
+// A workspace smaller than asked for is an error, not an overrun.
+TEST(CpuImpls, RejectsTooSmallWorkspace) {
+  for (const auto* impl : cpu_impls()) {
+    if (!impl->capabilities().forward) continue;
+    const Problem p = make(1, 2, 2, 64, 64, 64, false, DType::f32);
+    DirectRun r(p, kSeed);
+    FwdArgs a;
+    a.p = p;
+    a.q = r.in.q.data();
+    a.k = r.in.k.data();
+    a.v = r.in.v.data();
+    a.o = r.o.data();
+    a.lse = r.lse.data();
+    std::vector<std::uint8_t> ws(16);
+    a.workspace = ws.data();
+    a.workspace_bytes = ws.size();
+    EXPECT_THROW(impl->forward(a), std::runtime_error) << impl->name();
+  }
+}
+
+}  // namespace
