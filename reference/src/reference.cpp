@@ -61,6 +61,15 @@ static_assert(kRowChunk % kRowBlock == 0);
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
+// Below this many score multiply-adds (b * hq * seq_q * seq_kv * d) a call runs on one thread: an
+// OpenMP region costs more than the work, badly so on a loaded machine (finite-difference tests
+// make thousands of tiny calls). Results do not depend on it.
+constexpr double kMinThreadedWork = 1 << 20;
+bool worth_threads(const Problem& p) {
+  return static_cast<double>(p.batch) * p.heads_q * p.seq_q * p.seq_kv * p.head_dim >=
+         kMinThreadedWork;
+}
+
 void check_problem(const Problem& p) {
   const std::string why = validate(p);
   if (!why.empty()) throw std::invalid_argument("attnbench::reference: " + why);
@@ -231,8 +240,9 @@ void forward(const Problem& p, const double* q, const double* k, const double* v
   const int blocks = (p.seq_q + kRowBlock - 1) / kRowBlock;
   const std::int64_t heads = static_cast<std::int64_t>(p.batch) * p.heads_q;
   // Parallel over (b, h) when there are enough of them, else over the row blocks of each head.
+  const bool threaded = worth_threads(p);
   const bool over_heads = heads >= omp_get_max_threads();
-#pragma omp parallel for schedule(dynamic) if (over_heads)
+#pragma omp parallel for schedule(dynamic) if (threaded && over_heads)
   for (std::int64_t t = 0; t < heads; ++t) {
     const int b = static_cast<int>(t / p.heads_q);
     const int h = static_cast<int>(t % p.heads_q);
@@ -240,7 +250,7 @@ void forward(const Problem& p, const double* q, const double* k, const double* v
     const Mat kh = gather(k, b, p.seq_kv, p.heads_kv, p.kv_head(h), d);
     const Mat vh = gather(v, b, p.seq_kv, p.heads_kv, p.kv_head(h), d);
     double* lse_h = lse + t * p.seq_q;
-#pragma omp parallel for schedule(dynamic) if (!over_heads)
+#pragma omp parallel for schedule(dynamic) if (threaded && !over_heads)
     for (int blk = 0; blk < blocks; ++blk) {
       const int row0 = blk * kRowBlock;
       const int nrows = std::min(kRowBlock, p.seq_q - row0);
@@ -278,7 +288,7 @@ void forward_rows(const Problem& p, const double* q, const double* k, const doub
   const int nb = static_cast<int>(blocks.size());
   std::vector<Mat> obs(nb);
   std::vector<std::vector<double>> lses(nb, std::vector<double>(kRowBlock));
-#pragma omp parallel for schedule(dynamic) if (nb > 1)
+#pragma omp parallel for schedule(dynamic) if (nb > 1 && worth_threads(p))
   for (int i = 0; i < nb; ++i) {
     const int row0 = blocks[i] * kRowBlock;
     const int nrows = std::min(kRowBlock, p.seq_q - row0);
@@ -306,14 +316,15 @@ void backward(const Problem& p, const double* q, const double* k, const double* 
   const std::int64_t groups = static_cast<std::int64_t>(p.batch) * p.heads_kv;
   // Parallel over (b, kv head) when there are enough of them (no races on dK/dV: each group owns
   // its slice), else over the work units inside each group. Both give the same bits.
+  const bool threaded = worth_threads(p);
   const bool over_groups = groups >= omp_get_max_threads();
-#pragma omp parallel for schedule(dynamic) if (over_groups)
+#pragma omp parallel for schedule(dynamic) if (threaded && over_groups)
   for (std::int64_t t = 0; t < groups; ++t) {
     const int b = static_cast<int>(t / p.heads_kv);
     const int hk = static_cast<int>(t % p.heads_kv);
     std::vector<double> dq_group(static_cast<std::size_t>(g) * p.seq_q * d);
     Mat dkh, dvh;
-    backward_group(p, in, b, hk, dq_group.data(), dkh, dvh, !over_groups);
+    backward_group(p, in, b, hk, dq_group.data(), dkh, dvh, threaded && !over_groups);
     for (int gi = 0; gi < g; ++gi) {
       scatter(dq_group.data() + static_cast<std::int64_t>(gi) * p.seq_q * d, dq, b, p.seq_q,
               p.heads_q, hk * g + gi, d);
@@ -334,7 +345,7 @@ void backward_kv_head(const Problem& p, const double* q, const double* k, const 
         "attnbench::reference::backward_kv_head: (batch, kv head) out of range");
   }
   Mat dkh, dvh;
-  backward_group(p, Inputs{q, k, v, dout}, b, hk, dq_group, dkh, dvh, true);
+  backward_group(p, Inputs{q, k, v, dout}, b, hk, dq_group, dkh, dvh, worth_threads(p));
   const std::int64_t n = static_cast<std::int64_t>(p.seq_kv) * p.head_dim;
   std::copy(dkh.data(), dkh.data() + n, dk_head);
   std::copy(dvh.data(), dvh.data() + n, dv_head);
