@@ -173,8 +173,10 @@ def bars(plt, rows, colors, title, path):
         for r in prs:
             cases.setdefault(r["case"], r["problem"])
         order, ticks, xlabel = case_axis(cases)
-        labels = [l for l in colors if any(impl_label(r) == l for r in prs)]
-        width = 0.8 / max(1, len(labels))
+        # An implementation skipped in every case of the panel (e.g. forward-only in a bwd
+        # figure) gets no bar slot.
+        labels = [l for l in colors if any(impl_label(r) == l and r["status"] != "skip" for r in prs)]
+        width = min(0.8 / max(1, len(labels)), 0.3)
         top = max([tflops(r) or 0 for r in prs] + [1e-9])
         # CPU rates read better in GFLOP/s.
         scale, unit = (1e3, "GFLOP/s") if top < 1 else (1.0, "TFLOP/s")
@@ -183,7 +185,7 @@ def bars(plt, rows, colors, title, path):
             cell = {r["case"]: r for r in prs if impl_label(r) == label}
             for x, c in enumerate(order):
                 r = cell.get(c)
-                xpos = x - 0.4 + width * (i + 0.5)
+                xpos = x + width * (i + 0.5 - len(labels) / 2)
                 v = tflops(r) if r else None
                 if v is not None:
                     v *= scale
@@ -325,6 +327,9 @@ def main():
         if lines(plt, grs, colors, baseline, f"Attention {what}: memory reduction vs {baseline} on {device}",
                  f"memory of {baseline} / impl (×)", memory_value, path):
             written.append(path)
+    if args.baseline and not any(r["impl"] == args.baseline or impl_label(r) == args.baseline for r in rows):
+        print(f"plot.py: warning: baseline {args.baseline} has no rows; no speedup or memory figures",
+              file=sys.stderr)
     for p in written:
         print(p)
     return 0

@@ -123,11 +123,11 @@ std::string bench_name(const Implementation* impl, Pass pass, const Problem& p, 
 }
 
 void add(const Implementation* impl, Pass pass, const Problem& p, const Options& opts) {
-  if (!impl->supports(p, pass)) return;
+  const Capabilities c = impl->capabilities();
+  if (!(pass == Pass::fwd ? c.forward : c.backward) || !impl->supports(p, pass)) return;
   benchmark::RegisterBenchmark(bench_name(impl, pass, p, opts).c_str(), run_impl, impl, p, pass, opts)
       ->Unit(benchmark::kMillisecond)
-      ->UseRealTime()
-      ->MinTime(1.0);
+      ->UseRealTime();
 }
 
 }  // namespace

@@ -13,40 +13,72 @@ namespace {
 using nlohmann::json;
 
 json context(const std::string& device = "NVIDIA H200") {
-  return {{"date", "2026-11-29T10:42:13Z"}, {"cpu", "Test CPU"}, {"compiler", "GNU 12.2.0"},
-          {"build_type", "Release"}, {"git_revision", "abc123def4567890"}, {"git_dirty", false},
-          {"devices", json::array({{{"name", device}, {"index", 0}, {"sms", 132}, {"sm_clock_mhz", 1980},
+  return {{"date", "2026-11-29T10:42:13Z"},
+          {"cpu", "Test CPU"},
+          {"compiler", "GNU 12.2.0"},
+          {"build_type", "Release"},
+          {"git_revision", "abc123def4567890"},
+          {"git_dirty", false},
+          {"devices", json::array({{{"name", device},
+                                    {"index", 0},
+                                    {"sms", 132},
+                                    {"sm_clock_mhz", 1980},
                                     {"mem_clock_mhz", 3201}}})},
-          {"config_name", "smoke"}, {"config_hash", "0123456789abcdef"}, {"seed", 1234}};
+          {"config_name", "smoke"},
+          {"config_hash", "0123456789abcdef"},
+          {"seed", 1234}};
 }
 
 json row(int seq, const std::string& impl, double median_ms, double cv = 0.01,
          const std::string& status = "pass", double o_err = 1e-3) {
-  const std::string label = "b1_hq8_hkv8_sq" + std::to_string(seq) + "_skv" + std::to_string(seq) + "_d64_bf16";
-  json r = {{"case", label},
-            {"case_index", 0},
-            {"problem", {{"batch", 1}, {"heads_q", 8}, {"heads_kv", 8}, {"seq_q", seq}, {"seq_kv", seq},
-                         {"head_dim", 64}, {"causal", false}, {"scale", 0.125}, {"dtype", "bf16"}}},
-            {"params", json::object()},
-            {"impl", impl},
-            {"device", "cuda:0"},
-            {"pass", "fwd"},
-            {"status", status},
-            {"reason", status == "pass" ? "" : "planted"},
-            {"verify", {{"mode", "full"},
-                        {"outputs", json::array({{{"name", "O"}, {"max_abs", o_err}, {"rel_l2", o_err / 4},
-                                                  {"atol", 4e-3}, {"ok", status != "fail"}},
-                                                 {{"name", "LSE"}, {"max_abs", 2e-6}, {"atol", 1e-6}, {"ok", true}}})}}}};
+  const std::string label =
+      "b1_hq8_hkv8_sq" + std::to_string(seq) + "_skv" + std::to_string(seq) + "_d64_bf16";
+  json r = {
+      {"case", label},
+      {"case_index", 0},
+      {"problem",
+       {{"batch", 1},
+        {"heads_q", 8},
+        {"heads_kv", 8},
+        {"seq_q", seq},
+        {"seq_kv", seq},
+        {"head_dim", 64},
+        {"causal", false},
+        {"scale", 0.125},
+        {"dtype", "bf16"}}},
+      {"params", json::object()},
+      {"impl", impl},
+      {"device", "cuda:0"},
+      {"pass", "fwd"},
+      {"status", status},
+      {"reason", status == "pass" ? "" : "planted"},
+      {"verify",
+       {{"mode", "full"},
+        {"outputs",
+         json::array({{{"name", "O"},
+                       {"max_abs", o_err},
+                       {"rel_l2", o_err / 4},
+                       {"atol", 4e-3},
+                       {"ok", status != "fail"}},
+                      {{"name", "LSE"}, {"max_abs", 2e-6}, {"atol", 1e-6}, {"ok", true}}})}}}};
   if (status != "skip") {
-    r["time"] = {{"median_ms", median_ms}, {"min_ms", median_ms * (1 - cv)}, {"mean_ms", median_ms},
-                 {"cv", cv}, {"repetitions", 5}, {"iterations", 20}, {"hot", false}};
+    r["time"] = {{"median_ms", median_ms},
+                 {"min_ms", median_ms * (1 - cv)},
+                 {"mean_ms", median_ms},
+                 {"cv", cv},
+                 {"repetitions", 5},
+                 {"iterations", 20},
+                 {"hot", false}};
   }
   return r;
 }
 
 json results(json rows, json ctx = context()) {
-  return {{"schema", "attnbench.results/1"}, {"complete", true}, {"stop_reason", ""},
-          {"context", std::move(ctx)}, {"rows", std::move(rows)}};
+  return {{"schema", "attnbench.results/1"},
+          {"complete", true},
+          {"stop_reason", ""},
+          {"context", std::move(ctx)},
+          {"rows", std::move(rows)}};
 }
 
 json two_impls() {
@@ -68,7 +100,8 @@ class Compare : public ::testing::Test {
   std::filesystem::path dir;
   void SetUp() override {
     dir = std::filesystem::path(::testing::TempDir()) /
-          ("attnbench_compare_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+          ("attnbench_compare_" +
+           std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     std::filesystem::create_directories(dir);
   }
   void TearDown() override { std::filesystem::remove_all(dir); }
@@ -112,7 +145,8 @@ TEST_F(Compare, PlantedTwentyPercentSlowdownFails) {
 TEST_F(Compare, SmallNoiseWithinThresholdPasses) {
   json next = two_impls();
   for (auto& r : next["rows"])
-    for (const char* k : {"median_ms", "min_ms", "mean_ms"}) r["time"][k] = r["time"][k].get<double>() * 1.03;
+    for (const char* k : {"median_ms", "min_ms", "mean_ms"})
+      r["time"][k] = r["time"][k].get<double>() * 1.03;
   const Outcome r = run(two_impls(), next);
   EXPECT_EQ(r.code, 0) << r.out;
 }
@@ -188,7 +222,8 @@ TEST_F(Compare, ThreefoldErrorGrowthFails) {
 }
 
 TEST_F(Compare, ErrorGrowthFromZeroUsesTheToleranceFloor) {
-  // BASE is exact (0 error): growth is measured against atol/4 = 1e-3, so 5e-4 is fine and 3e-3 is not.
+  // BASE is exact (0 error): growth is measured against atol/4 = 1e-3, so 5e-4 is fine and 3e-3 is
+  // not.
   json base = results(json::array({row(512, "cpu.naive_3pass", 1.0, 0.01, "pass", 0.0)}));
   json small = results(json::array({row(512, "cpu.naive_3pass", 1.0, 0.01, "pass", 5e-4)}));
   json large = results(json::array({row(512, "cpu.naive_3pass", 1.0, 0.01, "pass", 3e-3)}));
@@ -209,8 +244,9 @@ TEST_F(Compare, MissingRowFailsUnlessAllowed) {
   next["rows"].erase(4);  // cuda.standard_cublas at seq 2048
   Outcome r = run(two_impls(), next);
   EXPECT_EQ(r.code, 1) << r.out;
-  EXPECT_NE(r.out.find("MISSING in NEW: b1_hq8_hkv8_sq2048_skv2048_d64_bf16 cuda.standard_cublas fwd"),
-            std::string::npos)
+  EXPECT_NE(
+      r.out.find("MISSING in NEW: b1_hq8_hkv8_sq2048_skv2048_d64_bf16 cuda.standard_cublas fwd"),
+      std::string::npos)
       << r.out;
 
   CompareOptions o;
@@ -229,7 +265,8 @@ TEST_F(Compare, NewRowsAreInformation) {
 }
 
 TEST_F(Compare, RowsMatchOnParamsToo) {
-  json base = results(json::array({row(1024, "cuda.flash_fwd", 1.0), row(1024, "cuda.flash_fwd", 2.0)}));
+  json base =
+      results(json::array({row(1024, "cuda.flash_fwd", 1.0), row(1024, "cuda.flash_fwd", 2.0)}));
   base["rows"][0]["params"] = {{"block_c", 64}};
   base["rows"][1]["params"] = {{"block_c", 128}};
   json next = base;
@@ -252,12 +289,24 @@ TEST_F(Compare, ContextDifferencesWarn) {
   next["context"]["git_dirty"] = true;
   const Outcome r = run(two_impls(), next);
   EXPECT_EQ(r.code, 0) << r.out;  // a warning, not a failure
-  EXPECT_NE(r.out.find("WARNING: device differs: BASE \"NVIDIA H200\" vs NEW \"NVIDIA A100-SXM4-80GB\""),
-            std::string::npos)
+  EXPECT_NE(
+      r.out.find("WARNING: device differs: BASE \"NVIDIA H200\" vs NEW \"NVIDIA A100-SXM4-80GB\""),
+      std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("WARNING: SM clock (MHz) differs"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("WARNING: build type differs"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("WARNING: NEW was built from a dirty tree"), std::string::npos) << r.out;
+}
+
+TEST_F(Compare, HotAgainstColdTimingWarns) {
+  json next = two_impls();
+  for (auto& r : next["rows"]) r["time"]["hot"] = true;
+  const Outcome r = run(two_impls(), next);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(
+      r.out.find("WARNING: 6 rows were timed with hot caches in one run and flushed in the other"),
+      std::string::npos)
+      << r.out;
 }
 
 TEST_F(Compare, IncompleteRunWarns) {
@@ -293,14 +342,18 @@ TEST_F(Compare, BadInputExitsTwo) {
   o.base = write("status.json", wrong.dump());
   r = run_files(o);
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("$.rows[2].status: \"passed\" is not one of pass, fail, skip"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("$.rows[2].status: \"passed\" is not one of pass, fail, skip"),
+            std::string::npos)
+      << r.err;
 
   wrong = two_impls();
   wrong["rows"][1]["time"]["median_ms"] = "fast";
   o.base = write("time.json", wrong.dump());
   r = run_files(o);
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("$.rows[1].time.median_ms: expected a number, got \"fast\""), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("$.rows[1].time.median_ms: expected a number, got \"fast\""),
+            std::string::npos)
+      << r.err;
 }
 
 TEST_F(Compare, BadOptionsExitTwo) {

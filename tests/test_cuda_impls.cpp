@@ -33,14 +33,15 @@ const DType kDtypes[] = {DType::f32, DType::f16, DType::bf16};
 // The implementations of impls/cuda this test was written with; each must support every shape
 // below (a SKIP would hide a bug). Implementations registered later are checked wherever they
 // claim support.
-const std::set<std::string> kFirstGeneration = {"cuda.naive_3pass", "cuda.standard_cublas", "cuda.online_2pass",
-                                                "cuda.flash_fwd", "cuda.flash_bwd"};
+const std::set<std::string> kFirstGeneration = {"cuda.naive_3pass", "cuda.standard_cublas",
+                                                "cuda.online_2pass", "cuda.flash_fwd",
+                                                "cuda.flash_bwd"};
 
-#define SKIP_WITHOUT_CUDA()                                                                         \
-  do {                                                                                              \
-    if (!device_present(Device::cuda))                                                              \
+#define SKIP_WITHOUT_CUDA()                                                                        \
+  do {                                                                                             \
+    if (!device_present(Device::cuda))                                                             \
       GTEST_SKIP() << "no CUDA device: attnbench::device_present(Device::cuda) is false (no GPU, " \
-                      "no driver, or CUDA_VISIBLE_DEVICES hides it)";                               \
+                      "no driver, or CUDA_VISIBLE_DEVICES hides it)";                              \
   } while (0)
 
 std::vector<const Implementation*> cuda_impls() {
@@ -50,7 +51,8 @@ std::vector<const Implementation*> cuda_impls() {
   return v;
 }
 
-Problem make(int batch, int hq, int hkv, int sq, int skv, int d, bool causal, DType t, double scale = 0) {
+Problem make(int batch, int hq, int hkv, int sq, int skv, int d, bool causal, DType t,
+             double scale = 0) {
   Problem p;
   p.batch = batch;
   p.heads_q = hq;
@@ -68,9 +70,12 @@ Problem make(int batch, int hq, int hkv, int sq, int skv, int d, bool causal, DT
 // P rounded to the dtype (the naive baseline), tight enough that a wrong index (error ~1) fails.
 double rel_l2_bound(DType t) {
   switch (t) {
-    case DType::f32: return 1e-4;
-    case DType::f16: return 2e-2;
-    case DType::bf16: return 1e-1;
+    case DType::f32:
+      return 1e-4;
+    case DType::f16:
+      return 2e-2;
+    case DType::bf16:
+      return 1e-1;
   }
   return 0;
 }
@@ -98,8 +103,8 @@ bool check_one(const Implementation& impl, const Problem& p, Pass pass, const Op
     EXPECT_FALSE(v.outputs.empty()) << what << ": no output was verified";
     for (const OutputReport& r : v.outputs) {
       if (r.checked == 0) continue;
-      EXPECT_LE(r.rel_l2, rel_l2_bound(p.dtype))
-          << what << ": " << r.name << " relative L2 error " << r.rel_l2 << " (max abs " << r.max_abs << ")";
+      EXPECT_LE(r.rel_l2, rel_l2_bound(p.dtype)) << what << ": " << r.name << " relative L2 error "
+                                                 << r.rel_l2 << " (max abs " << r.max_abs << ")";
     }
   } catch (const std::exception& e) {
     ADD_FAILURE() << what << ": threw: " << e.what();
@@ -119,7 +124,8 @@ int check_all(const std::vector<Problem>& problems) {
 TEST(CudaImpls, FirstGenerationRegistered) {
   std::set<std::string> names;
   for (const Implementation* i : cuda_impls()) names.insert(i->name());
-  for (const std::string& n : kFirstGeneration) EXPECT_TRUE(names.count(n)) << n << " is not registered";
+  for (const std::string& n : kFirstGeneration)
+    EXPECT_TRUE(names.count(n)) << n << " is not registered";
   const Implementation* bwd = Registry::instance().find("cuda.flash_bwd");
   ASSERT_NE(bwd, nullptr);
   EXPECT_EQ(bwd->capabilities().fwd_partner, "cuda.flash_fwd");
@@ -155,8 +161,9 @@ TEST(CudaImpls, CausalRectangles) {
   SKIP_WITHOUT_CUDA();
   std::vector<Problem> ps;
   for (DType t : kDtypes)
-    for (auto [sq, skv] : {std::pair{17, 129}, std::pair{1, 64}, std::pair{129, 17}, std::pair{64, 1},
-                           std::pair{100, 37}, std::pair{37, 100}, std::pair{200, 199}})
+    for (auto [sq, skv] :
+         {std::pair{17, 129}, std::pair{1, 64}, std::pair{129, 17}, std::pair{64, 1},
+          std::pair{100, 37}, std::pair{37, 100}, std::pair{200, 199}})
       for (int d : {64, 128}) ps.push_back(make(1, 2, 1, sq, skv, d, true, t));
   EXPECT_GT(check_all(ps), 0);
 }
@@ -184,14 +191,16 @@ TEST(CudaImpls, FlashFwdBlockC) {
           const Options opts{{"block_c", bc}};
           const bool must_fit = d <= 128 && bc <= 64;
           if (d > 128 && bc == 128) {
-            EXPECT_THROW(impl->prepare(p, Pass::fwd, opts), std::invalid_argument) << describe(*impl, p, Pass::fwd, opts);
+            EXPECT_THROW(impl->prepare(p, Pass::fwd, opts), std::invalid_argument)
+                << describe(*impl, p, Pass::fwd, opts);
             continue;
           }
           if (!must_fit) {
             try {
               impl->prepare(p, Pass::fwd, opts);
             } catch (const std::invalid_argument& e) {
-              std::printf("note: %s refused: %s\n", describe(*impl, p, Pass::fwd, opts).c_str(), e.what());
+              std::printf("note: %s refused: %s\n", describe(*impl, p, Pass::fwd, opts).c_str(),
+                          e.what());
               continue;
             }
           }
@@ -210,8 +219,8 @@ TEST(CudaImpls, RandomShapes) {
   std::vector<Problem> ps;
   for (int n = 0; n < 24; ++n) {
     const int hkv = uniform(1, 3), group = uniform(1, 4);
-    ps.push_back(make(uniform(1, 3), hkv * group, hkv, uniform(1, 300), uniform(1, 300), uniform(1, 256),
-                      uniform(0, 1) == 1, kDtypes[uniform(0, 2)]));
+    ps.push_back(make(uniform(1, 3), hkv * group, hkv, uniform(1, 300), uniform(1, 300),
+                      uniform(1, 256), uniform(0, 1) == 1, kDtypes[uniform(0, 2)]));
   }
   EXPECT_GT(check_all(ps), 0);
 }

@@ -29,13 +29,15 @@ Parsed parse(const std::string& f) {
   EXPECT_EQ(f.substr(0, 6), std::string("\x93NUMPY"));
   EXPECT_EQ(f[6], '\x01');  // major version
   EXPECT_EQ(f[7], '\x00');  // minor version
-  const std::size_t len = static_cast<unsigned char>(f[8]) | (static_cast<std::size_t>(static_cast<unsigned char>(f[9])) << 8);
+  const std::size_t len = static_cast<unsigned char>(f[8]) |
+                          (static_cast<std::size_t>(static_cast<unsigned char>(f[9])) << 8);
   EXPECT_EQ((10 + len) % 64, 0u) << "data must start 64-byte aligned";
   EXPECT_LE(10 + len, f.size());
   const std::string header = f.substr(10, len);
   EXPECT_EQ(header.back(), '\n');
   const std::size_t end = header.find_last_not_of(" \n");
-  EXPECT_EQ(header.find_first_not_of(' ', end + 1), header.size() - 1) << "padding is spaces then one newline";
+  EXPECT_EQ(header.find_first_not_of(' ', end + 1), header.size() - 1)
+      << "padding is spaces then one newline";
   p.dict = header.substr(0, end + 1);
   p.data = f.substr(10 + len);
   return p;
@@ -46,7 +48,8 @@ class Npy : public ::testing::Test {
   std::filesystem::path dir;
   void SetUp() override {
     dir = std::filesystem::path(::testing::TempDir()) /
-          ("attnbench_npy_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+          ("attnbench_npy_" +
+           std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     std::filesystem::create_directories(dir);
   }
   void TearDown() override { std::filesystem::remove_all(dir); }
@@ -111,16 +114,18 @@ TEST_F(Npy, LongHeaderPadsToTheNextBlock) {
   const std::vector<std::int64_t> shape(8, 1000000000LL);
   const std::string h = npy_header("<f4", shape);
   EXPECT_EQ(h.size(), 192u);
-  EXPECT_EQ(h.find("'shape': (1000000000, 1000000000, 1000000000, 1000000000, 1000000000, 1000000000, "
-                   "1000000000, 1000000000), }"),
-            static_cast<std::size_t>(h.find("'shape'")));
+  EXPECT_EQ(
+      h.find("'shape': (1000000000, 1000000000, 1000000000, 1000000000, 1000000000, 1000000000, "
+             "1000000000, 1000000000), }"),
+      static_cast<std::size_t>(h.find("'shape'")));
   EXPECT_EQ(static_cast<unsigned char>(h[8]) | (static_cast<unsigned char>(h[9]) << 8), 182);
 }
 
 TEST_F(Npy, LargeArrayRoundTripsAcrossChunks) {
   // More elements than one conversion chunk (65536).
   std::vector<std::uint16_t> b(7 * 10001);
-  for (std::size_t i = 0; i < b.size(); ++i) b[i] = float_to_bf16(static_cast<float>(i) * 0.25f - 100.f);
+  for (std::size_t i = 0; i < b.size(); ++i)
+    b[i] = float_to_bf16(static_cast<float>(i) * 0.25f - 100.f);
   const auto path = dir / "big.npy";
   write_npy(path.string(), b.data(), DType::bf16, {7, 10001});
   const Parsed p = parse(slurp(path));
@@ -134,7 +139,8 @@ TEST_F(Npy, LargeArrayRoundTripsAcrossChunks) {
 
 TEST_F(Npy, Errors) {
   const float x = 0;
-  EXPECT_THROW(write_npy((dir / "no_such_dir" / "x.npy").string(), &x, DType::f32, {1}), std::runtime_error);
+  EXPECT_THROW(write_npy((dir / "no_such_dir" / "x.npy").string(), &x, DType::f32, {1}),
+               std::runtime_error);
   EXPECT_THROW(npy_header("<f4", {2, -1}), std::invalid_argument);
 }
 

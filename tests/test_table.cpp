@@ -20,17 +20,32 @@ json row(int seq, const std::string& impl, double ms, const std::string& status 
          const std::string& pass = "fwd", bool causal = false, int batch = kBatch) {
   const double flops = 4.0 * batch * kHeads * double(seq) * seq * kDim * (causal ? 0.5 : 1.0);
   const std::int64_t io = 4LL * batch * seq * kHeads * kDim * 2 + 4LL * batch * kHeads * seq;
-  const std::int64_t ws = impl.find("standard") != std::string::npos ? 2LL * batch * kHeads * seq * seq * 2 : 0;
-  const std::string label = "b" + std::to_string(batch) + "_hq16_hkv16_sq" + std::to_string(seq) + "_skv" +
-                            std::to_string(seq) + "_d64" + (causal ? "_causal" : "") + "_bf16";
+  const std::int64_t ws =
+      impl.find("standard") != std::string::npos ? 2LL * batch * kHeads * seq * seq * 2 : 0;
+  const std::string label = "b" + std::to_string(batch) + "_hq16_hkv16_sq" + std::to_string(seq) +
+                            "_skv" + std::to_string(seq) + "_d64" + (causal ? "_causal" : "") +
+                            "_bf16";
   json r = {{"case", label},
-            {"problem", {{"batch", batch}, {"heads_q", kHeads}, {"heads_kv", kHeads}, {"seq_q", seq},
-                         {"seq_kv", seq}, {"head_dim", kDim}, {"causal", causal}, {"scale", 0.125}, {"dtype", "bf16"}}},
-            {"impl", impl}, {"device", "cuda:0"}, {"pass", pass}, {"status", status},
-            {"reason", status == "pass" ? "" : "planted"}, {"flops", flops},
+            {"problem",
+             {{"batch", batch},
+              {"heads_q", kHeads},
+              {"heads_kv", kHeads},
+              {"seq_q", seq},
+              {"seq_kv", seq},
+              {"head_dim", kDim},
+              {"causal", causal},
+              {"scale", 0.125},
+              {"dtype", "bf16"}}},
+            {"impl", impl},
+            {"device", "cuda:0"},
+            {"pass", pass},
+            {"status", status},
+            {"reason", status == "pass" ? "" : "planted"},
+            {"flops", flops},
             {"memory", {{"io_bytes", io}, {"workspace_bytes", ws}, {"peak_bytes", io + ws}}}};
   if (status != "skip") {
-    r["time"] = {{"median_ms", ms}, {"min_ms", ms}, {"mean_ms", ms}, {"cv", 0.0}, {"repetitions", 3}};
+    r["time"] = {
+        {"median_ms", ms}, {"min_ms", ms}, {"mean_ms", ms}, {"cv", 0.0}, {"repetitions", 3}};
     r["tflops"] = flops / (ms * 1e-3) / 1e12;
   }
   return r;
@@ -39,9 +54,13 @@ json row(int seq, const std::string& impl, double ms, const std::string& status 
 json results(json rows) {
   return {{"schema", "attnbench.results/1"},
           {"complete", true},
-          {"context", {{"cpu", "Test CPU"}, {"build_type", "Release"}, {"git_revision", "abc123"},
-                       {"git_dirty", false}, {"config_name", "fixture"},
-                       {"devices", json::array({{{"name", "NVIDIA H200"}}})}}},
+          {"context",
+           {{"cpu", "Test CPU"},
+            {"build_type", "Release"},
+            {"git_revision", "abc123"},
+            {"git_dirty", false},
+            {"config_name", "fixture"},
+            {"devices", json::array({{{"name", "NVIDIA H200"}}})}}},
           {"rows", std::move(rows)}};
 }
 
@@ -81,11 +100,13 @@ std::vector<std::string> cells(const std::string& line) {
 }
 
 // The rows of the markdown table whose title contains `title`: label -> cells after it.
-std::map<std::string, std::vector<std::string>> md_table(const std::string& out, const std::string& title) {
+std::map<std::string, std::vector<std::string>> md_table(const std::string& out,
+                                                         const std::string& title) {
   std::map<std::string, std::vector<std::string>> t;
   const auto ls = lines(out);
   std::size_t i = 0;
-  while (i < ls.size() && !(ls[i].rfind("### ", 0) == 0 && ls[i].find(title) != std::string::npos)) ++i;
+  while (i < ls.size() && !(ls[i].rfind("### ", 0) == 0 && ls[i].find(title) != std::string::npos))
+    ++i;
   for (i += 2; i < ls.size() && !ls[i].empty() && ls[i][0] == '|'; ++i) {
     auto c = cells(ls[i]);
     if (c[0].rfind(":-", 0) == 0) continue;  // the alignment row
@@ -99,7 +120,8 @@ class Table : public ::testing::Test {
   std::filesystem::path dir;
   void SetUp() override {
     dir = std::filesystem::path(::testing::TempDir()) /
-          ("attnbench_table_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+          ("attnbench_table_" +
+           std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     std::filesystem::create_directories(dir);
   }
   void TearDown() override { std::filesystem::remove_all(dir); }
@@ -141,11 +163,13 @@ TEST_F(Table, MarkdownHasTflopsSpeedupsAndMemory) {
   // workspace (S and P in bf16) is 64 MiB and grows with seq^2.
   const auto mem = md_table(out, "memory (MiB)");
   EXPECT_EQ(mem.at("(inputs + outputs)"), (Cells{"16.1", "32.2", "64.5"})) << out;
-  EXPECT_EQ(mem.at("cuda.standard_cublas"), (Cells{"64.0 / 80.1", "256 / 288", "1024 / 1088"})) << out;
+  EXPECT_EQ(mem.at("cuda.standard_cublas"), (Cells{"64.0 / 80.1", "256 / 288", "1024 / 1088"}))
+      << out;
   EXPECT_EQ(mem.at("cuda.flash_fwd"), (Cells{"0 / 16.1", "0 / 32.2", "0 / 64.5"})) << out;
   // (16.125 + 64) / 16.125 = 4.97; (32.25 + 256) / 32.25 = 8.94; (64.5 + 1024) / 64.5 = 16.88
   const auto red = md_table(out, "memory reduction");
-  EXPECT_EQ(red.at("cuda.flash_fwd"), (Cells{"4.97 / 4.97", "8.94 / 8.94", "16.88 / 16.88"})) << out;
+  EXPECT_EQ(red.at("cuda.flash_fwd"), (Cells{"4.97 / 4.97", "8.94 / 8.94", "16.88 / 16.88"}))
+      << out;
 }
 
 TEST_F(Table, CsvHasTheSameTables) {
@@ -169,7 +193,8 @@ TEST_F(Table, LongCsvHasOneLinePerRow) {
   // The flash row at seq 2048: speedup 4 and footprint reduction 16.88 against standard_cublas.
   bool found = false;
   for (const auto& l : ls) {
-    if (l.find("sq2048") == std::string::npos || l.find("cuda.flash_fwd") == std::string::npos) continue;
+    if (l.find("sq2048") == std::string::npos || l.find("cuda.flash_fwd") == std::string::npos)
+      continue;
     found = true;
     EXPECT_NE(l.find(",cuda.standard_cublas,4,"), std::string::npos) << l;
     EXPECT_NE(l.find(",16.876,"), std::string::npos) << l;
@@ -182,10 +207,35 @@ TEST_F(Table, SkipAndFailCells) {
   j["rows"][2] = row(1024, "cuda.standard_cublas", 3.0, "fail");
   j["rows"][5] = row(2048, "cuda.flash_fwd", 0, "skip");
   const std::string out = render(j);
-  EXPECT_EQ(md_table(out, "TFLOP/s").at("cuda.standard_cublas"), (Cells{"4.29", "FAIL", "6.87"})) << out;
+  EXPECT_EQ(md_table(out, "TFLOP/s").at("cuda.standard_cublas"), (Cells{"4.29", "FAIL", "6.87"}))
+      << out;
   EXPECT_EQ(md_table(out, "TFLOP/s").at("cuda.flash_fwd"), (Cells{"8.59", "14.3", "skip"})) << out;
   // No speedup against a failed baseline; a skipped row stays "skip".
   EXPECT_EQ(md_table(out, "speedup").at("cuda.flash_fwd"), (Cells{"2.00", "-", "skip"})) << out;
+}
+
+TEST_F(Table, ImplSkippedEverywhereBecomesANote) {
+  json j = two_impls();
+  for (int seq : {512, 1024, 2048}) {
+    json r = row(seq, "cuda.flash_bwd", 0, "skip");
+    r["reason"] = "backward-only";
+    j["rows"].push_back(r);
+  }
+  const std::string out = render(j);
+  EXPECT_EQ(md_table(out, "TFLOP/s").count("cuda.flash_bwd"), 0u) << out;
+  EXPECT_NE(out.find("Skipped in every case: cuda.flash_bwd (backward-only)."), std::string::npos)
+      << out;
+}
+
+TEST_F(Table, SmallRatesArePrintedInGflops) {
+  json rows = json::array();
+  for (int seq : {64, 128}) {
+    json r = row(seq, "cpu.naive_3pass", 1.0);
+    r["tflops"] = 0.00125 * seq / 64;
+    rows.push_back(r);
+  }
+  const std::string out = render(results(rows));
+  EXPECT_EQ(md_table(out, "GFLOP/s").at("cpu.naive_3pass"), (Cells{"1.25", "2.50"})) << out;
 }
 
 TEST_F(Table, OneTablePerPassHeadDimCausalDtype) {
@@ -208,10 +258,15 @@ TEST_F(Table, OneTablePerPassHeadDimCausalDtype) {
 TEST_F(Table, ZippedSweepLabelsEveryVaryingField) {
   // batch * seq = 16k tokens, as in the FlashAttention-2 grid.
   json rows = json::array();
-  for (int seq : {512, 1024, 2048}) rows.push_back(row(seq, "cuda.flash_fwd", 1.0, "pass", "fwd", false, 16384 / seq));
+  for (int seq : {512, 1024, 2048})
+    rows.push_back(row(seq, "cuda.flash_fwd", 1.0, "pass", "fwd", false, 16384 / seq));
   const std::string out = render(results(rows));
-  EXPECT_EQ(md_table(out, "TFLOP/s").at("impl"), (Cells{"seq 512, b 32", "seq 1024, b 16", "seq 2048, b 8"})) << out;
-  EXPECT_NE(out.find("### fwd · d 64 · non-causal · bf16 · hq 16, hkv 16 — TFLOP/s"), std::string::npos) << out;
+  EXPECT_EQ(md_table(out, "TFLOP/s").at("impl"),
+            (Cells{"seq 512, b 32", "seq 1024, b 16", "seq 2048, b 8"}))
+      << out;
+  EXPECT_NE(out.find("### fwd · d 64 · non-causal · bf16 · hq 16, hkv 16 — TFLOP/s"),
+            std::string::npos)
+      << out;
 }
 
 TEST_F(Table, BaselineAndMetricOptions) {
@@ -232,7 +287,9 @@ TEST_F(Table, DefaultBaselineFallsBackToCpuNaive) {
     rows.push_back(row(seq, "cpu.flash_fwd", 2.0));
   }
   const std::string out = render(results(rows));
-  EXPECT_EQ(md_table(out, "speedup over cpu.naive_3pass").at("cpu.flash_fwd"), (Cells{"2.00", "2.00"})) << out;
+  EXPECT_EQ(md_table(out, "speedup over cpu.naive_3pass").at("cpu.flash_fwd"),
+            (Cells{"2.00", "2.00"}))
+      << out;
 }
 
 TEST_F(Table, ParamsVariantsAreSeparateRows) {
@@ -253,7 +310,8 @@ TEST_F(Table, HbmTrafficWhenMerged) {
   json j = two_impls();
   j["rows"][0]["extra"] = {{"hbm_read_bytes", 30e9}, {"hbm_write_bytes", 10.3e9}};
   const std::string out = render(j);
-  EXPECT_EQ(md_table(out, "HBM traffic").at("cuda.standard_cublas"), (Cells{"40.3", "-", "-"})) << out;
+  EXPECT_EQ(md_table(out, "HBM traffic").at("cuda.standard_cublas"), (Cells{"40.3", "-", "-"}))
+      << out;
 }
 
 TEST_F(Table, BadInputsExitTwo) {

@@ -27,7 +27,9 @@ std::string fmt_x(double v) {
 }
 
 // The spread of a row's time: see compare.hpp.
-double spread(const TimeStats& t) { return std::max(t.cv * t.median_ms, t.median_ms - t.min_ms); }
+double spread(const TimeStats& t) {
+  return std::max(t.cv * t.median_ms, t.median_ms - t.min_ms);
+}
 
 std::string ctx_text(const json& ctx, const char* key) {
   const auto it = ctx.find(key);
@@ -41,7 +43,9 @@ std::string device_field(const json& ctx, const char* key) {
   for (const json& d : *devs) {
     if (!d.is_object()) continue;
     const auto it = d.find(key);
-    const std::string v = it == d.end() ? "" : it->is_string() ? it->get<std::string>() : it->dump();
+    const std::string v = it == d.end()     ? ""
+                          : it->is_string() ? it->get<std::string>()
+                                            : it->dump();
     s += (s.empty() ? "" : ", ") + v;
   }
   return s;
@@ -53,8 +57,10 @@ std::vector<std::string> context_warnings(const ResultsFile& a, const ResultsFil
     if (x != y) w.push_back(what + " differs: BASE \"" + x + "\" vs NEW \"" + y + "\"");
   };
   differ("device", device_field(a.context, "name"), device_field(b.context, "name"));
-  differ("SM clock (MHz)", device_field(a.context, "sm_clock_mhz"), device_field(b.context, "sm_clock_mhz"));
-  differ("memory clock (MHz)", device_field(a.context, "mem_clock_mhz"), device_field(b.context, "mem_clock_mhz"));
+  differ("SM clock (MHz)", device_field(a.context, "sm_clock_mhz"),
+         device_field(b.context, "sm_clock_mhz"));
+  differ("memory clock (MHz)", device_field(a.context, "mem_clock_mhz"),
+         device_field(b.context, "mem_clock_mhz"));
   differ("CPU", ctx_text(a.context, "cpu"), ctx_text(b.context, "cpu"));
   differ("build type", ctx_text(a.context, "build_type"), ctx_text(b.context, "build_type"));
   differ("compiler", ctx_text(a.context, "compiler"), ctx_text(b.context, "compiler"));
@@ -64,7 +70,8 @@ std::vector<std::string> context_warnings(const ResultsFile& a, const ResultsFil
     const char* which = f == &a ? "BASE" : "NEW";
     if (ctx_text(f->context, "git_dirty") == "true") {
       w.push_back(std::string(which) + " was built from a dirty tree (git " +
-                  ctx_text(f->context, "git_revision").substr(0, 12) + "): its code is not a commit");
+                  ctx_text(f->context, "git_revision").substr(0, 12) +
+                  "): its code is not a commit");
     }
     if (!f->complete) {
       w.push_back(std::string(which) + " is an incomplete run" +
@@ -87,8 +94,10 @@ Verdict judge(const ResultRow& b, const ResultRow& n, const CompareOptions& o, d
     const double bm = b.time->median_ms, nm = n.time->median_ms;
     const double noise = spread(*b.time) + spread(*n.time);
     if (nm > bm * (1 + o.threshold)) {
-      if (nm - bm > noise) v.regress.push_back("slower");
-      else v.slower_in_noise = true;
+      if (nm - bm > noise)
+        v.regress.push_back("slower x" + fmt_x(nm / bm));
+      else
+        v.slower_in_noise = true;
     } else if (bm > nm * (1 + o.threshold) && bm - nm > noise) {
       v.faster = true;
     }
@@ -104,9 +113,9 @@ Verdict judge(const ResultRow& b, const ResultRow& n, const CompareOptions& o, d
     const double denom = std::max(it->max_abs, floor);
     // NaN error in NEW (written as null) where BASE was finite counts as unbounded growth.
     const double g = !std::isfinite(ne.max_abs) ? INFINITY
-                     : denom > 0              ? ne.max_abs / denom
-                     : ne.max_abs > 0         ? INFINITY
-                                              : 1.0;
+                     : denom > 0                ? ne.max_abs / denom
+                     : ne.max_abs > 0           ? INFINITY
+                                                : 1.0;
     if (!(g <= worst_growth)) {
       worst_growth = g;
       worst_output = ne.name;
@@ -119,19 +128,21 @@ Verdict judge(const ResultRow& b, const ResultRow& n, const CompareOptions& o, d
 }
 
 std::string row_name(const ResultRow& r) {
-  return r.case_label + " " + r.impl_label() + " " + r.pass + (r.device.empty() ? "" : " (" + r.device + ")");
+  return r.case_label + " " + r.impl_label() + " " + r.pass +
+         (r.device.empty() ? "" : " (" + r.device + ")");
 }
 
 }  // namespace
 
-CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next, const CompareOptions& o,
-                               std::ostream& out) {
+CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
+                               const CompareOptions& o, std::ostream& out) {
   CompareSummary s;
   s.warnings = context_warnings(base, next);
   for (const auto& w : s.warnings) out << "WARNING: " << w << "\n";
   if (ctx_text(base.context, "config_hash") != ctx_text(next.context, "config_hash")) {
-    out << "note: the two runs used different configs (" << ctx_text(base.context, "config_name") << " vs "
-        << ctx_text(next.context, "config_name") << "): only the rows they share are compared\n";
+    out << "note: the two runs used different configs (" << ctx_text(base.context, "config_name")
+        << " vs " << ctx_text(next.context, "config_name")
+        << "): only the rows they share are compared\n";
   }
   if (!s.warnings.empty()) out << "\n";
 
@@ -140,13 +151,17 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
   for (std::size_t i = 0; i < next.rows.size(); ++i) in_next[next.rows[i].key()].push_back(i);
   std::vector<bool> used(next.rows.size(), false);
   std::vector<const ResultRow*> missing;
+  int hot_mismatch = 0;  // timed rows whose L2 flushing differs: their times do not compare
+  std::vector<std::string> regressions;  // repeated after the table, where a reader looks
 
   // The device is shown only when the rows do not all run on the same one.
   bool multi_device = false;
-  for (const ResultRow& r : base.rows) multi_device = multi_device || r.device != base.rows[0].device;
+  for (const ResultRow& r : base.rows)
+    multi_device = multi_device || r.device != base.rows[0].device;
 
   TextTable t;
-  t.header = {"case", "impl", "pass", "base ms", "new ms", "new/base", "speedup", "error ×", "status", "verdict"};
+  t.header = {"case",     "impl",    "pass",    "base ms", "new ms",
+              "new/base", "speedup", "error ×", "status",  "verdict"};
   for (const ResultRow& b : base.rows) {
     const ResultRow* n = nullptr;
     for (const std::size_t i : in_next[b.key()]) {
@@ -165,12 +180,14 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
     std::string worst;
     const Verdict v = judge(b, *n, o, growth, worst);
     const bool timed = b.time && n->time;
+    if (timed && b.time->hot != n->time->hot) ++hot_mismatch;
     const double ratio = timed ? n->time->median_ms / b.time->median_ms : NAN;
     std::string verdict;
     if (!v.regress.empty()) {
       ++s.regressed;
       verdict = "REGRESSED:";
       for (const auto& r : v.regress) verdict += " " + r;
+      regressions.push_back(row_name(b) + ":" + verdict.substr(verdict.find(':') + 1));
     } else if (v.faster || (b.status != "pass" && n->status == "pass")) {
       ++s.improved;
       verdict = v.faster ? "faster" : "fixed";
@@ -178,19 +195,29 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
       verdict = v.slower_in_noise ? "ok (slower, within noise)" : "ok";
     }
     const std::string status = b.status == n->status ? b.status : b.status + " -> " + n->status;
-    t.rows.push_back({b.case_label, b.impl_label() + (multi_device ? " (" + b.device + ")" : ""), b.pass,
-                      b.time ? fmt_ms(b.time->median_ms) : "-", n->time ? fmt_ms(n->time->median_ms) : "-",
-                      fmt_x(ratio), fmt_x(1 / ratio), std::isnan(growth) ? "-" : fmt_x(growth), status, verdict});
+    t.rows.push_back({b.case_label, b.impl_label() + (multi_device ? " (" + b.device + ")" : ""),
+                      b.pass, b.time ? fmt_ms(b.time->median_ms) : "-",
+                      n->time ? fmt_ms(n->time->median_ms) : "-", fmt_x(ratio), fmt_x(1 / ratio),
+                      std::isnan(growth) ? "-" : fmt_x(growth), status, verdict});
   }
   if (!t.rows.empty()) {
-    t.note = "new/base: median time ratio (> 1 is slower); speedup = base/new; error ×: largest max_abs growth "
-             "over the outputs. Slower counts only above " + fmt_x(1 + o.threshold) +
-             "× and beyond both runs' spread (max(cv·median, median − min), added).";
+    t.note =
+        "new/base: median time ratio (> 1 is slower); speedup = base/new; error ×: largest max_abs "
+        "growth "
+        "over the outputs. Slower counts only above " +
+        fmt_x(1 + o.threshold) +
+        "× and beyond both runs' spread (max(cv·median, median − min), added).";
     render_markdown(t, out);
   } else {
     out << "No rows in common.\n\n";
   }
 
+  if (hot_mismatch > 0) {
+    s.warnings.push_back(std::to_string(hot_mismatch) +
+                         " rows were timed with hot caches in one run and flushed in the other");
+    out << "WARNING: " << s.warnings.back() << "\n";
+  }
+  for (const auto& r : regressions) out << "REGRESSED " << r << "\n";
   for (const ResultRow* m : missing) {
     ++s.missing;
     out << (o.allow_missing ? "missing (allowed): " : "MISSING in NEW: ") << row_name(*m) << "\n";
@@ -202,9 +229,9 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
   }
   if (!o.allow_missing) s.regressed += s.missing;
 
-  out << (s.missing || s.added ? "\n" : "") << "compare: " << s.matched << " matched, " << s.regressed
-      << " regressed, " << s.improved << " improved, " << s.missing << " missing, " << s.added << " new -> "
-      << (s.exit_code() ? "REGRESSION" : "OK") << "\n";
+  out << (s.missing || s.added || !regressions.empty() ? "\n" : "") << "compare: " << s.matched
+      << " matched, " << s.regressed << " regressed, " << s.improved << " improved, " << s.missing
+      << " missing, " << s.added << " new -> " << (s.exit_code() ? "REGRESSION" : "OK") << "\n";
   return s;
 }
 

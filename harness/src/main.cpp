@@ -20,6 +20,7 @@
 #include "attnbench/compare.hpp"
 #include "attnbench/config.hpp"
 #include "attnbench/context.hpp"
+#include "attnbench/execute.hpp"
 #include "attnbench/runner.hpp"
 #include "attnbench/table.hpp"
 
@@ -64,10 +65,12 @@ void print_list(std::ostream& out) {
   for (const Implementation* i : impls) {
     const Capabilities c = i->capabilities();
     std::string dtypes, options;
-    for (DType t : c.dtypes) dtypes += (dtypes.empty() ? "" : ",") + std::string(to_string(t));
-    for (const auto& o : c.options) options += (options.empty() ? "" : ",") + o;
-    std::string hd = std::to_string(c.min_head_dim) + ".." + std::to_string(c.max_head_dim);
-    if (c.head_dim_multiple > 1) hd += " %" + std::to_string(c.head_dim_multiple);
+    // append() rather than "literal" + temporary: GCC 12 reports a false -Wrestrict on that.
+    for (DType t : c.dtypes) dtypes.append(dtypes.empty() ? "" : ",").append(to_string(t));
+    for (const auto& o : c.options) options.append(options.empty() ? "" : ",").append(o);
+    std::string hd = std::to_string(c.min_head_dim);
+    hd.append("..").append(std::to_string(c.max_head_dim));
+    if (c.head_dim_multiple > 1) hd.append(" %").append(std::to_string(c.head_dim_multiple));
     std::string fwd = c.forward ? "yes" : c.fwd_partner.empty() ? "no" : "via " + c.fwd_partner;
     rows.push_back({i->name(), std::string(to_string(i->device())), dtypes, hd, c.causal ? "yes" : "no",
                     c.gqa ? "yes" : "no", fwd, c.backward ? "yes" : "no", options.empty() ? "-" : options,
@@ -271,7 +274,7 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
 
   ParseOptions po;
   po.max_bytes = host_memory_bytes();
-  const ConfigResult parsed = parse_config(doc, po);
+  const ConfigResult parsed = parse_config_doc(doc, po);
   if (const auto* e = std::get_if<ConfigError>(&parsed)) {
     // Name the flag when the bad value came from one.
     std::string flag;

@@ -11,7 +11,9 @@
 
 namespace attnbench {
 
-const char* npy_descr(DType t) { return t == DType::f16 ? "<f2" : "<f4"; }  // bf16 widens
+const char* npy_descr(DType t) {
+  return t == DType::f16 ? "<f2" : "<f4";
+}  // bf16 widens
 
 std::string npy_header(const std::string& descr, const std::vector<std::int64_t>& shape) {
   std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (";
@@ -73,8 +75,12 @@ void write_npy(const std::string& path, const void* data, DType dtype,
     for (std::int64_t i = start; i < end; ++i) {
       const auto idx = static_cast<std::size_t>(i);
       switch (dtype) {
-        case DType::f32: put_le(buf, static_cast<const float*>(data)[idx]); break;
-        case DType::f16: put_le(buf, static_cast<const std::uint16_t*>(data)[idx]); break;
+        case DType::f32:
+          put_le(buf, static_cast<const float*>(data)[idx]);
+          break;
+        case DType::f16:
+          put_le(buf, static_cast<const std::uint16_t*>(data)[idx]);
+          break;
         case DType::bf16:
           put_le(buf, bf16_to_float(static_cast<const std::uint16_t*>(data)[idx]));
           break;

@@ -736,6 +736,8 @@ void Runner::save(bool final_write) {
 }
 
 int Runner::run() {
+  // Installed first: a Ctrl-C from here on ends with a results file and exit code 130.
+  SigintGuard guard;
   build_plan();
   // A fixed mmap threshold: large buffers are mapped and unmapped, never recycled from the heap,
   // so the CPU peak (resident-set growth) of each row sees its own allocations.
@@ -763,7 +765,6 @@ int Runner::run() {
     ctx["ceilings"] = measure_ceilings();
   }
 
-  SigintGuard guard;
   const auto t0 = std::chrono::steady_clock::now();
   for (std::size_t first = 0; first < plan_.size() && !g_interrupted;) {
     std::size_t last = first;

@@ -91,7 +91,8 @@ struct Reader {
       if (required) bad(origin, path + "." + key, "missing (expected true or false)");
       return fallback;
     }
-    if (!v->is_boolean()) bad(origin, path + "." + key, "expected true or false, got " + short_dump(*v));
+    if (!v->is_boolean())
+      bad(origin, path + "." + key, "expected true or false, got " + short_dump(*v));
     return v->get<bool>();
   }
   void one_of(const std::string& value, std::initializer_list<const char*> allowed,
@@ -120,7 +121,8 @@ struct Reader {
     row.problem.scale = num(p, "scale", pp, false);
     row.problem.dtype = str(p, "dtype", pp, true);
     if (const json* params = find(r, "params"); params && !params->is_null()) {
-      if (!params->is_object()) bad(origin, path + ".params", "expected an object, got " + short_dump(*params));
+      if (!params->is_object())
+        bad(origin, path + ".params", "expected an object, got " + short_dump(*params));
       row.params = *params;
     }
     row.impl = str(r, "impl", path, true);
@@ -136,7 +138,8 @@ struct Reader {
       if (!v->is_object()) bad(origin, vp, "expected an object, got " + short_dump(*v));
       row.verify_mode = str(*v, "mode", vp, false);
       if (const json* outs = find(*v, "outputs"); outs && !outs->is_null()) {
-        if (!outs->is_array()) bad(origin, vp + ".outputs", "expected an array, got " + short_dump(*outs));
+        if (!outs->is_array())
+          bad(origin, vp + ".outputs", "expected an array, got " + short_dump(*outs));
         for (std::size_t i = 0; i < outs->size(); ++i) {
           const json& o = (*outs)[i];
           const std::string op = vp + ".outputs[" + std::to_string(i) + "]";
@@ -157,7 +160,9 @@ struct Reader {
       if (!t->is_object()) bad(origin, tp, "expected an object, got " + short_dump(*t));
       TimeStats ts;
       ts.median_ms = num(*t, "median_ms", tp, true);
-      if (ts.median_ms < 0 || std::isinf(ts.median_ms)) bad(origin, tp + ".median_ms", "expected a time >= 0, got " + short_dump((*t)["median_ms"]));
+      if (ts.median_ms < 0 || std::isinf(ts.median_ms))
+        bad(origin, tp + ".median_ms",
+            "expected a time >= 0, got " + short_dump((*t)["median_ms"]));
       ts.min_ms = num(*t, "min_ms", tp, false, ts.median_ms);
       ts.mean_ms = num(*t, "mean_ms", tp, false, ts.median_ms);
       ts.cv = num(*t, "cv", tp, false, 0);
@@ -168,7 +173,8 @@ struct Reader {
       if (!std::isnan(ts.median_ms)) row.time = ts;  // null (NaN when written): not measured
     }
     row.flops = num(r, "flops", path, false);
-    if (const json* t = find(r, "tflops"); t && !t->is_null()) row.tflops = num(r, "tflops", path, true);
+    if (const json* t = find(r, "tflops"); t && !t->is_null())
+      row.tflops = num(r, "tflops", path, true);
     if (const json* m = find(r, "memory"); m && !m->is_null()) {
       const std::string mp = path + ".memory";
       if (!m->is_object()) bad(origin, mp, "expected an object, got " + short_dump(*m));
@@ -179,14 +185,17 @@ struct Reader {
       row.memory = ms;
     }
     if (const json* e = find(r, "extra"); e && !e->is_null()) {
-      if (!e->is_object()) bad(origin, path + ".extra", "expected an object, got " + short_dump(*e));
+      if (!e->is_object())
+        bad(origin, path + ".extra", "expected an object, got " + short_dump(*e));
       row.extra = *e;
     }
     return row;
   }
 };
 
-std::string param_text(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+std::string param_text(const json& v) {
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
 
 }  // namespace
 
@@ -284,11 +293,13 @@ void render_markdown(const TextTable& t, std::ostream& out) {
   std::vector<std::size_t> w(ncol, 3);
   for (std::size_t c = 0; c < ncol; ++c) w[c] = std::max(w[c], width(md_cell(t.header[c])));
   for (const auto& r : t.rows)
-    for (std::size_t c = 0; c < ncol && c < r.size(); ++c) w[c] = std::max(w[c], width(md_cell(r[c])));
+    for (std::size_t c = 0; c < ncol && c < r.size(); ++c)
+      w[c] = std::max(w[c], width(md_cell(r[c])));
   // Columns of numbers (and their skip/FAIL/- markers) right-aligned, text left-aligned.
   std::vector<bool> right(ncol, true);
   for (const auto& r : t.rows)
-    for (std::size_t c = 0; c < ncol && c < r.size(); ++c) right[c] = right[c] && numeric_like(r[c]);
+    for (std::size_t c = 0; c < ncol && c < r.size(); ++c)
+      right[c] = right[c] && numeric_like(r[c]);
   if (ncol) right[0] = false;  // the row label
   auto line = [&](const std::vector<std::string>& cells) {
     out << "|";
@@ -336,11 +347,16 @@ std::string fmt(double v) {
   if (!std::isfinite(v)) return "-";
   char b[64];
   const double a = std::fabs(v);
-  if (a >= 100 || a == 0) std::snprintf(b, sizeof b, "%.0f", v);
-  else if (a >= 10) std::snprintf(b, sizeof b, "%.1f", v);
-  else if (a >= 1) std::snprintf(b, sizeof b, "%.2f", v);
-  else if (a >= 1e-3) std::snprintf(b, sizeof b, "%.3g", v);
-  else std::snprintf(b, sizeof b, "%.2e", v);
+  if (a >= 100 || a == 0)
+    std::snprintf(b, sizeof b, "%.0f", v);
+  else if (a >= 10)
+    std::snprintf(b, sizeof b, "%.1f", v);
+  else if (a >= 1)
+    std::snprintf(b, sizeof b, "%.2f", v);
+  else if (a >= 1e-3)
+    std::snprintf(b, sizeof b, "%.3g", v);
+  else
+    std::snprintf(b, sizeof b, "%.2e", v);
   return b;
 }
 std::string fmt_ratio(double v) {
@@ -352,7 +368,9 @@ std::string fmt_ratio(double v) {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-int pass_rank(const std::string& p) { return p == "fwd" ? 0 : p == "bwd" ? 1 : 2; }
+int pass_rank(const std::string& p) {
+  return p == "fwd" ? 0 : p == "bwd" ? 1 : 2;
+}
 
 using GroupKey = std::tuple<int, int, bool, std::string>;  // pass, head_dim, causal, dtype
 
@@ -363,12 +381,12 @@ struct Group {
   bool causal = false;
   std::string dtype;
   std::vector<const ResultRow*> rows;
-  std::vector<std::string> cases;                    // column order
-  std::map<std::string, const ProblemFields*> prob;  // case -> problem
-  std::vector<std::string> labels;                   // row order (file order)
-  std::map<std::string, std::string> impl_of;        // label -> impl name
+  std::vector<std::string> cases;                                        // column order
+  std::map<std::string, const ProblemFields*> prob;                      // case -> problem
+  std::vector<std::string> labels;                                       // row order (file order)
+  std::map<std::string, std::string> impl_of;                            // label -> impl name
   std::map<std::pair<std::string, std::string>, const ResultRow*> cell;  // (label, case)
-  std::string baseline_label;                        // empty: no baseline in this group
+  std::string baseline_label;  // empty: no baseline in this group
   std::string title;
   std::vector<std::string> col_names;
 };
@@ -407,16 +425,21 @@ void name_columns(Group& g) {
 
   auto describe = [&](const ProblemFields& p, bool want_varying) {
     std::vector<std::string> parts;
-    const bool seq_shown = want_varying ? (seq_varies || (!varies[2] && !varies[3] && !varies[4] && !varies[5]))
-                                        : !seq_varies;
+    // Columns show seq when it varies, or when nothing does; otherwise the title does.
+    const bool others_vary = varies[2] || varies[3] || varies[4] || varies[5];
+    const bool seq_shown =
+        want_varying ? (seq_varies || !others_vary) : (!seq_varies && others_vary);
     if (seq_shown) {
-      if (square) parts.push_back("seq " + std::to_string(p.seq_kv));
-      else parts.push_back("sq " + std::to_string(p.seq_q) + " skv " + std::to_string(p.seq_kv));
+      if (square)
+        parts.push_back("seq " + std::to_string(p.seq_kv));
+      else
+        parts.push_back("sq " + std::to_string(p.seq_q) + " skv " + std::to_string(p.seq_kv));
     }
     for (int f = 2; f < kNumFields; ++f) {
       if (varies[f] != want_varying) continue;
       // The default scale 1/sqrt(head_dim) goes without saying.
-      if (f == 5 && !want_varying && (p.scale == 0 || std::fabs(p.scale * std::sqrt(double(p.head_dim)) - 1) < 1e-9))
+      if (f == 5 && !want_varying &&
+          (p.scale == 0 || std::fabs(p.scale * std::sqrt(double(p.head_dim)) - 1) < 1e-9))
         continue;
       parts.push_back(std::string(kFields[f].name) + " " + num_text(kFields[f].get(p)));
     }
@@ -436,7 +459,8 @@ std::vector<Group> make_groups(const ResultsFile& f, const std::string& baseline
   std::map<std::string, std::set<std::string>> devices_of;
   for (const auto& r : f.rows) devices_of[r.impl_label()].insert(r.device);
   auto label_of = [&](const ResultRow& r) {
-    return devices_of[r.impl_label()].size() > 1 ? r.impl_label() + " @" + r.device : r.impl_label();
+    return devices_of[r.impl_label()].size() > 1 ? r.impl_label() + " @" + r.device
+                                                 : r.impl_label();
   };
 
   std::map<GroupKey, Group> groups;
@@ -452,26 +476,30 @@ std::vector<Group> make_groups(const ResultsFile& f, const std::string& baseline
       g.cases.push_back(r.case_label);
     }
     const std::string label = label_of(r);
-    if (std::find(g.labels.begin(), g.labels.end(), label) == g.labels.end()) g.labels.push_back(label);
+    if (std::find(g.labels.begin(), g.labels.end(), label) == g.labels.end())
+      g.labels.push_back(label);
     g.impl_of[label] = r.impl;
     g.cell.emplace(std::make_pair(label, r.case_label), &r);  // first row wins on duplicates
   }
 
   std::vector<Group> out;
   for (auto& [key, g] : groups) {
-    std::stable_sort(g.cases.begin(), g.cases.end(), [&](const std::string& a, const std::string& b) {
-      for (const auto& fld : kFields) {
-        const double x = fld.get(*g.prob[a]), y = fld.get(*g.prob[b]);
-        if (x != y) return x < y;
-      }
-      return false;
-    });
+    std::stable_sort(g.cases.begin(), g.cases.end(),
+                     [&](const std::string& a, const std::string& b) {
+                       for (const auto& fld : kFields) {
+                         const double x = fld.get(*g.prob[a]), y = fld.get(*g.prob[b]);
+                         if (x != y) return x < y;
+                       }
+                       return false;
+                     });
     name_columns(g);
     // Baseline: the requested label (to pick a params variant) or impl name, else the first
     // default present; an exact label match is the variant without params.
     std::vector<std::string> wanted;
-    if (!baseline.empty()) wanted = {baseline};
-    else wanted = {"cuda.standard_cublas", "cpu.naive_3pass"};
+    if (!baseline.empty())
+      wanted = {baseline};
+    else
+      wanted = {"cuda.standard_cublas", "cpu.naive_3pass"};
     for (const auto& w : wanted) {
       if (std::find(g.labels.begin(), g.labels.end(), w) != g.labels.end()) {
         g.baseline_label = w;
@@ -494,7 +522,9 @@ const ResultRow* find_cell(const Group& g, const std::string& label, const std::
   return it == g.cell.end() ? nullptr : it->second;
 }
 
-bool timed_pass(const ResultRow* r) { return r && r->status == "pass" && r->time; }
+bool timed_pass(const ResultRow* r) {
+  return r && r->status == "pass" && r->time;
+}
 
 std::string status_cell(const ResultRow* r) {
   if (!r) return "";
@@ -505,7 +535,8 @@ std::string status_cell(const ResultRow* r) {
 
 double metric_value(const ResultRow& r, const std::string& metric) {
   if (metric == "ms") return r.time ? r.time->median_ms : NAN;
-  if (metric == "memory") return r.memory && r.memory->peak_bytes > 0 ? double(r.memory->peak_bytes) / kMiB : NAN;
+  if (metric == "memory")
+    return r.memory && r.memory->peak_bytes > 0 ? double(r.memory->peak_bytes) / kMiB : NAN;
   if (r.tflops) return *r.tflops;
   if (r.time && r.flops > 0) return r.flops / (r.time->median_ms * 1e-3) / 1e12;
   return NAN;
@@ -540,7 +571,8 @@ std::vector<std::string> header_for(const Group& g, const char* corner) {
 
 // One row per label: cell(label, row) gives the text for each case, with skip/FAIL first.
 template <typename F>
-TextTable wide(const Group& g, const std::string& title, const std::vector<std::string>& labels, F value) {
+TextTable wide(const Group& g, const std::string& title, const std::vector<std::string>& labels,
+               F value) {
   TextTable t;
   t.title = title;
   t.header = header_for(g, "impl");
@@ -558,21 +590,57 @@ TextTable wide(const Group& g, const std::string& title, const std::vector<std::
 
 std::vector<TextTable> group_tables(const Group& g, const TableOptions& o) {
   std::vector<TextTable> tables;
-  const char* unit = o.metric == "ms" ? "median ms" : o.metric == "memory" ? "peak MiB" : "TFLOP/s";
-  tables.push_back(wide(g, g.title + " — " + unit, g.labels, [&](const ResultRow* r, const std::string&) {
-    return fmt(metric_value(*r, o.metric));
-  }));
-  tables.back().note = "skip: not supported or out of memory; FAIL: verification failed; -: not timed.";
+  // Implementations skipped in every case of the group (e.g. a forward-only one in a bwd group)
+  // would be rows of "skip": they are named in a note instead.
+  std::vector<std::string> shown;
+  std::string not_run;
+  for (const auto& l : g.labels) {
+    const ResultRow* ran = nullptr;
+    const ResultRow* any = nullptr;
+    for (const auto& c : g.cases) {
+      const ResultRow* r = find_cell(g, l, c);
+      if (r && !any) any = r;
+      if (r && r->status != "skip" && !ran) ran = r;
+    }
+    if (ran)
+      shown.push_back(l);
+    else
+      not_run += (not_run.empty() ? "" : "; ") + l +
+                 (any && !any->reason.empty() ? " (" + any->reason + ")" : "");
+  }
+  if (shown.empty()) shown = g.labels;
+
+  // CPU rates are far below 1 TFLOP/s: print GFLOP/s then.
+  double top = 0;
+  for (const ResultRow* r : g.rows)
+    if (r->status == "pass" && std::isfinite(metric_value(*r, o.metric)))
+      top = std::max(top, metric_value(*r, o.metric));
+  const bool giga = o.metric == "tflops" && top > 0 && top < 1;
+  const char* unit = o.metric == "ms"       ? "median ms"
+                     : o.metric == "memory" ? "peak MiB"
+                     : giga                 ? "GFLOP/s"
+                                            : "TFLOP/s";
+  tables.push_back(
+      wide(g, g.title + " — " + unit, shown, [&](const ResultRow* r, const std::string&) {
+        return fmt(metric_value(*r, o.metric) * (giga ? 1e3 : 1));
+      }));
+  tables.back().note =
+      "skip: not supported or out of memory; FAIL: verification failed; -: not timed.";
+  if (!not_run.empty()) tables.back().note += "\nSkipped in every case: " + not_run + ".";
 
   std::vector<std::string> others;
-  for (const auto& l : g.labels)
+  for (const auto& l : shown)
     if (l != g.baseline_label) others.push_back(l);
   auto base_of = [&](const std::string& c) { return find_cell(g, g.baseline_label, c); };
 
   if (!g.baseline_label.empty() && !others.empty()) {
     tables.push_back(wide(g, g.title + " — speedup over " + g.baseline_label + " (×)", others,
-                          [&](const ResultRow* r, const std::string& c) { return fmt_ratio(speedup(base_of(c), r)); }));
-    tables.back().note = "baseline median time / implementation median time on the same case; -: the baseline has no timed passing row.";
+                          [&](const ResultRow* r, const std::string& c) {
+                            return fmt_ratio(speedup(base_of(c), r));
+                          }));
+    tables.back().note =
+        "baseline median time / implementation median time on the same case; -: the baseline has "
+        "no timed passing row.";
   }
 
   bool any_memory = false, any_peak = false, any_hbm = false;
@@ -582,44 +650,74 @@ std::vector<TextTable> group_tables(const Group& g, const TableOptions& o) {
     any_hbm = any_hbm || std::isfinite(hbm_bytes(r));
   }
   if (any_memory) {
-    TextTable t = wide(g, g.title + " — memory (MiB): workspace / peak", g.labels,
-                       [&](const ResultRow* r, const std::string&) {
-                         if (!r->memory) return std::string("-");
-                         return fmt(double(r->memory->workspace_bytes) / kMiB) + " / " + fmt(peak(r) / kMiB);
-                       });
+    TextTable t =
+        wide(g, g.title + " — memory (MiB): workspace / peak", shown,
+             [&](const ResultRow* r, const std::string&) {
+               if (!r->memory) return std::string("-");
+               return fmt(double(r->memory->workspace_bytes) / kMiB) + " / " + fmt(peak(r) / kMiB);
+             });
     std::vector<std::string> io{"(inputs + outputs)"};
     for (const auto& c : g.cases) {
       double v = NAN;
       for (const auto& l : g.labels)
-        if (const ResultRow* r = find_cell(g, l, c); r && r->memory && !std::isfinite(v)) v = double(r->memory->io_bytes);
+        if (const ResultRow* r = find_cell(g, l, c); r && r->memory && !std::isfinite(v))
+          v = double(r->memory->io_bytes);
       io.push_back(fmt(v / kMiB));
     }
     t.rows.insert(t.rows.begin(), io);
-    t.note = std::string("workspace: what the implementation asked the harness for; peak: measured during the call") +
+    t.note = std::string(
+                 "workspace: what the implementation asked the harness for; peak: measured during "
+                 "the call") +
              (any_peak ? "" : " (not measured in this run)") + ".";
     tables.push_back(std::move(t));
     if (!g.baseline_label.empty() && !others.empty()) {
-      tables.push_back(wide(g, g.title + " — memory reduction vs " + g.baseline_label + " (×): footprint / peak", others,
-                            [&](const ResultRow* r, const std::string& c) {
-                              const ResultRow* b = base_of(c);
-                              return fmt_ratio(footprint(b) / footprint(r)) + " / " + fmt_ratio(peak(b) / peak(r));
-                            }));
-      tables.back().note = "footprint = inputs + outputs + workspace; each ratio is baseline / implementation.";
+      tables.push_back(wide(
+          g, g.title + " — memory reduction vs " + g.baseline_label + " (×): footprint / peak",
+          others, [&](const ResultRow* r, const std::string& c) {
+            const ResultRow* b = base_of(c);
+            return fmt_ratio(footprint(b) / footprint(r)) + " / " + fmt_ratio(peak(b) / peak(r));
+          }));
+      tables.back().note =
+          "footprint = inputs + outputs + workspace; each ratio is baseline / implementation.";
     }
   }
   if (any_hbm) {
-    tables.push_back(wide(g, g.title + " — HBM traffic, read + write (GB, Nsight Compute)", g.labels,
-                          [&](const ResultRow* r, const std::string&) { return fmt(hbm_bytes(r) / 1e9); }));
+    tables.push_back(
+        wide(g, g.title + " — HBM traffic, read + write (GB, Nsight Compute)", shown,
+             [&](const ResultRow* r, const std::string&) { return fmt(hbm_bytes(r) / 1e9); }));
   }
   return tables;
 }
 
 void render_long(const std::vector<Group>& groups, std::ostream& out) {
   TextTable t;
-  t.header = {"pass", "head_dim", "causal", "dtype", "batch", "heads_q", "heads_kv", "seq_q", "seq_kv",
-              "case", "impl", "params", "device", "status", "reason", "median_ms", "min_ms", "cv",
-              "tflops", "baseline", "speedup", "io_mib", "workspace_mib", "peak_mib",
-              "footprint_reduction", "peak_reduction", "hbm_gb"};
+  t.header = {"pass",
+              "head_dim",
+              "causal",
+              "dtype",
+              "batch",
+              "heads_q",
+              "heads_kv",
+              "seq_q",
+              "seq_kv",
+              "case",
+              "impl",
+              "params",
+              "device",
+              "status",
+              "reason",
+              "median_ms",
+              "min_ms",
+              "cv",
+              "tflops",
+              "baseline",
+              "speedup",
+              "io_mib",
+              "workspace_mib",
+              "peak_mib",
+              "footprint_reduction",
+              "peak_reduction",
+              "hbm_gb"};
   auto num = [](double v) {
     if (!std::isfinite(v)) return std::string();
     char b[64];
@@ -628,17 +726,35 @@ void render_long(const std::vector<Group>& groups, std::ostream& out) {
   };
   for (const auto& g : groups) {
     for (const ResultRow* r : g.rows) {
-      const ResultRow* b = g.baseline_label.empty() ? nullptr : find_cell(g, g.baseline_label, r->case_label);
+      const ResultRow* b =
+          g.baseline_label.empty() ? nullptr : find_cell(g, g.baseline_label, r->case_label);
       const auto& p = r->problem;
-      t.rows.push_back({r->pass, std::to_string(p.head_dim), p.causal ? "true" : "false", p.dtype,
-                        std::to_string(p.batch), std::to_string(p.heads_q), std::to_string(p.heads_kv),
-                        std::to_string(p.seq_q), std::to_string(p.seq_kv), r->case_label, r->impl,
-                        r->params.empty() ? "" : r->params.dump(), r->device, r->status, r->reason,
-                        num(r->time ? r->time->median_ms : NAN), num(r->time ? r->time->min_ms : NAN),
-                        num(r->time ? r->time->cv : NAN), num(metric_value(*r, "tflops")), g.baseline_label,
-                        num(b ? speedup(b, r) : NAN), num(r->memory ? double(r->memory->io_bytes) / kMiB : NAN),
-                        num(r->memory ? double(r->memory->workspace_bytes) / kMiB : NAN), num(peak(r) / kMiB),
-                        num(b ? footprint(b) / footprint(r) : NAN), num(b ? peak(b) / peak(r) : NAN),
+      t.rows.push_back({r->pass,
+                        std::to_string(p.head_dim),
+                        p.causal ? "true" : "false",
+                        p.dtype,
+                        std::to_string(p.batch),
+                        std::to_string(p.heads_q),
+                        std::to_string(p.heads_kv),
+                        std::to_string(p.seq_q),
+                        std::to_string(p.seq_kv),
+                        r->case_label,
+                        r->impl,
+                        r->params.empty() ? "" : r->params.dump(),
+                        r->device,
+                        r->status,
+                        r->reason,
+                        num(r->time ? r->time->median_ms : NAN),
+                        num(r->time ? r->time->min_ms : NAN),
+                        num(r->time ? r->time->cv : NAN),
+                        num(metric_value(*r, "tflops")),
+                        g.baseline_label,
+                        num(b ? speedup(b, r) : NAN),
+                        num(r->memory ? double(r->memory->io_bytes) / kMiB : NAN),
+                        num(r->memory ? double(r->memory->workspace_bytes) / kMiB : NAN),
+                        num(peak(r) / kMiB),
+                        num(b ? footprint(b) / footprint(r) : NAN),
+                        num(b ? peak(b) / peak(r) : NAN),
                         num(hbm_bytes(r) / 1e9)});
     }
   }
@@ -662,7 +778,8 @@ std::string context_line(const ResultsFile& f, bool cpu_only) {
   if (!s("build_type").empty()) line += ", " + s("build_type");
   if (!s("git_revision").empty()) {
     const json* d = find(c, "git_dirty");
-    line += ", git " + s("git_revision").substr(0, 12) + (d && d->is_boolean() && d->get<bool>() ? " (dirty)" : "");
+    line += ", git " + s("git_revision").substr(0, 12) +
+            (d && d->is_boolean() && d->get<bool>() ? " (dirty)" : "");
   }
   return line;
 }
@@ -689,7 +806,9 @@ int run_table(const TableOptions& o, std::ostream& out, std::ostream& err) {
   if (!o.baseline.empty()) {
     bool seen = false;
     for (const auto& g : groups) seen = seen || !g.baseline_label.empty();
-    if (!seen) err << "attnbench table: warning: baseline \"" << o.baseline << "\" has no rows in " << o.results << "\n";
+    if (!seen)
+      err << "attnbench table: warning: baseline \"" << o.baseline << "\" has no rows in "
+          << o.results << "\n";
   }
   if (o.format == "long") {
     render_long(groups, out);
@@ -700,15 +819,20 @@ int run_table(const TableOptions& o, std::ostream& out, std::ostream& err) {
   for (const auto& r : f.rows) cpu_only = cpu_only && r.device.rfind("cuda", 0) != 0;
   if (o.format == "markdown") {
     const json* name = find(f.context, "config_name");
-    out << "## attnbench results" << (name && name->is_string() ? ": " + name->get<std::string>() : "") << "\n\n"
+    out << "## attnbench results"
+        << (name && name->is_string() ? ": " + name->get<std::string>() : "") << "\n\n"
         << context_line(f, cpu_only) << "\n\n";
-    if (!f.complete) out << "**Incomplete run**: " << (f.stop_reason.empty() ? "stopped early" : f.stop_reason) << "\n\n";
+    if (!f.complete)
+      out << "**Incomplete run**: " << (f.stop_reason.empty() ? "stopped early" : f.stop_reason)
+          << "\n\n";
     if (f.rows.empty()) out << "No rows.\n";
   }
   for (const auto& g : groups) {
     for (const auto& t : group_tables(g, o)) {
-      if (o.format == "markdown") render_markdown(t, out);
-      else render_csv(t, out);
+      if (o.format == "markdown")
+        render_markdown(t, out);
+      else
+        render_csv(t, out);
     }
   }
   return 0;

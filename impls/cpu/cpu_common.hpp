@@ -200,17 +200,20 @@ inline Eigen::Map<Eigen::ArrayXf> row_array(float* p, Index ld, Index r, Index n
 
 // Carves 64-byte-aligned arrays out of a workspace. With a null base it only counts, so one
 // layout function gives both the size (workspace_bytes) and the pointers (forward/backward).
+// Addresses, not offsets, are aligned (rows then start on a cache line and Eigen's vector loops
+// need no scalar peel), so the count allows 64 bytes for a misaligned base.
 class Carver {
  public:
   explicit Carver(void* base = nullptr) : base_(static_cast<char*>(base)) {}
   template <class T>
   T* take(std::int64_t count) {
-    off_ = (off_ + 63) & ~std::size_t{63};
+    const std::uintptr_t at = reinterpret_cast<std::uintptr_t>(base_) + off_;
+    off_ += ((at + 63) & ~std::uintptr_t{63}) - at;
     T* p = base_ ? reinterpret_cast<T*>(base_ + off_) : nullptr;
     off_ += static_cast<std::size_t>(count) * sizeof(T);
     return p;
   }
-  std::size_t bytes() const { return (off_ + 63) & ~std::size_t{63}; }
+  std::size_t bytes() const { return ((off_ + 63) & ~std::size_t{63}) + 64; }
 
  private:
   char* base_;

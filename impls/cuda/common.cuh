@@ -28,106 +28,107 @@ namespace attnbench::cuda {
 
 [[noreturn]] inline void throw_cuda_error(const char* file, int line, const char* what,
                                           const char* msg) {
-  throw std::runtime_error(std::string(file) + ":" + std::to_string(line) + ": " + what + ": " + msg);
-}
-
-inline const char* cublas_status_string(cublasStatus_t s) {
-  switch (s) {
-    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
-    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
-    default: return "unknown cuBLAS status";
-  }
+  throw std::runtime_error(std::string(file) + ":" + std::to_string(line) + ": " + what + ": " +
+                           msg);
 }
 
 }  // namespace attnbench::cuda
 
-#define ATTN_CUDA_CHECK(call)                                                               \
-  do {                                                                                      \
-    const cudaError_t attn_err_ = (call);                                                   \
-    if (attn_err_ != cudaSuccess)                                                           \
-      ::attnbench::cuda::throw_cuda_error(__FILE__, __LINE__, #call,                        \
-                                          cudaGetErrorString(attn_err_));                   \
+#define ATTN_CUDA_CHECK(call)                                             \
+  do {                                                                    \
+    const cudaError_t attn_err_ = (call);                                 \
+    if (attn_err_ != cudaSuccess)                                         \
+      ::attnbench::cuda::throw_cuda_error(__FILE__, __LINE__, #call,      \
+                                          cudaGetErrorString(attn_err_)); \
   } while (0)
 
 // After a <<<...>>> launch: catches bad configurations (too much shared memory, too many
 // threads) at once; faults inside the kernel surface at the harness's synchronisation.
 #define ATTN_CUDA_CHECK_LAUNCH() ATTN_CUDA_CHECK(cudaGetLastError())
 
-#define ATTN_CUBLAS_CHECK(call)                                                             \
-  do {                                                                                      \
-    const cublasStatus_t attn_st_ = (call);                                                 \
-    if (attn_st_ != CUBLAS_STATUS_SUCCESS)                                                  \
-      ::attnbench::cuda::throw_cuda_error(__FILE__, __LINE__, #call,                        \
-                                          ::attnbench::cuda::cublas_status_string(attn_st_)); \
+#define ATTN_CUBLAS_CHECK(call)                                             \
+  do {                                                                      \
+    const cublasStatus_t attn_st_ = (call);                                 \
+    if (attn_st_ != CUBLAS_STATUS_SUCCESS)                                  \
+      ::attnbench::cuda::throw_cuda_error(__FILE__, __LINE__, #call,        \
+                                          cublasGetStatusString(attn_st_)); \
   } while (0)
 
 namespace attnbench::cuda {
 
-inline cudaStream_t stream_of(void* s) { return static_cast<cudaStream_t>(s); }
+inline cudaStream_t stream_of(void* s) {
+  return static_cast<cudaStream_t>(s);
+}
 
 // ---- dtypes ----------------------------------------------------------------------------------
 
-template <DType> struct DTypeTraits;
-template <> struct DTypeTraits<DType::f32> {
+// DType -> device element type and cuBLAS data type.
+template <DType>
+struct DTypeTraits;
+template <>
+struct DTypeTraits<DType::f32> {
   using type = float;
   static constexpr cudaDataType_t cuda_type = CUDA_R_32F;
 };
-template <> struct DTypeTraits<DType::f16> {
+template <>
+struct DTypeTraits<DType::f16> {
   using type = __half;
   static constexpr cudaDataType_t cuda_type = CUDA_R_16F;
 };
-template <> struct DTypeTraits<DType::bf16> {
+template <>
+struct DTypeTraits<DType::bf16> {
   using type = __nv_bfloat16;
   static constexpr cudaDataType_t cuda_type = CUDA_R_16BF;
 };
 
-inline cudaDataType_t cuda_data_type(DType t) {
-  switch (t) {
-    case DType::f32: return CUDA_R_32F;
-    case DType::f16: return CUDA_R_16F;
-    case DType::bf16: return CUDA_R_16BF;
-  }
-  throw std::invalid_argument("unknown dtype");
+__device__ __forceinline__ float to_float(float x) {
+  return x;
+}
+__device__ __forceinline__ float to_float(__half x) {
+  return __half2float(x);
+}
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) {
+  return __bfloat162float(x);
 }
 
-__device__ __forceinline__ float to_float(float x) { return x; }
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-
 // Round to nearest even, like the host converters of dtype.hpp.
-template <class T> __device__ __forceinline__ T from_float(float x);
-template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
-template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+template <class T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ float from_float<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ __half from_float<__half>(float x) {
+  return __float2half_rn(x);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
 }
 
-template <class T> __device__ __forceinline__ float load_f(const T* p, std::int64_t i) {
-  return to_float(p[i]);
-}
-template <class T> __device__ __forceinline__ void store_f(T* p, std::int64_t i, float v) {
-  p[i] = from_float<T>(v);
-}
+template <int N>
+struct IntTag {
+  static constexpr int value = N;
+};
 
-template <class T> struct TypeTag { using type = T; };
-template <int N> struct IntTag { static constexpr int value = N; };
-
-// The one switch from the run-time dtype to a compile-time element type: f(TypeTag<T>{}).
-template <class F> decltype(auto) dispatch_dtype(DType t, F&& f) {
+// The one switch from the run-time dtype to compile time: f(DTypeTraits<t>{}), whose ::type is
+// the element type.
+template <class F>
+decltype(auto) dispatch_dtype(DType t, F&& f) {
   switch (t) {
-    case DType::f32: return f(TypeTag<float>{});
-    case DType::f16: return f(TypeTag<__half>{});
-    case DType::bf16: return f(TypeTag<__nv_bfloat16>{});
+    case DType::f32:
+      return f(DTypeTraits<DType::f32>{});
+    case DType::f16:
+      return f(DTypeTraits<DType::f16>{});
+    case DType::bf16:
+      return f(DTypeTraits<DType::bf16>{});
   }
   throw std::invalid_argument("unknown dtype");
+}
+
+inline cudaDataType_t cuda_data_type(DType t) {
+  return dispatch_dtype(t, [](auto traits) { return decltype(traits)::cuda_type; });
 }
 
 // ---- head_dim buckets and CUDA-core tile traits -----------------------------------------------
@@ -137,14 +138,21 @@ template <class F> decltype(auto) dispatch_dtype(DType t, F&& f) {
 // memory (loads stop at head_dim, so the score work is exact; P·V does the padded columns too).
 // Four buckets rather than one per multiple of 8 keep the build within CI's budget.
 
-inline int head_dim_bucket(int d) { return d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 256; }
+inline int head_dim_bucket(int d) {
+  return d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 256;
+}
 
-template <class F> decltype(auto) dispatch_head_dim(int d, F&& f) {
+template <class F>
+decltype(auto) dispatch_head_dim(int d, F&& f) {
   switch (head_dim_bucket(d)) {
-    case 32: return f(IntTag<32>{});
-    case 64: return f(IntTag<64>{});
-    case 128: return f(IntTag<128>{});
-    default: return f(IntTag<256>{});
+    case 32:
+      return f(IntTag<32>{});
+    case 64:
+      return f(IntTag<64>{});
+    case 128:
+      return f(IntTag<128>{});
+    default:
+      return f(IntTag<256>{});
   }
 }
 
@@ -157,35 +165,56 @@ inline constexpr int kGroup = 16;
 // Forward tiles (flash_fwd, online_2pass): kBlockR query rows per block of kThreads threads, each
 // thread kRowsPerThread rows; the key tile Bc is a template parameter (see kDefaultBc).
 // O accumulators per thread: kRowsPerThread * DB / 16 = 16..32 floats.
-template <int DB> struct CcFwdTile;
-template <> struct CcFwdTile<32> {
+template <int DB>
+struct CcFwdTile;
+template <>
+struct CcFwdTile<32> {
   static constexpr int kRowsPerThread = 4, kThreads = 256, kDefaultBc = 64;
 };
-template <> struct CcFwdTile<64> {
+template <>
+struct CcFwdTile<64> {
   static constexpr int kRowsPerThread = 4, kThreads = 256, kDefaultBc = 64;
 };
-template <> struct CcFwdTile<128> {
+template <>
+struct CcFwdTile<128> {
   static constexpr int kRowsPerThread = 4, kThreads = 256, kDefaultBc = 64;
 };
 // 2 rows per thread keeps the O accumulators at 32 floats; Bc 128 would need 297 KB of smem.
-template <> struct CcFwdTile<256> {
+template <>
+struct CcFwdTile<256> {
   static constexpr int kRowsPerThread = 2, kThreads = 256, kDefaultBc = 32;
 };
 
 // Backward tiles (flash_bwd): a block owns kBlockC keys (dK, dV in registers: 2 * kBlockC * DB /
 // 256 = 16..64 floats per thread) and walks query tiles of kBlockR rows.
-template <int DB> struct CcBwdTile;
-template <> struct CcBwdTile<32> { static constexpr int kBlockC = 64, kBlockR = 64, kThreads = 256; };
-template <> struct CcBwdTile<64> { static constexpr int kBlockC = 64, kBlockR = 64, kThreads = 256; };
-template <> struct CcBwdTile<128> { static constexpr int kBlockC = 64, kBlockR = 32, kThreads = 256; };
-template <> struct CcBwdTile<256> { static constexpr int kBlockC = 32, kBlockR = 32, kThreads = 256; };
+template <int DB>
+struct CcBwdTile;
+template <>
+struct CcBwdTile<32> {
+  static constexpr int kBlockC = 64, kBlockR = 64, kThreads = 256;
+};
+template <>
+struct CcBwdTile<64> {
+  static constexpr int kBlockC = 64, kBlockR = 64, kThreads = 256;
+};
+template <>
+struct CcBwdTile<128> {
+  static constexpr int kBlockC = 64, kBlockR = 32, kThreads = 256;
+};
+template <>
+struct CcBwdTile<256> {
+  static constexpr int kBlockC = 32, kBlockR = 32, kThreads = 256;
+};
 
 // Output-column vector width and chunk count of a thread: columns kVecO*(t + 16q) + e.
-template <int DB> inline constexpr int kVecO = DB / kGroup < 4 ? DB / kGroup : 4;
-template <int DB> inline constexpr int kChunksO = DB / (kGroup * kVecO<DB>);
+template <int DB>
+inline constexpr int kVecO = DB / kGroup < 4 ? DB / kGroup : 4;
+template <int DB>
+inline constexpr int kChunksO = DB / (kGroup * kVecO<DB>);
 // Row stride (floats) of Q/K-like tiles in shared memory: +4 keeps 16-byte alignment and makes
 // rows j..j+7 start in different bank quads, so float4 reads of 8 different rows never conflict.
-template <int DB> inline constexpr int kStrideQK = DB + 4;
+template <int DB>
+inline constexpr int kStrideQK = DB + 4;
 
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
@@ -224,14 +253,15 @@ __device__ __forceinline__ float warp_sum(float v) {
 // the padding (rows past the sequence, columns d..DB), so padded lanes add exact zeros.
 // src points at element (row 0, column 0) of the head; all NT threads of the block take part.
 template <int ROWS, int DB, int STRIDE, int NT, class T>
-__device__ __forceinline__ void load_tile(float* dst, const T* __restrict__ src, int row0, int nrows,
-                                          std::int64_t row_elems, int d, float mul) {
+__device__ __forceinline__ void load_tile(float* dst, const T* __restrict__ src, int row0,
+                                          int nrows, std::int64_t row_elems, int d, float mul) {
   const int tid = static_cast<int>(threadIdx.x);
 #pragma unroll 4
   for (int idx = tid; idx < ROWS * DB; idx += NT) {
     const int r = idx / DB, c = idx % DB;
     float x = 0.f;
-    if (r < nrows && c < d) x = mul * to_float(src[static_cast<std::int64_t>(row0 + r) * row_elems + c]);
+    if (r < nrows && c < d)
+      x = mul * to_float(src[static_cast<std::int64_t>(row0 + r) * row_elems + c]);
     dst[r * STRIDE + c] = x;
   }
 }
@@ -245,9 +275,11 @@ __device__ __forceinline__ void tile_dot(float (&s)[RT][NC], const float* a, con
   for (int k = 0; k < kmax; k += 4) {
     float4 av[RT], bv[NC];
 #pragma unroll
-    for (int i = 0; i < RT; ++i) av[i] = *reinterpret_cast<const float4*>(a + (row_base + i) * SA + k);
+    for (int i = 0; i < RT; ++i)
+      av[i] = *reinterpret_cast<const float4*>(a + (row_base + i) * SA + k);
 #pragma unroll
-    for (int c = 0; c < NC; ++c) bv[c] = *reinterpret_cast<const float4*>(b + (t + kGroup * c) * SB + k);
+    for (int c = 0; c < NC; ++c)
+      bv[c] = *reinterpret_cast<const float4*>(b + (t + kGroup * c) * SB + k);
 #pragma unroll
     for (int i = 0; i < RT; ++i) {
 #pragma unroll
@@ -263,7 +295,8 @@ __device__ __forceinline__ void tile_dot(float (&s)[RT][NC], const float* a, con
 
 // Loads this thread's output columns of row `row` of a tile (row stride SB) into v.
 template <int DB, int SB>
-__device__ __forceinline__ void load_out_cols(float (&v)[DB / kGroup], const float* b, int row, int t) {
+__device__ __forceinline__ void load_out_cols(float (&v)[DB / kGroup], const float* b, int row,
+                                              int t) {
   constexpr int VO = kVecO<DB>, NQ = kChunksO<DB>;
 #pragma unroll
   for (int q = 0; q < NQ; ++q) {
@@ -279,21 +312,23 @@ __device__ __forceinline__ void load_out_cols(float (&v)[DB / kGroup], const flo
 }
 
 // Output column of element e (0 <= e < DB/16) of lane t.
-template <int DB> __device__ __forceinline__ int out_col(int t, int e) {
+template <int DB>
+__device__ __forceinline__ int out_col(int t, int e) {
   return kVecO<DB> * (t + kGroup * (e / kVecO<DB>)) + e % kVecO<DB>;
 }
 
 // acc[i][e] += sum_j p[(row_base + i) * SP + j] * b[j * SB + out_col(t, e)] for j < NJ: the
 // P·V (or dS·K) micro-step of a thread, RT rows x DB/16 columns.
 template <int RT, int DB, int NJ, int SP, int SB>
-__device__ __forceinline__ void tile_pv(float (&acc)[RT][DB / kGroup], const float* p, const float* b,
-                                        int row_base, int t) {
+__device__ __forceinline__ void tile_pv(float (&acc)[RT][DB / kGroup], const float* p,
+                                        const float* b, int row_base, int t) {
   static_assert(NJ % 4 == 0, "the key tile is read 4 columns at a time");
 #pragma unroll 1
   for (int j = 0; j < NJ; j += 4) {
     float4 pv[RT];
 #pragma unroll
-    for (int i = 0; i < RT; ++i) pv[i] = *reinterpret_cast<const float4*>(p + (row_base + i) * SP + j);
+    for (int i = 0; i < RT; ++i)
+      pv[i] = *reinterpret_cast<const float4*>(p + (row_base + i) * SP + j);
 #pragma unroll
     for (int jj = 0; jj < 4; ++jj) {
       float bv[DB / kGroup];
@@ -313,9 +348,10 @@ __device__ __forceinline__ void tile_pv(float (&acc)[RT][DB / kGroup], const flo
 // dd[b, h, i] = sum_d dout[b, i, h, d] * o[b, i, h, d] (float32), one warp per row.
 // o, dout: [B, Sq, Hq, D]; dd: [B, Hq, Sq].
 template <class T>
-__global__ void row_dot_kernel(const T* __restrict__ o, const T* __restrict__ dout, float* __restrict__ dd,
-                               std::int64_t rows, int sq, int hq, int d) {
-  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+__global__ void row_dot_kernel(const T* __restrict__ o, const T* __restrict__ dout,
+                               float* __restrict__ dd, std::int64_t rows, int sq, int hq, int d) {
+  const std::int64_t row =
+      static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (row >= rows) return;
   const int lane = static_cast<int>(threadIdx.x % 32);
   const T* a = o + row * d;
@@ -330,20 +366,23 @@ __global__ void row_dot_kernel(const T* __restrict__ o, const T* __restrict__ do
 }
 
 template <class T>
-inline void launch_row_dot(const T* o, const T* dout, float* dd, const Problem& p, cudaStream_t st) {
+inline void launch_row_dot(const T* o, const T* dout, float* dd, const Problem& p,
+                           cudaStream_t st) {
   const std::int64_t rows = static_cast<std::int64_t>(p.batch) * p.seq_q * p.heads_q;
   constexpr int kWarps = 8;
   const auto blocks = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
-  row_dot_kernel<T><<<blocks, kWarps * 32, 0, st>>>(o, dout, dd, rows, p.seq_q, p.heads_q, p.head_dim);
+  row_dot_kernel<T>
+      <<<blocks, kWarps * 32, 0, st>>>(o, dout, dd, rows, p.seq_q, p.heads_q, p.head_dim);
   ATTN_CUDA_CHECK_LAUNCH();
 }
 
 // dst[i] = mul * src[i] rounded to T.
 template <class T>
-__global__ void scale_convert_kernel(const float* __restrict__ src, T* __restrict__ dst, std::int64_t n,
-                                     float mul) {
+__global__ void scale_convert_kernel(const float* __restrict__ src, T* __restrict__ dst,
+                                     std::int64_t n, float mul) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride)
     dst[i] = from_float<T>(mul * src[i]);
 }
 
@@ -354,12 +393,14 @@ inline unsigned elementwise_blocks(std::int64_t n, int threads) {
 }
 
 template <class T>
-inline void launch_scale_convert(const float* src, T* dst, std::int64_t n, float mul, cudaStream_t st) {
+inline void launch_scale_convert(const float* src, T* dst, std::int64_t n, float mul,
+                                 cudaStream_t st) {
   scale_convert_kernel<T><<<elementwise_blocks(n, 256), 256, 0, st>>>(src, dst, n, mul);
   ATTN_CUDA_CHECK_LAUNCH();
 }
 
-// ---- workspace carving ---------------------------------------------------------------------------
+// ---- workspace carving
+// ---------------------------------------------------------------------------
 
 inline constexpr std::size_t kWorkspaceAlign = 256;
 inline constexpr std::size_t align_up(std::size_t n, std::size_t a = kWorkspaceAlign) {
@@ -371,12 +412,14 @@ inline constexpr std::size_t align_up(std::size_t n, std::size_t a = kWorkspaceA
 class WorkspaceCarver {
  public:
   WorkspaceCarver(void* base, std::size_t bytes) : base_(static_cast<char*>(base)), bytes_(bytes) {}
-  template <class T> T* take(std::size_t count) {
+  template <class T>
+  T* take(std::size_t count) {
     const std::size_t need = align_up(count * sizeof(T));
     const auto addr = reinterpret_cast<std::uintptr_t>(base_ + used_);
     const std::size_t pad = align_up(addr) - addr;  // base may not be 256-aligned
     if (used_ + pad + need > bytes_)
-      throw std::runtime_error("workspace too small: need more than " + std::to_string(bytes_) + " bytes");
+      throw std::runtime_error("workspace too small: need more than " + std::to_string(bytes_) +
+                               " bytes");
     T* p = reinterpret_cast<T*>(base_ + used_ + pad);
     used_ += pad + need;
     return p;
@@ -396,20 +439,24 @@ inline std::size_t carve_bytes(std::initializer_list<std::size_t> pieces) {
   return n;
 }
 
-// ---- device limits --------------------------------------------------------------------------------
+// ---- device limits
+// --------------------------------------------------------------------------------
 
 // Opt-in dynamic shared memory per block of the current device (0 if no device).
 inline std::size_t max_smem_optin() {
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
-  int v = 0;
-  if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) return 0;
+  int dev = 0, v = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+    (void)cudaGetLastError();  // not a sticky error: clear it so no later launch check reports it
+    return 0;
+  }
   return static_cast<std::size_t>(v);
 }
 
 // Grid y/z limits: the CUDA-core kernels put heads in y and batch in z.
 inline Support check_grid_yz(const Problem& p) {
-  if (p.heads_q > 65535 || p.batch > 65535) return Support::no("heads_q and batch must be <= 65535 (grid y/z)");
+  if (p.heads_q > 65535 || p.batch > 65535)
+    return Support::no("heads_q and batch must be <= 65535 (grid y/z)");
   return Support::yes();
 }
 

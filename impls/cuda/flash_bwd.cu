@@ -48,10 +48,12 @@ struct BwdParams {
   float scale_log2;
 };
 
-template <int DB> constexpr std::size_t bwd_smem_bytes() {
+template <int DB>
+constexpr std::size_t bwd_smem_bytes() {
   using Tile = CcBwdTile<DB>;
-  return sizeof(float) * static_cast<std::size_t>(2 * Tile::kBlockC * kStrideQK<DB> + 2 * Tile::kBlockR * kStrideQK<DB> +
-                                                  2 * Tile::kBlockR * (Tile::kBlockC + 4) + 2 * Tile::kBlockR);
+  return sizeof(float) * static_cast<std::size_t>(
+                             2 * Tile::kBlockC * kStrideQK<DB> + 2 * Tile::kBlockR * kStrideQK<DB> +
+                             2 * Tile::kBlockR * (Tile::kBlockC + 4) + 2 * Tile::kBlockR);
 }
 
 // q, dout, dq: [B, Sq, Hq, D]; k, v, dk, dv: [B, Skv, Hkv, D]. Grid (ceil(Skv/Bc), Hq, B).
@@ -64,7 +66,8 @@ __global__ void __launch_bounds__(CcBwdTile<DB>::kThreads, 1) flash_bwd_kernel(B
   constexpr int RA = BR / ROW_GROUPS;  // query rows of a thread in S, dP and dQ
   constexpr int NCA = BC / kGroup;     // key columns of a thread in S and dP
   constexpr int RJ = BC / ROW_GROUPS;  // key rows of a thread in dK and dV
-  static_assert(RA >= 1 && RJ >= 1 && BR % ROW_GROUPS == 0 && BC % ROW_GROUPS == 0, "tile/thread mismatch");
+  static_assert(RA >= 1 && RJ >= 1 && BR % ROW_GROUPS == 0 && BC % ROW_GROUPS == 0,
+                "tile/thread mismatch");
 
   extern __shared__ float4 smem4[];
   float* k_s = reinterpret_cast<float*>(smem4);  // [BC][SQK]
@@ -76,7 +79,8 @@ __global__ void __launch_bounds__(CcBwdTile<DB>::kThreads, 1) flash_bwd_kernel(B
   float* lse_s = ds_s + BR * SP;                 // [BR], log2 domain
   float* dd_s = lse_s + BR;                      // [BR]
 
-  const int j0 = static_cast<int>(blockIdx.x) * BC, h = static_cast<int>(blockIdx.y), b = static_cast<int>(blockIdx.z);
+  const int j0 = static_cast<int>(blockIdx.x) * BC, h = static_cast<int>(blockIdx.y),
+            b = static_cast<int>(blockIdx.z);
   const int hk = h / p.group;
   const int tid = static_cast<int>(threadIdx.x), t = tid % kGroup, rg = tid / kGroup;
   const std::int64_t q_row = static_cast<std::int64_t>(p.hq) * p.d;
@@ -86,8 +90,10 @@ __global__ void __launch_bounds__(CcBwdTile<DB>::kThreads, 1) flash_bwd_kernel(B
   const std::int64_t stat0 = (static_cast<std::int64_t>(b) * p.hq + h) * p.sq;
 
   const int kv_rows = min(BC, p.skv - j0);
-  load_tile<BC, DB, SQK, NT>(k_s, static_cast<const T*>(p.k) + kv_head * p.d, j0, kv_rows, kv_row, p.d, 1.f);
-  load_tile<BC, DB, SQK, NT>(v_s, static_cast<const T*>(p.v) + kv_head * p.d, j0, kv_rows, kv_row, p.d, 1.f);
+  load_tile<BC, DB, SQK, NT>(k_s, static_cast<const T*>(p.k) + kv_head * p.d, j0, kv_rows, kv_row,
+                             p.d, 1.f);
+  load_tile<BC, DB, SQK, NT>(v_s, static_cast<const T*>(p.v) + kv_head * p.d, j0, kv_rows, kv_row,
+                             p.d, 1.f);
 
   float dk[RJ][NE], dv[RJ][NE];
 #pragma unroll
@@ -101,8 +107,10 @@ __global__ void __launch_bounds__(CcBwdTile<DB>::kThreads, 1) flash_bwd_kernel(B
   for (int i0 = (i_first / BR) * BR; i0 < p.sq; i0 += BR) {
     __syncthreads();  // the previous tile's reads of q_s, do_s, p_s, ds_s are done
     const int q_rows = min(BR, p.sq - i0);
-    load_tile<BR, DB, SQK, NT>(q_s, static_cast<const T*>(p.q) + q_head * p.d, i0, q_rows, q_row, p.d, 1.f);
-    load_tile<BR, DB, SQK, NT>(do_s, static_cast<const T*>(p.dout) + q_head * p.d, i0, q_rows, q_row, p.d, 1.f);
+    load_tile<BR, DB, SQK, NT>(q_s, static_cast<const T*>(p.q) + q_head * p.d, i0, q_rows, q_row,
+                               p.d, 1.f);
+    load_tile<BR, DB, SQK, NT>(do_s, static_cast<const T*>(p.dout) + q_head * p.d, i0, q_rows,
+                               q_row, p.d, 1.f);
     for (int r = tid; r < BR; r += NT) {
       lse_s[r] = r < q_rows ? p.lse[stat0 + i0 + r] * kLog2e : 0.f;
       dd_s[r] = r < q_rows ? p.dd[stat0 + i0 + r] : 0.f;
@@ -193,12 +201,15 @@ __global__ void __launch_bounds__(CcBwdTile<DB>::kThreads, 1) flash_bwd_kernel(B
 // dk[b, j, hk, c] = sum_g part_k[b, j, hk*G + g, c] (same for v), g in order: the GQA group sum.
 // part_*: [B, Skv, Hq, D] float; dk, dv: [B, Skv, Hkv, D].
 template <class T>
-__global__ void group_sum_kernel(const float* __restrict__ part_k, const float* __restrict__ part_v, T* __restrict__ dk,
-                                 T* __restrict__ dv, std::int64_t n, int hkv, int group, int d) {
+__global__ void group_sum_kernel(const float* __restrict__ part_k, const float* __restrict__ part_v,
+                                 T* __restrict__ dk, T* __restrict__ dv, std::int64_t n, int hkv,
+                                 int group, int d) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
     const std::int64_t c = i % d, rest = i / d, hk = rest % hkv, bj = rest / hkv;
-    const std::int64_t src = ((bj * hkv + hk) * group) * d + c;  // (b, j, h = hk*G, c) of [B, Skv, Hq, D]
+    const std::int64_t src =
+        ((bj * hkv + hk) * group) * d + c;  // (b, j, h = hk*G, c) of [B, Skv, Hq, D]
     float sk = 0.f, sv = 0.f;
     for (int g = 0; g < group; ++g) {
       sk += part_k[src + static_cast<std::int64_t>(g) * d];
@@ -232,7 +243,8 @@ void configure(const KernelInfo& k) {
   const std::lock_guard<std::mutex> lock(mu);
   if (done.count(reinterpret_cast<const void*>(k.fn))) return;
   ATTN_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.fn),
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k.smem)));
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(k.smem)));
   done.insert(reinterpret_cast<const void*>(k.fn));
 }
 
@@ -240,7 +252,8 @@ std::size_t partial_elems(const Problem& p) {
   return p.group() > 1 ? static_cast<std::size_t>(p.batch) * p.seq_kv * p.heads_q * p.head_dim : 0;
 }
 
-template <class T> void run_backward(const BwdArgs& a, const KernelInfo& k) {
+template <class T>
+void run_backward(const BwdArgs& a, const KernelInfo& k) {
   const Problem& p = a.p;
   const cudaStream_t st = stream_of(a.stream);
   WorkspaceCarver ws(a.workspace, a.workspace_bytes);
@@ -250,31 +263,41 @@ template <class T> void run_backward(const BwdArgs& a, const KernelInfo& k) {
   float* part_k = partial ? ws.take<float>(partial_elems(p)) : nullptr;
   float* part_v = partial ? ws.take<float>(partial_elems(p)) : nullptr;
 
-  ATTN_CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, static_cast<std::size_t>(p.q_elems()) * sizeof(float), st));
+  ATTN_CUDA_CHECK(
+      cudaMemsetAsync(dq_acc, 0, static_cast<std::size_t>(p.q_elems()) * sizeof(float), st));
   launch_row_dot<T>(static_cast<const T*>(a.o), static_cast<const T*>(a.dout), dd, p, st);
 
   const float scale = static_cast<float>(p.effective_scale());
-  BwdParams bp{a.q,      a.k,
-               a.v,      a.dout,
-               a.lse,    dd,
-               dq_acc,   partial ? static_cast<void*>(part_k) : a.dk,
+  BwdParams bp{a.q,
+               a.k,
+               a.v,
+               a.dout,
+               a.lse,
+               dd,
+               dq_acc,
+               partial ? static_cast<void*>(part_k) : a.dk,
                partial ? static_cast<void*>(part_v) : a.dv,
-               p.seq_q,  p.seq_kv,
-               p.heads_q, p.heads_kv,
-               p.group(), p.head_dim,
-               p.causal, partial,
-               scale,    scale * kLog2e};
-  const dim3 grid(static_cast<unsigned>((p.seq_kv + k.block_c - 1) / k.block_c), static_cast<unsigned>(p.heads_q),
-                  static_cast<unsigned>(p.batch));
+               p.seq_q,
+               p.seq_kv,
+               p.heads_q,
+               p.heads_kv,
+               p.group(),
+               p.head_dim,
+               p.causal,
+               partial,
+               scale,
+               scale * kLog2e};
+  const dim3 grid(static_cast<unsigned>((p.seq_kv + k.block_c - 1) / k.block_c),
+                  static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
   k.fn<<<grid, k.threads, k.smem, st>>>(bp);
   ATTN_CUDA_CHECK_LAUNCH();
 
   launch_scale_convert<T>(dq_acc, static_cast<T*>(a.dq), p.q_elems(), scale, st);
   if (partial) {
     const std::int64_t n = p.kv_elems();
-    group_sum_kernel<T><<<elementwise_blocks(n, 256), 256, 0, st>>>(part_k, part_v, static_cast<T*>(a.dk),
-                                                                    static_cast<T*>(a.dv), n, p.heads_kv, p.group(),
-                                                                    p.head_dim);
+    group_sum_kernel<T><<<elementwise_blocks(n, 256), 256, 0, st>>>(
+        part_k, part_v, static_cast<T*>(a.dk), static_cast<T*>(a.dv), n, p.heads_kv, p.group(),
+        p.head_dim);
     ATTN_CUDA_CHECK_LAUNCH();
   }
 }
@@ -298,14 +321,16 @@ class CudaFlashBwd final : public Implementation {
     if (Support s = check_grid_yz(p); !s) return s;
     const std::size_t limit = max_smem_optin();
     if (limit == 0) return Support::no("no CUDA device");
-    if (pick(p).smem > limit) return Support::no("tile needs more shared memory than the device has");
+    if (pick(p).smem > limit)
+      return Support::no("tile needs more shared memory than the device has");
     return Support::yes();
   }
   std::size_t workspace_bytes(const Problem& p, Pass pass, const Options&) const override {
     if (pass == Pass::fwd) return 0;
     const std::size_t f = sizeof(float);
-    return carve_bytes({static_cast<std::size_t>(p.q_elems()) * f, static_cast<std::size_t>(p.lse_elems()) * f,
-                        partial_elems(p) * f, partial_elems(p) * f});
+    return carve_bytes({static_cast<std::size_t>(p.q_elems()) * f,
+                        static_cast<std::size_t>(p.lse_elems()) * f, partial_elems(p) * f,
+                        partial_elems(p) * f});
   }
   void prepare(const Problem& p, Pass, const Options&) const override { configure(pick(p)); }
   void backward(const BwdArgs& a) const override {

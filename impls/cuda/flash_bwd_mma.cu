@@ -31,9 +31,11 @@
 #include <type_traits>
 
 #include "attnbench/implementation.hpp"
-#include "mma/host.cuh"
-#include "mma/tile.cuh"
-#include "mma/traits.cuh"
+// Angle brackets: found through the include path, so that the CPU emulation build
+// (impls/cuda/mma/emulation) can put its own mma/ptx.cuh and mma/host.cuh first.
+#include <mma/host.cuh>
+#include <mma/tile.cuh>
+#include <mma/traits.cuh>
 
 namespace attn_mma {
 namespace {
@@ -108,12 +110,12 @@ template <class T, class Tr>
 __global__ void __launch_bounds__(Tr::kThreads, 1) flash_bwd_kernel(const BwdParams p) {
   constexpr int D = Tr::kHeadDim, BN = Tr::kBlockN, BM = Tr::kBlockM;
   constexpr int kThreads = Tr::kThreads;
-  constexpr int kSN = BM / 8;            // n-tiles (queries) of a warp's S^T, dP^T
-  constexpr int kDN = D / 8;             // n-tiles of a warp's dK, dV
-  constexpr int kQN = Tr::kDqCols / 8;   // n-tiles of a warp's dQ slice
-  using KTile = SmemTile<BN, D>;         // K, V: [key][d]
-  using QTile = SmemTile<BM, D>;         // Q, dO: [query][d]
-  using STile = SmemTile<BN, BM>;        // dS^T: [key][query]
+  constexpr int kSN = BM / 8;           // n-tiles (queries) of a warp's S^T, dP^T
+  constexpr int kDN = D / 8;            // n-tiles of a warp's dK, dV
+  constexpr int kQN = Tr::kDqCols / 8;  // n-tiles of a warp's dQ slice
+  using KTile = SmemTile<BN, D>;        // K, V: [key][d]
+  using QTile = SmemTile<BM, D>;        // Q, dO: [query][d]
+  using STile = SmemTile<BN, BM>;       // dS^T: [key][query]
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int n_block = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
@@ -121,7 +123,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) flash_bwd_kernel(const BwdPar
   const int keys_valid = p.seq_kv - n0;
   const int64_t q_stride = static_cast<int64_t>(p.heads_q) * D;
   const int64_t kv_stride = static_cast<int64_t>(p.heads_kv) * D;
-  // Element offset of (b, key n0, kvh); recomputed where used (row index in int: see supports_extra).
+  // Element offset of (b, key n0, kvh); recomputed where used (row index in int: see
+  // supports_extra).
   auto kv_offset = [&] { return static_cast<int64_t>(b * p.seq_kv + n0) * kv_stride + kvh * D; };
 
   // Query tiles that see a key of this block: causal rows i >= n0 - causal_offset.
@@ -153,23 +156,25 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) flash_bwd_kernel(const BwdPar
     load_vec_async<kThreads, BM>(delta_base + ls, p.delta + l_off, p.seq_q - m0, tid);
   };
 
-  load_tile_async<kThreads>(sK, static_cast<const T*>(p.k) + kv_offset(), kv_stride, keys_valid, tid);
-  load_tile_async<kThreads>(sV, static_cast<const T*>(p.v) + kv_offset(), kv_stride, keys_valid, tid);
+  load_tile_async<kThreads>(sK, static_cast<const T*>(p.k) + kv_offset(), kv_stride, keys_valid,
+                            tid);
+  load_tile_async<kThreads>(sV, static_cast<const T*>(p.v) + kv_offset(), kv_stride, keys_valid,
+                            tid);
   // The pairs (query head, query tile) run head-major; (h, m0) is pair `it` inside the loop.
   int h = kvh * p.group, m0 = m_begin * BM;
   if (total > 0) load_q_tile(h, m0, 0);
   cp_async_commit();
 
   // ldmatrix cursors. Stage 0 of the Q/dO ring; stage 1 is + QTile::kBytes.
-  const LdsmPtr pk = ldsm_p1(sK, warp * 16, 0, lane);                  // A: this warp's keys
-                                                                       // (its values: + kBytes)
-  const LdsmPtr pq_n = ldsm_p2(QTile{q_base}, 0, 0, lane);             // B[n = query][k = d]
-  const LdsmPtr pq_t = ldsm_p1(QTile{q_base}, 0, 0, lane);             // B[k = query][n = d]
-  constexpr uint32_t kDoOff = 2 * QTile::kBytes;                       // dO ring - Q ring
+  const LdsmPtr pk = ldsm_p1(sK, warp * 16, 0, lane);       // A: this warp's keys
+                                                            // (its values: + kBytes)
+  const LdsmPtr pq_n = ldsm_p2(QTile{q_base}, 0, 0, lane);  // B[n = query][k = d]
+  const LdsmPtr pq_t = ldsm_p1(QTile{q_base}, 0, 0, lane);  // B[k = query][n = d]
+  constexpr uint32_t kDoOff = 2 * QTile::kBytes;            // dO ring - Q ring
   // dQ slice of warp (wm, wn): query rows [16 wm, 16 wm + 16), d columns [kDqCols wn, ...).
   const int wm = warp % (BM / 16), wn = warp / (BM / 16);
-  const LdsmPtr pds = ldsm_p2(sdS, 0, wm * 16, lane);                  // A^T: dS^T[key][query]
-  const LdsmPtr pk_t = ldsm_p1(sK, 0, wn * Tr::kDqCols, lane);         // B[k = key][n = d]
+  const LdsmPtr pds = ldsm_p2(sdS, 0, wm * 16, lane);           // A^T: dS^T[key][query]
+  const LdsmPtr pk_t = ldsm_p1(sK, 0, wn * Tr::kDqCols, lane);  // B[k = key][n = d]
 
   float dk_acc[1][kDN][4], dv_acc[1][kDN][4];
   zero(dk_acc);
@@ -212,8 +217,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) flash_bwd_kernel(const BwdPar
     }
     // Zero P where the key is past seq_kv, the query past seq_q, or the pair is causally masked;
     // only tiles that reach a tail or cross the diagonal need it.
-    const bool need_mask = keys_valid < BN || m0 + BM > p.seq_q ||
-                           (p.causal && m0 + p.causal_offset < n0 + BN - 1);
+    const bool need_mask =
+        keys_valid < BN || m0 + BM > p.seq_q || (p.causal && m0 + p.causal_offset < n0 + BN - 1);
     if (need_mask) {
 #pragma unroll
       for (int nt = 0; nt < kSN; ++nt)
@@ -221,8 +226,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) flash_bwd_kernel(const BwdPar
         for (int e = 0; e < 4; ++e) {
           const int key = key_row + (e >= 2 ? 8 : 0);
           const int query = m0 + nt * 8 + 2 * (lane & 3) + (e & 1);
-          if (key >= p.seq_kv || query >= p.seq_q ||
-              (p.causal && key > query + p.causal_offset)) {
+          if (key >= p.seq_kv || query >= p.seq_q || (p.causal && key > query + p.causal_offset)) {
             pt[0][nt][e] = 0.f;
           }
         }
@@ -238,7 +242,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) flash_bwd_kernel(const BwdPar
     // holds the C elements of n-tile 2 kk + r / 2, rows r % 2 (see c_to_a).
     float dst[1][kSN][4];
     zero(dst);
-    gemm_ss_nt<T, KTile, QTile, D / 16>(dst, LdsmPtr(pk, KTile::kBytes), LdsmPtr(pq_n, qs + kDoOff));
+    gemm_ss_nt<T, KTile, QTile, D / 16>(dst, LdsmPtr(pk, KTile::kBytes),
+                                        LdsmPtr(pq_n, qs + kDoOff));
 #pragma unroll
     for (int nt = 0; nt < kSN; ++nt) {
       const float2 d = ld_shared_f32x2(ds + 4 * (nt * 8 + 2 * (lane & 3)));
@@ -302,8 +307,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) flash_bwd_kernel(const BwdPar
 // ---- 3a. dQ accumulator -> dtype ----------------------------------------------------------------
 // n8: elements / 8. Grid-stride.
 template <class T>
-__global__ void __launch_bounds__(256) dq_convert_kernel(const float* acc, T* dq, int64_t n8,
-                                                         float scale) {
+__global__ void __launch_bounds__(256)
+    dq_convert_kernel(const float* acc, T* dq, int64_t n8, float scale) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x; i < n8;
        i += static_cast<int64_t>(gridDim.x) * 256) {
     const float4 a = reinterpret_cast<const float4*>(acc)[2 * i];
@@ -337,8 +342,10 @@ __global__ void __launch_bounds__(Tr::kDqThreads, 2) flash_bwd_dq_kernel(const B
   const int warp_row0 = warp * 16;
   const int64_t q_stride = static_cast<int64_t>(p.heads_q) * D;
   const int64_t kv_stride = static_cast<int64_t>(p.heads_kv) * D;
-  const int64_t q_off = (static_cast<int64_t>(b) * p.seq_q + m0) * q_stride + static_cast<int64_t>(h) * D;
-  const int64_t kv_off = static_cast<int64_t>(b) * p.seq_kv * kv_stride + static_cast<int64_t>(kvh) * D;
+  const int64_t q_off =
+      (static_cast<int64_t>(b) * p.seq_q + m0) * q_stride + static_cast<int64_t>(h) * D;
+  const int64_t kv_off =
+      static_cast<int64_t>(b) * p.seq_kv * kv_stride + static_cast<int64_t>(kvh) * D;
   const T* k = static_cast<const T*>(p.k) + kv_off;
   const T* v = static_cast<const T*>(p.v) + kv_off;
   T* dq_out = static_cast<T*>(p.dq) + q_off;
@@ -349,7 +356,8 @@ __global__ void __launch_bounds__(Tr::kDqThreads, 2) flash_bwd_dq_kernel(const B
   if (n_tiles == 0) {  // no row sees a key: dQ = 0
     for (int c = tid; c < BM * (D / 8); c += kThreads) {
       const int row = c / (D / 8), col = (c % (D / 8)) * 8;
-      if (row < rows_valid) *reinterpret_cast<uint4*>(dq_out + row * q_stride + col) = uint4{0, 0, 0, 0};
+      if (row < rows_valid)
+        *reinterpret_cast<uint4*>(dq_out + row * q_stride + col) = uint4{0, 0, 0, 0};
     }
     return;
   }
@@ -375,11 +383,11 @@ __global__ void __launch_bounds__(Tr::kDqThreads, 2) flash_bwd_dq_kernel(const B
   load_tile_async<kThreads>(KTile{v_base}, v, kv_stride, p.seq_kv, tid);
   cp_async_commit();
 
-  const LdsmPtr pq = ldsm_p1(sQ, warp_row0, 0, lane);           // A: this warp's Q rows
-  const LdsmPtr pdo = ldsm_p1(sdO, warp_row0, 0, lane);         // A: this warp's dO rows
-  const LdsmPtr pk_n = ldsm_p2(KTile{k_base}, 0, 0, lane);      // B[n = key][k = d]
-  const LdsmPtr pk_t = ldsm_p1(KTile{k_base}, 0, 0, lane);      // B[k = key][n = d]
-  constexpr uint32_t kVOff = 2 * KTile::kBytes;                 // V ring - K ring
+  const LdsmPtr pq = ldsm_p1(sQ, warp_row0, 0, lane);       // A: this warp's Q rows
+  const LdsmPtr pdo = ldsm_p1(sdO, warp_row0, 0, lane);     // A: this warp's dO rows
+  const LdsmPtr pk_n = ldsm_p2(KTile{k_base}, 0, 0, lane);  // B[n = key][k = d]
+  const LdsmPtr pk_t = ldsm_p1(KTile{k_base}, 0, 0, lane);  // B[k = key][n = d]
+  constexpr uint32_t kVOff = 2 * KTile::kBytes;             // V ring - K ring
 
   float dq[1][kDN][4];
   zero(dq);
@@ -392,8 +400,10 @@ __global__ void __launch_bounds__(Tr::kDqThreads, 2) flash_bwd_dq_kernel(const B
     if (j + 1 < n_tiles) {
       const int n1 = n0 + BN;
       const uint32_t st = static_cast<uint32_t>((j + 1) & 1) * KTile::kBytes;
-      load_tile_async<kThreads>(KTile{k_base + st}, k + n1 * kv_stride, kv_stride, p.seq_kv - n1, tid);
-      load_tile_async<kThreads>(KTile{v_base + st}, v + n1 * kv_stride, kv_stride, p.seq_kv - n1, tid);
+      load_tile_async<kThreads>(KTile{k_base + st}, k + n1 * kv_stride, kv_stride, p.seq_kv - n1,
+                                tid);
+      load_tile_async<kThreads>(KTile{v_base + st}, v + n1 * kv_stride, kv_stride, p.seq_kv - n1,
+                                tid);
       cp_async_commit();
     }
     const uint32_t st = static_cast<uint32_t>(j & 1) * KTile::kBytes;
@@ -405,8 +415,7 @@ __global__ void __launch_bounds__(Tr::kDqThreads, 2) flash_bwd_dq_kernel(const B
     for (int nt = 0; nt < kSN; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[0][nt][e] = exp2_approx(fmaf(s[0][nt][e], sl2, -lse2[e >> 1]));
-    const bool need_mask =
-        n0 + BN > p.seq_kv || (p.causal && n0 + BN - 1 > m0 + p.causal_offset);
+    const bool need_mask = n0 + BN > p.seq_kv || (p.causal && n0 + BN - 1 > m0 + p.causal_offset);
     if (need_mask) {
 #pragma unroll
       for (int nt = 0; nt < kSN; ++nt)
@@ -439,8 +448,8 @@ __global__ void __launch_bounds__(Tr::kDqThreads, 2) flash_bwd_dq_kernel(const B
   __syncwarp();
   store_c<T, kDN>(sQ, warp_row0, 0, dq[0], lane);
   __syncwarp();
-  store_rows_warp<16>(sQ, warp_row0, dq_out + warp_row0 * q_stride, q_stride, rows_valid - warp_row0,
-                      lane);
+  store_rows_warp<16>(sQ, warp_row0, dq_out + warp_row0 * q_stride, q_stride,
+                      rows_valid - warp_row0, lane);
 }
 
 // ---- host ---------------------------------------------------------------------------------------
@@ -453,11 +462,15 @@ using attnbench::Pass;
 using attnbench::Problem;
 using attnbench::Support;
 
-std::size_t align256(std::size_t n) { return (n + 255) / 256 * 256; }
+std::size_t align256(std::size_t n) {
+  return (n + 255) / 256 * 256;
+}
 std::size_t delta_bytes(const Problem& p) {
   return align256(static_cast<std::size_t>(p.lse_elems()) * 4);
 }
-std::size_t dq_accum_bytes(const Problem& p) { return static_cast<std::size_t>(p.q_elems()) * 4; }
+std::size_t dq_accum_bytes(const Problem& p) {
+  return static_cast<std::size_t>(p.q_elems()) * 4;
+}
 bool deterministic(const Options& o) {
   auto it = o.find("deterministic");
   return it != o.end() && it->second != 0;
@@ -467,9 +480,14 @@ template <class F>
 void dispatch_bwd(const Problem& pr, F&& f) {
   dispatch_dtype(pr.dtype, [&](auto tag) {
     switch (pr.head_dim) {
-      case 64: f(tag, std::integral_constant<int, 64>{}); return;
-      case 128: f(tag, std::integral_constant<int, 128>{}); return;
-      default: throw std::invalid_argument("cuda.flash_bwd_mma: head_dim has no instantiation");
+      case 64:
+        f(tag, std::integral_constant<int, 64>{});
+        return;
+      case 128:
+        f(tag, std::integral_constant<int, 128>{});
+        return;
+      default:
+        throw std::invalid_argument("cuda.flash_bwd_mma: head_dim has no instantiation");
     }
   });
 }
@@ -519,8 +537,9 @@ class FlashBwdMma final : public attnbench::Implementation {
 
   Support supports_extra(const Problem& p, Pass) const override {
     if (p.head_dim == 256) {
-      return Support::no("head_dim 256: dK + dV of 16 keys x 256 would need 256 registers per "
-                         "thread (no backward instantiation)");
+      return Support::no(
+          "head_dim 256: dK + dV of 16 keys x 256 would need 256 registers per "
+          "thread (no backward instantiation)");
     }
     if (p.head_dim != 64 && p.head_dim != 128) {
       return Support::no("head_dim " + std::to_string(p.head_dim) +
@@ -537,8 +556,10 @@ class FlashBwdMma final : public attnbench::Implementation {
     if (smem < 0) return Support::no(why);
     const int need = p.head_dim == 64 ? BwdTraits<64>::kSmemBytes : BwdTraits<128>::kSmemBytes;
     if (smem < need) {
-      return Support::no("needs " + std::to_string(need) + " bytes of shared memory per block, the "
-                         "device allows " + std::to_string(smem));
+      return Support::no("needs " + std::to_string(need) +
+                         " bytes of shared memory per block, the "
+                         "device allows " +
+                         std::to_string(smem));
     }
     return Support::yes();
   }
@@ -585,9 +606,9 @@ class FlashBwdMma final : public attnbench::Implementation {
     p.dk = a.dk;
     p.dv = a.dv;
     p.delta = static_cast<float*>(a.workspace);
-    p.dq_accum = det ? nullptr
-                     : reinterpret_cast<float*>(static_cast<unsigned char*>(a.workspace) +
-                                                delta_bytes(pr));
+    p.dq_accum =
+        det ? nullptr
+            : reinterpret_cast<float*>(static_cast<unsigned char*>(a.workspace) + delta_bytes(pr));
     p.batch = pr.batch;
     p.seq_q = pr.seq_q;
     p.seq_kv = pr.seq_kv;

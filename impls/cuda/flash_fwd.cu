@@ -39,13 +39,15 @@ struct FwdParams {
   float scale_log2;  // scale * log2(e): scores are kept in the log2 domain
 };
 
-template <int DB, int BC> constexpr int block_rows() {
+template <int DB, int BC>
+constexpr int block_rows() {
   return (CcFwdTile<DB>::kThreads / kGroup) * CcFwdTile<DB>::kRowsPerThread;
 }
-template <int DB, int BC> constexpr std::size_t fwd_smem_bytes() {
+template <int DB, int BC>
+constexpr std::size_t fwd_smem_bytes() {
   constexpr int BR = block_rows<DB, BC>();
-  return sizeof(float) * static_cast<std::size_t>(BR * kStrideQK<DB> + BC * kStrideQK<DB> + BC * DB +
-                                                  BR * (BC + 4));
+  return sizeof(float) * static_cast<std::size_t>(BR * kStrideQK<DB> + BC * kStrideQK<DB> +
+                                                  BC * DB + BR * (BC + 4));
 }
 // Largest dynamic shared memory of any supported GPU (H100/H200: 227 KB); bigger tiles are not
 // compiled at all.
@@ -73,8 +75,10 @@ __global__ void __launch_bounds__(CcFwdTile<DB>::kThreads, 1) flash_fwd_kernel(F
   const std::int64_t q_row = static_cast<std::int64_t>(p.hq) * p.d;
   const std::int64_t kv_row = static_cast<std::int64_t>(p.hkv) * p.d;
   const T* qg = static_cast<const T*>(p.q) + (static_cast<std::int64_t>(b) * p.sq * p.hq + h) * p.d;
-  const T* kg = static_cast<const T*>(p.k) + (static_cast<std::int64_t>(b) * p.skv * p.hkv + hk) * p.d;
-  const T* vg = static_cast<const T*>(p.v) + (static_cast<std::int64_t>(b) * p.skv * p.hkv + hk) * p.d;
+  const T* kg =
+      static_cast<const T*>(p.k) + (static_cast<std::int64_t>(b) * p.skv * p.hkv + hk) * p.d;
+  const T* vg =
+      static_cast<const T*>(p.v) + (static_cast<std::int64_t>(b) * p.skv * p.hkv + hk) * p.d;
 
   const int q_rows = min(BR, p.sq - q0);
   load_tile<BR, DB, SQK, NT>(q_s, qg, q0, q_rows, q_row, p.d, p.scale_log2);
@@ -161,7 +165,8 @@ struct KernelInfo {
   int threads = 0;
 };
 
-template <class T, int DB, int BC> KernelInfo info_for() {
+template <class T, int DB, int BC>
+KernelInfo info_for() {
   if constexpr (fwd_smem_bytes<DB, BC>() > kSmemCompileLimit) {
     throw std::invalid_argument("cuda.flash_fwd: block_c " + std::to_string(BC) + " needs " +
                                 std::to_string(fwd_smem_bytes<DB, BC>()) +
@@ -173,7 +178,8 @@ template <class T, int DB, int BC> KernelInfo info_for() {
 }
 
 int block_c_of(const Problem& p, const Options* opts) {
-  const int fallback = dispatch_head_dim(p.head_dim, [](auto db) { return CcFwdTile<decltype(db)::value>::kDefaultBc; });
+  const int fallback = dispatch_head_dim(
+      p.head_dim, [](auto db) { return CcFwdTile<decltype(db)::value>::kDefaultBc; });
   if (!opts) return fallback;
   auto it = opts->find("block_c");
   return it == opts->end() ? fallback : static_cast<int>(it->second);
@@ -185,10 +191,14 @@ KernelInfo pick_kernel(const Problem& p, int bc) {
     return dispatch_head_dim(p.head_dim, [&](auto db) -> KernelInfo {
       constexpr int DB = decltype(db)::value;
       switch (bc) {
-        case 16: return info_for<T, DB, 16>();
-        case 32: return info_for<T, DB, 32>();
-        case 64: return info_for<T, DB, 64>();
-        case 128: return info_for<T, DB, 128>();
+        case 16:
+          return info_for<T, DB, 16>();
+        case 32:
+          return info_for<T, DB, 32>();
+        case 64:
+          return info_for<T, DB, 64>();
+        case 128:
+          return info_for<T, DB, 128>();
         default:
           throw std::invalid_argument("cuda.flash_fwd: block_c must be 16, 32, 64 or 128, got " +
                                       std::to_string(bc));
@@ -206,9 +216,11 @@ void configure(const KernelInfo& k) {
   const std::size_t limit = max_smem_optin();
   if (k.smem > limit)
     throw std::invalid_argument("cuda.flash_fwd: tile needs " + std::to_string(k.smem) +
-                                " bytes of shared memory, the device allows " + std::to_string(limit));
+                                " bytes of shared memory, the device allows " +
+                                std::to_string(limit));
   ATTN_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.fn),
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k.smem)));
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(k.smem)));
   done.insert(reinterpret_cast<const void*>(k.fn));
 }
 
@@ -232,7 +244,8 @@ class CudaFlashFwd final : public Implementation {
     if (limit == 0) return Support::no("no CUDA device");
     const KernelInfo k = pick_kernel(p, block_c_of(p, nullptr));
     if (k.smem > limit)
-      return Support::no("default tile needs " + std::to_string(k.smem) + " bytes of shared memory");
+      return Support::no("default tile needs " + std::to_string(k.smem) +
+                         " bytes of shared memory");
     return Support::yes();
   }
   void prepare(const Problem& p, Pass, const Options& opts) const override {
@@ -242,10 +255,21 @@ class CudaFlashFwd final : public Implementation {
     const Problem& p = a.p;
     const KernelInfo k = pick_kernel(p, block_c_of(p, a.options));
     configure(k);  // a no-op after prepare()
-    FwdParams fp{a.q, a.k, a.v, a.o, a.lse, p.seq_q, p.seq_kv, p.heads_q, p.heads_kv, p.group(), p.head_dim,
-                 p.causal, static_cast<float>(p.effective_scale()) * kLog2e};
-    const dim3 grid(static_cast<unsigned>((p.seq_q + k.rows - 1) / k.rows), static_cast<unsigned>(p.heads_q),
-                    static_cast<unsigned>(p.batch));
+    FwdParams fp{a.q,
+                 a.k,
+                 a.v,
+                 a.o,
+                 a.lse,
+                 p.seq_q,
+                 p.seq_kv,
+                 p.heads_q,
+                 p.heads_kv,
+                 p.group(),
+                 p.head_dim,
+                 p.causal,
+                 static_cast<float>(p.effective_scale()) * kLog2e};
+    const dim3 grid(static_cast<unsigned>((p.seq_q + k.rows - 1) / k.rows),
+                    static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
     k.fn<<<grid, k.threads, k.smem, stream_of(a.stream)>>>(fp);
     ATTN_CUDA_CHECK_LAUNCH();
   }

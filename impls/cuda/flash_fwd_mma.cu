@@ -12,8 +12,8 @@
 // are adjacent in launch order, and heads of one group are adjacent, so K/V stay in L2.
 // Passes over HBM: Q, O once; K, V once per query block (mostly L2 hits for the other blocks of the
 // same head). Writes O (dtype) and LSE (float32, natural log). Extra memory: none.
-// Limits: f16/bf16; head_dim 64, 128, 256 (256 needs 192 KiB of shared memory: sm_90); any seq >= 1;
-// rows that see no key give O = 0 and LSE = -inf.
+// Limits: f16/bf16; head_dim 64, 128, 256 (256 needs 194 KiB of shared memory: sm_90);
+// any seq >= 1; rows that see no key give O = 0 and LSE = -inf.
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
@@ -21,9 +21,11 @@
 #include <type_traits>
 
 #include "attnbench/implementation.hpp"
-#include "mma/host.cuh"
-#include "mma/tile.cuh"
-#include "mma/traits.cuh"
+// Angle brackets: found through the include path, so that the CPU emulation build
+// (impls/cuda/mma/emulation) can put its own mma/ptx.cuh and mma/host.cuh first.
+#include <mma/host.cuh>
+#include <mma/tile.cuh>
+#include <mma/traits.cuh>
 
 namespace attn_mma {
 namespace {
@@ -64,7 +66,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
 
   const int64_t q_stride = static_cast<int64_t>(p.heads_q) * D;
   const int64_t kv_stride = static_cast<int64_t>(p.heads_kv) * D;
-  const int64_t q_off = (static_cast<int64_t>(b) * p.seq_q + m0) * q_stride + static_cast<int64_t>(h) * D;
+  const int64_t q_off =
+      (static_cast<int64_t>(b) * p.seq_q + m0) * q_stride + static_cast<int64_t>(h) * D;
   const int64_t kv_off =
       static_cast<int64_t>(b) * p.seq_kv * kv_stride + static_cast<int64_t>(kvh) * D;
   const T* q = static_cast<const T*>(p.q) + q_off;
@@ -106,11 +109,16 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
 
   float acc_o[MT][kON][4];
   zero(acc_o);
-  float row_max[MT][2], row_sum[MT][2];  // per thread: rows g and g + 8 of each m-tile
+  float row_max[MT][2];  // per thread: rows g and g + 8 of each m-tile
+  // This lane's partial row sums (its columns only; the quad is summed at the end) live in shared
+  // memory, slot (mt, hf) at rs + 4 * ((2 mt + hf) * kThreads + tid): they are touched once per
+  // tile, and at 32 rows per warp the 4 registers they would hold are the ones ptxas spills.
+  const uint32_t rs = v_base + 2 * KVTile::kBytes + 4 * tid;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
     row_max[mt][0] = row_max[mt][1] = kNegInf;
-    row_sum[mt][0] = row_sum[mt][1] = 0.f;
+    st_shared_f32(rs + 4 * (2 * mt) * kThreads, 0.f);
+    st_shared_f32(rs + 4 * (2 * mt + 1) * kThreads, 0.f);
   }
   const float sl2 = p.scale_log2;
 
@@ -123,8 +131,11 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
     if (j + 1 < n_tiles) {
       const int n1 = n0 + BN;
       const uint32_t st = static_cast<uint32_t>((j + 1) & 1) * KVTile::kBytes;
-      load_tile_async<kThreads>(KVTile{k_base + st}, k + n1 * kv_stride, kv_stride, p.seq_kv - n1, tid);
-      load_tile_async<kThreads>(KVTile{v_base + st}, v + n1 * kv_stride, kv_stride, p.seq_kv - n1, tid);
+      const int t = tid_x_unhoisted();
+      load_tile_async<kThreads>(KVTile{k_base + st}, k + n1 * kv_stride, kv_stride, p.seq_kv - n1,
+                                t);
+      load_tile_async<kThreads>(KVTile{v_base + st}, v + n1 * kv_stride, kv_stride, p.seq_kv - n1,
+                                t);
       cp_async_commit();
     }
     const uint32_t st = static_cast<uint32_t>(j & 1) * KVTile::kBytes;
@@ -133,8 +144,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
     gemm_ss_nt<T, QTile, KVTile, D / 16>(s, pq, LdsmPtr(pk0, st));
 
     // Masks only the tiles that reach past seq_kv or past the diagonal of the block's first row.
-    const bool need_mask =
-        n0 + BN > p.seq_kv || (p.causal && n0 + BN - 1 > m0 + p.causal_offset);
+    const bool need_mask = n0 + BN > p.seq_kv || (p.causal && n0 + BN - 1 > m0 + p.causal_offset);
     if (need_mask) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
@@ -144,7 +154,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
           for (int e = 0; e < 4; ++e) {
             const int row = m0 + warp_row0 + mt * 16 + (lane >> 2) + (e >= 2 ? 8 : 0);
             const int col = n0 + nt * 8 + 2 * (lane & 3) + (e & 1);
-            if (col >= p.seq_kv || (p.causal && col > row + p.causal_offset)) s[mt][nt][e] = kNegInf;
+            if (col >= p.seq_kv || (p.causal && col > row + p.causal_offset))
+              s[mt][nt][e] = kNegInf;
           }
     }
 
@@ -155,7 +166,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
       for (int hf = 0; hf < 2; ++hf) {
         float mx = row_max[mt][hf];
 #pragma unroll
-        for (int nt = 0; nt < kSN; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hf], s[mt][nt][2 * hf + 1]));
+        for (int nt = 0; nt < kSN; ++nt)
+          mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hf], s[mt][nt][2 * hf + 1]));
         mx = quad_max(mx);
         // A row that has seen no visible key yet keeps max -inf: its alpha is 0 and its
         // exponent base 0, so masked scores give exp2(-inf) = 0 rather than NaN.
@@ -171,7 +183,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
             s[mt][nt][e] = exp2_approx(fmaf(s[mt][nt][e], sl2, -base));
             sum += s[mt][nt][e];
           }
-        row_sum[mt][hf] = row_sum[mt][hf] * alpha + sum;
+        const uint32_t rs_slot = rs + 4 * (2 * mt + hf) * kThreads;
+        st_shared_f32(rs_slot, ld_shared_f32(rs_slot) * alpha + sum);
 #pragma unroll
         for (int dt = 0; dt < kON; ++dt) {
           acc_o[mt][dt][2 * hf] *= alpha;
@@ -191,7 +204,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
-      const float l = quad_sum(row_sum[mt][hf]);
+      const float l = quad_sum(ld_shared_f32(rs + 4 * (2 * mt + hf) * kThreads));
       const float inv = l > 0.f ? 1.f / l : 0.f;
 #pragma unroll
       for (int dt = 0; dt < kON; ++dt) {
@@ -223,20 +236,31 @@ template <class F>
 void dispatch_fwd(const attnbench::Problem& pr, F&& f) {
   dispatch_dtype(pr.dtype, [&](auto tag) {
     switch (pr.head_dim) {
-      case 64: f(tag, std::integral_constant<int, 64>{}); return;
-      case 128: f(tag, std::integral_constant<int, 128>{}); return;
-      case 256: f(tag, std::integral_constant<int, 256>{}); return;
-      default: throw std::invalid_argument("cuda.flash_fwd_mma: head_dim has no instantiation");
+      case 64:
+        f(tag, std::integral_constant<int, 64>{});
+        return;
+      case 128:
+        f(tag, std::integral_constant<int, 128>{});
+        return;
+      case 256:
+        f(tag, std::integral_constant<int, 256>{});
+        return;
+      default:
+        throw std::invalid_argument("cuda.flash_fwd_mma: head_dim has no instantiation");
     }
   });
 }
 
 int fwd_smem_bytes(int head_dim) {
   switch (head_dim) {
-    case 64: return FwdTraits<64>::kSmemBytes;
-    case 128: return FwdTraits<128>::kSmemBytes;
-    case 256: return FwdTraits<256>::kSmemBytes;
-    default: return 0;
+    case 64:
+      return FwdTraits<64>::kSmemBytes;
+    case 128:
+      return FwdTraits<128>::kSmemBytes;
+    case 256:
+      return FwdTraits<256>::kSmemBytes;
+    default:
+      return 0;
   }
 }
 

@@ -36,8 +36,10 @@ struct Dims {
 // kMContiguous / kNContiguous say which index walks consecutive memory, so that the tile loads
 // are coalesced.
 
-// A = a query-side tensor [B, Sq, Hq, D] (Q or dO) of head z = b*Hq + h: A(z, m, k) = X[b, m, h, k].
-template <class T> struct AQuery {
+// A = a query-side tensor [B, Sq, Hq, D] (Q or dO) of head z = b*Hq + h: A(z, m, k) = X[b, m, h,
+// k].
+template <class T>
+struct AQuery {
   static constexpr bool kMContiguous = false;
   const T* x;
   Dims dm;
@@ -49,7 +51,8 @@ template <class T> struct AQuery {
 
 // B = a kv-side tensor [B, Skv, Hkv, D] (K or V) seen by query head z = b*Hq + h.
 // kTransposed: B(z, k, n) = X[b, n, hk, k] (for Q Kᵀ, dO Vᵀ); else X[b, k, hk, n] (P V, dS K).
-template <class T, bool kTransposed> struct BKv {
+template <class T, bool kTransposed>
+struct BKv {
   static constexpr bool kNContiguous = !kTransposed;
   const T* x;
   Dims dm;
@@ -61,7 +64,8 @@ template <class T, bool kTransposed> struct BKv {
 };
 
 // A = a score buffer [B, Hq, Sq, Skv] (P or dS): A(z, m, k) = S[z][m][k].
-template <class T> struct AScores {
+template <class T>
+struct AScores {
   static constexpr bool kMContiguous = false;
   const T* s;
   Dims dm;
@@ -73,7 +77,8 @@ template <class T> struct AScores {
 // For dV and dK, z = b*Hkv + hk and the reduction index k = g*Sq + i runs over the group's query
 // heads h = hk*G + g and their rows i.
 // A(z, m, k) = S[b, h][i][m] (P or dS transposed).
-template <class T> struct AScoresGroupT {
+template <class T>
+struct AScoresGroupT {
   static constexpr bool kMContiguous = true;
   const T* s;
   Dims dm;
@@ -83,7 +88,8 @@ template <class T> struct AScoresGroupT {
   }
 };
 // B(z, k, n) = X[b, i, h, n], X a query-side tensor (dO or Q).
-template <class T> struct BQueryGroup {
+template <class T>
+struct BQueryGroup {
   static constexpr bool kNContiguous = true;
   const T* x;
   Dims dm;
@@ -93,43 +99,51 @@ template <class T> struct BQueryGroup {
   }
 };
 
-// ---- epilogues: where C(z, m, n) goes -------------------------------------------------------------
+// ---- epilogues: where C(z, m, n) goes
+// -------------------------------------------------------------
 
 // Into a score buffer [B, Hq, Sq, Skv] in the dtype; with kMask, invisible keys get −inf.
-template <class T, bool kMask> struct EpiScores {
+template <class T, bool kMask>
+struct EpiScores {
   T* s;
   Dims dm;
   float mul;
   __device__ void operator()(int z, int m, int n, float acc) const {
     const bool hidden = kMask && n >= causal_limit(m, dm.sq, dm.skv, dm.causal);
-    s[(static_cast<std::int64_t>(z) * dm.sq + m) * dm.skv + n] = from_float<T>(hidden ? kNegInf : mul * acc);
+    s[(static_cast<std::int64_t>(z) * dm.sq + m) * dm.skv + n] =
+        from_float<T>(hidden ? kNegInf : mul * acc);
   }
 };
 // Into a query-side tensor [B, Sq, Hq, D], z = b*Hq + h.
-template <class T> struct EpiQuery {
+template <class T>
+struct EpiQuery {
   T* x;
   Dims dm;
   float mul;
   __device__ void operator()(int z, int m, int n, float acc) const {
     const int b = z / dm.hq, h = z % dm.hq;
-    x[((static_cast<std::int64_t>(b) * dm.sq + m) * dm.hq + h) * dm.d + n] = from_float<T>(mul * acc);
+    x[((static_cast<std::int64_t>(b) * dm.sq + m) * dm.hq + h) * dm.d + n] =
+        from_float<T>(mul * acc);
   }
 };
 // Into a kv-side tensor [B, Skv, Hkv, D], z = b*Hkv + hk.
-template <class T> struct EpiKv {
+template <class T>
+struct EpiKv {
   T* x;
   Dims dm;
   float mul;
   __device__ void operator()(int z, int m, int n, float acc) const {
     const int b = z / dm.hkv, hk = z % dm.hkv;
-    x[((static_cast<std::int64_t>(b) * dm.skv + m) * dm.hkv + hk) * dm.d + n] = from_float<T>(mul * acc);
+    x[((static_cast<std::int64_t>(b) * dm.skv + m) * dm.hkv + hk) * dm.d + n] =
+        from_float<T>(mul * acc);
   }
 };
 
 // C(z, m, n) = epi(sum_k A(z, m, k) B(z, k, n)) for m < M, n < N; block (16, 16), grid
 // (ceil(M/16), ceil(N/16), batches), batch index z = z0 + blockIdx.z.
 template <class A, class B, class Epi>
-__global__ void __launch_bounds__(kTile* kTile) naive_gemm_kernel(int M, int N, int K, int z0, A a, B bop, Epi epi) {
+__global__ void __launch_bounds__(kTile* kTile)
+    naive_gemm_kernel(int M, int N, int K, int z0, A a, B bop, Epi epi) {
   __shared__ float as[kTile][kTile + 1];  // [m][k]
   __shared__ float bs[kTile][kTile + 1];  // [k][n]
   const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
@@ -154,10 +168,12 @@ __global__ void __launch_bounds__(kTile* kTile) naive_gemm_kernel(int M, int N, 
 }
 
 template <class A, class B, class Epi>
-void gemm(int batches, int M, int N, int K, const A& a, const B& b, const Epi& epi, cudaStream_t st) {
+void gemm(int batches, int M, int N, int K, const A& a, const B& b, const Epi& epi,
+          cudaStream_t st) {
   const dim3 block(kTile, kTile);
   for (int z0 = 0; z0 < batches; z0 += 65535) {
-    const dim3 grid(static_cast<unsigned>((M + kTile - 1) / kTile), static_cast<unsigned>((N + kTile - 1) / kTile),
+    const dim3 grid(static_cast<unsigned>((M + kTile - 1) / kTile),
+                    static_cast<unsigned>((N + kTile - 1) / kTile),
                     static_cast<unsigned>(std::min(65535, batches - z0)));
     naive_gemm_kernel<<<grid, block, 0, st>>>(M, N, K, z0, a, b, epi);
     ATTN_CUDA_CHECK_LAUNCH();
@@ -167,8 +183,10 @@ void gemm(int batches, int M, int N, int K, const A& a, const B& b, const Epi& e
 // Safe softmax in place over each row of s ([rows, Skv], the dtype), one warp per row: max, sum
 // of exp, normalise. lse[row] = max + log(sum); a row with nothing visible gets P = 0, −inf.
 template <class T>
-__global__ void softmax_rows_kernel(T* __restrict__ s, float* __restrict__ lse, std::int64_t rows, int skv) {
-  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+__global__ void softmax_rows_kernel(T* __restrict__ s, float* __restrict__ lse, std::int64_t rows,
+                                    int skv) {
+  const std::int64_t row =
+      static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (row >= rows) return;
   const int lane = static_cast<int>(threadIdx.x % 32);
   T* x = s + row * skv;
@@ -190,10 +208,11 @@ __global__ void softmax_rows_kernel(T* __restrict__ s, float* __restrict__ lse, 
 
 // ds[i] = p[i] * (ds[i] - dd[row of i]) in place of dP; all [B, Hq, Sq, Skv], dd [B, Hq, Sq].
 template <class T>
-__global__ void ds_kernel(const T* __restrict__ p, T* __restrict__ ds, const float* __restrict__ dd, std::int64_t n,
-                          int skv) {
+__global__ void ds_kernel(const T* __restrict__ p, T* __restrict__ ds, const float* __restrict__ dd,
+                          std::int64_t n, int skv) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride)
     ds[i] = from_float<T>(to_float(p[i]) * (to_float(ds[i]) - dd[i / skv]));
 }
 
@@ -213,12 +232,14 @@ void scores_softmax(const Problem& p, const T* q, const T* k, T* s, float* lse, 
        EpiScores<T, true>{s, dm, static_cast<float>(p.effective_scale())}, st);
   const std::int64_t rows = static_cast<std::int64_t>(zq) * p.seq_q;
   constexpr int kWarps = 8;
-  softmax_rows_kernel<T><<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kWarps * 32, 0, st>>>(s, lse, rows,
-                                                                                                       p.seq_kv);
+  softmax_rows_kernel<T>
+      <<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kWarps * 32, 0, st>>>(s, lse, rows,
+                                                                                    p.seq_kv);
   ATTN_CUDA_CHECK_LAUNCH();
 }
 
-template <class T> void run_forward(const FwdArgs& a) {
+template <class T>
+void run_forward(const FwdArgs& a) {
   const Problem& p = a.p;
   const cudaStream_t st = stream_of(a.stream);
   const Dims dm = dims_of(p);
@@ -226,10 +247,12 @@ template <class T> void run_forward(const FwdArgs& a) {
   T* s = ws.take<T>(score_elems(p));
   scores_softmax<T>(p, static_cast<const T*>(a.q), static_cast<const T*>(a.k), s, a.lse, st);
   gemm(p.batch * p.heads_q, p.seq_q, p.head_dim, p.seq_kv, AScores<T>{s, dm},
-       BKv<T, false>{static_cast<const T*>(a.v), dm}, EpiQuery<T>{static_cast<T*>(a.o), dm, 1.f}, st);
+       BKv<T, false>{static_cast<const T*>(a.v), dm}, EpiQuery<T>{static_cast<T*>(a.o), dm, 1.f},
+       st);
 }
 
-template <class T> void run_backward(const BwdArgs& a) {
+template <class T>
+void run_backward(const BwdArgs& a) {
   const Problem& p = a.p;
   const cudaStream_t st = stream_of(a.stream);
   const Dims dm = dims_of(p);
@@ -275,7 +298,8 @@ class CudaNaive3Pass final : public Implementation {
     return c;
   }
   Support supports_extra(const Problem& p, Pass) const override {
-    if (p.seq_kv > 65535 * kTile) return Support::no("seq_kv > 1048560 (grid y of the score product)");
+    if (p.seq_kv > 65535 * kTile)
+      return Support::no("seq_kv > 1048560 (grid y of the score product)");
     if (static_cast<std::int64_t>(p.batch) * p.heads_q > std::numeric_limits<int>::max() / 2)
       return Support::no("batch * heads_q too large");
     if (static_cast<std::int64_t>(p.group()) * p.seq_q > std::numeric_limits<int>::max())

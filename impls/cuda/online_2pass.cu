@@ -35,19 +35,25 @@ struct Params {
   float scale_log2;
 };
 
-template <int DB> constexpr int kRows = (CcFwdTile<DB>::kThreads / kGroup) * CcFwdTile<DB>::kRowsPerThread;
-template <int DB> constexpr int kBc = CcFwdTile<DB>::kDefaultBc;
-template <int DB> constexpr std::size_t stats_smem() {
-  return sizeof(float) * static_cast<std::size_t>((kRows<DB> + kBc<DB>) * kStrideQK<DB>);
+template <int DB>
+constexpr int kRows = (CcFwdTile<DB>::kThreads / kGroup) * CcFwdTile<DB>::kRowsPerThread;
+template <int DB>
+constexpr int kBc = CcFwdTile<DB>::kDefaultBc;
+template <int DB>
+constexpr std::size_t stats_smem() {
+  return sizeof(float) * static_cast<std::size_t>((kRows<DB> + kBc<DB>)*kStrideQK<DB>);
 }
-template <int DB> constexpr std::size_t out_smem() {
-  return sizeof(float) * static_cast<std::size_t>((kRows<DB> + kBc<DB>) * kStrideQK<DB> + kBc<DB> * DB +
-                                                  kRows<DB> * (kBc<DB> + 4));
+template <int DB>
+constexpr std::size_t out_smem() {
+  return sizeof(float) * static_cast<std::size_t>((kRows<DB> + kBc<DB>)*kStrideQK<DB> +
+                                                  kBc<DB> * DB + kRows<DB> * (kBc<DB> + 4));
 }
 
 // Shared set-up of both passes: thread coordinates, head pointers, the Q tile in shared memory.
-template <class T, int DB> struct Block {
-  static constexpr int NT = CcFwdTile<DB>::kThreads, RT = CcFwdTile<DB>::kRowsPerThread, BR = kRows<DB>;
+template <class T, int DB>
+struct Block {
+  static constexpr int NT = CcFwdTile<DB>::kThreads, RT = CcFwdTile<DB>::kRowsPerThread,
+                       BR = kRows<DB>;
   int q0, h, b, t, row_base, q_rows, kv_end, kmax;
   std::int64_t kv_row;
   const T *kg, *vg;
@@ -63,12 +69,13 @@ template <class T, int DB> struct Block {
     kv_row = static_cast<std::int64_t>(p.hkv) * p.d;
     kg = static_cast<const T*>(p.k) + (static_cast<std::int64_t>(b) * p.skv * p.hkv + hk) * p.d;
     vg = static_cast<const T*>(p.v) + (static_cast<std::int64_t>(b) * p.skv * p.hkv + hk) * p.d;
-    const T* qg = static_cast<const T*>(p.q) + (static_cast<std::int64_t>(b) * p.sq * p.hq + h) * p.d;
+    const T* qg =
+        static_cast<const T*>(p.q) + (static_cast<std::int64_t>(b) * p.sq * p.hq + h) * p.d;
     q_rows = min(BR, p.sq - q0);
     kv_end = causal_limit(q0 + q_rows - 1, p.sq, p.skv, p.causal);
     kmax = (p.d + 3) & ~3;
-    load_tile<BR, DB, kStrideQK<DB>, NT>(q_s, qg, q0, q_rows, static_cast<std::int64_t>(p.hq) * p.d, p.d,
-                                         p.scale_log2);
+    load_tile<BR, DB, kStrideQK<DB>, NT>(q_s, qg, q0, q_rows, static_cast<std::int64_t>(p.hq) * p.d,
+                                         p.d, p.scale_log2);
   }
   __device__ std::int64_t stat_index(const Params& p, int row) const {
     return (static_cast<std::int64_t>(b) * p.hq + h) * p.sq + row;
@@ -185,7 +192,8 @@ __global__ void __launch_bounds__(CcFwdTile<DB>::kThreads, 1) online_out_kernel(
   for (int i = 0; i < RT; ++i) {
     const int row = blk.q0 + blk.row_base + i;
     if (row >= p.sq) continue;
-    T* og = static_cast<T*>(p.o) + ((static_cast<std::int64_t>(blk.b) * p.sq + row) * p.hq + blk.h) * p.d;
+    T* og = static_cast<T*>(p.o) +
+            ((static_cast<std::int64_t>(blk.b) * p.sq + row) * p.hq + blk.h) * p.d;
 #pragma unroll
     for (int e = 0; e < NE; ++e) {
       const int c = out_col<DB>(blk.t, e);
@@ -206,8 +214,12 @@ Kernels pick(const Problem& p) {
     using T = typename decltype(tt)::type;
     return dispatch_head_dim(p.head_dim, [&](auto db) {
       constexpr int DB = decltype(db)::value;
-      return Kernels{&online_stats_kernel<T, DB>, &online_out_kernel<T, DB>, stats_smem<DB>(), out_smem<DB>(),
-                     kRows<DB>, CcFwdTile<DB>::kThreads};
+      return Kernels{&online_stats_kernel<T, DB>,
+                     &online_out_kernel<T, DB>,
+                     stats_smem<DB>(),
+                     out_smem<DB>(),
+                     kRows<DB>,
+                     CcFwdTile<DB>::kThreads};
     });
   });
 }
@@ -218,13 +230,17 @@ void configure(const Kernels& k) {
   const std::lock_guard<std::mutex> lock(mu);
   if (done.count(reinterpret_cast<const void*>(k.out))) return;
   ATTN_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.stats),
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k.stats_smem)));
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(k.stats_smem)));
   ATTN_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.out),
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k.out_smem)));
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(k.out_smem)));
   done.insert(reinterpret_cast<const void*>(k.out));
 }
 
-std::size_t ml_bytes(const Problem& p) { return static_cast<std::size_t>(p.lse_elems()) * sizeof(float2); }
+std::size_t ml_bytes(const Problem& p) {
+  return static_cast<std::size_t>(p.lse_elems()) * sizeof(float2);
+}
 
 class CudaOnline2Pass final : public Implementation {
  public:
@@ -243,7 +259,8 @@ class CudaOnline2Pass final : public Implementation {
     if (Support s = check_grid_yz(p); !s) return s;
     const std::size_t limit = max_smem_optin();
     if (limit == 0) return Support::no("no CUDA device");
-    if (pick(p).out_smem > limit) return Support::no("tile needs more shared memory than the device has");
+    if (pick(p).out_smem > limit)
+      return Support::no("tile needs more shared memory than the device has");
     return Support::yes();
   }
   std::size_t workspace_bytes(const Problem& p, Pass, const Options&) const override {
@@ -255,11 +272,15 @@ class CudaOnline2Pass final : public Implementation {
     const Kernels k = pick(p);
     configure(k);  // a no-op after prepare()
     WorkspaceCarver ws(a.workspace, a.workspace_bytes);
-    Params prm{a.q, a.k, a.v, a.o, a.lse, ws.take<float2>(static_cast<std::size_t>(p.lse_elems())),
-               p.seq_q, p.seq_kv, p.heads_q, p.heads_kv, p.group(), p.head_dim, p.causal,
-               static_cast<float>(p.effective_scale()) * kLog2e};
-    const dim3 grid(static_cast<unsigned>((p.seq_q + k.rows - 1) / k.rows), static_cast<unsigned>(p.heads_q),
-                    static_cast<unsigned>(p.batch));
+    Params prm{a.q,       a.k,
+               a.v,       a.o,
+               a.lse,     ws.take<float2>(static_cast<std::size_t>(p.lse_elems())),
+               p.seq_q,   p.seq_kv,
+               p.heads_q, p.heads_kv,
+               p.group(), p.head_dim,
+               p.causal,  static_cast<float>(p.effective_scale()) * kLog2e};
+    const dim3 grid(static_cast<unsigned>((p.seq_q + k.rows - 1) / k.rows),
+                    static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
     const cudaStream_t st = stream_of(a.stream);
     k.stats<<<grid, k.threads, k.stats_smem, st>>>(prm);
     ATTN_CUDA_CHECK_LAUNCH();

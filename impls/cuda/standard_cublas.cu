@@ -20,8 +20,9 @@
 // never copied.
 // Passes over HBM (forward): S written (N²), read twice and P written (N²), P read (N²).
 // Extra memory: forward B·Hq·Sq·Skv elements of the dtype; backward twice that, one float per
-// query row, and for GQA in f16/bf16 two float32 copies of dK/dV. The cuBLAS handle and its own
-// workspace are created in prepare(). f32 inputs use CUBLAS_COMPUTE_32F (no TF32).
+// query row, and for GQA in f16/bf16 two float32 copies of dK/dV; plus cuBLAS's 32 MiB workspace,
+// handed to it from ours (cublasSetWorkspace) so no call allocates and the memory is counted.
+// The cuBLAS handle is created in prepare(). f32 inputs use CUBLAS_COMPUTE_32F (no TF32).
 // Limits: any head_dim; batch·heads_q·seq_q < 2^31 (one softmax block per row).
 #include <limits>
 #include <string>
@@ -32,8 +33,11 @@ namespace attnbench::cuda {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+// cuBLAS's recommended workspace on Hopper (more than enough on Ampere).
+constexpr std::size_t kCublasWorkspace = std::size_t{32} << 20;
 
-template <class T, int N> struct alignas(sizeof(T) * N) Pack {
+template <class T, int N>
+struct alignas(sizeof(T) * N) Pack {
   T v[N];
 };
 
@@ -69,14 +73,16 @@ __device__ MaxSum block_merge(MaxSum v) {
 // s: [rows, Skv] in the dtype, rows = (b, h, i) of [B, Hq, Sq]; lse: [B, Hq, Sq]. One block per
 // row; Skv % VEC == 0.
 template <class T, int VEC>
-__global__ void mask_softmax_kernel(T* __restrict__ s, float* __restrict__ lse, int sq, int skv, bool causal) {
+__global__ void mask_softmax_kernel(T* __restrict__ s, float* __restrict__ lse, int sq, int skv,
+                                    bool causal) {
   const std::int64_t row = blockIdx.x;
   const int lim = causal_limit(static_cast<int>(row % sq), sq, skv, causal);
   T* x = s + row * skv;
   const int nvec = skv / VEC, vis = (lim + VEC - 1) / VEC;  // vectors holding a visible key
   MaxSum ms{kNegInf, 0.f};
   for (int v = static_cast<int>(threadIdx.x); v < vis; v += static_cast<int>(blockDim.x)) {
-    const Pack<T, VEC> pk = *reinterpret_cast<const Pack<T, VEC>*>(x + static_cast<std::int64_t>(v) * VEC);
+    const Pack<T, VEC> pk =
+        *reinterpret_cast<const Pack<T, VEC>*>(x + static_cast<std::int64_t>(v) * VEC);
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
       if (v * VEC + e >= lim) break;
@@ -108,8 +114,9 @@ __global__ void mask_softmax_kernel(T* __restrict__ s, float* __restrict__ lse, 
 
 // s_p: S in, P out; dp_ds: dP in, dS out; all [rows, Skv] in the dtype. lse, dd: [rows] float32.
 template <class T, int VEC>
-__global__ void softmax_grad_kernel(T* __restrict__ s_p, T* __restrict__ dp_ds, const float* __restrict__ lse,
-                                    const float* __restrict__ dd, int sq, int skv, bool causal) {
+__global__ void softmax_grad_kernel(T* __restrict__ s_p, T* __restrict__ dp_ds,
+                                    const float* __restrict__ lse, const float* __restrict__ dd,
+                                    int sq, int skv, bool causal) {
   const std::int64_t row = blockIdx.x;
   const int lim = causal_limit(static_cast<int>(row % sq), sq, skv, causal);
   const float l = lse[row], dr = dd[row];
@@ -153,7 +160,8 @@ struct HeadBatch {
 // Visits all (batch, query head) pairs as strided batches: per (b, g) over the kv heads, or per
 // query head over the batch, whichever needs fewer cuBLAS calls. The query heads of one kv
 // head come in order g = 0..G-1, so dK/dV accumulate in a fixed order.
-template <class F> void for_each_head_batch(const Problem& p, F&& f) {
+template <class F>
+void for_each_head_batch(const Problem& p, F&& f) {
   const std::int64_t d = p.head_dim, g_count = p.group();
   const std::int64_t ss = static_cast<std::int64_t>(p.seq_q) * p.seq_kv;
   const std::int64_t q_batch = static_cast<std::int64_t>(p.seq_q) * p.heads_q * d;
@@ -161,8 +169,8 @@ template <class F> void for_each_head_batch(const Problem& p, F&& f) {
   if (static_cast<std::int64_t>(p.batch) * g_count <= p.heads_q) {
     for (std::int64_t b = 0; b < p.batch; ++b)
       for (std::int64_t g = 0; g < g_count; ++g)
-        f(HeadBatch{b * q_batch + g * d, b * kv_batch, (b * p.heads_q + g) * ss, g_count * d, d, g_count * ss,
-                    p.heads_kv, g == 0});
+        f(HeadBatch{b * q_batch + g * d, b * kv_batch, (b * p.heads_q + g) * ss, g_count * d, d,
+                    g_count * ss, p.heads_kv, g == 0});
   } else {
     for (std::int64_t h = 0; h < p.heads_q; ++h)
       f(HeadBatch{h * d, (h / g_count) * d, h * ss, q_batch, kv_batch, p.heads_q * ss, p.batch,
@@ -181,80 +189,100 @@ void* at(void* base, std::int64_t elems, std::size_t esize) {
 struct Gemm {
   cublasHandle_t h;
   cudaDataType_t ab;
-  void operator()(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha, const void* A,
-                  int lda, long long sa, const void* B, int ldb, long long sb, float beta, void* C,
-                  cudaDataType_t c, int ldc, long long sc, int batch) const {
-    ATTN_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, &alpha, A, ab, lda, sa, B, ab, ldb, sb, &beta, C,
-                                                 c, ldc, sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  void operator()(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
+                  const void* A, int lda, long long sa, const void* B, int ldb, long long sb,
+                  float beta, void* C, cudaDataType_t c, int ldc, long long sc, int batch) const {
+    ATTN_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, &alpha, A, ab, lda, sa, B, ab,
+                                                 ldb, sb, &beta, C, c, ldc, sc, batch,
+                                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
 };
 
 std::size_t score_elems(const Problem& p) {
   return static_cast<std::size_t>(p.batch) * p.heads_q * p.seq_q * p.seq_kv;
 }
-bool gqa_float_accum(const Problem& p) { return p.group() > 1 && p.dtype != DType::f32; }
+bool gqa_float_accum(const Problem& p) {
+  return p.group() > 1 && p.dtype != DType::f32;
+}
 
 // Row-major S_bh [Sq, Skv] (ld Skv) = alpha · X_bh [Sq, D] (ld Hq·D) · Y_bh [Skv, D]ᵀ (ld Hkv·D),
 // i.e. column-major Sᵀ = Y Xᵀ: used for S = scale·Q Kᵀ and dP = dO Vᵀ.
-void scores_gemm(const Gemm& gemm, const Problem& p, const void* x, const void* y, void* s, float alpha) {
+void scores_gemm(const Gemm& gemm, const Problem& p, const void* x, const void* y, void* s,
+                 float alpha) {
   const std::size_t es = dtype_size(p.dtype);
   const int ldq = p.heads_q * p.head_dim, ldkv = p.heads_kv * p.head_dim;
   for_each_head_batch(p, [&](const HeadBatch& hb) {
-    gemm(CUBLAS_OP_T, CUBLAS_OP_N, p.seq_kv, p.seq_q, p.head_dim, alpha, at(y, hb.kv, es), ldkv, hb.kv_stride,
-         at(x, hb.q, es), ldq, hb.q_stride, 0.f, at(s, static_cast<std::int64_t>(hb.s), es), gemm.ab, p.seq_kv,
+    gemm(CUBLAS_OP_T, CUBLAS_OP_N, p.seq_kv, p.seq_q, p.head_dim, alpha, at(y, hb.kv, es), ldkv,
+         hb.kv_stride, at(x, hb.q, es), ldq, hb.q_stride, 0.f, at(s, hb.s, es), gemm.ab, p.seq_kv,
          hb.s_stride, hb.count);
   });
 }
 
-template <class T> void launch_softmax(const Problem& p, T* s, float* lse, cudaStream_t st) {
+template <class T>
+void launch_softmax(const Problem& p, T* s, float* lse, cudaStream_t st) {
   constexpr int kVec = 16 / sizeof(T);
   const auto rows = static_cast<unsigned>(p.lse_elems());
   if (p.seq_kv % kVec == 0) {
-    mask_softmax_kernel<T, kVec><<<rows, row_threads(p.seq_kv / kVec), 0, st>>>(s, lse, p.seq_q, p.seq_kv, p.causal);
+    mask_softmax_kernel<T, kVec>
+        <<<rows, row_threads(p.seq_kv / kVec), 0, st>>>(s, lse, p.seq_q, p.seq_kv, p.causal);
   } else {
-    mask_softmax_kernel<T, 1><<<rows, row_threads(p.seq_kv), 0, st>>>(s, lse, p.seq_q, p.seq_kv, p.causal);
+    mask_softmax_kernel<T, 1>
+        <<<rows, row_threads(p.seq_kv), 0, st>>>(s, lse, p.seq_q, p.seq_kv, p.causal);
   }
   ATTN_CUDA_CHECK_LAUNCH();
 }
 
 template <class T>
-void launch_softmax_grad(const Problem& p, T* s_p, T* dp_ds, const float* lse, const float* dd, cudaStream_t st) {
+void launch_softmax_grad(const Problem& p, T* s_p, T* dp_ds, const float* lse, const float* dd,
+                         cudaStream_t st) {
   constexpr int kVec = 16 / sizeof(T);
   const auto rows = static_cast<unsigned>(p.lse_elems());
   if (p.seq_kv % kVec == 0) {
-    softmax_grad_kernel<T, kVec>
-        <<<rows, row_threads(p.seq_kv / kVec), 0, st>>>(s_p, dp_ds, lse, dd, p.seq_q, p.seq_kv, p.causal);
+    softmax_grad_kernel<T, kVec><<<rows, row_threads(p.seq_kv / kVec), 0, st>>>(
+        s_p, dp_ds, lse, dd, p.seq_q, p.seq_kv, p.causal);
   } else {
-    softmax_grad_kernel<T, 1><<<rows, row_threads(p.seq_kv), 0, st>>>(s_p, dp_ds, lse, dd, p.seq_q, p.seq_kv,
-                                                                       p.causal);
+    softmax_grad_kernel<T, 1>
+        <<<rows, row_threads(p.seq_kv), 0, st>>>(s_p, dp_ds, lse, dd, p.seq_q, p.seq_kv, p.causal);
   }
   ATTN_CUDA_CHECK_LAUNCH();
 }
 
-template <class T> void run_forward(cublasHandle_t handle, const FwdArgs& a) {
+// Binds the handle to the call's stream and to the cuBLAS piece of our workspace (cublasSetStream
+// resets the workspace, so the order matters).
+void bind(cublasHandle_t handle, cudaStream_t st, WorkspaceCarver& ws) {
+  ATTN_CUBLAS_CHECK(cublasSetStream(handle, st));
+  ATTN_CUBLAS_CHECK(cublasSetWorkspace(handle, ws.take<char>(kCublasWorkspace), kCublasWorkspace));
+}
+
+template <class T>
+void run_forward(cublasHandle_t handle, const FwdArgs& a) {
   const Problem& p = a.p;
   const cudaStream_t st = stream_of(a.stream);
   const Gemm gemm{handle, cuda_data_type(p.dtype)};
   const std::size_t es = sizeof(T);
   WorkspaceCarver ws(a.workspace, a.workspace_bytes);
+  bind(handle, st, ws);
   T* s = ws.take<T>(score_elems(p));
   scores_gemm(gemm, p, a.q, a.k, s, static_cast<float>(p.effective_scale()));
   launch_softmax<T>(p, s, a.lse, st);
   // Row-major O_bh [Sq, D] = P_bh [Sq, Skv] V_bh [Skv, D]: column-major Oᵀ = Vᵀ Pᵀ.
   const int ldq = p.heads_q * p.head_dim, ldkv = p.heads_kv * p.head_dim;
   for_each_head_batch(p, [&](const HeadBatch& hb) {
-    gemm(CUBLAS_OP_N, CUBLAS_OP_N, p.head_dim, p.seq_q, p.seq_kv, 1.f, at(a.v, hb.kv, es), ldkv, hb.kv_stride,
-         at(s, hb.s, es), p.seq_kv, hb.s_stride, 0.f, at(a.o, hb.q, es), gemm.ab, ldq, hb.q_stride, hb.count);
+    gemm(CUBLAS_OP_N, CUBLAS_OP_N, p.head_dim, p.seq_q, p.seq_kv, 1.f, at(a.v, hb.kv, es), ldkv,
+         hb.kv_stride, at(s, hb.s, es), p.seq_kv, hb.s_stride, 0.f, at(a.o, hb.q, es), gemm.ab, ldq,
+         hb.q_stride, hb.count);
   });
 }
 
-template <class T> void run_backward(cublasHandle_t handle, const BwdArgs& a) {
+template <class T>
+void run_backward(cublasHandle_t handle, const BwdArgs& a) {
   const Problem& p = a.p;
   const cudaStream_t st = stream_of(a.stream);
   const Gemm gemm{handle, cuda_data_type(p.dtype)};
   const std::size_t es = sizeof(T);
   const float scale = static_cast<float>(p.effective_scale());
   WorkspaceCarver ws(a.workspace, a.workspace_bytes);
+  bind(handle, st, ws);
   T* s = ws.take<T>(score_elems(p));
   T* g = ws.take<T>(score_elems(p));
   float* dd = ws.take<float>(static_cast<std::size_t>(p.lse_elems()));
@@ -275,16 +303,17 @@ template <class T> void run_backward(cublasHandle_t handle, const BwdArgs& a) {
   for_each_head_batch(p, [&](const HeadBatch& hb) {
     const float beta = hb.first_of_group ? 0.f : 1.f;
     // dV_bh [Skv, D] (+)= P_bhᵀ dO_bh: column-major dVᵀ = dOᵀ P.
-    gemm(CUBLAS_OP_N, CUBLAS_OP_T, p.head_dim, p.seq_kv, p.seq_q, 1.f, at(a.dout, hb.q, es), ldq, hb.q_stride,
-         at(s, hb.s, es), p.seq_kv, hb.s_stride, beta, at(dv_out, hb.kv, acc_es), acc_type, ldkv, hb.kv_stride,
-         hb.count);
+    gemm(CUBLAS_OP_N, CUBLAS_OP_T, p.head_dim, p.seq_kv, p.seq_q, 1.f, at(a.dout, hb.q, es), ldq,
+         hb.q_stride, at(s, hb.s, es), p.seq_kv, hb.s_stride, beta, at(dv_out, hb.kv, acc_es),
+         acc_type, ldkv, hb.kv_stride, hb.count);
     // dQ_bh [Sq, D] = scale · dS_bh K_bh: column-major dQᵀ = Kᵀ dSᵀ.
-    gemm(CUBLAS_OP_N, CUBLAS_OP_N, p.head_dim, p.seq_q, p.seq_kv, scale, at(a.k, hb.kv, es), ldkv, hb.kv_stride,
-         at(g, hb.s, es), p.seq_kv, hb.s_stride, 0.f, at(a.dq, hb.q, es), gemm.ab, ldq, hb.q_stride, hb.count);
+    gemm(CUBLAS_OP_N, CUBLAS_OP_N, p.head_dim, p.seq_q, p.seq_kv, scale, at(a.k, hb.kv, es), ldkv,
+         hb.kv_stride, at(g, hb.s, es), p.seq_kv, hb.s_stride, 0.f, at(a.dq, hb.q, es), gemm.ab,
+         ldq, hb.q_stride, hb.count);
     // dK_bh [Skv, D] (+)= scale · dS_bhᵀ Q_bh: column-major dKᵀ = Qᵀ dS.
-    gemm(CUBLAS_OP_N, CUBLAS_OP_T, p.head_dim, p.seq_kv, p.seq_q, scale, at(a.q, hb.q, es), ldq, hb.q_stride,
-         at(g, hb.s, es), p.seq_kv, hb.s_stride, beta, at(dk_out, hb.kv, acc_es), acc_type, ldkv, hb.kv_stride,
-         hb.count);
+    gemm(CUBLAS_OP_N, CUBLAS_OP_T, p.head_dim, p.seq_kv, p.seq_q, scale, at(a.q, hb.q, es), ldq,
+         hb.q_stride, at(g, hb.s, es), p.seq_kv, hb.s_stride, beta, at(dk_out, hb.kv, acc_es),
+         acc_type, ldkv, hb.kv_stride, hb.count);
   });
   if (f32acc) {
     launch_scale_convert<T>(dk_acc, static_cast<T*>(a.dk), p.kv_elems(), 1.f, st);
@@ -297,7 +326,8 @@ class CudaStandardCublas final : public Implementation {
   std::string name() const override { return "cuda.standard_cublas"; }
   Device device() const override { return Device::cuda; }
   std::string summary() const override {
-    return "standard attention: cuBLAS tensor-core GEMMs + fused mask/softmax kernel, S and P in HBM "
+    return "standard attention: cuBLAS tensor-core GEMMs + fused mask/softmax kernel, S and P in "
+           "HBM "
            "(the speedup baseline)";
   }
   Capabilities capabilities() const override {
@@ -312,20 +342,19 @@ class CudaStandardCublas final : public Implementation {
   }
   std::size_t workspace_bytes(const Problem& p, Pass pass, const Options&) const override {
     const std::size_t s = score_elems(p) * dtype_size(p.dtype);
-    if (pass == Pass::fwd) return carve_bytes({s});
+    if (pass == Pass::fwd) return carve_bytes({kCublasWorkspace, s});
     const std::size_t rows = static_cast<std::size_t>(p.lse_elems()) * sizeof(float);
-    const std::size_t acc = gqa_float_accum(p) ? static_cast<std::size_t>(p.kv_elems()) * sizeof(float) : 0;
-    return carve_bytes({s, s, rows, acc, acc});
+    const std::size_t acc =
+        gqa_float_accum(p) ? static_cast<std::size_t>(p.kv_elems()) * sizeof(float) : 0;
+    return carve_bytes({kCublasWorkspace, s, s, rows, acc, acc});
   }
   void prepare(const Problem&, Pass, const Options&) const override { handle(); }
   void forward(const FwdArgs& a) const override {
     cublasHandle_t h = handle();
-    ATTN_CUBLAS_CHECK(cublasSetStream(h, stream_of(a.stream)));
     dispatch_dtype(a.p.dtype, [&](auto tt) { run_forward<typename decltype(tt)::type>(h, a); });
   }
   void backward(const BwdArgs& a) const override {
     cublasHandle_t h = handle();
-    ATTN_CUBLAS_CHECK(cublasSetStream(h, stream_of(a.stream)));
     dispatch_dtype(a.p.dtype, [&](auto tt) { run_backward<typename decltype(tt)::type>(h, a); });
   }
 

@@ -13,7 +13,8 @@ torch.sdpa_math. Groups whose "devices" exclude cuda, or whose "implementations"
 cuda.* name, are left out (they are CPU-sized). Inputs are BSHD tensors seen as [b, h, s, d]
 views (the layout attnbench's kernels use); GQA/MQA go through enable_gqa=True; causal is
 bottom-right aligned (is_causal when seq_q == seq_kv, else torch.nn.attention.bias.
-causal_lower_right). A backend that refuses a case gives a "skip" row with PyTorch's reason.
+causal_lower_right; causal with seq_q > seq_kv is a "skip": PyTorch gives NaN rows there). A
+backend that refuses a case gives a "skip" row with PyTorch's reason.
 
 Passes: fwd (forward with inputs that require grad, so the kernels save their softmax statistics
 as attnbench's forward writes LSE), bwd (torch.autograd.grad of a retained forward), fwd_bwd
@@ -514,6 +515,15 @@ def config_hash(doc):
     return "%016x" % fnv1a64(canon.encode("utf-8"))
 
 
+def input_bytes(p, pass_name):
+    """What exists before the call: q, k, v, plus dO (and O, LSE for a standalone backward)."""
+    elt = 4 if p["dtype"] == "f32" else 2
+    q = p["batch"] * p["seq_q"] * p["heads_q"] * p["head_dim"] * elt
+    kv = p["batch"] * p["seq_kv"] * p["heads_kv"] * p["head_dim"] * elt
+    lse = p["batch"] * p["heads_q"] * p["seq_q"] * 4
+    return {"fwd": q + 2 * kv, "bwd": 3 * q + 2 * kv + lse, "fwd_bwd": 2 * q + 2 * kv}[pass_name]
+
+
 def io_bytes(p, pass_name):
     """attnbench's CaseBuffers::io_bytes(): inputs + outputs of the pass."""
     elt = 4 if p["dtype"] == "f32" else 2
@@ -786,11 +796,10 @@ class Runner:
             kw["enable_gqa"] = True
         return kw
 
-    def forward(self, p, q, k, v):
-        # q: [B, Sq, Hq, D] leaf; SDPA sees the [B, Hq, Sq, D] view (no copy).
+    def forward(self, kw, q, k, v):
+        # q: [B, Sq, Hq, D] leaf; SDPA sees the [B, Hq, Sq, D] view (no copy). kw: sdpa_args(p).
         F = self.torch.nn.functional
-        return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                              **self.sdpa_args(p))
+        return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), **kw)
 
     # ---- timing -------------------------------------------------------------------------------
 
@@ -899,30 +908,33 @@ class Runner:
         grad_out = dout0.transpose(1, 2)
         leaves = (q, k, v)
         state = {}
+        kw = self.sdpa_args(p)  # once: a CausalBias per call would be host work inside the timing
 
         def fwd():
-            return self.forward(p, q, k, v)
+            return self.forward(kw, q, k, v)
 
         def bwd():
             return torch.autograd.grad(state["out"], leaves, grad_out, retain_graph=True)
 
         def fwd_bwd():
-            return torch.autograd.grad(self.forward(p, q, k, v), leaves, grad_out)
+            return torch.autograd.grad(self.forward(kw, q, k, v), leaves, grad_out)
 
         call = {"fwd": fwd, "bwd": bwd, "fwd_bwd": fwd_bwd}[pass_name]
-        with self.sdpa_kernel([backend]), warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+        with self.sdpa_kernel([backend]):
+            caught = []
             try:
                 # The validation call: a backend that refuses the case raises here.
-                torch.cuda.synchronize()
-                if pass_name == "bwd":
-                    state["out"] = fwd()
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")  # PyTorch says why a kernel was not used
                     torch.cuda.synchronize()
-                base = torch.cuda.memory_allocated()
-                torch.cuda.reset_peak_memory_stats()
-                result = call()
-                torch.cuda.synchronize()
-                peak = torch.cuda.max_memory_allocated() - base
+                    if pass_name == "bwd":
+                        state["out"] = fwd()
+                        torch.cuda.synchronize()
+                    base = torch.cuda.memory_allocated()
+                    torch.cuda.reset_peak_memory_stats()
+                    result = call()
+                    torch.cuda.synchronize()
+                    peak = torch.cuda.max_memory_allocated() - base
             except torch.cuda.OutOfMemoryError as e:
                 row["reason"] = "out of memory: " + first_line(str(e))
                 state.clear()
@@ -945,7 +957,9 @@ class Runner:
             bad = [f"{r['name']}: {r['why']}" for r in reports if not r["ok"]]
             del result, outs
             try:
-                row["time"] = self.time_calls(call, timing, row["nvtx"])
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # said once above; not on every timed call
+                    row["time"] = self.time_calls(call, timing, row["nvtx"])
             except RuntimeError as e:
                 msg = first_line(str(e))
                 row["status"], row["reason"] = "fail", "timed call: " + msg
@@ -957,8 +971,14 @@ class Runner:
         row["reason"] = "; ".join(bad)
         t = row["time"]["median_ms"]
         row["tflops"] = row["flops"] / (t * 1e-3) / 1e12 if t > 0 else None
-        row["memory"] = {"io_bytes": io_bytes(p, pass_name), "workspace_bytes": None, "peak_bytes": int(peak),
-                         "peak_method": "torch caching-allocator high-water mark growth during one call"}
+        # As attnbench's peak (device memory of the case during the call): the pass's inputs plus
+        # what PyTorch allocated in the call. PyTorch announces no workspace: it is measured as
+        # the peak beyond the inputs and outputs (the N^2 scores of the math backend, for example).
+        peak_bytes = input_bytes(p, pass_name) + int(peak)
+        io = io_bytes(p, pass_name)
+        row["memory"] = {"io_bytes": io, "workspace_bytes": max(0, peak_bytes - io), "peak_bytes": peak_bytes,
+                         "peak_method": "pass inputs + torch.cuda.max_memory_allocated growth during one call; "
+                                        "workspace_bytes = peak_bytes - io_bytes (measured)"}
         return row
 
 

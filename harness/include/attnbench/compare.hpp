@@ -20,8 +20,10 @@
 //
 // A row of BASE missing from NEW is reported and is a regression unless allow_missing. A row only
 // in NEW is reported as information. When the two contexts differ in device name, SM or memory
-// clock, CPU model, build type, compiler, or when either run was made from a dirty tree or is
-// incomplete, a "WARNING:" line says so: the comparison may measure the machine, not the code.
+// clock, CPU model, build type, compiler, CUDA driver or runtime, when either run was made from a
+// dirty tree or is incomplete, or when matched rows were timed hot in one run and with flushed
+// caches in the other, a "WARNING:" line says so: the comparison may measure the setup, not the
+// code.
 //
 // Exit code: 0 no regression, 1 regression, 2 bad input (unreadable, not JSON, wrong schema).
 #pragma once
@@ -35,10 +37,10 @@
 namespace attnbench {
 
 struct CompareOptions {
-  std::string base, next;     // paths of the two results files
-  double threshold = 0.05;    // relative slowdown tolerated (on top of the noise)
+  std::string base, next;      // paths of the two results files
+  double threshold = 0.05;     // relative slowdown tolerated (on top of the noise)
   bool allow_missing = false;  // rows of base absent in next are not a failure
-  double error_factor = 2.0;  // max_abs growth tolerated
+  double error_factor = 2.0;   // max_abs growth tolerated
 };
 
 // What compare found, for callers that want more than the printed report.

@@ -102,7 +102,7 @@ using ConfigResult = std::variant<Config, ConfigError>;
 
 // Pure functions: the text (or document) in, a Config or the first error out. No I/O.
 ConfigResult parse_config(std::string_view text, const ParseOptions& opts = {});
-ConfigResult parse_config(const nlohmann::ordered_json& doc, const ParseOptions& opts = {});
+ConfigResult parse_config_doc(const nlohmann::ordered_json& doc, const ParseOptions& opts = {});
 
 // JSON pointer escaping of one key ('~' -> "~0", '/' -> "~1").
 std::string json_pointer_escape(std::string_view key);

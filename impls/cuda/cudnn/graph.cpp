@@ -33,20 +33,22 @@ void Desc::set(const char* name, cudnnBackendAttributeName_t attr, cudnnBackendA
                std::int64_t count, const void* values) {
   const cudnnStatus_t s = api().BackendSetAttribute(d_, attr, type, count, values);
   if (s != CUDNN_STATUS_SUCCESS) {
-    throw std::runtime_error(std::string("cudnnBackendSetAttribute(") + name + ") failed: " +
-                             status_text(s));
+    throw std::runtime_error(std::string("cudnnBackendSetAttribute(") + name +
+                             ") failed: " + status_text(s));
   }
 }
 
 void Desc::finalize(const char* what) {
   const cudnnStatus_t s = api().BackendFinalize(d_);
   if (s != CUDNN_STATUS_SUCCESS) {
-    throw std::runtime_error(std::string("cudnnBackendFinalize(") + what + ") failed: " +
-                             status_text(s));
+    throw std::runtime_error(std::string("cudnnBackendFinalize(") + what +
+                             ") failed: " + status_text(s));
   }
 }
 
-cudnnStatus_t Desc::try_finalize() { return api().BackendFinalize(d_); }
+cudnnStatus_t Desc::try_finalize() {
+  return api().BackendFinalize(d_);
+}
 
 // ---- Graph ------------------------------------------------------------------------------------
 
@@ -66,8 +68,9 @@ Graph::Id Graph::tensor(const char* name, std::vector<std::int64_t> dims,
                         Id uid) {
   if (dims.size() != strides.size()) throw std::logic_error("cudnn graph: dims/strides rank");
   if (uid < 0) uid = next_uid_++;
-  Tensor& t = tensors_.emplace_back(Tensor{uid, name, std::move(dims), std::move(strides), type,
-                                           storage, Desc(CUDNN_BACKEND_TENSOR_DESCRIPTOR, name)});
+  tensors_.emplace_back(Tensor{uid, name, std::move(dims), std::move(strides), type, storage,
+                               Desc(CUDNN_BACKEND_TENSOR_DESCRIPTOR, name)});
+  Tensor& t = tensors_.back();
   const auto rank = static_cast<std::int64_t>(t.dims.size());
   ATTN_CUDNN_SET(t.desc, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &t.type);
   ATTN_CUDNN_SET(t.desc, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, rank, t.dims.data());
@@ -77,7 +80,8 @@ Graph::Id Graph::tensor(const char* name, std::vector<std::int64_t> dims,
   const bool is_virtual = storage == Storage::virt;
   const bool by_value = storage == Storage::by_value;
   ATTN_CUDNN_SET(t.desc, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual);
-  if (by_value) ATTN_CUDNN_SET(t.desc, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value);
+  if (by_value)
+    ATTN_CUDNN_SET(t.desc, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value);
   t.desc.finalize(name);
   return uid;
 }
@@ -93,20 +97,23 @@ Graph::Id Graph::virt_like(Id like, cudnnDataType_t type) {
 }
 
 Graph::Id Graph::scalar_f32(float v) {
-  const Id id = tensor("scalar_f32", {1, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_FLOAT, Storage::by_value);
+  const Id id =
+      tensor("scalar_f32", {1, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_FLOAT, Storage::by_value);
   by_value_.emplace_back(id, &f32_values_.emplace_back(v));
   return id;
 }
 
 Graph::Id Graph::scalar_i32(std::int32_t v) {
-  const Id id = tensor("scalar_i32", {1, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_INT32, Storage::by_value);
+  const Id id =
+      tensor("scalar_i32", {1, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_INT32, Storage::by_value);
   by_value_.emplace_back(id, &i32_values_.emplace_back(v));
   return id;
 }
 
 void Graph::pointwise(const char* name, cudnnPointwiseMode_t mode, cudnnDataType_t compute, Id x,
                       Id b, Id t, Id y, std::int64_t axis) {
-  Desc& pw = op_parts_.emplace_back(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, name);
+  op_parts_.emplace_back(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, name);
+  Desc& pw = op_parts_.back();
   ATTN_CUDNN_SET(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
   ATTN_CUDNN_SET(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &compute);
   if (mode == CUDNN_POINTWISE_GEN_INDEX) {
@@ -114,34 +121,44 @@ void Graph::pointwise(const char* name, cudnnPointwiseMode_t mode, cudnnDataType
   }
   pw.finalize(name);
 
-  Desc& op = ops_.emplace_back(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, name);
+  ops_.emplace_back(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, name);
+
+  Desc& op = ops_.back();
   cudnnBackendDescriptor_t pw_raw = pw.get();
   cudnnBackendDescriptor_t x_raw = raw(x), y_raw = raw(y);
   ATTN_CUDNN_SET(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
                  &pw_raw);
-  ATTN_CUDNN_SET(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x_raw);
+  ATTN_CUDNN_SET(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                 &x_raw);
   if (b >= 0) {
     cudnnBackendDescriptor_t b_raw = raw(b);
-    ATTN_CUDNN_SET(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b_raw);
+    ATTN_CUDNN_SET(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                   &b_raw);
   }
   if (t >= 0) {
     cudnnBackendDescriptor_t t_raw = raw(t);
-    ATTN_CUDNN_SET(op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t_raw);
+    ATTN_CUDNN_SET(op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                   &t_raw);
   }
-  ATTN_CUDNN_SET(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y_raw);
+  ATTN_CUDNN_SET(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                 &y_raw);
   const float one = 1.0f;  // alpha1/alpha2 are float unless the math precision is double
   ATTN_CUDNN_SET(op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, 1, &one);
   ATTN_CUDNN_SET(op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, 1, &one);
   op.finalize(name);
 }
 
-void Graph::matmul(const char* name, Id a, Id b, Id c, Id m_override, Id n_override, Id k_override) {
-  Desc& mm = op_parts_.emplace_back(CUDNN_BACKEND_MATMUL_DESCRIPTOR, name);
+void Graph::matmul(const char* name, Id a, Id b, Id c, Id m_override, Id n_override,
+                   Id k_override) {
+  op_parts_.emplace_back(CUDNN_BACKEND_MATMUL_DESCRIPTOR, name);
+  Desc& mm = op_parts_.back();
   const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
   ATTN_CUDNN_SET(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
   mm.finalize(name);
 
-  Desc& op = ops_.emplace_back(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, name);
+  ops_.emplace_back(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, name);
+
+  Desc& op = ops_.back();
   cudnnBackendDescriptor_t a_raw = raw(a), b_raw = raw(b), c_raw = raw(c), mm_raw = mm.get();
   ATTN_CUDNN_SET(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a_raw);
   ATTN_CUDNN_SET(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b_raw);
@@ -166,22 +183,29 @@ void Graph::matmul(const char* name, Id a, Id b, Id c, Id m_override, Id n_overr
 }
 
 void Graph::reduction(const char* name, cudnnReduceTensorOp_t mode, Id x, Id y) {
-  Desc& red = op_parts_.emplace_back(CUDNN_BACKEND_REDUCTION_DESCRIPTOR, name);
+  op_parts_.emplace_back(CUDNN_BACKEND_REDUCTION_DESCRIPTOR, name);
+  Desc& red = op_parts_.back();
   const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
   ATTN_CUDNN_SET(red, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
   ATTN_CUDNN_SET(red, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode);
   red.finalize(name);
 
-  Desc& op = ops_.emplace_back(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, name);
+  ops_.emplace_back(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, name);
+
+  Desc& op = ops_.back();
   cudnnBackendDescriptor_t red_raw = red.get(), x_raw = raw(x), y_raw = raw(y);
-  ATTN_CUDNN_SET(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &red_raw);
-  ATTN_CUDNN_SET(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x_raw);
-  ATTN_CUDNN_SET(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y_raw);
+  ATTN_CUDNN_SET(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                 &red_raw);
+  ATTN_CUDNN_SET(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                 &x_raw);
+  ATTN_CUDNN_SET(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                 &y_raw);
   op.finalize(name);
 }
 
 void Graph::reshape(const char* name, Id x, Id y) {
-  Desc& op = ops_.emplace_back(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, name);
+  ops_.emplace_back(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, name);
+  Desc& op = ops_.back();
   cudnnBackendDescriptor_t x_raw = raw(x), y_raw = raw(y);
   ATTN_CUDNN_SET(op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x_raw);
   ATTN_CUDNN_SET(op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y_raw);
@@ -207,8 +231,7 @@ constexpr cudnnBackendAttributeName_t kPlanHandle = CUDNN_ATTR_EXECUTION_PLAN_HA
 // Points a plan-building descriptor at the GPU: its handle, or (cuDNN 9.8+ headers) a device
 // description. Plan's constructor has already rejected a target with neither.
 void set_target(Desc& d, const Target& target, cudnnBackendAttributeName_t handle_attr,
-                [[maybe_unused]] const char* prop_name,
-                [[maybe_unused]] int prop_attr) {
+                [[maybe_unused]] const char* prop_name, [[maybe_unused]] int prop_attr) {
   if (target.handle) {
     d.set("HANDLE", handle_attr, CUDNN_TYPE_HANDLE, 1, &target.handle);
     return;
@@ -248,10 +271,12 @@ Plan::Plan(Graph graph, const Target& target) : graph_(std::move(graph)) {
   // Heuristics mode A first (what cuDNN recommends), then the fallback list. The first
   // configuration whose plan finalizes wins, as in cudnn-frontend's default policy.
   std::string errors;
+  std::vector<cudnnStatus_t> statuses;
   for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
     Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "engine heuristics");
     cudnnBackendDescriptor_t g = op_graph_.get();
-    ATTN_CUDNN_SET(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g);
+    ATTN_CUDNN_SET(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                   &g);
     ATTN_CUDNN_SET(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
     if (!target.handle) {
       set_target(heur, target, kOpGraphHandle, "CUDNN_ATTR_ENGINEHEUR_DEVICEPROP", kHeurDeviceProp);
@@ -268,7 +293,8 @@ Plan::Plan(Graph graph, const Target& target) : graph_(std::move(graph)) {
     std::vector<Desc> configs;
     std::vector<cudnnBackendDescriptor_t> raw_configs;
     for (std::int64_t i = 0; i < count; ++i) {
-      raw_configs.push_back(configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine config").get());
+      raw_configs.push_back(
+          configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine config").get());
     }
     std::int64_t returned = 0;
     ATTN_CUDNN_CHECK(api().BackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
@@ -277,28 +303,35 @@ Plan::Plan(Graph graph, const Target& target) : graph_(std::move(graph)) {
     for (std::int64_t i = 0; i < returned; ++i) {
       ++tried_;
       Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, "execution plan");
-      set_target(plan, target, kPlanHandle, "CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP", kPlanDeviceProp);
+      set_target(plan, target, kPlanHandle, "CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP",
+                 kPlanDeviceProp);
       cudnnBackendDescriptor_t cfg = raw_configs[static_cast<std::size_t>(i)];
-      ATTN_CUDNN_SET(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                     &cfg);
+      ATTN_CUDNN_SET(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                     1, &cfg);
       const cudnnStatus_t s = plan.try_finalize();
       if (s != CUDNN_STATUS_SUCCESS) {
+        statuses.push_back(s);
         if (errors.size() < 600) errors += std::string(errors.empty() ? "" : "; ") + status_text(s);
         continue;
       }
-      ATTN_CUDNN_CHECK(api().BackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+      ATTN_CUDNN_CHECK(api().BackendGetAttribute(plan.get(),
+                                                 CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                                                  CUDNN_TYPE_INT64, 1, nullptr, &workspace_));
       plan_ = std::move(plan);
       configs_ = std::move(configs);
       return;
     }
   }
-  throw std::runtime_error("no cuDNN engine supports this graph (" + std::to_string(tried_) +
-                           " configurations tried)" + (errors.empty() ? "" : ": " + errors));
+  throw NoEngine("no cuDNN engine supports this graph (" + std::to_string(tried_) +
+                     " configurations tried)" + (errors.empty() ? "" : ": " + errors),
+                 std::move(statuses));
 }
 
 bool Plan::pack_matches(std::span<const Binding> buffers, void* workspace) const {
-  if (!pack_.get() || workspace != pack_workspace_ || buffers.size() > pack_uids_.size()) return false;
+  if (!pack_.get() || workspace != pack_workspace_ ||
+      buffers.size() + graph_.by_value_.size() != pack_uids_.size()) {
+    return false;
+  }
   for (std::size_t i = 0; i < buffers.size(); ++i) {
     if (buffers[i].first != pack_uids_[i] || buffers[i].second != pack_ptrs_[i]) return false;
   }

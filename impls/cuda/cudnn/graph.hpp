@@ -13,6 +13,7 @@
 #include <deque>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -107,12 +108,20 @@ class Graph {
   Id next_uid_ = 1000;
 };
 
+// Thrown by Plan when no engine configuration finalizes: cuDNN's messages, and the status of
+// every configuration tried (in heuristics order).
+struct NoEngine : std::runtime_error {
+  NoEngine(const std::string& what, std::vector<cudnnStatus_t> s)
+      : std::runtime_error(what), statuses(std::move(s)) {}
+  std::vector<cudnnStatus_t> statuses;
+};
+
 // A finalized operation graph and the first engine configuration (in heuristics order) whose
 // execution plan finalizes. Built once per problem, outside any timed region.
 class Plan {
  public:
-  // Takes ownership of the graph. Throws std::runtime_error with cuDNN's reasons if no engine
-  // supports it.
+  // Takes ownership of the graph. Throws NoEngine with cuDNN's reasons if no engine supports it
+  // (std::runtime_error for any other failed call).
   Plan(Graph graph, const Target& target);
 
   std::int64_t workspace_bytes() const { return workspace_; }

@@ -33,7 +33,8 @@ bool resolve(void* lib, const char* name, Fn& out, std::string& why) {
 Loaded do_load() {
   Loaded r;
   std::vector<std::string> candidates;
-  if (const char* env = std::getenv("ATTNBENCH_CUDNN_LIB"); env && *env) candidates.emplace_back(env);
+  if (const char* env = std::getenv("ATTNBENCH_CUDNN_LIB"); env && *env)
+    candidates.emplace_back(env);
   candidates.emplace_back("libcudnn.so.9");
   candidates.emplace_back("libcudnn.so");
 

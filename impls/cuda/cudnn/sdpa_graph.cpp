@@ -19,18 +19,32 @@ using Id = Graph::Id;
 using Dims = std::vector<std::int64_t>;
 
 constexpr std::int64_t kWorkspaceAlign = 256;
-std::int64_t align_up(std::int64_t n) { return (n + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
+std::int64_t align_up(std::int64_t n) {
+  return (n + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
+}
 
 // BSHD storage seen as [b, h, s, d]: the head stride is d, the sequence stride h*d.
-Dims bshd_as_bhsd(std::int64_t h, std::int64_t s, std::int64_t d) { return {s * h * d, d, h * d, 1}; }
+Dims bshd_as_bhsd(std::int64_t h, std::int64_t s, std::int64_t d) {
+  return {s * h * d, d, h * d, 1};
+}
 // The same storage seen as [b, h, d, s] (K transposed for Q @ K^T).
-Dims bshd_as_bhds(std::int64_t h, std::int64_t s, std::int64_t d) { return {s * h * d, d, 1, h * d}; }
+Dims bshd_as_bhds(std::int64_t h, std::int64_t s, std::int64_t d) {
+  return {s * h * d, d, 1, h * d};
+}
 
-Dims scores_dims(const SdpaShape& s) { return {s.b, s.hq, s.sq, s.skv}; }
-Dims scores_strides(const SdpaShape& s) { return {s.hq * s.sq * s.skv, s.sq * s.skv, s.skv, 1}; }
-Dims rows_dims(const SdpaShape& s) { return {s.b, s.hq, s.sq, 1}; }
+Dims scores_dims(const SdpaShape& s) {
+  return {s.b, s.hq, s.sq, s.skv};
+}
+Dims scores_strides(const SdpaShape& s) {
+  return {s.hq * s.sq * s.skv, s.sq * s.skv, s.skv, 1};
+}
+Dims rows_dims(const SdpaShape& s) {
+  return {s.b, s.hq, s.sq, 1};
+}
 // Packed [b, hq, sq, 1]: attnbench's LSE layout [b, hq, sq] exactly.
-Dims rows_strides(const SdpaShape& s) { return {s.hq * s.sq, s.sq, 1, 1}; }
+Dims rows_strides(const SdpaShape& s) {
+  return {s.hq * s.sq, s.sq, 1, 1};
+}
 
 // Keeps x where query row i may see key j (i + seq_kv - seq_q >= j, bottom-right aligned), writes
 // the masked value elsewhere. With seq_q == seq_kv the shift is zero and cuDNN's plain causal
@@ -47,7 +61,8 @@ Id causal_mask(Graph& g, const SdpaShape& s, const SdpaFlags& f, Id x, Id seq_q,
     const Id shifted = g.virt_like(x, CUDNN_DATA_INT32);
     g.pointwise("causal_row_plus_skv", CUDNN_POINTWISE_ADD, CUDNN_DATA_INT32, row, kv, -1, shifted);
     const Id aligned = g.virt_like(x, CUDNN_DATA_INT32);
-    g.pointwise("causal_row_minus_sq", CUDNN_POINTWISE_SUB, CUDNN_DATA_INT32, shifted, q, -1, aligned);
+    g.pointwise("causal_row_minus_sq", CUDNN_POINTWISE_SUB, CUDNN_DATA_INT32, shifted, q, -1,
+                aligned);
     row = aligned;
   }
   const Id keep = g.virt_like(x, CUDNN_DATA_BOOLEAN);
@@ -68,7 +83,8 @@ Id padding_mask(Graph& g, const SdpaFlags& f, Id x, Id seq_q, Id seq_kv) {
   const Id row_ok = g.virt_like(x, CUDNN_DATA_BOOLEAN);
   g.pointwise("pad_row_lt_sq", CUDNN_POINTWISE_CMP_LT, CUDNN_DATA_BOOLEAN, row, seq_q, -1, row_ok);
   const Id col_ok = g.virt_like(x, CUDNN_DATA_BOOLEAN);
-  g.pointwise("pad_col_lt_skv", CUDNN_POINTWISE_CMP_LT, CUDNN_DATA_BOOLEAN, col, seq_kv, -1, col_ok);
+  g.pointwise("pad_col_lt_skv", CUDNN_POINTWISE_CMP_LT, CUDNN_DATA_BOOLEAN, col, seq_kv, -1,
+              col_ok);
   const Id keep = g.virt_like(x, CUDNN_DATA_BOOLEAN);
   g.pointwise("pad_and", CUDNN_POINTWISE_LOGICAL_AND, CUDNN_DATA_BOOLEAN, row_ok, col_ok, -1, keep);
   const Id y = g.virt_like(x, CUDNN_DATA_FLOAT);
@@ -81,8 +97,8 @@ Id padding_mask(Graph& g, const SdpaFlags& f, Id x, Id seq_q, Id seq_kv) {
 
 SdpaFlags sdpa_flags(std::size_t v, const SdpaShape& s) {
   SdpaFlags f{};
-  f.masked_value = v < 91000 ? std::numeric_limits<float>::lowest()
-                             : -std::numeric_limits<float>::infinity();
+  f.masked_value =
+      v < 91000 ? std::numeric_limits<float>::lowest() : -std::numeric_limits<float>::infinity();
   f.bwd_padding_mask = v <= 91500 && s.skv % 128 != 0;
   f.bwd_double_padding = f.bwd_padding_mask && v >= 90000 && v < 91000;
   f.zero_dq_accum = v < 90600;
@@ -91,17 +107,23 @@ SdpaFlags sdpa_flags(std::size_t v, const SdpaShape& s) {
 
 Graph build_sdpa_fwd(const SdpaShape& s, const SdpaFlags& f) {
   Graph g;
-  const Id q = g.tensor("Q", {s.b, s.hq, s.sq, s.d}, bshd_as_bhsd(s.hq, s.sq, s.d), s.io, Storage::device, kQ);
-  const Id kt = g.tensor("K^T", {s.b, s.hkv, s.d, s.skv}, bshd_as_bhds(s.hkv, s.skv, s.d), s.io, Storage::device, kK);
-  const Id v = g.tensor("V", {s.b, s.hkv, s.skv, s.d}, bshd_as_bhsd(s.hkv, s.skv, s.d), s.io, Storage::device, kV);
-  const Id o = g.tensor("O", {s.b, s.hq, s.sq, s.d}, bshd_as_bhsd(s.hq, s.sq, s.d), s.io, Storage::device, kO);
-  const Id stats = g.tensor("Stats", rows_dims(s), rows_strides(s), CUDNN_DATA_FLOAT, Storage::device, kStats);
+  const Id q = g.tensor("Q", {s.b, s.hq, s.sq, s.d}, bshd_as_bhsd(s.hq, s.sq, s.d), s.io,
+                        Storage::device, kQ);
+  const Id kt = g.tensor("K^T", {s.b, s.hkv, s.d, s.skv}, bshd_as_bhds(s.hkv, s.skv, s.d), s.io,
+                         Storage::device, kK);
+  const Id v = g.tensor("V", {s.b, s.hkv, s.skv, s.d}, bshd_as_bhsd(s.hkv, s.skv, s.d), s.io,
+                        Storage::device, kV);
+  const Id o = g.tensor("O", {s.b, s.hq, s.sq, s.d}, bshd_as_bhsd(s.hq, s.sq, s.d), s.io,
+                        Storage::device, kO);
+  const Id stats =
+      g.tensor("Stats", rows_dims(s), rows_strides(s), CUDNN_DATA_FLOAT, Storage::device, kStats);
 
   // S = scale * Q K^T (GQA: the matmul broadcasts the hkv heads over groups of hq).
   const Id qk = g.virt(scores_dims(s), scores_strides(s), CUDNN_DATA_FLOAT);
   g.matmul("bmm1_q_kt", q, kt, qk);
   Id scores = g.virt_like(qk, CUDNN_DATA_FLOAT);
-  g.pointwise("attn_scale", CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, qk, g.scalar_f32(s.scale), -1, scores);
+  g.pointwise("attn_scale", CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, qk, g.scalar_f32(s.scale), -1,
+              scores);
   if (s.causal) scores = causal_mask(g, s, f, scores, -1, -1);
 
   // Softmax with statistics: Stats = max + log(sum exp(S - max)), i.e. the natural-log LSE of the
@@ -109,7 +131,8 @@ Graph build_sdpa_fwd(const SdpaShape& s, const SdpaFlags& f) {
   const Id row_max = g.virt(rows_dims(s), rows_strides(s), CUDNN_DATA_FLOAT);
   g.reduction("softmax_max", CUDNN_REDUCE_TENSOR_MAX, scores, row_max);
   const Id centred = g.virt_like(scores, CUDNN_DATA_FLOAT);
-  g.pointwise("softmax_sub_max", CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, scores, row_max, -1, centred);
+  g.pointwise("softmax_sub_max", CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, scores, row_max, -1,
+              centred);
   const Id e = g.virt_like(scores, CUDNN_DATA_FLOAT);
   g.pointwise("softmax_exp", CUDNN_POINTWISE_EXP, CUDNN_DATA_FLOAT, centred, -1, -1, e);
   const Id row_sum = g.virt(rows_dims(s), rows_strides(s), CUDNN_DATA_FLOAT);
@@ -127,19 +150,30 @@ Graph build_sdpa_fwd(const SdpaShape& s, const SdpaFlags& f) {
 
 Graph build_sdpa_bwd(const SdpaShape& s, const SdpaFlags& f) {
   Graph g;
-  const Id q = g.tensor("Q", {s.b, s.hq, s.sq, s.d}, bshd_as_bhsd(s.hq, s.sq, s.d), s.io, Storage::device, kQ);
-  const Id kt = g.tensor("K^T", {s.b, s.hkv, s.d, s.skv}, bshd_as_bhds(s.hkv, s.skv, s.d), s.io, Storage::device, kK);
-  const Id vt = g.tensor("V^T", {s.b, s.hkv, s.d, s.skv}, bshd_as_bhds(s.hkv, s.skv, s.d), s.io, Storage::device, kV);
-  const Id o = g.tensor("O", {s.b, s.hq, s.sq, s.d}, bshd_as_bhsd(s.hq, s.sq, s.d), s.io, Storage::device, kO);
-  const Id stats = g.tensor("Stats", rows_dims(s), rows_strides(s), CUDNN_DATA_FLOAT, Storage::device, kStats);
-  const Id dout = g.tensor("dO", {s.b, s.hq, s.sq, s.d}, bshd_as_bhsd(s.hq, s.sq, s.d), s.io, Storage::device, kdO);
-  const Id dq = g.tensor("dQ", {s.b, s.hq, s.sq, s.d}, bshd_as_bhsd(s.hq, s.sq, s.d), s.io, Storage::device, kdQ);
-  const Id dk = g.tensor("dK", {s.b, s.hkv, s.skv, s.d}, bshd_as_bhsd(s.hkv, s.skv, s.d), s.io, Storage::device, kdK);
-  const Id dv = g.tensor("dV", {s.b, s.hkv, s.skv, s.d}, bshd_as_bhsd(s.hkv, s.skv, s.d), s.io, Storage::device, kdV);
+  const Id q = g.tensor("Q", {s.b, s.hq, s.sq, s.d}, bshd_as_bhsd(s.hq, s.sq, s.d), s.io,
+                        Storage::device, kQ);
+  const Id kt = g.tensor("K^T", {s.b, s.hkv, s.d, s.skv}, bshd_as_bhds(s.hkv, s.skv, s.d), s.io,
+                         Storage::device, kK);
+  const Id vt = g.tensor("V^T", {s.b, s.hkv, s.d, s.skv}, bshd_as_bhds(s.hkv, s.skv, s.d), s.io,
+                         Storage::device, kV);
+  const Id o = g.tensor("O", {s.b, s.hq, s.sq, s.d}, bshd_as_bhsd(s.hq, s.sq, s.d), s.io,
+                        Storage::device, kO);
+  const Id stats =
+      g.tensor("Stats", rows_dims(s), rows_strides(s), CUDNN_DATA_FLOAT, Storage::device, kStats);
+  const Id dout = g.tensor("dO", {s.b, s.hq, s.sq, s.d}, bshd_as_bhsd(s.hq, s.sq, s.d), s.io,
+                           Storage::device, kdO);
+  const Id dq = g.tensor("dQ", {s.b, s.hq, s.sq, s.d}, bshd_as_bhsd(s.hq, s.sq, s.d), s.io,
+                         Storage::device, kdQ);
+  const Id dk = g.tensor("dK", {s.b, s.hkv, s.skv, s.d}, bshd_as_bhsd(s.hkv, s.skv, s.d), s.io,
+                         Storage::device, kdK);
+  const Id dv = g.tensor("dV", {s.b, s.hkv, s.skv, s.d}, bshd_as_bhsd(s.hkv, s.skv, s.d), s.io,
+                         Storage::device, kdV);
   Id seq_q = -1, seq_kv = -1;
   if (f.bwd_padding_mask) {
-    seq_q = g.tensor("seq_len_q", {s.b, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_INT32, Storage::device, kSeqLenQ);
-    seq_kv = g.tensor("seq_len_kv", {s.b, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_INT32, Storage::device, kSeqLenKV);
+    seq_q = g.tensor("seq_len_q", {s.b, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_INT32, Storage::device,
+                     kSeqLenQ);
+    seq_kv = g.tensor("seq_len_kv", {s.b, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_INT32, Storage::device,
+                      kSeqLenKV);
   }
   const Id scale = g.scalar_f32(s.scale);
   const bool gqa = s.hq != s.hkv;
@@ -149,9 +183,11 @@ Graph build_sdpa_bwd(const SdpaShape& s, const SdpaFlags& f) {
   g.pointwise("mul_do_o", CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dout, o, -1, do_o);
   const Id d_rows = g.virt(rows_dims(s), rows_strides(s), CUDNN_DATA_FLOAT);
   g.reduction("reduce_do_o", CUDNN_REDUCE_TENSOR_ADD, do_o, d_rows);
-  const Id softmax_sum = g.tensor("softmax_sum", rows_dims(s), rows_strides(s), CUDNN_DATA_FLOAT, Storage::device, kSoftmaxSum);
+  const Id softmax_sum = g.tensor("softmax_sum", rows_dims(s), rows_strides(s), CUDNN_DATA_FLOAT,
+                                  Storage::device, kSoftmaxSum);
   // The dropout-scale multiply is part of the recognised pattern; without dropout it is by 1.
-  g.pointwise("scale_dropout_inv", CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, d_rows, g.scalar_f32(1.0f), -1, softmax_sum);
+  g.pointwise("scale_dropout_inv", CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, d_rows,
+              g.scalar_f32(1.0f), -1, softmax_sum);
 
   // P = exp(scale * Q K^T - LSE), recomputed.
   const Id qk = g.virt(scores_dims(s), scores_strides(s), CUDNN_DATA_FLOAT);
@@ -187,7 +223,8 @@ Graph build_sdpa_bwd(const SdpaShape& s, const SdpaFlags& f) {
   const Id dp = g.virt(scores_dims(s), scores_strides(s), CUDNN_DATA_FLOAT);
   g.matmul("matmul_do_vt", dout, vt, dp, seq_q, seq_kv, -1);
   const Id dp_minus = g.virt_like(dp, CUDNN_DATA_FLOAT);
-  g.pointwise("sub_dp_softmax_sum", CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, dp, softmax_sum, -1, dp_minus);
+  g.pointwise("sub_dp_softmax_sum", CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, dp, softmax_sum, -1,
+              dp_minus);
   const Id dp_p = g.virt_like(dp, CUDNN_DATA_FLOAT);
   g.pointwise("mul_dp_exp_s", CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dp_minus, p, -1, dp_p);
   const Id ds = g.virt_like(dp, CUDNN_DATA_FLOAT);
@@ -207,15 +244,17 @@ Graph build_sdpa_bwd(const SdpaShape& s, const SdpaFlags& f) {
   // dQ = dS K, accumulated in float32 in the workspace, then converted into dQ.
   const Id k = g.virt({s.b, s.hkv, s.skv, s.d}, bshd_as_bhsd(s.hkv, s.skv, s.d), s.io);
   g.reshape("reshape_k", kt, k);
-  const Id dq_accum = g.tensor("dQ_accum", {s.b, s.hq, s.sq, s.d},
-                               {s.hq * s.sq * s.d, s.sq * s.d, s.d, 1}, CUDNN_DATA_FLOAT,
-                               Storage::device, kdQAccum);
+  const Id dq_accum =
+      g.tensor("dQ_accum", {s.b, s.hq, s.sq, s.d}, {s.hq * s.sq * s.d, s.sq * s.d, s.d, 1},
+               CUDNN_DATA_FLOAT, Storage::device, kdQAccum);
   g.matmul("matmul_ds_k", ds, k, dq_accum, seq_q, -1, seq_kv);
   g.pointwise("identity_dq", CUDNN_POINTWISE_IDENTITY, CUDNN_DATA_FLOAT, dq_accum, -1, -1, dq);
   return g;
 }
 
-std::int64_t sdpa_bwd_dq_accum_offset(const SdpaShape& s) { return align_up(s.b * s.hq * s.sq * 4); }
+std::int64_t sdpa_bwd_dq_accum_offset(const SdpaShape& s) {
+  return align_up(s.b * s.hq * s.sq * 4);
+}
 
 std::int64_t sdpa_bwd_extra_bytes(const SdpaShape& s) {
   return sdpa_bwd_dq_accum_offset(s) + align_up(s.b * s.hq * s.sq * s.d * 4);

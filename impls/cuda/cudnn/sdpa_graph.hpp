@@ -17,11 +17,19 @@ namespace attnbench::cudnn {
 
 // Unique ids of the tensors the caller binds at execution.
 enum SdpaUid : Graph::Id {
-  kQ = 1, kK, kV, kO, kStats, kdO, kdQ, kdK, kdV,
-  kSeqLenQ,      // [b,1,1,1] int32: per-batch seq_q (backward padding-mask workaround only)
-  kSeqLenKV,     // [b,1,1,1] int32: per-batch seq_kv
-  kSoftmaxSum,   // [b,hq,sq,1] float: rowsum(dO * O), workspace
-  kdQAccum,      // [b,hq,sq,d] float: dQ accumulator, workspace
+  kQ = 1,
+  kK,
+  kV,
+  kO,
+  kStats,
+  kdO,
+  kdQ,
+  kdK,
+  kdV,
+  kSeqLenQ,     // [b,1,1,1] int32: per-batch seq_q (backward padding-mask workaround only)
+  kSeqLenKV,    // [b,1,1,1] int32: per-batch seq_kv
+  kSoftmaxSum,  // [b,hq,sq,1] float: rowsum(dO * O), workspace
+  kdQAccum,     // [b,hq,sq,d] float: dQ accumulator, workspace
 };
 
 struct SdpaShape {

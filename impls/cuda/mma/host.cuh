@@ -32,7 +32,8 @@ void set_dynamic_smem(void (*kernel)(KArgs...), int bytes) {
 inline int max_smem_per_block(std::string& why) {
   int dev = 0, bytes = 0;
   cudaError_t e = cudaGetDevice(&dev);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  if (e == cudaSuccess)
+    e = cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
   if (e != cudaSuccess) {
     why = std::string("cannot query the CUDA device: ") + cudaGetErrorString(e);
     (void)cudaGetLastError();  // clear the error so that it does not surface in a later check
@@ -58,9 +59,14 @@ struct TypeTag {
 template <class F>
 void dispatch_dtype(attnbench::DType t, F&& f) {
   switch (t) {
-    case attnbench::DType::f16: f(TypeTag<half_t>{}); return;
-    case attnbench::DType::bf16: f(TypeTag<bfloat_t>{}); return;
-    case attnbench::DType::f32: break;
+    case attnbench::DType::f16:
+      f(TypeTag<half_t>{});
+      return;
+    case attnbench::DType::bf16:
+      f(TypeTag<bfloat_t>{});
+      return;
+    case attnbench::DType::f32:
+      break;
   }
   throw std::invalid_argument("mma kernels: dtype " + std::string(attnbench::to_string(t)) +
                               " has no instantiation");

@@ -66,6 +66,16 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
 
+__device__ __forceinline__ void st_shared_f32(uint32_t addr, float v) {
+  asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
+}
+
+__device__ __forceinline__ float ld_shared_f32(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
+
 __device__ __forceinline__ uint4 ld_shared_b128(uint32_t addr) {
   uint4 v;
   asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
@@ -79,6 +89,15 @@ __device__ __forceinline__ float2 ld_shared_f32x2(uint32_t addr) {
   float2 v;
   asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr) : "memory");
   return v;
+}
+
+// threadIdx.x read through volatile asm: the compiler cannot hoist it (or anything computed from
+// it) out of a loop, so per-thread copy addresses are recomputed where used instead of being kept
+// live (or spilled) across the whole loop.
+__device__ __forceinline__ int tid_x_unhoisted() {
+  int r;
+  asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(r));
+  return r;
 }
 
 // ---- cp.async -----------------------------------------------------------------------------------
@@ -95,8 +114,7 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool 
 // 4 bytes global -> shared (for float vectors whose rows are not 16-byte aligned).
 __device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src, bool valid) {
   const int src_bytes = valid ? 4 : 0;
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
-               "r"(src_bytes)
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
                : "memory");
 }
 

@@ -91,8 +91,8 @@ struct LdsmPtr {
   template <class Tile>
   __device__ __forceinline__ LdsmPtr(Tile t, int row0, int col0, int row_lane, int chunk_lane) {
     const int u = col0 >> 3;
-    const uint32_t b = t.base + static_cast<uint32_t>((row0 + row_lane) * Tile::kRowBytes +
-                                                      ((u & ~7) << 4));
+    const uint32_t b =
+        t.base + static_cast<uint32_t>((row0 + row_lane) * Tile::kRowBytes + ((u & ~7) << 4));
     const int x = chunk_lane ^ (u & 7) ^ (row_lane & 7);
 #pragma unroll
     for (int i = 0; i < 4; ++i) a[i] = b + static_cast<uint32_t>((x ^ (2 * i)) << 4);
@@ -246,7 +246,8 @@ __device__ __forceinline__ void store_rows_warp(Tile tile, int row0, T* g, int64
     const int row = c / Tile::kChunksPerRow;
     const int col = (c % Tile::kChunksPerRow) * 8;
     if (row < valid_rows) {
-      *reinterpret_cast<uint4*>(g + row * stride + col) = ld_shared_b128(tile.addr(row0 + row, col));
+      *reinterpret_cast<uint4*>(g + row * stride + col) =
+          ld_shared_b128(tile.addr(row0 + row, col));
     }
   }
 }

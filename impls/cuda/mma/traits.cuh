@@ -22,7 +22,9 @@ struct FwdConfig {
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kStages = 2;
   static constexpr int kMinBlocksPerSm = kMinBlocksPerSm_;
-  static constexpr int kSmemBytes = (kBlockM + 2 * kStages * kBlockN) * kHeadDim * 2;
+  // Q, the K and V rings, and the per-thread partial row sums (see flash_fwd_mma.cu).
+  static constexpr int kRowSumBytes = 2 * kMTiles * kThreads * 4;
+  static constexpr int kSmemBytes = (kBlockM + 2 * kStages * kBlockN) * kHeadDim * 2 + kRowSumBytes;
   static_assert(kHeadDim % 64 == 0 && kBlockN % 16 == 0, "whole fragments, swizzle needs 64 cols");
 };
 
@@ -30,17 +32,21 @@ template <int kHeadDim>
 struct FwdTraits;
 
 // 128 x 128, 4 warps of 32 rows (FlashAttention-2's sm80 choice for d64). Accumulators:
-// S 128 + O 64 registers. Smem 80 KiB: 2 blocks (8 warps) per SM.
-// Rejected: 8 warps x 16 rows (every warp streams all of K and V from shared memory: half the
-// flops per byte of ldmatrix traffic); 128 x 256 (S alone would take 256 registers).
+// S 128 + O 64 registers (254 used, no spill). Smem 82 KiB: 2 blocks (8 warps) per SM.
+// Rejected: 128 x 64 (no spill either, 238 registers, but twice the per-tile softmax overhead);
+// 8 warps x 16 rows (every warp streams all of K and V from shared memory: half the flops per
+// byte of ldmatrix traffic); 128 x 256 (S alone would take 256 registers).
 template <>
-struct FwdTraits<64> : FwdConfig<64, 4, 2, 64, 2> {};
+struct FwdTraits<64> : FwdConfig<64, 4, 2, 128, 2> {};
 
 // 128 x 64, 4 warps of 32 rows (FlashAttention-2's sm80/sm90 choice for d128). Accumulators:
-// S 64 + O 128 registers. Smem 96 KiB: 2 blocks per SM.
-// Rejected: 128 x 128 (S 128 + O 128 > 255 registers); 8 warps x 16 rows (see d64).
+// S 64 + O 128 registers (255 used, no spill once the row sums moved to shared memory).
+// Smem 98 KiB: 2 blocks per SM.
+// Rejected: 128 x 128 (S 128 + O 128 > 255 registers); 8 warps x 16 rows, 128 x 64 (190
+// registers, no spill, but 1.8 instead of 3.2 mma per ldmatrix); 4 warps x 32 rows x 32 keys
+// (spilled the prefetch addresses before they were recomputed in the prefetch branch).
 template <>
-struct FwdTraits<128> : FwdConfig<128, 8, 1, 64, 1> {};
+struct FwdTraits<128> : FwdConfig<128, 4, 2, 64, 2> {};
 
 // 128 x 64, 8 warps of 16 rows (FlashAttention-2's sm80 choice for d256): O alone is 128
 // registers at 16 rows, so 32 rows per warp cannot fit. Smem 192 KiB (Q 64 KiB + 2 stages of K

@@ -1,0 +1,381 @@
+// CPU emulation of mma/ptx.cuh: the same primitives, executed by one ucontext fiber per CUDA
+// thread, so that the mma kernels' index math (fragment layouts, swizzle, cp.async ring, masks,
+// tails) can be tested without a GPU. Build: compile a kernel .cu as C++ with this directory
+// (impls/cuda/mma/emulation) ahead of impls/cuda on the include path; see selftest.cuh.
+//
+// Semantics kept: warp collectives (ldmatrix, mma.m16n8k16, shuffles) exchange data between the
+// 32 lanes exactly as the PTX ISA fragment tables say; cp.async copies land in shared memory only
+// at cp.async.wait_group (so a read before the wait sees stale data); shared memory starts as NaN
+// bytes (0xFF); shared accesses are bounds- and alignment-checked; a deadlocked barrier, a
+// misaligned ldmatrix row or a thread exiting with copies in flight abort with a message.
+// Not kept: timing, bank conflicts, memory ordering between blocks (blocks run one after the
+// other), ex2.approx rounding (exact exp2 here).
+#pragma once
+#include <ucontext.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "attnbench/dtype.hpp"
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __align__(x)
+using std::max;
+using std::min;
+
+struct uint3e {
+  unsigned x = 0, y = 0, z = 0;
+};
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+struct uint4 {
+  uint32_t x, y, z, w;
+};
+struct float2 {
+  float x, y;
+};
+struct float4 {
+  float x, y, z, w;
+};
+inline float2 make_float2(float a, float b) {
+  return {a, b};
+}
+inline float4 make_float4(float a, float b, float c, float d) {
+  return {a, b, c, d};
+}
+
+#define EMU_FAIL(...)                                             \
+  do {                                                            \
+    std::fprintf(stderr, "EMU FAIL %s:%d: ", __FILE__, __LINE__); \
+    std::fprintf(stderr, __VA_ARGS__);                            \
+    std::fprintf(stderr, "\n");                                   \
+    std::abort();                                                 \
+  } while (0)
+
+namespace emu {
+struct Copy {
+  uint32_t dst;
+  int n;
+  unsigned char data[16];
+};
+struct Thread {
+  ucontext_t ctx;
+  std::vector<char> stack;
+  uint3e tid;
+  int lin = 0;
+  bool done = false;
+  std::vector<Copy> open;
+  std::vector<std::vector<Copy>> groups;
+};
+inline std::vector<unsigned char> smem;
+inline std::vector<Thread> threads;
+inline Thread* cur = nullptr;
+inline ucontext_t sched_ctx;
+inline uint3e block_idx;
+inline dim3 grid_dim, block_dim;
+inline int nthreads = 0;
+inline uint64_t progress = 0;
+inline uint64_t block_gen = 0;
+inline int block_count = 0;
+inline std::vector<uint64_t> warp_gen;
+inline std::vector<int> warp_count;
+inline std::vector<std::array<unsigned char, 64>> slots;
+inline std::function<void()> body;
+inline uint64_t warp_ops = 0;
+
+inline void yield() {
+  swapcontext(&cur->ctx, &sched_ctx);
+}
+inline void syncthreads() {
+  const uint64_t g = block_gen;
+  ++progress;
+  if (++block_count == nthreads) {
+    block_count = 0;
+    ++block_gen;
+  } else
+    while (block_gen == g) yield();
+}
+inline int lane() {
+  return cur->lin & 31;
+}
+inline void warp_barrier() {
+  const int w = cur->lin >> 5;
+  const uint64_t g = warp_gen[w];
+  ++progress;
+  if (++warp_count[w] == 32) {
+    warp_count[w] = 0;
+    ++warp_gen[w];
+  } else
+    while (warp_gen[w] == g) yield();
+}
+// Every lane deposits `in`; after the call returns, slot(l) holds lane l's data until the next
+// exchange.
+inline void exchange_in(const void* in, size_t n) {
+  ++warp_ops;
+  std::memcpy(slots[cur->lin].data(), in, n);
+  warp_barrier();
+}
+inline void exchange_out() {
+  warp_barrier();
+}
+inline const unsigned char* slot(int l) {
+  return slots[(cur->lin & ~31) + l].data();
+}
+
+inline void check_smem(uint32_t addr, uint32_t n, uint32_t align) {
+  if (addr % align) EMU_FAIL("misaligned shared access addr=%u align=%u", addr, align);
+  if (static_cast<size_t>(addr) + n > smem.size())
+    EMU_FAIL("shared access out of bounds addr=%u n=%u size=%zu", addr, n, smem.size());
+}
+
+inline void entry() {
+  body();
+  cur->done = true;
+  ++progress;
+  if (!cur->open.empty() || !cur->groups.empty()) {
+    // Real hardware lets a thread exit with copies in flight; here it means a wait is missing.
+    EMU_FAIL("thread %d exits with pending cp.async copies", cur->lin);
+  }
+}
+
+inline void run_block(int n) {
+  nthreads = n;
+  threads.assign(n, Thread{});
+  slots.assign(n, {});
+  warp_gen.assign(n / 32, 0);
+  warp_count.assign(n / 32, 0);
+  block_gen = 0;
+  block_count = 0;
+  for (int i = 0; i < n; ++i) {
+    Thread& t = threads[i];
+    t.lin = i;
+    t.tid.x = i;
+    t.stack.resize(256 * 1024);
+    getcontext(&t.ctx);
+    t.ctx.uc_stack.ss_sp = t.stack.data();
+    t.ctx.uc_stack.ss_size = t.stack.size();
+    t.ctx.uc_link = &sched_ctx;
+    makecontext(&t.ctx, entry, 0);
+  }
+  for (;;) {
+    bool any = false;
+    const uint64_t before = progress;
+    for (auto& t : threads) {
+      if (t.done) continue;
+      any = true;
+      cur = &t;
+      swapcontext(&sched_ctx, &t.ctx);
+    }
+    if (!any) break;
+    if (progress == before) EMU_FAIL("deadlock: no thread made progress");
+  }
+  cur = nullptr;
+}
+}  // namespace emu
+
+#define threadIdx (::emu::cur->tid)
+#define blockIdx (::emu::block_idx)
+#define gridDim (::emu::grid_dim)
+#define blockDim (::emu::block_dim)
+inline void __syncthreads() {
+  emu::syncthreads();
+}
+inline void __syncwarp() {
+  emu::warp_barrier();
+}
+
+namespace attn_mma {
+struct half_t {
+  uint16_t bits;
+};
+struct bfloat_t {
+  uint16_t bits;
+};
+
+template <class T>
+struct Elem;
+template <>
+struct Elem<half_t> {
+  static uint32_t pack2(float lo, float hi) {
+    return attnbench::float_to_f16(lo) | (uint32_t(attnbench::float_to_f16(hi)) << 16);
+  }
+  static float to_f(uint16_t h) { return attnbench::f16_to_float(h); }
+  static float2 unpack2(uint32_t v) { return {to_f(v & 0xffff), to_f(v >> 16)}; }
+};
+template <>
+struct Elem<bfloat_t> {
+  static uint32_t pack2(float lo, float hi) {
+    return attnbench::float_to_bf16(lo) | (uint32_t(attnbench::float_to_bf16(hi)) << 16);
+  }
+  static float to_f(uint16_t h) { return attnbench::bf16_to_float(h); }
+  static float2 unpack2(uint32_t v) { return {to_f(v & 0xffff), to_f(v >> 16)}; }
+};
+
+inline unsigned char* dynamic_smem() {
+  return emu::smem.data();
+}
+inline uint32_t smem_u32(const void* p) {
+  const auto* c = static_cast<const unsigned char*>(p);
+  if (c < emu::smem.data() || c > emu::smem.data() + emu::smem.size())
+    EMU_FAIL("not a shared pointer");
+  return static_cast<uint32_t>(c - emu::smem.data());
+}
+inline void st_shared_b32(uint32_t addr, uint32_t v) {
+  emu::check_smem(addr, 4, 4);
+  std::memcpy(&emu::smem[addr], &v, 4);
+}
+inline void st_shared_f32(uint32_t addr, float v) {
+  emu::check_smem(addr, 4, 4);
+  std::memcpy(&emu::smem[addr], &v, 4);
+}
+inline float ld_shared_f32(uint32_t addr) {
+  emu::check_smem(addr, 4, 4);
+  float v;
+  std::memcpy(&v, &emu::smem[addr], 4);
+  return v;
+}
+inline uint4 ld_shared_b128(uint32_t addr) {
+  emu::check_smem(addr, 16, 16);
+  uint4 v;
+  std::memcpy(&v, &emu::smem[addr], 16);
+  return v;
+}
+inline float2 ld_shared_f32x2(uint32_t addr) {
+  emu::check_smem(addr, 8, 8);
+  float2 v;
+  std::memcpy(&v, &emu::smem[addr], 8);
+  return v;
+}
+
+inline void cp_async_n(uint32_t dst, const void* src, bool valid, int n) {
+  emu::check_smem(dst, n, n);
+  if (reinterpret_cast<uintptr_t>(src) % n) EMU_FAIL("misaligned cp.async source");
+  emu::Copy c{dst, n, {}};
+  if (valid)
+    std::memcpy(c.data, src, n);
+  else
+    std::memset(c.data, 0, n);
+  emu::cur->open.push_back(c);
+}
+inline void cp_async_16(uint32_t dst, const void* src, bool valid) {
+  cp_async_n(dst, src, valid, 16);
+}
+inline void cp_async_4(uint32_t dst, const void* src, bool valid) {
+  cp_async_n(dst, src, valid, 4);
+}
+inline void cp_async_commit() {
+  emu::cur->groups.push_back(std::move(emu::cur->open));
+  emu::cur->open.clear();
+}
+template <int kPending>
+inline void cp_async_wait() {
+  auto& g = emu::cur->groups;
+  while (static_cast<int>(g.size()) > kPending) {
+    for (auto& c : g.front()) std::memcpy(&emu::smem[c.dst], c.data, c.n);
+    g.erase(g.begin());
+  }
+}
+
+inline uint16_t smem_h(uint32_t addr) {
+  emu::check_smem(addr, 2, 2);
+  uint16_t v;
+  std::memcpy(&v, &emu::smem[addr], 2);
+  return v;
+}
+
+inline void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+  emu::exchange_in(&addr, 4);
+  const int l = emu::lane();
+  for (int i = 0; i < 4; ++i) {
+    uint32_t row;
+    std::memcpy(&row, emu::slot(8 * i + (l >> 2)), 4);
+    if (row % 16) EMU_FAIL("ldmatrix row address not 16-byte aligned");
+    emu::check_smem(row, 16, 16);
+    std::memcpy(&r[i], &emu::smem[row + 4 * (l & 3)], 4);
+  }
+  emu::exchange_out();
+}
+inline void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  emu::exchange_in(&addr, 4);
+  const int l = emu::lane(), g = l >> 2, t = l & 3;
+  for (int i = 0; i < 4; ++i) {
+    uint32_t r0, r1;
+    std::memcpy(&r0, emu::slot(8 * i + 2 * t), 4);
+    std::memcpy(&r1, emu::slot(8 * i + 2 * t + 1), 4);
+    if (r0 % 16 || r1 % 16) EMU_FAIL("ldmatrix row address not 16-byte aligned");
+    r[i] = smem_h(r0 + 2 * g) | (uint32_t(smem_h(r1 + 2 * g)) << 16);
+  }
+  emu::exchange_out();
+}
+
+template <class T>
+inline void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  uint32_t in[6] = {a[0], a[1], a[2], a[3], b0, b1};
+  emu::exchange_in(in, sizeof in);
+  auto reg = [](int lane, int idx) {
+    uint32_t v;
+    std::memcpy(&v, emu::slot(lane) + 4 * idx, 4);
+    return v;
+  };
+  auto half = [](uint32_t v, int hi) {
+    return Elem<T>::to_f(static_cast<uint16_t>(hi ? v >> 16 : v & 0xffff));
+  };
+  auto A = [&](int r, int k) {
+    return half(reg((r % 8) * 4 + (k % 8) / 2, (r / 8) + 2 * (k / 8)), k & 1);
+  };
+  auto B = [&](int k, int n) { return half(reg(n * 4 + (k % 8) / 2, 4 + k / 8), k & 1); };
+  const int l = emu::lane(), g = l >> 2, t = l & 3;
+  for (int e = 0; e < 4; ++e) {
+    const int r = g + (e >= 2 ? 8 : 0), c = 2 * t + (e & 1);
+    float s = 0.f;
+    for (int k = 0; k < 16; ++k) s += A(r, k) * B(k, c);
+    d[e] += s;
+  }
+  emu::exchange_out();
+}
+
+inline int tid_x_unhoisted() {
+  return static_cast<int>(emu::cur->tid.x);
+}
+inline float exp2_approx(float x) {
+  return std::exp2(x);
+}
+inline float shfl_xor(float x, int m) {
+  emu::exchange_in(&x, 4);
+  float y;
+  std::memcpy(&y, emu::slot(emu::lane() ^ m), 4);
+  emu::exchange_out();
+  return y;
+}
+inline float quad_max(float x) {
+  x = std::fmax(x, shfl_xor(x, 1));
+  return std::fmax(x, shfl_xor(x, 2));
+}
+inline float quad_sum(float x) {
+  x += shfl_xor(x, 1);
+  return x + shfl_xor(x, 2);
+}
+template <int kLanes>
+inline float group_sum(float x) {
+  for (int off = kLanes / 2; off > 0; off /= 2) x += shfl_xor(x, off);
+  return x;
+}
+inline void atomic_add_f32x2(float* p, float a, float b) {
+  if (reinterpret_cast<uintptr_t>(p) % 8) EMU_FAIL("misaligned float2 atomic");
+  p[0] += a;
+  p[1] += b;
+}
+}  // namespace attn_mma

@@ -1,0 +1,316 @@
+// Config parsing: every class of bad config is refused through the CLI with its JSON path, its
+// value, exit code 2 and no results file; product and zip sweeps expand to the exact cases.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "attnbench/config.hpp"
+#include "attnbench/context.hpp"
+
+#ifndef ATTNBENCH_EXE
+#error "ATTNBENCH_EXE (the attnbench binary) must be defined by the build"
+#endif
+
+namespace {
+
+using namespace attnbench;
+namespace fs = std::filesystem;
+
+struct CliResult {
+  int code = -1;
+  std::string output;  // stdout and stderr
+};
+
+CliResult run_cli(const std::string& args) {
+  CliResult r;
+  const std::string cmd = std::string(ATTNBENCH_EXE) + " " + args + " 2>&1";
+  FILE* f = ::popen(cmd.c_str(), "r");
+  if (!f) return r;
+  std::array<char, 4096> buf{};
+  std::size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) r.output.append(buf.data(), n);
+  const int status = ::pclose(f);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+class BadConfig : public ::testing::Test {
+ protected:
+  fs::path dir_;
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("attnbench_test_config_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Writes the config, runs it, and checks: exit code 2, the message holds each expected piece,
+  // and no results file appeared.
+  void expect_refused(const std::string& json, const std::vector<std::string>& pieces) {
+    const fs::path cfg = dir_ / "bad.json";
+    const fs::path out = dir_ / "results.json";
+    std::ofstream(cfg) << json;
+    const CliResult r = run_cli("run " + cfg.string() + " --out " + out.string() + " --quiet");
+    EXPECT_EQ(r.code, 2) << r.output;
+    for (const auto& p : pieces) EXPECT_NE(r.output.find(p), std::string::npos) << "missing '" << p << "' in:\n" << r.output;
+    EXPECT_FALSE(fs::exists(out)) << "a results file was written for a bad config";
+  }
+};
+
+constexpr const char* kImpl = R"("implementations": ["cpu.naive_3pass"])";
+
+TEST_F(BadConfig, NotJson) { expect_refused("{\"name\": \"x\",\n  \"problem\": {", {"not valid JSON", "line 2"}); }
+
+TEST_F(BadConfig, UnknownTopLevelKey) {
+  expect_refused(std::string("{") + kImpl + R"(, "bogus": 1})", {"/bogus", "unknown key \"bogus\""});
+}
+
+TEST_F(BadConfig, UnknownNestedKey) {
+  expect_refused(std::string("{") + kImpl + R"(, "problem": {"seq_len": 64}})", {"/problem/seq_len", "unknown key"});
+  expect_refused(std::string("{") + kImpl + R"(, "timing": {"repeats": 3}})", {"/timing/repeats", "unknown key"});
+  expect_refused(std::string("{") + kImpl + R"(, "sweep": {"product": {"sequence": [1]}}})",
+                 {"/sweep/product/sequence", "unknown problem field"});
+}
+
+TEST_F(BadConfig, WrongType) {
+  expect_refused(std::string("{") + kImpl + R"(, "problem": {"batch": "two"}})",
+                 {"/problem/batch = \"two\"", "positive integer"});
+  expect_refused(std::string("{") + kImpl + R"(, "problem": {"causal": 1}})", {"/problem/causal = 1", "true or false"});
+  expect_refused(std::string("{") + kImpl + R"(, "problem": {"seq": 64.5}})", {"/problem/seq = 64.5"});
+  expect_refused(std::string("{") + kImpl + R"(, "sweep": {"product": {"seq": 64}}})", {"/sweep/product/seq = 64", "array"});
+  expect_refused(std::string("{") + kImpl + R"(, "problem": {"dtype": "fp8"}})", {"/problem/dtype = \"fp8\"", "unknown dtype"});
+  expect_refused(std::string("{") + kImpl + R"(, "passes": ["fwd", "bwdd"]})", {"/passes/1 = \"bwdd\""});
+  expect_refused(std::string("{") + kImpl + R"(, "verify": {"mode": "fast"}})", {"/verify/mode = \"fast\""});
+  expect_refused(std::string("{") + kImpl + R"(, "inputs": {"seed": -1}})", {"/inputs/seed = -1"});
+}
+
+TEST_F(BadConfig, EmptyAxis) {
+  expect_refused(std::string("{") + kImpl + R"(, "sweep": {"product": {"seq": []}}})",
+                 {"/sweep/product/seq = []", "must not be empty"});
+  expect_refused(std::string("{") + kImpl + R"(, "implementations": []})", {"/implementations = []", "must not be empty"});
+}
+
+TEST_F(BadConfig, NegativeAxisValue) {
+  expect_refused(std::string("{") + kImpl + R"(, "sweep": {"product": {"seq_q": [16, 32, -5]}}})",
+                 {"/sweep/product/seq_q/2 = -5", "positive integer"});
+  expect_refused(std::string("{") + kImpl + R"(, "sweep": {"zip": [{"seq": [16, 0], "batch": [2, 1]}]}})",
+                 {"/sweep/zip/0/seq/1 = 0", "positive integer"});
+}
+
+TEST_F(BadConfig, HeadsNotMultiple) {
+  expect_refused(std::string("{") + kImpl + R"(, "problem": {"heads_q": 8}, "sweep": {"product": {"heads_kv": [2, 3]}}})",
+                 {"/sweep/product/heads_kv/1 = 3", "heads_q = 8 is not a multiple of heads_kv = 3"});
+}
+
+TEST_F(BadConfig, ImpossibleSize) {
+  expect_refused(std::string("{") + kImpl + R"(, "problem": {"head_dim": 512}})",
+                 {"/problem/head_dim = 512", "at most 256"});
+  // Petabytes of tensors: refused before anything is allocated.
+  expect_refused(std::string("{") + kImpl + R"(, "problem": {"batch": 100000, "seq": 1000000, "heads": 64, "head_dim": 128}})",
+                 {"/problem", "b100000_hq64_hkv64_sq1000000", "MiB"});
+  expect_refused(std::string("{") + kImpl + R"(, "problem": {"seq": 3000000000}})", {"/problem/seq = 3000000000", "positive integer"});
+}
+
+TEST_F(BadConfig, UnknownImplementation) {
+  expect_refused(R"({"implementations": ["cpu.naive_3pass", "cpu.nope*"]})",
+                 {"/implementations/1 = \"cpu.nope*\"", "matches no registered implementation", "cpu.naive_3pass"});
+}
+
+TEST_F(BadConfig, UnknownOption) {
+  expect_refused(std::string("{") + kImpl + R"(, "params": {"cpu.naive_3pass": {"block_c": [16, 32]}}})",
+                 {"/params/cpu.naive_3pass/block_c", "has no option \"block_c\""});
+  expect_refused(std::string("{") + kImpl + R"(, "params": {"cpu.nothing": {"block_c": 16}}})",
+                 {"/params/cpu.nothing", "matches no registered implementation"});
+}
+
+TEST_F(BadConfig, UnequalZipLengths) {
+  expect_refused(std::string("{") + kImpl + R"(, "sweep": {"zip": [{"seq": [512, 1024, 2048], "batch": [32, 16]}]}})",
+                 {"/sweep/zip/0/batch = [32,16]", "equal lengths", "2 here, 3"});
+}
+
+TEST_F(BadConfig, FieldSweptTwice) {
+  expect_refused(std::string("{") + kImpl + R"(, "sweep": {"product": {"seq_q": [16]}, "zip": [{"seq": [8, 9]}]}})",
+                 {"/sweep/zip/0/seq", "already swept by /sweep/product/seq_q"});
+}
+
+TEST_F(BadConfig, DuplicateCase) {
+  expect_refused(std::string("{") + kImpl + R"(, "sweep": {"product": {"seq": [16, 16]}}})",
+                 {"/sweep", "appears twice"});
+}
+
+TEST_F(BadConfig, GroupsKeepSweepsInGroups) {
+  expect_refused(R"({"groups": [{"implementations": ["cpu.*"]}], "sweep": {"product": {"seq": [8]}}})",
+                 {"/sweep", "unknown key"});
+  expect_refused(R"({"groups": [{"implementations": ["cpu.*"], "sweep": {"product": {"seq": [8, -1]}}}]})",
+                 {"/groups/0/sweep/product/seq/1 = -1"});
+}
+
+// ---- The parser as a function ----------------------------------------------------------------
+
+Config parse_ok(const std::string& text) {
+  const ConfigResult r = parse_config(text);
+  if (const auto* e = std::get_if<ConfigError>(&r)) {
+    ADD_FAILURE() << e->text();
+    return {};
+  }
+  return std::get<Config>(r);
+}
+
+TEST(ConfigParse, DefaultsOnly) {
+  const Config c = parse_ok(R"({"name": "one", "implementations": "cpu.naive_3pass"})");
+  ASSERT_EQ(c.groups.size(), 1u);
+  ASSERT_EQ(c.groups[0].cases.size(), 1u);
+  const Problem& p = c.groups[0].cases[0];
+  EXPECT_EQ(p.label(), Problem{}.label());
+  ASSERT_EQ(c.groups[0].impls.size(), 1u);
+  EXPECT_EQ(c.groups[0].impls[0].impl->name(), "cpu.naive_3pass");
+  EXPECT_EQ(c.groups[0].passes, std::vector<Pass>{Pass::fwd});
+  EXPECT_EQ(c.row_count(), 1u);
+  EXPECT_EQ(c.seed, 1234u);
+}
+
+TEST(ConfigParse, ProductSweepOrderAndValues) {
+  const Config c = parse_ok(R"({"implementations": ["cpu.naive_3pass"],
+    "problem": {"heads_q": 4, "heads_kv": 2, "head_dim": 32},
+    "sweep": {"product": {"seq": [16, 32, 48], "dtype": ["f32", "bf16"]}}})");
+  const auto& cases = c.groups.at(0).cases;
+  ASSERT_EQ(cases.size(), 6u);
+  const int seqs[] = {16, 16, 32, 32, 48, 48};
+  const DType dts[] = {DType::f32, DType::bf16, DType::f32, DType::bf16, DType::f32, DType::bf16};
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(cases[i].seq_q, seqs[i]) << i;
+    EXPECT_EQ(cases[i].seq_kv, seqs[i]) << i;  // "seq" sets both
+    EXPECT_EQ(cases[i].dtype, dts[i]) << i;
+    EXPECT_EQ(cases[i].heads_q, 4);
+    EXPECT_EQ(cases[i].heads_kv, 2);
+    EXPECT_EQ(cases[i].head_dim, 32);
+  }
+}
+
+TEST(ConfigParse, ZipSweepsAdvanceTogetherAndCrossTheRest) {
+  // The FlashAttention-2 grid, shortened: 16k tokens and hidden 2048.
+  const Config c = parse_ok(R"({"implementations": ["cpu.naive_3pass"], "problem": {"dtype": "bf16"},
+    "sweep": {"product": {"causal": [false, true]},
+              "zip": [{"head_dim": [64, 128], "heads": [32, 16]},
+                      {"seq": [512, 1024, 2048], "batch": [32, 16, 8]}]}})");
+  const auto& cases = c.groups.at(0).cases;
+  ASSERT_EQ(cases.size(), 2u * 2u * 3u);
+  std::size_t i = 0;
+  for (bool causal : {false, true}) {
+    for (int hd : {64, 128}) {
+      for (int seq : {512, 1024, 2048}) {
+        const Problem& p = cases[i++];
+        EXPECT_EQ(p.causal, causal);
+        EXPECT_EQ(p.head_dim, hd);
+        EXPECT_EQ(p.heads_q * p.head_dim, 2048);
+        EXPECT_EQ(p.heads_kv, p.heads_q);
+        EXPECT_EQ(p.seq_q, seq);
+        EXPECT_EQ(p.seq_kv, seq);
+        EXPECT_EQ(p.batch * p.seq_q, 16384);
+        EXPECT_EQ(p.dtype, DType::bf16);
+      }
+    }
+  }
+}
+
+TEST(ConfigParse, ParamsAxesMakeOneRowEach) {
+  const Config c = parse_ok(R"({"implementations": ["cpu.flash_1pass", "cpu.naive_3pass"],
+    "passes": ["fwd"], "params": {"cpu.flash_1pass": {"block_c": [16, 32, 64], "block_r": 32}}})");
+  const auto& impls = c.groups.at(0).impls;
+  ASSERT_EQ(impls.size(), 2u);
+  EXPECT_EQ(impls[0].impl->name(), "cpu.flash_1pass");
+  ASSERT_EQ(impls[0].option_sets.size(), 3u);
+  EXPECT_EQ(impls[0].option_sets[1].at("block_c"), 32);
+  EXPECT_EQ(impls[0].option_sets[1].at("block_r"), 32);
+  EXPECT_EQ(impls[1].option_sets.size(), 1u);
+  EXPECT_TRUE(impls[1].option_sets[0].empty());
+  EXPECT_EQ(c.row_count(), 4u);
+  // The explicit-list form.
+  const Config l = parse_ok(R"({"implementations": ["cpu.flash_1pass"],
+    "params": {"cpu.flash_1pass": [{"block_r": 16, "block_c": 64}, {"block_r": 64, "block_c": 16}]}})");
+  ASSERT_EQ(l.groups.at(0).impls.at(0).option_sets.size(), 2u);
+  EXPECT_EQ(l.groups[0].impls[0].option_sets[1].at("block_r"), 64);
+}
+
+TEST(ConfigParse, GroupsInheritDefaultsAndFilterDevices) {
+  const Config c = parse_ok(R"({"problem": {"head_dim": 32, "dtype": "f16"}, "timing": {"repetitions": 7},
+    "groups": [
+      {"devices": ["cpu"], "implementations": ["*"], "problem": {"seq": 8}, "passes": ["fwd", "bwd"]},
+      {"implementations": ["cpu.naive_3pass"], "sweep": {"product": {"seq": [4, 5]}}, "timing": {"hot": true}}]})");
+  ASSERT_EQ(c.groups.size(), 2u);
+  for (const auto& ir : c.groups[0].impls) EXPECT_EQ(ir.impl->device(), Device::cpu);
+  EXPECT_EQ(c.groups[0].cases.at(0).head_dim, 32);
+  EXPECT_EQ(c.groups[0].cases.at(0).dtype, DType::f16);
+  EXPECT_EQ(c.groups[0].cases.at(0).seq_q, 8);
+  EXPECT_EQ(c.groups[1].cases.size(), 2u);
+  EXPECT_EQ(c.groups[1].timing.repetitions, 7);  // from the top level
+  EXPECT_TRUE(c.groups[1].timing.hot);           // the group's own field
+  EXPECT_FALSE(c.groups[0].timing.hot);
+  EXPECT_EQ(c.case_count(), 3u);
+}
+
+TEST(ConfigParse, HashIgnoresKeyOrderButNotValues) {
+  const Config a = parse_ok(R"({"name": "h", "implementations": ["cpu.*"], "problem": {"seq": 8, "head_dim": 16}})");
+  const Config b = parse_ok(R"({"problem": {"head_dim": 16, "seq": 8}, "implementations": ["cpu.*"], "name": "h"})");
+  const Config c = parse_ok(R"({"name": "h", "implementations": ["cpu.*"], "problem": {"seq": 9, "head_dim": 16}})");
+  EXPECT_EQ(a.hash(), b.hash());
+  EXPECT_NE(a.hash(), c.hash());
+  EXPECT_EQ(a.hash().size(), 16u);
+  EXPECT_EQ(hex64(fnv1a64("")), "cbf29ce484222325");  // the FNV-1a 64 offset basis
+  EXPECT_EQ(hex64(fnv1a64("a")), "af63dc4c8601ec8c");
+}
+
+TEST(ConfigParse, ErrorsCarryPathAndValue) {
+  const ConfigResult r = parse_config(R"({"implementations": ["cpu.*"], "sweep": {"product": {"seq_q": [16, 32, -5]}}})");
+  const auto* e = std::get_if<ConfigError>(&r);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->path, "/sweep/product/seq_q/2");
+  EXPECT_EQ(e->value, "-5");
+  EXPECT_EQ(e->text(), "/sweep/product/seq_q/2 = -5: must be a positive integer");
+}
+
+std::string read_config(const char* name) {
+  std::ifstream f(fs::path(source_dir()) / "configs" / name);
+  EXPECT_TRUE(f) << name;
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+bool cuda_built() {
+  for (const auto* i : Registry::instance().all()) {
+    if (i->device() == Device::cuda) return true;
+  }
+  return false;
+}
+
+TEST(ConfigParse, ShippedConfigsParse) {
+  for (const char* name : {"smoke.json", "default.json"}) {
+    const ConfigResult r = parse_config(read_config(name));
+    const auto* e = std::get_if<ConfigError>(&r);
+    EXPECT_EQ(e, nullptr) << name << ": " << (e ? e->text() : "");
+  }
+  const ConfigResult r = parse_config(read_config("fa2_grid.json"));
+  if (cuda_built()) {
+    ASSERT_TRUE(std::holds_alternative<Config>(r)) << std::get<ConfigError>(r).text();
+    EXPECT_EQ(std::get<Config>(r).case_count(), 24u);  // 6 seq x 2 head_dim x 2 causal
+  } else {
+    // Only CUDA implementations: valid, but nothing to run in a CPU-only build.
+    ASSERT_TRUE(std::holds_alternative<ConfigError>(r));
+    EXPECT_NE(std::get<ConfigError>(r).message.find("nothing to run"), std::string::npos);
+  }
+}
+
+TEST(ConfigParse, DeviceGlobsOfAnAbsentDeviceAreNotErrors) {
+  // "cuda.*" must keep default.json valid in a build without CUDA; a typo stays an error.
+  const ConfigResult r = parse_config(R"({"implementations": ["cpu.naive_3pass", "cuda.*"]})");
+  EXPECT_TRUE(std::holds_alternative<Config>(r));
+  const ConfigResult bad = parse_config(R"({"implementations": ["cpu.naive_3pass", "cpux.*"]})");
+  ASSERT_TRUE(std::holds_alternative<ConfigError>(bad));
+  EXPECT_EQ(std::get<ConfigError>(bad).path, "/implementations/1");
+}
+
+}  // namespace

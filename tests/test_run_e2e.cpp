@@ -1,0 +1,244 @@
+// End to end through the attnbench binary: the smoke config runs and writes a results file that
+// parses (with the reader compare and table use), --profile runs without timing, --dump writes
+// .npy files, SIGINT leaves complete=false and exit code 130, bad flags exit 2 naming the flag.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "attnbench/context.hpp"
+#include "attnbench/results.hpp"
+#include "attnbench/table.hpp"
+
+#ifndef ATTNBENCH_EXE
+#error "ATTNBENCH_EXE (the attnbench binary) must be defined by the build"
+#endif
+
+namespace {
+
+using namespace attnbench;
+namespace fs = std::filesystem;
+
+struct CliResult {
+  int code = -1;
+  std::string output;  // stdout and stderr
+};
+
+CliResult run_cli(const std::string& args) {
+  CliResult r;
+  const std::string cmd = std::string(ATTNBENCH_EXE) + " " + args + " 2>&1";
+  FILE* f = ::popen(cmd.c_str(), "r");
+  if (!f) return r;
+  std::array<char, 4096> buf{};
+  std::size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) r.output.append(buf.data(), n);
+  const int status = ::pclose(f);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string config(const char* name) { return (fs::path(source_dir()) / "configs" / name).string(); }
+
+class E2E : public ::testing::Test {
+ protected:
+  fs::path dir_;
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("attnbench_e2e_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const char* name) const { return (dir_ / name).string(); }
+};
+
+TEST_F(E2E, SmokeConfigWritesAParsableResultsFile) {
+  const std::string out = path("smoke.json");
+  const CliResult r = run_cli("run " + config("smoke.json") + " --out " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("[1/"), std::string::npos) << "no progress lines";
+  EXPECT_NE(r.output.find("err/naive"), std::string::npos) << "no final table";
+
+  const nlohmann::json j = read_results_json(out);
+  EXPECT_EQ(j["schema"], kResultsSchema);
+  EXPECT_TRUE(j["complete"].get<bool>());
+  const auto& ctx = j["context"];
+  for (const char* key : {"date", "host", "cpu", "cpu_cores", "compiler", "build_type", "git_revision", "git_dirty",
+                          "devices", "config_path", "config_name", "config_hash", "config", "seed", "command_line"}) {
+    EXPECT_TRUE(ctx.contains(key)) << "context lacks " << key;
+  }
+  EXPECT_EQ(ctx["config_name"], "smoke");
+  EXPECT_EQ(ctx["config_hash"].get<std::string>().size(), 16u);
+  EXPECT_EQ(ctx["config"]["name"], "smoke");
+
+  const auto& rows = j["rows"];
+  ASSERT_FALSE(rows.empty());
+  int pass = 0, fail = 0, skip = 0, timed = 0;
+  std::set<std::string> passes, dtypes;
+  for (const auto& row : rows) {
+    const std::string status = row["status"];
+    ASSERT_TRUE(status == "pass" || status == "fail" || status == "skip") << status;
+    (status == "pass" ? pass : status == "fail" ? fail : skip)++;
+    if (status == "skip") {
+      EXPECT_FALSE(row["reason"].get<std::string>().empty()) << "a skip row without its reason";
+      continue;
+    }
+    passes.insert(row["pass"].get<std::string>());
+    dtypes.insert(row["problem"]["dtype"].get<std::string>());
+    EXPECT_EQ(row["verify"]["mode"], "full");
+    EXPECT_FALSE(row["verify"]["outputs"].empty());
+    EXPECT_TRUE(row["memory"].contains("io_bytes"));
+    EXPECT_TRUE(row["memory"].contains("workspace_bytes"));
+    const std::string nvtx = row["nvtx"];
+    EXPECT_EQ(nvtx.rfind(row["impl"].get<std::string>() + ":" + row["case"].get<std::string>(), 0), 0u) << nvtx;
+    if (row.contains("time")) {
+      ++timed;
+      EXPECT_GT(row["time"]["median_ms"].get<double>(), 0);
+      EXPECT_LE(row["time"]["min_ms"].get<double>(), row["time"]["median_ms"].get<double>() * 1.0000001);
+      EXPECT_EQ(row["time"]["repetitions"], 2);
+      EXPECT_GT(row["tflops"].get<double>(), 0);
+    }
+  }
+  EXPECT_GT(pass, 0);
+  EXPECT_EQ(fail, 0);
+  EXPECT_EQ(timed, pass);
+  EXPECT_EQ(passes, (std::set<std::string>{"fwd", "bwd", "fwd_bwd"}));
+  EXPECT_EQ(dtypes, (std::set<std::string>{"f32", "f16", "bf16"}));
+  EXPECT_EQ(j["summary"]["pass"], pass);
+  EXPECT_EQ(j["summary"]["skip"], skip);
+
+  // The typed reader of compare and table accepts it too.
+  const ResultsFile f = load_results(out);
+  EXPECT_EQ(f.rows.size(), rows.size());
+  EXPECT_TRUE(f.complete);
+}
+
+TEST_F(E2E, ProfileRunsEachRowOnceWithoutTiming) {
+  const std::string out = path("profile.json");
+  const CliResult r = run_cli("run " + config("smoke.json") + " --profile --impl 'cpu.*' --out " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const nlohmann::json j = read_results_json(out);
+  EXPECT_TRUE(j["context"]["profile"].get<bool>());
+  int ran = 0;
+  for (const auto& row : j["rows"]) {
+    EXPECT_TRUE(row["impl"].get<std::string>().rfind("cpu.", 0) == 0);
+    EXPECT_FALSE(row.contains("time"));
+    if (row["status"] == "pass") ++ran;
+  }
+  EXPECT_GT(ran, 0);
+  EXPECT_EQ(r.output.find("Benchmark"), std::string::npos) << "Google Benchmark ran in profile mode";
+}
+
+TEST_F(E2E, AdHocProblemAndDump) {
+  const std::string out = path("adhoc.json"), dump = path("dump");
+  const CliResult r = run_cli("run --impl cpu.naive_3pass --seq-q 5 --seq-kv 7 --heads-q 4 --heads-kv 2 --head-dim 8 "
+                              "--causal --dtype bf16 --pass fwd,bwd --quiet --benchmark_min_time=0.001 "
+                              "--benchmark_repetitions=1 --out " + out + " --dump " + dump);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const nlohmann::json j = read_results_json(out);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  for (const auto& row : j["rows"]) {
+    EXPECT_EQ(row["status"], "pass");
+    EXPECT_EQ(row["case"], "b1_hq4_hkv2_sq5_skv7_d8_causal_bf16");
+    EXPECT_EQ(row["time"]["repetitions"], 1);  // --benchmark_repetitions wins over the config
+  }
+  const fs::path d = fs::path(dump) / "b1_hq4_hkv2_sq5_skv7_d8_causal_bf16";
+  for (const char* f : {"Q.npy", "K.npy", "V.npy", "dO.npy", "ref_O.npy", "ref_LSE.npy", "ref_dQ.npy",
+                        "cpu.naive_3pass.fwd.O.npy", "cpu.naive_3pass.fwd.LSE.npy", "cpu.naive_3pass.bwd.dQ.npy",
+                        "cpu.naive_3pass.bwd.dK.npy", "cpu.naive_3pass.bwd.dV.npy"}) {
+    EXPECT_TRUE(fs::exists(d / f)) << f;
+  }
+  // bf16 is widened to float32 in the file: 1*5*4*8 elements of 4 bytes after the header.
+  std::ifstream q(d / "Q.npy", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(q)), std::istreambuf_iterator<char>());
+  ASSERT_GT(bytes.size(), 160u);
+  EXPECT_EQ(bytes.substr(1, 5), "NUMPY");
+  EXPECT_EQ(bytes.size() % 64, (5u * 4u * 8u * 4u) % 64u);
+}
+
+TEST_F(E2E, BadFlagsExit2NamingTheFlag) {
+  struct Case {
+    std::string args;
+    std::vector<std::string> pieces;
+  };
+  const std::vector<Case> cases = {
+      {"run --heads-q 8 --heads-kv 3", {"--heads-kv = 3", "heads_q = 8 is not a multiple of heads_kv = 3"}},
+      {"run --batch abc", {"--batch = abc", "not an integer"}},
+      {"run --seq=-4", {"--seq = -4", "positive integer"}},
+      {"run --head-dim 300", {"--head-dim = 300", "at most 256"}},
+      {"run --dtype fp8 --seq 4", {"--dtype = \"fp8\"", "unknown dtype"}},
+      {"run --scale x --seq 4", {"--scale = x", "not a number"}},
+      {"run --seq 4 --impl 'nope*'", {"--impl = \"nope*\"", "matches no registered implementation"}},
+      {"run --seq 4 --pass sideways", {"--pass = \"sideways\""}},
+      {"run --seq 4 --verify maybe", {"--verify = \"maybe\""}},
+      {"run --seq 4 --seed -3", {"--seed = -3"}},
+      {"run " + config("smoke.json") + " --seq 4", {"problem flags"}},
+      {"run /nonexistent/config.json", {"cannot read the config"}},
+      {"run --bogus", {"--bogus"}},
+      {"frobnicate", {"frobnicate"}},
+      {"run --seq 4 --benchmark_nonsense=1", {"benchmark_nonsense"}},
+  };
+  for (const Case& c : cases) {
+    const std::string out = path("never.json");
+    const CliResult r = run_cli(c.args + " --out " + out);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.output;
+    for (const auto& p : c.pieces) EXPECT_NE(r.output.find(p), std::string::npos) << c.args << ": no '" << p << "' in\n" << r.output;
+    EXPECT_FALSE(fs::exists(out)) << c.args;
+  }
+}
+
+TEST_F(E2E, ListAndHelp) {
+  const CliResult l = run_cli("list");
+  EXPECT_EQ(l.code, 0);
+  EXPECT_NE(l.output.find("cpu.naive_3pass"), std::string::npos) << l.output;
+  const CliResult h = run_cli("run --help");
+  EXPECT_EQ(h.code, 0);
+  for (const char* flag : {"--out", "--impl", "--verify", "--hot", "--profile", "--dump", "--quiet", "--seq", "--heads-kv"}) {
+    EXPECT_NE(h.output.find(flag), std::string::npos) << flag;
+  }
+  const CliResult top = run_cli("--help");
+  EXPECT_EQ(top.code, 0);
+  EXPECT_NE(top.output.find("Examples:"), std::string::npos);
+}
+
+TEST_F(E2E, SigintFinishesTheRowAndWritesAnIncompleteFile) {
+  // Enough slow rows that the run is still going when the signal arrives.
+  const std::string cfg = path("slow.json"), out = path("interrupted.json");
+  std::ofstream(cfg) << R"({"name": "slow", "implementations": ["cpu.naive_3pass"], "passes": ["fwd"],
+    "problem": {"head_dim": 16}, "sweep": {"product": {"seq": [8, 9, 10, 11, 12, 13, 14, 15, 16, 17]}},
+    "timing": {"min_time_s": 1.0, "repetitions": 3, "warmup_s": 0}})";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    ::execl(ATTNBENCH_EXE, ATTNBENCH_EXE, "run", cfg.c_str(), "--out", out.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // The first results file appears once the handler is installed.
+  for (int i = 0; i < 200 && !fs::exists(out); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  const nlohmann::json j = read_results_json(out);
+  EXPECT_FALSE(j["complete"].get<bool>());
+  EXPECT_NE(j["stop_reason"].get<std::string>().find("SIGINT"), std::string::npos);
+}
+
+}  // namespace
