@@ -218,9 +218,16 @@ TEST(CudaImpls, RandomShapes) {
   auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   std::vector<Problem> ps;
   for (int n = 0; n < 24; ++n) {
-    const int hkv = uniform(1, 3), group = uniform(1, 4);
-    ps.push_back(make(uniform(1, 3), hkv * group, hkv, uniform(1, 300), uniform(1, 300),
-                      uniform(1, 256), uniform(0, 1) == 1, kDtypes[uniform(0, 2)]));
+    // One draw per statement: argument evaluation order is unspecified, the shapes must not be.
+    const int hkv = uniform(1, 3);
+    const int group = uniform(1, 4);
+    const int batch = uniform(1, 3);
+    const int sq = uniform(1, 300);
+    const int skv = uniform(1, 300);
+    const int d = uniform(1, 256);
+    const bool causal = uniform(0, 1) == 1;
+    const DType t = kDtypes[uniform(0, 2)];
+    ps.push_back(make(batch, hkv * group, hkv, sq, skv, d, causal, t));
   }
   EXPECT_GT(check_all(ps), 0);
 }

@@ -74,7 +74,7 @@ TEST_F(E2E, SmokeConfigWritesAParsableResultsFile) {
   const nlohmann::json j = read_results_json(out);
   EXPECT_EQ(j["schema"], kResultsSchema);
   EXPECT_TRUE(j["complete"].get<bool>());
-  const auto& ctx = j["context"];
+  const nlohmann::json ctx = j["context"];
   for (const char* key : {"date", "host", "cpu", "cpu_cores", "compiler", "build_type", "git_revision", "git_dirty",
                           "devices", "config_path", "config_name", "config_hash", "config", "seed", "command_line"}) {
     EXPECT_TRUE(ctx.contains(key)) << "context lacks " << key;
@@ -83,7 +83,7 @@ TEST_F(E2E, SmokeConfigWritesAParsableResultsFile) {
   EXPECT_EQ(ctx["config_hash"].get<std::string>().size(), 16u);
   EXPECT_EQ(ctx["config"]["name"], "smoke");
 
-  const auto& rows = j["rows"];
+  const nlohmann::json rows = j["rows"];
   ASSERT_FALSE(rows.empty());
   int pass = 0, fail = 0, skip = 0, timed = 0;
   std::set<std::string> passes, dtypes;

@@ -13,9 +13,10 @@
 namespace attnbench {
 
 std::string ConfigError::text() const {
-  std::string s = path.empty() ? std::string("config") : path;
-  if (!value.empty()) s += " = " + value;
-  return s + ": " + message;
+  if (path.empty() && value.empty()) return message;
+  std::string s = path.empty() ? std::string("(document)") : path;
+  if (!value.empty()) s.append(" = ").append(value);
+  return s.append(": ").append(message);
 }
 
 std::string json_pointer_escape(std::string_view key) {
@@ -235,7 +236,8 @@ class Parser {
     if (doc.contains("inputs")) parse_inputs(doc["inputs"], c);
 
     if (grouped) {
-      const json& groups = expect_array(doc["groups"], "/groups");
+      const std::string groups_path = "/groups";  // a named string: no reference to a temporary
+      const json& groups = expect_array(doc["groups"], groups_path);
       for (std::size_t i = 0; i < groups.size(); ++i) {
         const std::string gp = at("/groups", i);
         expect_object(groups[i], gp);

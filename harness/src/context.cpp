@@ -123,6 +123,13 @@ nlohmann::ordered_json collect_context() {
   c["cpu_cores"] = std::thread::hardware_concurrency();
   c["omp_threads"] = omp_get_max_threads();
   c["host_memory_bytes"] = host_memory_bytes();
+  // CPU timings on a busy machine are mostly scheduling noise (OpenMP threads waiting for a
+  // core); the load at the start says how busy it was.
+  {
+    std::ifstream la("/proc/loadavg");
+    double l1 = 0, l5 = 0, l15 = 0;
+    if (la >> l1 >> l5 >> l15) c["load_average"] = {l1, l5, l15};
+  }
   c["compiler"] = ATTNBENCH_CXX_COMPILER;
   c["build_type"] = ATTNBENCH_BUILD_TYPE;
 

@@ -196,7 +196,7 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
       }
       const CLI::Option* opt = a.problem_opts.at(f.flag);
       if (opt->count() == 0) continue;
-      const std::string& text = a.problem.at(f.flag);
+      const std::string text = a.problem.at(f.flag);
       flag_of_path[std::string("/problem/") + f.key] = f.flag;
       if (f.kind == ProblemFlag::integer) {
         std::size_t used = 0;
@@ -326,6 +326,14 @@ int main(int argc, char** argv) {
       bench_flags.insert(s.substr(2, s.find('=') == std::string::npos ? std::string::npos : s.find('=') - 2));
     } else {
       cli_argv.push_back(argv[i]);
+    }
+  }
+  // CLI11 would only say "A subcommand is required" for a misspelt one.
+  if (cli_argv.size() > 1 && cli_argv[1][0] != '-') {
+    const std::string cmd = cli_argv[1];
+    if (cmd != "list" && cmd != "run" && cmd != "compare" && cmd != "table") {
+      std::cerr << "attnbench: unknown command '" << cmd << "' (commands: list, run, compare, table; see --help)\n";
+      return kBadInput;
     }
   }
   int gb_argc = static_cast<int>(gb_argv.size());

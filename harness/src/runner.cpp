@@ -322,6 +322,7 @@ class Runner {
   std::vector<std::size_t> timed_;  // indices into plan_/results_.rows of rows to time
   std::string cuda_broken_;         // set once a sticky CUDA error was seen
   std::size_t done_ = 0;
+  bool dump_failed_ = false;
 
   void build_plan();
   void run_case(std::size_t first, std::size_t last);
@@ -501,7 +502,15 @@ RowResult Runner::run_row(const PlannedRow& pr, CaseState& cs) {
     if (auto note = cs.naive_note.find(key); note != cs.naive_note.end()) {
       r.reason += (r.reason.empty() ? "" : "; ") + std::string("baseline: ") + note->second;
     }
-    if (!opts_.dump_dir.empty()) dump(pr, cs, outs);
+    if (!opts_.dump_dir.empty()) {
+      // A full disk is not the implementation's failure: say so once and go on.
+      try {
+        dump(pr, cs, outs);
+      } catch (const std::exception& e) {
+        if (!dump_failed_) err_ << "attnbench: --dump: " << e.what() << "\n";
+        dump_failed_ = true;
+      }
+    }
   } catch (const OutOfMemory& e) {
     r = blank_row(pr);
     r.status = Status::skip;
@@ -807,12 +816,14 @@ void print_run_table(const RunResults& res, std::ostream& out) {
   const std::vector<std::string> header{"case", "impl", "pass", "status", "err/naive", "median ms",
                                         "TFLOP/s", "ws MiB", "note"};
   std::vector<std::vector<std::string>> rows;
-  std::map<std::string, int> hidden;  // device-absent skip reasons -> count
+  // Skipped rows are counted by reason below the table, not listed: in a sweep they are
+  // mostly "no backward pass" or "no CUDA device", and would bury the rows that ran.
+  std::map<std::string, int> skipped;
   int n_pass = 0, n_fail = 0, n_skip = 0;
   for (const RowResult& r : res.rows) {
     (r.status == Status::pass ? n_pass : r.status == Status::fail ? n_fail : n_skip)++;
-    if (r.status == Status::skip && r.reason == kNoCudaDevice) {
-      ++hidden[r.reason];
+    if (r.status == Status::skip) {
+      ++skipped[r.reason];
       continue;
     }
     std::string impl = r.impl;
@@ -862,7 +873,10 @@ void print_run_table(const RunResults& res, std::ostream& out) {
   for (std::size_t c = 0; c < header.size(); ++c) rule.push_back(std::string(c + 1 == header.size() ? 4 : w[c], '-'));
   line(rule);
   for (const auto& r : rows) line(r);
-  for (const auto& [why, n] : hidden) out << "(" << n << " more rows skipped: " << why << ")\n";
+  std::vector<std::pair<int, std::string>> by_count;
+  for (const auto& [why, n] : skipped) by_count.emplace_back(n, why);
+  std::stable_sort(by_count.begin(), by_count.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const auto& [n, why] : by_count) out << "skipped " << n << (n == 1 ? " row: " : " rows: ") << why << "\n";
   out << res.rows.size() << " rows: " << n_pass << " pass, " << n_fail << " fail, " << n_skip << " skip";
   if (!res.complete) out << "; INCOMPLETE: " << res.stop_reason;
   out << "\n";

@@ -27,10 +27,18 @@
 namespace attnbench::cpu {
 namespace {
 
-// Default tiles, measured with bench_cpu (f32, b1 h8, d 64/128, seq 2048/4096, 2 threads, Xeon
-// Sapphire Rapids, AVX-512). See the comment at the end of this file for the alternatives.
-constexpr int kDefaultBlockR = 64;
-constexpr int kDefaultBlockC = 128;
+// Default tiles. Measured on a Xeon (Sapphire Rapids, AVX-512, 2 MiB L2 per core), f32, seq 2048,
+// one thread, best of 3, GFLOP/s from process CPU time (the machine was shared; Eigen GEMM
+// 1024^3 gave 128-134 the same way):
+//   Br x Bc    32x64  64x64  64x128  96x128  128x128  96x256  128x256  192x128  192x256
+//   d = 64       67     73     87      87      93       93      96       93       96
+//   d = 128      72     88     95     106     108      107     111      116      105
+// Larger tiles amortise Eigen's operand packing (both operands are packed on every call) and
+// the per-row softmax bookkeeping; beyond 128 x 256 the gain is within noise while causal
+// diagonal tiles waste more work and small problems get fewer parallel tasks. The working set
+// (Q, K, V, S, O~ tiles: ~0.7 MiB at d = 256) stays within L2.
+constexpr int kDefaultBlockR = 128;
+constexpr int kDefaultBlockC = 256;
 
 struct Tiles {
   int br, bc;

@@ -25,7 +25,7 @@
 // nothing grows with seq_q x seq_kv. Rows with LSE = -inf (no visible key) get P = 0, so they
 // contribute no gradient.
 // Vectorisation: Eigen GEMMs on float tiles; exp and the dS update are Eigen array expressions.
-// Tiles: options block_r (Br) and block_c (Bc), 1..1024, default 64 x 64.
+// Tiles: options block_r (Br) and block_c (Bc), 1..1024, default 128 x 128 (measured below).
 // Limits: backward only; its forward partner is cpu.flash_1pass (whose LSE it reads).
 #include <cmath>
 
@@ -34,8 +34,14 @@
 namespace attnbench::cpu {
 namespace {
 
-constexpr int kDefaultBlockR = 64;
-constexpr int kDefaultBlockC = 64;
+// Default tiles, measured like cpu.flash_1pass's (f32, seq 2048, one thread, GFLOP/s by the
+// 2.5x-forward convention from process CPU time; cpu.naive_3pass backward: 51 / 63):
+//   Br x Bc    32x64  64x64  64x128  128x64  96x96  128x128  128x256  256x128
+//   d = 64       58     60     62      64      66      66       69       67
+//   d = 128      57     62     65      67      68      74       77       76
+// 128 x 128 is within noise of the larger tiles and keeps twice as many dK/dV tasks.
+constexpr int kDefaultBlockR = 128;
+constexpr int kDefaultBlockC = 128;
 
 struct Tiles {
   int br, bc;

@@ -42,8 +42,8 @@ inline constexpr const char* kNoCudaDevice = "no CUDA device";
 // cannot be written before the run starts.
 int run_config(const Config& config, const RunOptions& opts, std::ostream& out, std::ostream& err);
 
-// The readable table printed at the end of a run. Rows skipped because their device is absent
-// are counted in one line instead of listed.
+// The readable table printed at the end of a run: every row that ran; skipped rows are counted
+// by reason below it (the results file has each one).
 void print_run_table(const RunResults& results, std::ostream& out);
 
 }  // namespace attnbench
