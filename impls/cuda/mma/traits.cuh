@@ -49,9 +49,9 @@ template <>
 struct FwdTraits<128> : FwdConfig<128, 4, 2, 64, 2> {};
 
 // 128 x 64, 8 warps of 16 rows (FlashAttention-2's sm80 choice for d256): O alone is 128
-// registers at 16 rows, so 32 rows per warp cannot fit. Smem 192 KiB (Q 64 KiB + 2 stages of K
-// and V): 1 block per SM; needs the 227 KiB opt-in of sm_90 (sm_80's 163 KiB is too small, the
-// case is skipped there).
+// registers at 16 rows, so 32 rows per warp cannot fit. Smem 194 KiB (Q 64 KiB + 2 stages of K
+// and V + row sums): 1 block per SM; needs the 227 KiB opt-in of sm_90 (sm_80's 163 KiB is too
+// small: supports_extra skips the case there).
 template <>
 struct FwdTraits<256> : FwdConfig<256, 8, 1, 64, 1> {};
 
@@ -90,7 +90,7 @@ template <int kHeadDim>
 struct BwdTraits;
 
 // Per thread: dK + dV accumulators 2 * 16 * 64 / 32 = 64 registers, S^T and dP^T 32 each.
-// Smem 80 KiB.
+// Smem 81 KiB.
 template <>
 struct BwdTraits<64> : BwdConfig<64, 8, 64, 4, 64> {};
 

@@ -1,0 +1,65 @@
+// Planted CPU faults for tests/test_faults.cpp: implementations that fail in the ways a run must
+// survive, each as one FAIL or SKIP row with its reason, the run going on to the next row.
+//   cpu.planted_throws         forward and backward throw std::runtime_error (a failed call);
+//   cpu.planted_nan            the simple algorithm (simple.cpp), then one NaN written into O
+//                              and one into dQ;
+//   cpu.planted_host_oom       asks for a 1 PiB workspace: the allocation fails (SKIP);
+//   cpu.planted_throws_timed   correct on the first call after prepare() (the validation call),
+//                              throws on every later one, i.e. while Google Benchmark times it.
+// Memory, passes and limits: as simple.cpp, except the 1 PiB request.
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+
+#include "planted.hpp"
+
+namespace attnbench::planted {
+namespace {
+
+class Throws final : public Simple {
+ public:
+  Throws() : Simple("cpu.planted_throws", Bug::none, "throws from every call") {}
+  void forward(const FwdArgs&) const override { throw std::runtime_error("planted: forward threw on purpose"); }
+  void backward(const BwdArgs&) const override { throw std::runtime_error("planted: backward threw on purpose"); }
+};
+
+class WritesNan final : public Simple {
+ public:
+  WritesNan() : Simple("cpu.planted_nan", Bug::none, "writes one NaN into O and one into dQ") {}
+  void forward(const FwdArgs& a) const override {
+    simple_forward(a, Bug::none);
+    store_from_float(a.o, static_cast<std::size_t>(a.p.q_elems() / 2), std::numeric_limits<float>::quiet_NaN(), a.p.dtype);
+  }
+  void backward(const BwdArgs& a) const override {
+    simple_backward(a, Bug::none);
+    store_from_float(a.dq, static_cast<std::size_t>(a.p.q_elems() / 2), std::numeric_limits<float>::quiet_NaN(), a.p.dtype);
+  }
+};
+
+class HostOom final : public Simple {
+ public:
+  HostOom() : Simple("cpu.planted_host_oom", Bug::none, "asks for a 1 PiB workspace") {}
+  std::size_t workspace_bytes(const Problem&, Pass, const Options&) const override { return std::size_t{1} << 50; }
+};
+
+class ThrowsWhenTimed final : public Simple {
+ public:
+  ThrowsWhenTimed() : Simple("cpu.planted_throws_timed", Bug::none, "right once, then throws (fails while timed)") {}
+  void prepare(const Problem&, Pass, const Options&) const override { calls_ = 0; }
+  void forward(const FwdArgs& a) const override {
+    if (calls_.fetch_add(1) > 0) throw std::runtime_error("planted: timed call threw on purpose");
+    simple_forward(a, Bug::none);
+  }
+
+ private:
+  mutable std::atomic<int> calls_{0};
+};
+
+}  // namespace
+}  // namespace attnbench::planted
+
+ATTNBENCH_REGISTER(attnbench::planted::Throws)
+ATTNBENCH_REGISTER(attnbench::planted::WritesNan)
+ATTNBENCH_REGISTER(attnbench::planted::HostOom)
+ATTNBENCH_REGISTER(attnbench::planted::ThrowsWhenTimed)

@@ -1,0 +1,172 @@
+// The simple algorithm every Bug-planted implementation shares, and cpu.planted_control (no bug).
+//
+// Forward, per (batch, query head, query row): scores of the visible keys in double, their
+// maximum, the sum of exponentials and P V in one more loop, O = acc / sum and LSE = max +
+// log(sum). Backward, per (batch, kv head): dK and dV accumulated in double over the query heads
+// that read the kv head; per query row, P is recomputed from the scores (not from the LSE
+// input), D = dO . O, dP = dO . V_j, dS = P (dP - D), dQ += dS K, dK += dS Q, dV += P dO; the
+// scale multiplies dQ and dK once at the end.
+// Passes over memory: K and V are read once per query row (O(N^2 d) reads, no N x N storage).
+// Writes: O and LSE (forward); dQ, dK, dV (backward), each element once.
+// Extra memory: forward seq_kv + head_dim doubles; backward 2 seq_kv head_dim + seq_kv +
+// head_dim doubles. Limits: single-threaded and slow; for test shapes only.
+// Accumulating in double makes the control's error the rounding of its outputs alone, well
+// inside the verification bound, so a planted bug is the only reason for a failure.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "planted.hpp"
+
+namespace attnbench::planted {
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// Element (b, s, h, c) of a BSHD tensor with `heads` heads.
+std::size_t at(const Problem& p, int heads, int seq, int b, int s, int h, int c) {
+  return static_cast<std::size_t>(((static_cast<std::int64_t>(b) * seq + s) * heads + h) * p.head_dim + c);
+}
+
+int kv_of(const Problem& p, int h, Bug bug) { return bug == Bug::gqa_mapping ? h % p.heads_kv : p.kv_head(h); }
+
+int visible_keys(const Problem& p, int i, Bug bug) {
+  const int nv = p.first_invisible_key(i);
+  return bug == Bug::causal_off_by_one && p.causal ? std::min(nv + 1, p.seq_kv) : nv;
+}
+
+// s[0..nv) = scale * q_i . k_j for the visible keys of row i of head h; returns their maximum.
+double scores(const Problem& p, const void* q, const void* k, int b, int h, int hk, int i, int nv, double* s) {
+  const DType t = p.dtype;
+  const double scale = p.effective_scale();
+  double m = kNegInf;
+  for (int j = 0; j < nv; ++j) {
+    double dot = 0;
+    for (int c = 0; c < p.head_dim; ++c) {
+      dot += static_cast<double>(load_as_float(q, at(p, p.heads_q, p.seq_q, b, i, h, c), t)) *
+             load_as_float(k, at(p, p.heads_kv, p.seq_kv, b, j, hk, c), t);
+    }
+    s[j] = scale * dot;
+    m = std::max(m, s[j]);
+  }
+  return m;
+}
+
+}  // namespace
+
+FarRow far_row_of(const Problem& p) { return {p.batch - 1, p.heads_q - 1, p.seq_q / 2}; }
+
+std::size_t simple_workspace_bytes(const Problem& p, Pass pass) {
+  const std::size_t n = static_cast<std::size_t>(p.seq_kv), d = static_cast<std::size_t>(p.head_dim);
+  return sizeof(double) * (pass == Pass::fwd ? n + d : 2 * n * d + n + 2 * d);
+}
+
+void simple_forward(const FwdArgs& a, Bug bug) {
+  const Problem& p = a.p;
+  const DType t = p.dtype;
+  const int d = p.head_dim;
+  double* s = static_cast<double*>(a.workspace);  // [Skv]
+  double* acc = s + p.seq_kv;                     // [D]
+  const FarRow far = far_row_of(p);
+  for (int b = 0; b < p.batch; ++b) {
+    for (int h = 0; h < p.heads_q; ++h) {
+      const int hk = kv_of(p, h, bug);
+      for (int i = 0; i < p.seq_q; ++i) {
+        const int nv = visible_keys(p, i, bug);
+        const double m = scores(p, a.q, a.k, b, h, hk, i, nv, s);
+        double l = 0;
+        std::fill(acc, acc + d, 0.0);
+        for (int j = 0; j < nv; ++j) {
+          const double e = std::exp(s[j] - m);
+          l += e;
+          for (int c = 0; c < d; ++c) acc[c] += e * load_as_float(a.v, at(p, p.heads_kv, p.seq_kv, b, j, hk, c), t);
+        }
+        for (int c = 0; c < d; ++c) {
+          if (bug == Bug::unwritten_tile && b == 0 && h == 0 && i >= 16 && i < 32 && c >= 16 && c < 32) continue;
+          double o = nv > 0 ? acc[c] / l : 0.0;
+          if (bug == Bug::far_row && b == far.batch && h == far.head && i == far.row) o += 0.5;
+          store_from_float(a.o, at(p, p.heads_q, p.seq_q, b, i, h, c), static_cast<float>(o), t);
+        }
+        float* lse = a.lse + (static_cast<std::int64_t>(b) * p.heads_q + h) * p.seq_q + i;
+        if (bug == Bug::lse_unwritten) continue;
+        if (nv == 0) *lse = -std::numeric_limits<float>::infinity();
+        else *lse = static_cast<float>(bug == Bug::lse_garbage ? m : m + std::log(l));
+      }
+    }
+  }
+}
+
+void simple_backward(const BwdArgs& a, Bug bug) {
+  const Problem& p = a.p;
+  const DType t = p.dtype;
+  const int d = p.head_dim, n = p.seq_kv;
+  const double scale = p.effective_scale();
+  const double gscale = bug == Bug::unscaled_grads ? 1.0 : scale;
+  double* dk = static_cast<double*>(a.workspace);            // [Skv, D]
+  double* dv = dk + static_cast<std::size_t>(n) * d;        // [Skv, D]
+  double* s = dv + static_cast<std::size_t>(n) * d;         // [Skv]
+  double* dq = s + n;                                       // [D]
+  double* dorow = dq + d;                                   // [D]
+  auto kv = [&](const void* x, int b, int j, int hk, int c) {
+    return static_cast<double>(load_as_float(x, at(p, p.heads_kv, n, b, j, hk, c), t));
+  };
+  auto qs = [&](const void* x, int b, int i, int h, int c) {
+    return static_cast<double>(load_as_float(x, at(p, p.heads_q, p.seq_q, b, i, h, c), t));
+  };
+  for (int b = 0; b < p.batch; ++b) {
+    for (int hk = 0; hk < p.heads_kv; ++hk) {
+      std::fill(dk, dk + static_cast<std::size_t>(n) * d, 0.0);
+      std::fill(dv, dv + static_cast<std::size_t>(n) * d, 0.0);
+      for (int h = 0; h < p.heads_q; ++h) {
+        if (kv_of(p, h, bug) != hk) continue;
+        for (int i = 0; i < p.seq_q; ++i) {
+          const int nv = visible_keys(p, i, bug);
+          const double m = scores(p, a.q, a.k, b, h, hk, i, nv, s);
+          double l = 0;
+          for (int j = 0; j < nv; ++j) l += std::exp(s[j] - m);
+          double dsum = 0;  // D = dO . O
+          for (int c = 0; c < d; ++c) {
+            dorow[c] = qs(a.dout, b, i, h, c);
+            dsum += dorow[c] * qs(a.o, b, i, h, c);
+          }
+          std::fill(dq, dq + d, 0.0);
+          for (int j = 0; j < nv; ++j) {
+            const double pj = std::exp(s[j] - m) / l;
+            double dp = 0;
+            for (int c = 0; c < d; ++c) dp += dorow[c] * kv(a.v, b, j, hk, c);
+            const double ds = pj * (dp - dsum);
+            for (int c = 0; c < d; ++c) {
+              const std::size_t jc = static_cast<std::size_t>(j) * d + c;
+              dq[c] += ds * kv(a.k, b, j, hk, c);
+              dk[jc] += ds * qs(a.q, b, i, h, c);
+              dv[jc] += pj * dorow[c];
+            }
+          }
+          for (int c = 0; c < d; ++c) {
+            store_from_float(a.dq, at(p, p.heads_q, p.seq_q, b, i, h, c), static_cast<float>(gscale * dq[c]), t);
+          }
+        }
+      }
+      for (int j = 0; j < n; ++j) {
+        for (int c = 0; c < d; ++c) {
+          const std::size_t jc = static_cast<std::size_t>(j) * d + c;
+          store_from_float(a.dk, at(p, p.heads_kv, n, b, j, hk, c), static_cast<float>(gscale * dk[jc]), t);
+          store_from_float(a.dv, at(p, p.heads_kv, n, b, j, hk, c), static_cast<float>(dv[jc]), t);
+        }
+      }
+    }
+  }
+}
+
+namespace {
+
+class Control final : public Simple {
+ public:
+  Control() : Simple("cpu.planted_control", Bug::none, "the planted implementations' algorithm with no bug (must pass)") {}
+};
+
+}  // namespace
+}  // namespace attnbench::planted
+
+ATTNBENCH_REGISTER(attnbench::planted::Control)

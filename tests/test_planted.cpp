@@ -1,0 +1,322 @@
+// Verification can fail: planted wrong implementations (tests/planted/) and proof that the
+// harness catches each one, through check_impl and through the run loop (a FAIL row whose reason
+// names the wrong output). The same shapes pass with the correct CPU implementations and with
+// cpu.planted_control (the planted algorithm with no bug), so no check here is vacuous.
+//
+// Planted bugs: causal mask off by one, wrong GQA head mapping, LSE unwritten, LSE garbage,
+// unscaled dQ/dK, one unwritten 16x16 tile of O, one wrong row far from the sampled rows
+// (caught in sampled mode), and a lost-update race that corrupts one row only sometimes.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "attnbench/config.hpp"
+#include "attnbench/implementation.hpp"
+#include "attnbench/results.hpp"
+#include "attnbench/runner.hpp"
+#include "attnbench/tensors.hpp"
+#include "attnbench/verify.hpp"
+#include "planted/planted.hpp"
+
+namespace {
+
+using namespace attnbench;
+namespace fs = std::filesystem;
+using Names = std::set<std::string>;
+
+constexpr std::uint64_t kSeed = 424242;
+
+Problem make(int b, int hq, int hkv, int sq, int skv, int d, bool causal, DType t) {
+  Problem p;
+  p.batch = b;
+  p.heads_q = hq;
+  p.heads_kv = hkv;
+  p.seq_q = sq;
+  p.seq_kv = skv;
+  p.head_dim = d;
+  p.causal = causal;
+  p.dtype = t;
+  return p;
+}
+
+// Causal GQA shapes on which every planted bug shows: seq_q > seq_kv (early rows see no key) and
+// seq_q < seq_kv, rows and head_dim past one 16x16 tile, odd sizes (tails), f32 and bf16.
+std::vector<Problem> shapes() {
+  return {make(1, 4, 2, 40, 33, 32, true, DType::f32), make(2, 8, 2, 37, 64, 64, true, DType::bf16),
+          make(1, 4, 2, 33, 33, 40, true, DType::f16)};
+}
+
+const Implementation& impl(const char* name) {
+  const Implementation* i = Registry::instance().find(name);
+  if (!i) throw std::runtime_error(std::string(name) + " is not registered in this test binary");
+  return *i;
+}
+
+Names failed(const Verdict& v) {
+  Names s;
+  for (const auto& o : v.outputs) {
+    if (!o.ok) s.insert(o.name);
+  }
+  return s;
+}
+
+std::string describe(const Verdict& v) {
+  std::ostringstream s;
+  for (const auto& o : v.outputs) {
+    s << "  " << o.name << (o.ok ? " ok" : " FAIL") << " max_abs " << o.max_abs << " bound " << o.bound
+      << " nonfinite " << o.nonfinite << (o.why.empty() ? "" : " (" + o.why + ")") << "\n";
+  }
+  return s.str();
+}
+
+// The verdict is not ok, exactly `wrong` failed, and failure() names each of them.
+void expect_caught(const char* name, const Problem& p, Pass pass, const Names& wrong,
+                   VerifyMode mode = VerifyMode::full, const Options& opts = {}) {
+  const Verdict v = check_impl(impl(name), p, pass, kSeed, mode, opts);
+  EXPECT_FALSE(v.ok) << name << " passed " << p.label() << " " << to_string(pass) << "\n" << describe(v);
+  EXPECT_EQ(failed(v), wrong) << name << " " << p.label() << " " << to_string(pass) << "\n" << describe(v);
+  const std::string f = v.failure();
+  for (const auto& w : wrong) {
+    EXPECT_NE(f.find(w + ": "), std::string::npos) << "failure() does not name " << w << ": " << f;
+  }
+}
+
+void expect_ok(const char* name, const Problem& p, Pass pass, VerifyMode mode = VerifyMode::full) {
+  const Verdict v = check_impl(impl(name), p, pass, kSeed, mode);
+  EXPECT_TRUE(v.ok) << name << " " << p.label() << " " << to_string(pass) << "\n" << describe(v);
+}
+
+// ---- Not vacuous: the correct implementations pass the shapes the planted ones fail ----------
+
+TEST(Planted, CorrectImplementationsPassTheSameShapes) {
+  int checked = 0;
+  for (const Problem& p : shapes()) {
+    for (Pass pass : {Pass::fwd, Pass::bwd}) {
+      for (const char* name : {"cpu.planted_control", "cpu.naive_3pass", "cpu.online_2pass", "cpu.flash_1pass",
+                               "cpu.flash_backward"}) {
+        const Implementation* i = Registry::instance().find(name);
+        if (!i || !i->supports(p, pass) || (pass == Pass::fwd && !i->capabilities().forward)) continue;
+        expect_ok(name, p, pass);
+        ++checked;
+      }
+    }
+  }
+  // Control and naive in both passes on every shape, at least.
+  EXPECT_GE(checked, 4 * static_cast<int>(shapes().size()));
+}
+
+// ---- Each planted bug is caught, naming the wrong output --------------------------------------
+
+TEST(Planted, CausalMaskOffByOne) {
+  for (const Problem& p : shapes()) {
+    expect_caught("cpu.planted_causal_off_by_one", p, Pass::fwd, {"O", "LSE"});
+    expect_caught("cpu.planted_causal_off_by_one", p, Pass::bwd, {"dQ", "dK", "dV"});
+  }
+  // Without a causal mask the bug has nothing to act on: the same code passes.
+  Problem open = shapes()[0];
+  open.causal = false;
+  expect_ok("cpu.planted_causal_off_by_one", open, Pass::fwd);
+}
+
+TEST(Planted, WrongGqaHeadMapping) {
+  for (const Problem& p : shapes()) {
+    expect_caught("cpu.planted_gqa_mapping", p, Pass::fwd, {"O", "LSE"});
+    expect_caught("cpu.planted_gqa_mapping", p, Pass::bwd, {"dQ", "dK", "dV"});
+  }
+  // MHA and MQA: both maps agree, so these pass (why the shapes above are GQA).
+  expect_ok("cpu.planted_gqa_mapping", make(1, 4, 4, 17, 17, 32, true, DType::f32), Pass::fwd);
+  expect_ok("cpu.planted_gqa_mapping", make(1, 4, 1, 17, 17, 32, true, DType::f32), Pass::fwd);
+}
+
+TEST(Planted, MissingLse) {
+  for (const Problem& p : shapes()) {
+    expect_caught("cpu.planted_lse_unwritten", p, Pass::fwd, {"LSE"});
+    expect_caught("cpu.planted_lse_garbage", p, Pass::fwd, {"LSE"});
+  }
+  // An unwritten LSE is reported as unwritten (NaN poison), not as a large error.
+  const Verdict v = check_impl(impl("cpu.planted_lse_unwritten"), shapes()[0], Pass::fwd, kSeed);
+  const auto lse = std::find_if(v.outputs.begin(), v.outputs.end(), [](const auto& o) { return o.name == "LSE"; });
+  ASSERT_NE(lse, v.outputs.end());
+  EXPECT_EQ(lse->nonfinite, shapes()[0].lse_elems());
+}
+
+TEST(Planted, UnscaledGradients) {
+  for (const Problem& p : shapes()) {
+    expect_caught("cpu.planted_unscaled_grads", p, Pass::bwd, {"dQ", "dK"});  // dV has no scale
+    expect_ok("cpu.planted_unscaled_grads", p, Pass::fwd);
+  }
+}
+
+TEST(Planted, OneUnwrittenTile) {
+  for (const Problem& p : shapes()) {
+    const Verdict v = check_impl(impl("cpu.planted_unwritten_tile"), p, Pass::fwd, kSeed);
+    EXPECT_FALSE(v.ok) << p.label();
+    EXPECT_EQ(failed(v), Names{"O"}) << describe(v);
+    // Exactly the 16x16 tile is reported as unwritten.
+    EXPECT_EQ(v.outputs.at(0).name, "O");
+    EXPECT_EQ(v.outputs.at(0).nonfinite, 16 * 16) << describe(v);
+  }
+}
+
+// A row the sampled reference does not look at is still caught: sampled mode compares every
+// element with the same-device naive baseline ("O~naive").
+TEST(Planted, WrongRowFarFromTheSampledRowsIsCaughtInSampledMode) {
+  const Problem p = make(1, 8, 2, 256, 256, 32, false, DType::f32);
+  const planted::FarRow far = planted::far_row_of(p);
+  const std::int64_t first = ((static_cast<std::int64_t>(far.batch) * p.seq_q + far.row) * p.heads_q + far.head) * p.head_dim;
+  const CaseInputs in = make_inputs(p, kSeed);
+  const Reference ref = compute_reference(in, VerifyMode::sampled, true, false, kSeed);
+  ASSERT_EQ(ref.mode, VerifyMode::sampled);
+  for (std::int64_t i : ref.o.idx) {
+    ASSERT_FALSE(i >= first && i < first + p.head_dim) << "the seed samples the planted row; pick another seed";
+  }
+  const Verdict v = check_impl(impl("cpu.planted_far_row"), p, Pass::fwd, kSeed, VerifyMode::sampled);
+  EXPECT_FALSE(v.ok) << describe(v);
+  EXPECT_EQ(failed(v), Names{"O~naive"}) << describe(v);  // the sampled "O" itself looks fine
+  EXPECT_NE(v.failure().find("O~naive: "), std::string::npos);
+  expect_ok("cpu.planted_control", p, Pass::fwd, VerifyMode::sampled);
+  expect_caught("cpu.planted_far_row", p, Pass::fwd, {"O"}, VerifyMode::full);
+}
+
+// ---- The race: caught whenever it corrupts, whatever the schedule ----------------------------
+
+TEST(Planted, RaceThatCorruptsOneRowSometimes) {
+  const Problem p = make(1, 2, 1, 16, 256, 32, false, DType::f32);
+  constexpr int kRuns = 20;
+  int corrupted = 0;
+  for (int run = 0; run < kRuns; ++run) {
+    const Verdict v = check_impl(impl("cpu.planted_race"), p, Pass::fwd, kSeed);
+    const int lost = planted::race_last_lost();
+    // The assertion does not depend on the schedule: a corrupted run fails, a clean one passes.
+    if (lost > 0) {
+      ++corrupted;
+      EXPECT_FALSE(v.ok) << "run " << run << " lost " << lost << " chunk(s) and passed\n" << describe(v);
+      EXPECT_EQ(failed(v), (Names{"O", "LSE"})) << describe(v);
+    } else {
+      EXPECT_TRUE(v.ok) << "run " << run << " lost nothing and failed\n" << describe(v);
+    }
+  }
+  std::cout << "[ race     ] " << corrupted << " of " << kRuns << " runs corrupted a row; each one caught\n";
+  RecordProperty("corrupted_runs", corrupted);
+  // Forced interleaving: a lost update every time, caught every time.
+  Options force{{"force", 1}};
+  for (int run = 0; run < 5; ++run) {
+    const Verdict v = check_impl(impl("cpu.planted_race"), p, Pass::fwd, kSeed, VerifyMode::full, force);
+    ASSERT_GT(planted::race_last_lost(), 0);
+    EXPECT_FALSE(v.ok);
+    EXPECT_EQ(failed(v), (Names{"O", "LSE"})) << describe(v);
+  }
+}
+
+// ---- The run loop: FAIL rows that name the output ---------------------------------------------
+
+class PlantedRun : public ::testing::Test {
+ protected:
+  fs::path dir_;
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("attnbench_planted_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Runs the config through run_config (profile: one call per row, no timing) and returns the
+  // results file's rows. rc: the exit code.
+  nlohmann::json run(const std::string& text, int& rc) {
+    const ConfigResult parsed = parse_config(text);
+    if (const auto* e = std::get_if<ConfigError>(&parsed)) {
+      ADD_FAILURE() << e->text();
+      return {};
+    }
+    RunOptions ro;
+    ro.out_path = (dir_ / "results.json").string();
+    ro.profile = true;
+    ro.quiet = true;
+    std::ostringstream out, err;
+    rc = run_config(std::get<Config>(parsed), ro, out, err);
+    const nlohmann::json j = read_results_json(ro.out_path);
+    EXPECT_TRUE(j["complete"].get<bool>());
+    return j["rows"];
+  }
+};
+
+TEST_F(PlantedRun, EveryPlantedBugIsAFailRowNamingTheOutput) {
+  // impl -> pass -> outputs the reason must name ("" = must pass; absent pass = not run).
+  const std::map<std::string, std::map<std::string, std::vector<std::string>>> expect = {
+      {"cpu.planted_control", {{"fwd", {}}, {"bwd", {}}}},
+      {"cpu.naive_3pass", {{"fwd", {}}, {"bwd", {}}}},
+      {"cpu.planted_causal_off_by_one", {{"fwd", {"O", "LSE"}}, {"bwd", {"dQ", "dK", "dV"}}}},
+      {"cpu.planted_gqa_mapping", {{"fwd", {"O", "LSE"}}, {"bwd", {"dQ", "dK", "dV"}}}},
+      {"cpu.planted_lse_unwritten", {{"fwd", {"LSE"}}, {"bwd", {}}}},
+      {"cpu.planted_lse_garbage", {{"fwd", {"LSE"}}, {"bwd", {}}}},
+      {"cpu.planted_unscaled_grads", {{"fwd", {}}, {"bwd", {"dQ", "dK"}}}},
+      {"cpu.planted_unwritten_tile", {{"fwd", {"O"}}, {"bwd", {}}}},
+      {"cpu.planted_far_row", {{"fwd", {"O"}}, {"bwd", {}}}},
+      {"cpu.planted_race", {{"fwd", {"O", "LSE"}}}},  // forced lost update; no backward (SKIP)
+  };
+  std::string impls;
+  for (const auto& [name, _] : expect) impls += (impls.empty() ? "\"" : ", \"") + name + "\"";
+  int rc = -1;
+  const nlohmann::json rows = run(R"({"name": "planted", "implementations": [)" + impls + R"(],
+      "passes": ["fwd", "bwd"], "verify": {"mode": "full"}, "params": {"cpu.planted_race": {"force": 1}},
+      "sweep": {"zip": [{"batch": [1, 2], "heads_q": [4, 8], "heads_kv": [2, 2], "seq_q": [40, 37],
+                         "seq_kv": [33, 64], "head_dim": [32, 64], "causal": [true, true], "dtype": ["f32", "bf16"]}]}})",
+                                  rc);
+  EXPECT_EQ(rc, 1) << "a failed row must give exit code 1";
+  int fails = 0, passes = 0;
+  for (const auto& row : rows) {
+    const std::string name = row["impl"], pass = row["pass"], status = row["status"], reason = row["reason"];
+    const auto& per_pass = expect.at(name);
+    const auto it = per_pass.find(pass);
+    if (it == per_pass.end()) {
+      EXPECT_EQ(status, "skip") << name << " " << pass;
+      continue;
+    }
+    if (it->second.empty()) {
+      EXPECT_EQ(status, "pass") << name << " " << pass << " " << row["case"] << ": " << reason;
+      ++passes;
+      continue;
+    }
+    EXPECT_EQ(status, "fail") << name << " " << pass << " " << row["case"];
+    ++fails;
+    for (const auto& out : it->second) {
+      EXPECT_NE(reason.find(out + ": "), std::string::npos) << name << " " << pass << ": reason does not name " << out << ": " << reason;
+    }
+    // The row carries the per-output report that says which output failed.
+    bool some_output_failed = false;
+    for (const auto& o : row["verify"]["outputs"]) some_output_failed = some_output_failed || !o["ok"].get<bool>();
+    EXPECT_TRUE(some_output_failed) << name << " " << pass;
+  }
+  EXPECT_EQ(fails, 2 * 10);   // 10 (impl, pass) pairs with a bug, 2 cases
+  EXPECT_EQ(passes, 2 * 10);  // 10 correct (impl, pass) pairs, 2 cases
+}
+
+TEST_F(PlantedRun, SampledRunCatchesTheFarRow) {
+  int rc = -1;
+  const nlohmann::json rows = run(R"({"name": "far", "implementations": ["cpu.planted_far_row", "cpu.planted_control"],
+      "passes": ["fwd"], "verify": {"mode": "sampled"}, "inputs": {"seed": 424242},
+      "problem": {"batch": 1, "heads_q": 8, "heads_kv": 2, "seq": 256, "head_dim": 32, "dtype": "f32"}})",
+                                  rc);
+  EXPECT_EQ(rc, 1);
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& row : rows) {
+    EXPECT_EQ(row["verify"]["mode"], "sampled");
+    if (row["impl"] == "cpu.planted_far_row") {
+      EXPECT_EQ(row["status"], "fail");
+      EXPECT_NE(row["reason"].get<std::string>().find("O~naive: "), std::string::npos) << row["reason"];
+    } else {
+      EXPECT_EQ(row["status"], "pass") << row["reason"];
+    }
+  }
+}
+
+}  // namespace
