@@ -40,6 +40,7 @@ nvidia-smi -q -d CLOCK >> "$LOG/nvidia-smi.txt" 2>&1 || true
 
 pack() { tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$LOG"; }
 trap pack EXIT
+trap 'exit 143' TERM INT
 
 start=$(date +%s)
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DATTNBENCH_NATIVE=ON \
@@ -52,7 +53,7 @@ echo "build: $(( $(date +%s) - start )) s"
 
 rc=0
 if [ "$RUN_TESTS" = 1 ]; then
-  ( cd "$BUILD" && ctest --output-on-failure -j 4 --timeout 900 ) > "$LOG/ctest.txt" 2>&1 || rc=1
+  ( cd "$BUILD" && ctest --output-on-failure -j 4 --timeout 400 ) > "$LOG/ctest.txt" 2>&1 || rc=1
   grep -E 'tests passed|tests failed|\(Failed\)|\(SEGFAULT\)|Timeout|Not Run' "$LOG/ctest.txt" | head -30
   grep -E '^\[  FAILED|Failure|failed:' "$LOG/ctest.txt" | head -40
 fi

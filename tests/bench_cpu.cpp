@@ -17,11 +17,15 @@
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
+#if defined(__GNUC__) && !defined(__clang__)  // GCC bug 105593 in AVX-512 intrinsics
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC bug 105593 in AVX-512 intrinsics
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #include <Eigen/Core>
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 #include <cstring>
 #include <memory>

@@ -8,13 +8,16 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "../impls/cpu/cpu_common.hpp"
 #include "attnbench/implementation.hpp"
 #include "attnbench/tensors.hpp"
 #include "attnbench/verify.hpp"
@@ -344,6 +347,44 @@ TEST(CpuImpls, NoHeapAllocationInCalls) {
     }
   }
 #endif
+}
+
+// The kernels' vectorised row conversions (F16C, branch-free bf16) must give the same bits as
+// dtype.hpp's scalar converters, which the harness and the reference use.
+TEST(CpuCommon, ConversionsMatchDtypeHpp) {
+  constexpr std::size_t kPatterns = 65536;
+  // Sized as if f32 (2x): g++ cannot see that the f32 branch of the converters is not taken.
+  std::vector<std::uint16_t> half(2 * kPatterns);
+  for (std::size_t i = 0; i < kPatterns; ++i) half[i] = static_cast<std::uint16_t>(i);
+  std::vector<float> wide(kPatterns);
+  std::vector<float> vals = {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, -65520.0f, 0x1p-24f, 0x1p-25f,
+                             0x3p-26f, 0x1p-14f, 0x1.ffcp-15f, 1e-45f, 1.17549435e-38f, 3.3895314e38f,
+                             std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                             std::numeric_limits<float>::quiet_NaN()};
+  std::mt19937 rng(kSeed);
+  for (int i = 0; i < 300001; ++i) vals.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(rng())));
+  std::vector<std::uint16_t> narrow(2 * vals.size());
+  for (DType t : {DType::f16, DType::bf16}) {
+    cpu::to_float(half.data(), static_cast<cpu::Index>(kPatterns), t, wide.data());
+    for (std::size_t i = 0; i < kPatterns; ++i) {
+      const float want = t == DType::f16 ? f16_to_float(half[i]) : bf16_to_float(half[i]);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(wide[i])) << to_string(t) << " pattern " << i;
+      } else {
+        EXPECT_EQ(std::bit_cast<std::uint32_t>(wide[i]), std::bit_cast<std::uint32_t>(want)) << to_string(t) << " pattern " << i;
+      }
+    }
+    cpu::from_float(vals.data(), static_cast<cpu::Index>(vals.size()), t, narrow.data());
+    for (std::size_t i = 0; i < vals.size(); ++i) {
+      const std::uint16_t want = t == DType::f16 ? float_to_f16(vals[i]) : float_to_bf16(vals[i]);
+      if (std::isnan(vals[i])) {
+        const float back = t == DType::f16 ? f16_to_float(narrow[i]) : bf16_to_float(narrow[i]);
+        EXPECT_TRUE(std::isnan(back)) << to_string(t) << " value " << vals[i];
+      } else {
+        EXPECT_EQ(narrow[i], want) << to_string(t) << " value " << vals[i];
+      }
+    }
+  }
 }
 
 // A workspace smaller than asked for is an error, not an overrun.

@@ -58,9 +58,45 @@ struct Failure {
   ConfigError error;
 };
 
+// Limits that keep a hostile or mistaken config from exhausting memory or time before it is
+// refused (the parser is fuzzed: tests/fuzz/).
+constexpr std::size_t kMaxCases = 100000;       // cases of one config
+constexpr std::size_t kMaxOptionSets = 10000;   // option sets of one params entry
+constexpr std::size_t kMaxRows = 1000000;       // rows of one config
+constexpr std::size_t kValueTextMax = 120;      // characters of a value quoted in a message
+
+// A value for an error message: compact JSON, cut short. Written by hand with a depth limit,
+// because nlohmann's dump() recurses once per nesting level and [[[[...]]]] can be deep.
+void compact_into(const json& v, std::string& out, int depth) {
+  if (out.size() > kValueTextMax) return;
+  if (v.is_array() || v.is_object()) {
+    const bool arr = v.is_array();
+    if (depth >= 4 && !v.empty()) {
+      out += arr ? "[...]" : "{...}";
+      return;
+    }
+    out += arr ? '[' : '{';
+    bool first = true;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (!first) out += ',';
+      first = false;
+      if (out.size() > kValueTextMax) {
+        out += "...";
+        break;
+      }
+      if (!arr) out.append(json(it.key()).dump()).append(":");
+      compact_into(it.value(), out, depth + 1);
+    }
+    out += arr ? ']' : '}';
+    return;
+  }
+  out += v.dump();
+}
+
 std::string compact(const json& v) {
-  std::string s = v.dump();
-  if (s.size() > 120) s = s.substr(0, 117) + "...";
+  std::string s;
+  compact_into(v, s, 0);
+  if (s.size() > kValueTextMax) s = s.substr(0, kValueTextMax - 3) + "...";
   return s;
 }
 
@@ -217,7 +253,6 @@ class Parser {
 
   Config parse(const json& doc) {
     Config c;
-    c.json = doc;
     expect_object(doc, "");
     const bool grouped = doc.contains("groups");
     if (grouped) {
@@ -249,19 +284,24 @@ class Parser {
       c.groups.push_back(parse_group(doc, nullptr, ""));
     }
     check_duplicate_cases(c);
+    if (c.row_count() > kMaxRows) {
+      fail_text(grouped ? "/groups" : "", "", "expands to " + std::to_string(c.row_count()) +
+                                                  " rows, more than the limit of " + std::to_string(kMaxRows));
+    }
     if (c.row_count() == 0) {
       fail_text(grouped ? "/groups" : "", "",
                 "nothing to run: no implementation is left (a \"devices\" filter, or a build "
                 "without the implementations' device)");
     }
+    // Copied only now: the document is known to be shallow (copying recurses per level).
+    c.json = doc;
     return c;
   }
 
  private:
   const ParseOptions& opts_;
   const Registry& reg_;
-  // Case labels seen so far, with the group path that produced them.
-  std::map<std::string, std::string> labels_;
+  std::size_t total_cases_ = 0;  // over all groups, against kMaxCases
 
   void parse_inputs(const json& v, Config& c) {
     expect_object(v, "/inputs");
@@ -411,6 +451,15 @@ class Parser {
 
   void expand(const Problem& defaults, const Sources& src0, const std::vector<Dimension>& dims,
               const std::string& sweep_path, std::vector<Problem>& out) {
+    std::size_t total = 1;
+    for (const Dimension& d : dims) {
+      total = d.size() > kMaxCases ? kMaxCases + 1 : total * d.size();
+      if (total > kMaxCases || total_cases_ + total > kMaxCases) {
+        fail_text(sweep_path, "", "the sweep expands to more than " + std::to_string(kMaxCases) +
+                                      " cases (the limit of one config)");
+      }
+    }
+    total_cases_ += total;
     std::vector<std::size_t> idx(dims.size(), 0);
     while (true) {
       Problem p = defaults;
@@ -572,6 +621,9 @@ class Parser {
           } else {
             values.push_back(option_value(ot.value(), op));
           }
+          if (sets.size() * values.size() > kMaxOptionSets) {
+            fail_text(op, "", "the params axes expand to more than " + std::to_string(kMaxOptionSets) + " option sets");
+          }
           std::vector<Options> next;
           for (const auto& s : sets) {
             for (auto x : values) {
@@ -672,7 +724,22 @@ std::string line_col(std::string_view text, std::size_t byte) {
 
 }  // namespace
 
+std::optional<ConfigError> check_depth(const nlohmann::ordered_json& doc, int max_depth) {
+  std::vector<std::pair<const json*, int>> stack{{&doc, 1}};
+  while (!stack.empty()) {
+    const auto [v, d] = stack.back();
+    stack.pop_back();
+    if (!v->is_structured()) continue;
+    if (d > max_depth) {
+      return ConfigError{"", "", "nested deeper than " + std::to_string(max_depth) + " levels"};
+    }
+    for (const auto& child : *v) stack.emplace_back(&child, d + 1);
+  }
+  return std::nullopt;
+}
+
 ConfigResult parse_config_doc(const nlohmann::ordered_json& doc, const ParseOptions& opts) {
+  if (auto e = check_depth(doc)) return *e;
   try {
     return Parser(opts).parse(doc);
   } catch (const Failure& f) {

@@ -240,6 +240,11 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
       err << "attnbench run: " << config_path << ": " << std::get<ConfigError>(r).text() << "\n";
       return kBadInput;
     }
+    // Before anything edits the document: an insertion copies values, which recurses per level.
+    if (const auto e = check_depth(doc)) {
+      err << "attnbench run: " << config_path << ": " << e->text() << "\n";
+      return kBadInput;
+    }
     if (doc.is_object() && !doc.contains("name")) {
       std::string stem = std::filesystem::path(config_path).stem().string();
       for (char& c : stem) {
@@ -350,10 +355,24 @@ int main(int argc, char** argv) {
 
   RunArgs ra;
   CLI::App* run = app.add_subcommand(
-      "run",
-      "Run a config (default configs/default.json) or one problem given by flags: verify every\n"
-      "(case, implementation, pass) against the float64 reference, time it, write the results\n"
-      "JSON and print a table. --benchmark_* flags go to Google Benchmark.");
+      "run", "Verify, time and record a config (default configs/default.json) or one problem given by flags");
+  run->footer(R"(
+Every (case, implementation, option set, pass) of the config is checked against the float64
+reference, timed through Google Benchmark (--benchmark_* flags are passed to it), and written
+as one row of the results JSON; a table is printed at the end. Config format, verification,
+timing, memory and profiling: docs/cli.md. Results format: docs/results_schema.md.
+A single problem starts from batch 1, heads 1, seq 1, head_dim 64, f32, non-causal, every
+implementation, pass fwd; the flags change what they name.
+
+Examples:
+  attnbench run                                       # configs/default.json
+  attnbench run configs/smoke.json --impl 'cpu.*' --out /tmp/smoke.json
+  attnbench run --seq 2048 --heads-q 16 --heads-kv 4 --head-dim 128 --causal --dtype bf16 --pass fwd,bwd
+  attnbench run configs/fa2_grid.json --impl cuda.flash_fwd --profile --verify off   # for ncu/nsys
+  attnbench run configs/smoke.json --dump /tmp/tensors --impl cpu.flash_1pass
+  attnbench run configs/default.json --benchmark_repetitions=10 --benchmark_out=gb.json
+
+Exit codes: 0 all rows pass or skip, 1 a row failed, 2 bad input, 130 interrupted.)");
   run->add_option("config", ra.config, "Config file (JSON; see docs/cli.md). Default: configs/default.json")
       ->type_name("CONFIG.json");
   run->add_option("--out,-o", ra.out, "Results file. Default: results/local/<config name>-<UTC date>.json")
@@ -399,6 +418,10 @@ int main(int argc, char** argv) {
   tab->add_option("--baseline", to.baseline, "Implementation the speedups divide by (default: the naive one)")->type_name("IMPL");
   tab->add_option("--metric", to.metric, "tflops, ms or memory")->capture_default_str();
 
+  if (cli_argv.size() == 1) {  // no command: show what there is
+    std::cout << app.help();
+    return kBadInput;
+  }
   try {
     app.parse(static_cast<int>(cli_argv.size()), cli_argv.data());
   } catch (const CLI::ParseError& e) {

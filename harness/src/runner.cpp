@@ -323,6 +323,7 @@ class Runner {
   std::string cuda_broken_;         // set once a sticky CUDA error was seen
   std::size_t done_ = 0;
   bool dump_failed_ = false;
+  bool cuda_present_ = false;  // asked once: the CUDA runtime's device query is not free
 
   void build_plan();
   void run_case(std::size_t first, std::size_t last);
@@ -350,7 +351,7 @@ class Runner {
   std::string skip_reason(const PlannedRow& pr) const {
     const Implementation& impl = *pr.impl;
     if (impl.device() == Device::cuda) {
-      if (!device_present(Device::cuda)) return kNoCudaDevice;
+      if (!cuda_present_) return kNoCudaDevice;
       if (!cuda_broken_.empty()) return "CUDA context unusable after an earlier error (" + cuda_broken_ + ")";
     }
     const Capabilities caps = impl.capabilities();
@@ -748,6 +749,7 @@ int Runner::run() {
   // Installed first: a Ctrl-C from here on ends with a results file and exit code 130.
   SigintGuard guard;
   build_plan();
+  cuda_present_ = device_present(Device::cuda);
   // A fixed mmap threshold: large buffers are mapped and unmapped, never recycled from the heap,
   // so the CPU peak (resident-set growth) of each row sees its own allocations.
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
@@ -770,7 +772,7 @@ int Runner::run() {
   const bool any_cuda_row = std::any_of(plan_.begin(), plan_.end(), [](const PlannedRow& r) {
     return r.impl->device() == Device::cuda;
   });
-  if (any_cuda_row && !opts_.profile && device_present(Device::cuda)) {
+  if (any_cuda_row && !opts_.profile && cuda_present_) {
     ctx["ceilings"] = measure_ceilings();
   }
 

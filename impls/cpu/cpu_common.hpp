@@ -16,16 +16,20 @@
 
 #include <omp.h>
 
-// GCC 12 reports a false maybe-uninitialized inside its own AVX-512 intrinsics when Eigen
+// GCC 12 reports a false (maybe-)uninitialized inside its own AVX-512 intrinsics when Eigen
 // inlines them (the `__Y = __Y` idiom of _mm512_undefined_*, GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #include <Eigen/Core>
 #if defined(__F16C__)
 #include <immintrin.h>
 #endif
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 #include <algorithm>
 #include <bit>

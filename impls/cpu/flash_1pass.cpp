@@ -9,14 +9,15 @@
 //   O~ = O~ * exp(m - m') + P V_j            (rescale in place, Eigen GEMM)
 // and finally writes O = O~ / l and LSE = m + log(l). A row that sees no key keeps l = 0 and
 // gets O = 0, LSE = -inf.
-// Passes over memory: Q and O once, K and V once per query tile (from cache for all but the
-// first: one (b, h) slice of K and V is at most 256 KiB per 256 keys at d = 128), LSE once.
+// Passes over memory: Q, O and LSE once; K and V once per query tile (seq_q / Br times), which
+// for the sizes benchmarked mostly hits L2/L3 rather than DRAM.
 // Causal: key tiles that no row of the query tile sees are skipped; within a tile each row's
 // visible keys are a prefix, so masked scores are never exponentiated.
 // Extra memory: O(tile) per thread: Q, K, V tiles as float (f16/bf16 only; f32 is read in
 // place), S [Br, Bc], O~ [Br, d], m and l; nothing grows with the sequence.
-// Vectorisation: GEMMs are Eigen's AVX-512 kernels; exp, max, sum and rescaling are Eigen array
-// expressions (vectorised pexp); dtype conversion once per tile (cpu_common.hpp).
+// Vectorisation: GEMMs are Eigen's SIMD kernels (AVX-512 with -march=native on the Xeons used);
+// exp, max, sum and rescaling are Eigen array expressions (vectorised pexp); dtype conversion
+// once per tile (cpu_common.hpp).
 // Parallel over (query tile, batch, head), heaviest tiles first for causal problems.
 // Tiles: run-time options block_r (Br) and block_c (Bc), 1..1024; defaults below.
 // Limits: forward only (the backward is cpu.flash_backward); head_dim 1..256.

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -103,6 +104,12 @@ using ConfigResult = std::variant<Config, ConfigError>;
 // Pure functions: the text (or document) in, a Config or the first error out. No I/O.
 ConfigResult parse_config(std::string_view text, const ParseOptions& opts = {});
 ConfigResult parse_config_doc(const nlohmann::ordered_json& doc, const ParseOptions& opts = {});
+
+// Configs nest a few levels; deeper documents are refused before anything walks them, because
+// copying or printing a JSON value recurses once per level (nlohmann) and would overflow the
+// stack. Iterative. Returns the error, or nullopt when the document is shallow enough.
+inline constexpr int kMaxConfigDepth = 64;
+std::optional<ConfigError> check_depth(const nlohmann::ordered_json& doc, int max_depth = kMaxConfigDepth);
 
 // JSON pointer escaping of one key ('~' -> "~0", '/' -> "~1").
 std::string json_pointer_escape(std::string_view key);

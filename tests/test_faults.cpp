@@ -1,0 +1,402 @@
+// Faults during a run: each becomes one FAIL or SKIP row with its reason and the run goes on
+// (an implementation that throws, one that writes NaN, one whose workspace cannot be allocated,
+// one that fails only while timed; on CUDA a bad launch and a device OOM). A sticky CUDA error
+// may end the CUDA part of the run, but the results file is still written, valid, with
+// complete=false and a non-zero exit code. SIGINT at any point leaves a valid results file with
+// complete=false and exit code 130 (or no file), never a torn one; SIGKILL at any point leaves a
+// valid file or none. The planted implementations are in tests/planted/.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "attnbench/config.hpp"
+#include "attnbench/execute.hpp"
+#include "attnbench/results.hpp"
+#include "attnbench/runner.hpp"
+
+#ifndef ATTNBENCH_EXE
+#error "ATTNBENCH_EXE (the attnbench binary) must be defined by the build"
+#endif
+
+// Under AddressSanitizer a 1 PiB request must fail like malloc does (null), not abort the
+// process: that is the host-OOM path under test.
+extern "C" const char* __asan_default_options() { return "allocator_may_return_null=1"; }
+
+namespace {
+
+using namespace attnbench;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+class Faults : public ::testing::Test {
+ protected:
+  fs::path dir_;
+  void SetUp() override {
+    // Death tests re-run this test in a child process: it must use the parent's folder.
+    if (const char* d = std::getenv("ATTNBENCH_FAULTS_DIR")) {
+      dir_ = d;
+    } else {
+      dir_ = fs::temp_directory_path() / ("attnbench_faults_" + std::to_string(::getpid()) + "_" +
+                                          ::testing::UnitTest::GetInstance()->current_test_info()->name());
+      ::setenv("ATTNBENCH_FAULTS_DIR", dir_.c_str(), 1);
+    }
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    ::unsetenv("ATTNBENCH_FAULTS_DIR");
+    fs::remove_all(dir_);
+  }
+  std::string path(const char* name) const { return (dir_ / name).string(); }
+
+  // The config through the real run loop; returns the exit code. profile: no timing phase.
+  int run(const std::string& text, bool profile, const std::string& out) {
+    const ConfigResult parsed = parse_config(text);
+    if (const auto* e = std::get_if<ConfigError>(&parsed)) {
+      ADD_FAILURE() << e->text();
+      return -1;
+    }
+    RunOptions ro;
+    ro.out_path = out;
+    ro.profile = profile;
+    ro.quiet = true;
+    std::ostringstream o, e;
+    return run_config(std::get<Config>(parsed), ro, o, e);
+  }
+};
+
+// Rows by (impl, case index, pass).
+std::map<std::string, json> index_rows(const json& rows) {
+  std::map<std::string, json> m;
+  for (const auto& r : rows) {
+    m[r["impl"].get<std::string>() + "#" + std::to_string(r["case_index"].get<int>()) + "#" + r["pass"].get<std::string>()] = r;
+  }
+  return m;
+}
+
+bool has(const json& row, const std::string& piece) {
+  return row["reason"].get<std::string>().find(piece) != std::string::npos;
+}
+
+// ---- CPU faults --------------------------------------------------------------------------------
+
+TEST_F(Faults, CpuFaultsAreRowsAndTheRunGoesOn) {
+  const std::string out = path("cpu.json");
+  // Two cases so that every fault is followed by more rows; timing on, so the timing phase runs
+  // after the faults and cpu.planted_throws_timed fails there.
+  const int rc = run(R"({"name": "faults", "implementations": ["cpu.naive_3pass", "cpu.planted_control",
+      "cpu.planted_host_oom", "cpu.planted_nan", "cpu.planted_throws", "cpu.planted_throws_timed"],
+      "passes": ["fwd", "bwd"], "verify": {"mode": "full"},
+      "timing": {"min_time_s": 0.001, "repetitions": 1, "warmup_s": 0},
+      "sweep": {"zip": [{"seq_q": [17, 24], "seq_kv": [17, 40], "heads_kv": [4, 2], "causal": [false, true]}]},
+      "problem": {"heads_q": 4, "head_dim": 32, "dtype": "f32"}})",
+                     false, out);
+  EXPECT_EQ(rc, 1) << "rows failed: exit code 1";
+  const json j = read_results_json(out);
+  EXPECT_TRUE(j["complete"].get<bool>()) << j["stop_reason"];
+  ASSERT_EQ(j["rows"].size(), 2u * 6u * 2u) << "every planned row is in the file";
+  const auto rows = index_rows(j["rows"]);
+  for (int c = 0; c < 2; ++c) {
+    const std::string k = "#" + std::to_string(c) + "#";
+    for (const char* pass : {"fwd", "bwd"}) {
+      const std::string kp = k + pass;
+      // The correct implementations run (and are timed) after the faults, in both cases.
+      for (const char* ok : {"cpu.naive_3pass", "cpu.planted_control"}) {
+        const json& r = rows.at(ok + kp);
+        EXPECT_EQ(r["status"], "pass") << ok << kp << ": " << r["reason"];
+        EXPECT_TRUE(r.contains("time")) << ok << kp << " was not timed";
+      }
+      const json& oom = rows.at("cpu.planted_host_oom" + kp);
+      EXPECT_EQ(oom["status"], "skip");
+      EXPECT_TRUE(has(oom, "out of memory")) << oom["reason"];
+      const json& thr = rows.at("cpu.planted_throws" + kp);
+      EXPECT_EQ(thr["status"], "fail");
+      EXPECT_TRUE(has(thr, std::string("planted: ") + (pass == std::string("fwd") ? "forward" : "backward") + " threw on purpose"))
+          << thr["reason"];
+      EXPECT_FALSE(thr.contains("time"));
+      const json& nan = rows.at("cpu.planted_nan" + kp);
+      EXPECT_EQ(nan["status"], "fail");
+      EXPECT_TRUE(has(nan, pass == std::string("fwd") ? "O: 1 element(s) NaN" : "dQ: 1 element(s) NaN")) << nan["reason"];
+    }
+    const json& timed = rows.at("cpu.planted_throws_timed" + k + "fwd");
+    EXPECT_EQ(timed["status"], "fail");
+    EXPECT_TRUE(has(timed, "timed call failed")) << timed["reason"];
+    EXPECT_TRUE(has(timed, "planted: timed call threw on purpose")) << timed["reason"];
+    EXPECT_EQ(rows.at("cpu.planted_throws_timed" + k + "bwd")["status"], "pass");  // its backward is fine
+  }
+  EXPECT_EQ(j["summary"]["skip"], 4);
+  EXPECT_EQ(j["summary"]["fail"], 2 * 5);
+}
+
+TEST_F(Faults, UnwritableResultsFileStopsBeforeAnyWork) {
+  const ConfigResult parsed = parse_config(R"({"implementations": ["cpu.naive_3pass"]})");
+  ASSERT_TRUE(std::holds_alternative<Config>(parsed));
+  RunOptions ro;
+  ro.out_path = "/proc/attnbench-cannot-write-here/results.json";
+  ro.quiet = true;
+  std::ostringstream o, e;
+  EXPECT_THROW(run_config(std::get<Config>(parsed), ro, o, e), std::runtime_error);
+}
+
+// ---- CUDA faults (need a GPU and the CUDA build) --------------------------------------------
+
+bool cuda_ready(std::string& why) {
+  if (!Registry::instance().find("cuda.planted_bad_launch")) {
+    why = "built without CUDA";
+    return false;
+  }
+  if (!device_present(Device::cuda)) {
+    why = "no CUDA device";
+    return false;
+  }
+  return true;
+}
+
+TEST_F(Faults, CudaBadLaunchFailsAndDeviceOomSkipsAndTheRunGoesOn) {
+  std::string why;
+  if (!cuda_ready(why)) GTEST_SKIP() << why;
+  const std::string out = path("cuda.json");
+  const int rc = run(R"({"name": "cuda_faults", "implementations": ["cpu.naive_3pass", "cuda.naive_3pass",
+      "cuda.planted_bad_launch", "cuda.planted_device_oom"], "passes": ["fwd"], "verify": {"mode": "full"},
+      "sweep": {"product": {"seq": [17, 33]}}, "problem": {"heads_q": 4, "heads_kv": 2, "head_dim": 64, "dtype": "bf16"}})",
+                     true, out);
+  EXPECT_EQ(rc, 1);
+  const json j = read_results_json(out);
+  EXPECT_TRUE(j["complete"].get<bool>()) << "a bad launch is not sticky: " << j["stop_reason"];
+  ASSERT_EQ(j["rows"].size(), 8u);
+  const auto rows = index_rows(j["rows"]);
+  for (int c = 0; c < 2; ++c) {
+    const std::string k = "#" + std::to_string(c) + "#fwd";
+    const json& bad = rows.at("cuda.planted_bad_launch" + k);
+    EXPECT_EQ(bad["status"], "fail");
+    EXPECT_TRUE(has(bad, "invalid configuration") || has(bad, "InvalidConfiguration")) << bad["reason"];
+    const json& oom = rows.at("cuda.planted_device_oom" + k);
+    EXPECT_EQ(oom["status"], "skip");
+    EXPECT_TRUE(has(oom, "out of memory")) << oom["reason"];
+    // Case 1's CUDA rows run after case 0's bad launch: the context still works.
+    EXPECT_EQ(rows.at("cuda.naive_3pass" + k)["status"], "pass") << rows.at("cuda.naive_3pass" + k)["reason"];
+    EXPECT_EQ(rows.at("cpu.naive_3pass" + k)["status"], "pass");
+  }
+}
+
+TEST_F(Faults, CudaStickyErrorKeepsAValidIncompleteFile) {
+  std::string why;
+  if (!cuda_ready(why)) GTEST_SKIP() << why;
+  const std::string out = path("sticky.json");
+  const std::string cfg = R"({"name": "sticky", "implementations": ["cpu.naive_3pass", "cuda.naive_3pass",
+      "cuda.planted_illegal_address"], "passes": ["fwd"], "verify": {"mode": "full"},
+      "timing": {"min_time_s": 0.001, "repetitions": 1, "warmup_s": 0},
+      "sweep": {"product": {"seq": [17, 33]}}, "problem": {"heads_q": 4, "heads_kv": 2, "head_dim": 64, "dtype": "f16"}})";
+  // The poisoned context must not leak into other tests: the run happens in a child process.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::exit(run(cfg, false, out)), ::testing::ExitedWithCode(1), "");
+  const json j = read_results_json(out);  // written, and valid JSON
+  EXPECT_FALSE(j["complete"].get<bool>());
+  EXPECT_NE(j["stop_reason"].get<std::string>().find("sticky CUDA error"), std::string::npos) << j["stop_reason"];
+  const auto rows = index_rows(j["rows"]);
+  ASSERT_EQ(rows.size(), 6u) << "the rows of both cases are in the file";
+  const json& ill = rows.at("cuda.planted_illegal_address#0#fwd");
+  EXPECT_EQ(ill["status"], "fail");
+  EXPECT_TRUE(has(ill, "illegal") || has(ill, "Illegal")) << ill["reason"];
+  // After the sticky error: CUDA rows SKIP with the reason, CPU rows still run.
+  for (const char* name : {"cuda.naive_3pass", "cuda.planted_illegal_address"}) {
+    const json& r = rows.at(std::string(name) + "#1#fwd");
+    EXPECT_EQ(r["status"], "skip") << name;
+    EXPECT_TRUE(has(r, "CUDA context unusable")) << r["reason"];
+  }
+  EXPECT_EQ(rows.at("cpu.naive_3pass#0#fwd")["status"], "pass");
+  EXPECT_EQ(rows.at("cpu.naive_3pass#1#fwd")["status"], "pass");
+  // The CUDA row verified before the error: passed, or (not timeable any more) failed with why.
+  const json& before = rows.at("cuda.naive_3pass#0#fwd");
+  EXPECT_TRUE(before["status"] == "pass" || !before["reason"].get<std::string>().empty()) << before;
+}
+
+// ---- Interrupts: SIGINT and SIGKILL against the attnbench binary -----------------------------
+
+// A child attnbench whose stdout and stderr come through a pipe, read as it runs (a full pipe
+// would block it).
+class Child {
+ public:
+  explicit Child(const std::vector<std::string>& args) {
+    int fds[2];
+    if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+    pid_ = ::fork();
+    if (pid_ < 0) throw std::runtime_error("fork failed");
+    if (pid_ == 0) {
+      ::dup2(fds[1], 1);
+      ::dup2(fds[1], 2);
+      ::close(fds[0]);
+      ::close(fds[1]);
+      std::vector<char*> argv;
+      argv.push_back(const_cast<char*>(ATTNBENCH_EXE));
+      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execv(ATTNBENCH_EXE, argv.data());
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    fd_ = fds[0];
+  }
+  ~Child() {
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGKILL);
+      wait();
+    }
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  // Reads output until `marker` appears (true) or the timeout or end of output (false).
+  bool wait_for(const std::string& marker, std::chrono::milliseconds timeout) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (output_.find(marker) == std::string::npos) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || !read_some(static_cast<int>(left.count()))) return false;
+    }
+    return true;
+  }
+  void pump_for(std::chrono::milliseconds t) {
+    const auto until = std::chrono::steady_clock::now() + t;
+    for (auto now = until - t; now < until; now = std::chrono::steady_clock::now()) {
+      if (!read_some(static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count()) + 1)) {
+        std::this_thread::sleep_for(until - now);
+        return;
+      }
+    }
+  }
+  void signal(int sig) { ::kill(pid_, sig); }
+  // Drains the output and reaps the child; returns its wait status.
+  int wait() {
+    while (read_some(60000)) {
+    }
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    reaped_ = true;
+    return status;
+  }
+  const std::string& output() const { return output_; }
+
+ private:
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  bool reaped_ = false;
+  std::string output_;
+
+  // false at end of output or timeout.
+  bool read_some(int timeout_ms) {
+    if (fd_ < 0) return false;
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, timeout_ms) <= 0) return false;
+    char buf[4096];
+    const ssize_t n = ::read(fd_, buf, sizeof buf);
+    if (n <= 0) {
+      ::close(fd_);
+      fd_ = -1;
+      return false;
+    }
+    output_.append(buf, static_cast<std::size_t>(n));
+    return true;
+  }
+};
+
+// Long enough to be interrupted in either phase: ten cases whose float64 reference takes a
+// noticeable time, then a timing phase of several seconds.
+constexpr const char* kLongConfig = R"({"name": "long", "implementations": ["cpu.naive_3pass"], "passes": ["fwd"],
+  "problem": {"heads_q": 4, "head_dim": 64, "dtype": "f32"},
+  "sweep": {"product": {"seq": [768, 776, 784, 792, 800, 808, 816, 824, 832, 840]}},
+  "verify": {"mode": "full"}, "timing": {"min_time_s": 0.5, "repetitions": 2, "warmup_s": 0}})";
+
+// The file is absent, or a complete JSON results file; no temporary file is left behind.
+// Returns the parsed file (null when absent).
+json expect_whole_or_absent(const fs::path& dir, const std::string& out) {
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    EXPECT_TRUE(n == "long.json" || n == fs::path(out).filename().string()) << "left behind: " << n;
+  }
+  if (!fs::exists(out)) return nullptr;
+  json j;
+  EXPECT_NO_THROW(j = read_results_json(out)) << "torn or invalid results file";
+  if (j.is_null()) return nullptr;
+  for (const auto& r : j["rows"]) {
+    const std::string s = r["status"];
+    EXPECT_TRUE(s == "pass" || s == "fail" || s == "skip") << s;
+  }
+  return j;
+}
+
+TEST_F(Faults, SigintAtAnyPointLeavesAValidIncompleteFile) {
+  const std::string cfg = path("long.json");
+  std::ofstream(cfg) << kLongConfig;
+  struct When {
+    const char* what;
+    const char* marker;  // in the output
+    int after_ms;        // then wait this long
+    bool early;          // certainly before the last row was verified
+  };
+  // Phase 1 (verification) early and later, about 1 s in, and in the timing phase.
+  const std::vector<When> whens = {{"first row", "[1/", 0, true},
+                                   {"third row", "[3/", 0, true},
+                                   {"about 1 s in", "attnbench: long", 1000, false},
+                                   {"timing phase", "timing 10 rows", 300, false}};
+  for (const When& w : whens) {
+    const std::string out = path("results.json");
+    fs::remove(out);
+    Child c({"run", cfg, "--out", out});
+    ASSERT_TRUE(c.wait_for(w.marker, std::chrono::seconds(120))) << w.what << ": no '" << w.marker << "' in\n" << c.output();
+    c.pump_for(std::chrono::milliseconds(w.after_ms));
+    c.signal(SIGINT);
+    const int status = c.wait();
+    ASSERT_TRUE(WIFEXITED(status)) << w.what << ": killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << "\n" << c.output();
+    EXPECT_EQ(WEXITSTATUS(status), 130) << w.what << "\n" << c.output();
+    const json j = expect_whole_or_absent(dir_, out);
+    ASSERT_FALSE(j.is_null()) << w.what << ": the handler is installed before the first row, so a file exists";
+    EXPECT_FALSE(j["complete"].get<bool>()) << w.what;
+    EXPECT_NE(j["stop_reason"].get<std::string>().find("SIGINT"), std::string::npos) << w.what << ": " << j["stop_reason"];
+    EXPECT_LE(j["rows"].size(), 10u) << w.what;
+    if (w.early) {
+      EXPECT_LT(j["rows"].size(), 10u) << w.what << ": the rows after the signal did not run";
+    }
+  }
+}
+
+TEST_F(Faults, SigkillAtAnyPointNeverLeavesATornFile) {
+  const std::string cfg = path("long.json");
+  std::ofstream(cfg) << kLongConfig;
+  std::mt19937 rng(7);
+  int with_file = 0;
+  for (int i = 0; i < 8; ++i) {
+    const std::string out = path("results.json");
+    fs::remove(out);
+    Child c({"run", cfg, "--out", out});
+    ASSERT_TRUE(c.wait_for("attnbench: long", std::chrono::seconds(60))) << c.output();
+    c.pump_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 2500)(rng)));
+    c.signal(SIGKILL);
+    c.wait();
+    // A kill between mkstemp and rename may leave the temporary file: remove it, but the
+    // results file itself must be whole or absent.
+    for (const auto& e : fs::directory_iterator(dir_)) {
+      if (e.path().filename().string().rfind(".results.json.", 0) == 0) fs::remove(e.path());
+    }
+    const json j = expect_whole_or_absent(dir_, out);
+    if (!j.is_null()) ++with_file;
+  }
+  std::cout << "[ sigkill  ] " << with_file << " of 8 killed runs left a (valid) results file\n";
+}
+
+}  // namespace
