@@ -46,14 +46,17 @@ start=$(date +%s)
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DATTNBENCH_NATIVE=ON \
   "-DATTNBENCH_CUDA_GENCODE=-gencode=arch=compute_90a,code=sm_90a" "${CMAKE_EXTRA[@]}" > "$LOG/configure.txt" 2>&1 \
   || { tail -30 "$LOG/configure.txt"; exit 3; }
-if ! cmake --build "$BUILD" -j "$(nproc)" > "$LOG/build.txt" 2>&1; then
+# ATTN_TARGETS="a b": build only those targets; ATTN_TESTS=REGEX: run only matching tests.
+TARGET_ARGS=()
+for t in ${ATTN_TARGETS:-}; do TARGET_ARGS+=(--target "$t"); done
+if ! cmake --build "$BUILD" -j "$(nproc)" "${TARGET_ARGS[@]}" > "$LOG/build.txt" 2>&1; then
   grep -E 'error|Error' "$LOG/build.txt" | head -40; exit 3
 fi
 echo "build: $(( $(date +%s) - start )) s"
 
 rc=0
 if [ "$RUN_TESTS" = 1 ]; then
-  ( cd "$BUILD" && ctest --output-on-failure -j 4 --timeout 400 ) > "$LOG/ctest.txt" 2>&1 || rc=1
+  ( cd "$BUILD" && ctest --output-on-failure -j 4 --timeout 400 ${ATTN_TESTS:+-R "$ATTN_TESTS"} ) > "$LOG/ctest.txt" 2>&1 || rc=1
   grep -E 'tests passed|tests failed|\(Failed\)|\(SEGFAULT\)|Timeout|Not Run' "$LOG/ctest.txt" | head -30
   grep -E '^\[  FAILED|Failure|failed:' "$LOG/ctest.txt" | head -40
 fi

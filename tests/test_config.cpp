@@ -143,6 +143,18 @@ TEST_F(BadConfig, DuplicateCase) {
                  {"/sweep", "appears twice"});
 }
 
+TEST_F(BadConfig, LimitsThatKeepTheParserSafe) {
+  // Deep nesting would overflow the stack in recursive JSON copies; huge sweeps would exhaust memory.
+  std::string deep = std::string("{") + kImpl + R"(, "problem": {"batch": )";
+  deep += std::string(100000, '[') + std::string(100000, ']') + "}}";
+  expect_refused(deep, {"nested deeper than 64 levels"});
+  std::string values;  // 1,2,...,400 (append, not '+': GCC 12 false -Wrestrict)
+  for (int i = 1; i <= 400; ++i) values.append(i > 1 ? "," : "").append(std::to_string(i));
+  std::string big = std::string("{") + kImpl + R"(, "sweep": {"product": {"seq": [)";
+  big.append(values).append(R"(], "batch": [)").append(values).append("]}}}");
+  expect_refused(big, {"/sweep", "more than 100000 cases"});
+}
+
 TEST_F(BadConfig, GroupsKeepSweepsInGroups) {
   expect_refused(R"({"groups": [{"implementations": ["cpu.*"]}], "sweep": {"product": {"seq": [8]}}})",
                  {"/sweep", "unknown key"});
