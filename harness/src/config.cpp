@@ -757,6 +757,12 @@ ConfigResult parse_config(std::string_view text, const ParseOptions& opts) {
     // Keep nlohmann's reason, drop its "[json.exception.parse_error.101] parse error at ..." prefix.
     if (const auto p = msg.find(": syntax error"); p != std::string::npos) msg = msg.substr(p + 2);
     return ConfigError{"", "", "not valid JSON at " + line_col(text, e.byte) + ": " + msg};
+  } catch (const nlohmann::json::exception& e) {
+    // Not a parse_error: e.g. out_of_range 406 for a number beyond double ("1e999"). Found by
+    // fuzzing (tests/fuzz/regressions/error-number-overflow.json).
+    std::string msg = e.what();
+    if (const auto p = msg.find("] "); p != std::string::npos) msg = msg.substr(p + 2);
+    return ConfigError{"", "", "not valid JSON: " + msg};
   }
   return parse_config_doc(doc, opts);
 }

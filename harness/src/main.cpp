@@ -347,7 +347,8 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(gb_argc, gb_argv.data())) return kBadInput;
 
   CLI::App app{"attnbench: benchmark and verify exact attention implementations (CPU and CUDA)\n"
-               "against a float64 reference, with timing through Google Benchmark."};
+               "against a float64 reference, with timing through Google Benchmark.",
+               "attnbench"};
   app.footer(kExamples);
   app.require_subcommand(1);
 

@@ -242,7 +242,9 @@ class CollectingReporter : public benchmark::BenchmarkReporter {
         shown.push_back(r);
       } else if (r.run_type == Run::RT_Aggregate) {
         c.aggregates[r.aggregate_name] = r;
-        shown.push_back(r);
+        // The console gets the median and the cv of each row (the results file has them all,
+        // and --benchmark_out gets Google Benchmark's full report).
+        if (r.aggregate_name == "median" || r.aggregate_name == "cv") shown.push_back(r);
       } else {
         c.iterations.push_back(r);
         if (r.repetitions <= 1) shown.push_back(r);  // with repetitions, show the aggregates only
