@@ -641,7 +641,11 @@ void Runner::time_rows() {
     const TimingSettings& ts = pr.group->timing;
     const bool cuda = pr.impl->device() == Device::cuda;
     by_name[pr.name] = k;
-    auto fn = [this, slot, prepare, k, cuda, hot = ts.hot](benchmark::State& st) {
+    // Warm-up is done here rather than with MinWarmUpTime: Google Benchmark 1.8.x can then give
+    // repetitions different iteration counts (a failed check in its debug builds).
+    auto warmed = std::make_shared<bool>(false);
+    auto fn = [this, slot, prepare, k, cuda, hot = ts.hot, warmup_s = ts.warmup_s,
+               warmed](benchmark::State& st) {
       if (g_interrupted) {
         st.SkipWithError("interrupted");
         return;
@@ -655,6 +659,14 @@ void Runner::time_rows() {
         CaseBuffers& buf = prepare(k);
         DeviceOps& ops = buf.ops();
         const Pass pass = plan_[k].pass;
+        if (!*warmed) {
+          const auto t0 = std::chrono::steady_clock::now();
+          do {
+            buf.call(pass);
+            buf.synchronize();
+          } while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < warmup_s);
+          *warmed = true;
+        }
         for (auto _ : st) {
           if (g_interrupted) {
             st.SkipWithError("interrupted");
@@ -700,7 +712,6 @@ void Runner::time_rows() {
     b->UseManualTime()->Unit(benchmark::kMillisecond);
     if (!opts_.benchmark_flags.count("benchmark_repetitions")) b->Repetitions(ts.repetitions);
     if (!opts_.benchmark_flags.count("benchmark_min_time")) b->MinTime(ts.min_time_s);
-    if (!opts_.benchmark_flags.count("benchmark_min_warmup_time") && ts.warmup_s > 0) b->MinWarmUpTime(ts.warmup_s);
     b->ComputeStatistics("min", [](const std::vector<double>& v) {
       return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end());
     });
