@@ -43,7 +43,7 @@ UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 set -e
 
 execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
-echo "fuzz_config: ${secs} s, ${execs:-?} executions, corpus $(ls "$work/corpus" | wc -l) inputs; log $log"
+echo "fuzz_config: ${secs} s, ${execs:-?} executions, corpus $(find "$work/corpus" -type f | wc -l) inputs; log $log"
 if compgen -G "$work/artifacts/*" >/dev/null; then
   echo "fuzz_config: FINDINGS (crash/timeout/oom/leak inputs):"
   ls -l "$work/artifacts/"

@@ -4,7 +4,8 @@
 // may end the CUDA part of the run, but the results file is still written, valid, with
 // complete=false and a non-zero exit code. SIGINT at any point leaves a valid results file with
 // complete=false and exit code 130 (or no file), never a torn one; SIGKILL at any point leaves a
-// valid file or none. The planted implementations are in tests/planted/.
+// valid file or none. Every input the config fuzzer found is refused by the CLI with exit code 2.
+// The planted implementations are in tests/planted/.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -26,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnbench/config.hpp"
+#include "attnbench/context.hpp"
 #include "attnbench/execute.hpp"
 #include "attnbench/results.hpp"
 #include "attnbench/runner.hpp"
@@ -92,141 +94,6 @@ std::map<std::string, json> index_rows(const json& rows) {
 bool has(const json& row, const std::string& piece) {
   return row["reason"].get<std::string>().find(piece) != std::string::npos;
 }
-
-// ---- CPU faults --------------------------------------------------------------------------------
-
-TEST_F(Faults, CpuFaultsAreRowsAndTheRunGoesOn) {
-  const std::string out = path("cpu.json");
-  // Two cases so that every fault is followed by more rows; timing on, so the timing phase runs
-  // after the faults and cpu.planted_throws_timed fails there.
-  const int rc = run(R"({"name": "faults", "implementations": ["cpu.naive_3pass", "cpu.planted_control",
-      "cpu.planted_host_oom", "cpu.planted_nan", "cpu.planted_throws", "cpu.planted_throws_timed"],
-      "passes": ["fwd", "bwd"], "verify": {"mode": "full"},
-      "timing": {"min_time_s": 0.001, "repetitions": 1, "warmup_s": 0},
-      "sweep": {"zip": [{"seq_q": [17, 24], "seq_kv": [17, 40], "heads_kv": [4, 2], "causal": [false, true]}]},
-      "problem": {"heads_q": 4, "head_dim": 32, "dtype": "f32"}})",
-                     false, out);
-  EXPECT_EQ(rc, 1) << "rows failed: exit code 1";
-  const json j = read_results_json(out);
-  EXPECT_TRUE(j["complete"].get<bool>()) << j["stop_reason"];
-  ASSERT_EQ(j["rows"].size(), 2u * 6u * 2u) << "every planned row is in the file";
-  const auto rows = index_rows(j["rows"]);
-  for (int c = 0; c < 2; ++c) {
-    const std::string k = "#" + std::to_string(c) + "#";
-    for (const char* pass : {"fwd", "bwd"}) {
-      const std::string kp = k + pass;
-      // The correct implementations run (and are timed) after the faults, in both cases.
-      for (const char* ok : {"cpu.naive_3pass", "cpu.planted_control"}) {
-        const json& r = rows.at(ok + kp);
-        EXPECT_EQ(r["status"], "pass") << ok << kp << ": " << r["reason"];
-        EXPECT_TRUE(r.contains("time")) << ok << kp << " was not timed";
-      }
-      const json& oom = rows.at("cpu.planted_host_oom" + kp);
-      EXPECT_EQ(oom["status"], "skip");
-      EXPECT_TRUE(has(oom, "out of memory")) << oom["reason"];
-      const json& thr = rows.at("cpu.planted_throws" + kp);
-      EXPECT_EQ(thr["status"], "fail");
-      EXPECT_TRUE(has(thr, std::string("planted: ") + (pass == std::string("fwd") ? "forward" : "backward") + " threw on purpose"))
-          << thr["reason"];
-      EXPECT_FALSE(thr.contains("time"));
-      const json& nan = rows.at("cpu.planted_nan" + kp);
-      EXPECT_EQ(nan["status"], "fail");
-      EXPECT_TRUE(has(nan, pass == std::string("fwd") ? "O: 1 element(s) NaN" : "dQ: 1 element(s) NaN")) << nan["reason"];
-    }
-    const json& timed = rows.at("cpu.planted_throws_timed" + k + "fwd");
-    EXPECT_EQ(timed["status"], "fail");
-    EXPECT_TRUE(has(timed, "timed call failed")) << timed["reason"];
-    EXPECT_TRUE(has(timed, "planted: timed call threw on purpose")) << timed["reason"];
-    EXPECT_EQ(rows.at("cpu.planted_throws_timed" + k + "bwd")["status"], "pass");  // its backward is fine
-  }
-  EXPECT_EQ(j["summary"]["skip"], 4);
-  EXPECT_EQ(j["summary"]["fail"], 2 * 5);
-}
-
-TEST_F(Faults, UnwritableResultsFileStopsBeforeAnyWork) {
-  const ConfigResult parsed = parse_config(R"({"implementations": ["cpu.naive_3pass"]})");
-  ASSERT_TRUE(std::holds_alternative<Config>(parsed));
-  RunOptions ro;
-  ro.out_path = "/proc/attnbench-cannot-write-here/results.json";
-  ro.quiet = true;
-  std::ostringstream o, e;
-  EXPECT_THROW(run_config(std::get<Config>(parsed), ro, o, e), std::runtime_error);
-}
-
-// ---- CUDA faults (need a GPU and the CUDA build) --------------------------------------------
-
-bool cuda_ready(std::string& why) {
-  if (!Registry::instance().find("cuda.planted_bad_launch")) {
-    why = "built without CUDA";
-    return false;
-  }
-  if (!device_present(Device::cuda)) {
-    why = "no CUDA device";
-    return false;
-  }
-  return true;
-}
-
-TEST_F(Faults, CudaBadLaunchFailsAndDeviceOomSkipsAndTheRunGoesOn) {
-  std::string why;
-  if (!cuda_ready(why)) GTEST_SKIP() << why;
-  const std::string out = path("cuda.json");
-  const int rc = run(R"({"name": "cuda_faults", "implementations": ["cpu.naive_3pass", "cuda.naive_3pass",
-      "cuda.planted_bad_launch", "cuda.planted_device_oom"], "passes": ["fwd"], "verify": {"mode": "full"},
-      "sweep": {"product": {"seq": [17, 33]}}, "problem": {"heads_q": 4, "heads_kv": 2, "head_dim": 64, "dtype": "bf16"}})",
-                     true, out);
-  EXPECT_EQ(rc, 1);
-  const json j = read_results_json(out);
-  EXPECT_TRUE(j["complete"].get<bool>()) << "a bad launch is not sticky: " << j["stop_reason"];
-  ASSERT_EQ(j["rows"].size(), 8u);
-  const auto rows = index_rows(j["rows"]);
-  for (int c = 0; c < 2; ++c) {
-    const std::string k = "#" + std::to_string(c) + "#fwd";
-    const json& bad = rows.at("cuda.planted_bad_launch" + k);
-    EXPECT_EQ(bad["status"], "fail");
-    EXPECT_TRUE(has(bad, "invalid configuration") || has(bad, "InvalidConfiguration")) << bad["reason"];
-    const json& oom = rows.at("cuda.planted_device_oom" + k);
-    EXPECT_EQ(oom["status"], "skip");
-    EXPECT_TRUE(has(oom, "out of memory")) << oom["reason"];
-    // Case 1's CUDA rows run after case 0's bad launch: the context still works.
-    EXPECT_EQ(rows.at("cuda.naive_3pass" + k)["status"], "pass") << rows.at("cuda.naive_3pass" + k)["reason"];
-    EXPECT_EQ(rows.at("cpu.naive_3pass" + k)["status"], "pass");
-  }
-}
-
-TEST_F(Faults, CudaStickyErrorKeepsAValidIncompleteFile) {
-  std::string why;
-  if (!cuda_ready(why)) GTEST_SKIP() << why;
-  const std::string out = path("sticky.json");
-  const std::string cfg = R"({"name": "sticky", "implementations": ["cpu.naive_3pass", "cuda.naive_3pass",
-      "cuda.planted_illegal_address"], "passes": ["fwd"], "verify": {"mode": "full"},
-      "timing": {"min_time_s": 0.001, "repetitions": 1, "warmup_s": 0},
-      "sweep": {"product": {"seq": [17, 33]}}, "problem": {"heads_q": 4, "heads_kv": 2, "head_dim": 64, "dtype": "f16"}})";
-  // The poisoned context must not leak into other tests: the run happens in a child process.
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(std::exit(run(cfg, false, out)), ::testing::ExitedWithCode(1), "");
-  const json j = read_results_json(out);  // written, and valid JSON
-  EXPECT_FALSE(j["complete"].get<bool>());
-  EXPECT_NE(j["stop_reason"].get<std::string>().find("sticky CUDA error"), std::string::npos) << j["stop_reason"];
-  const auto rows = index_rows(j["rows"]);
-  ASSERT_EQ(rows.size(), 6u) << "the rows of both cases are in the file";
-  const json& ill = rows.at("cuda.planted_illegal_address#0#fwd");
-  EXPECT_EQ(ill["status"], "fail");
-  EXPECT_TRUE(has(ill, "illegal") || has(ill, "Illegal")) << ill["reason"];
-  // After the sticky error: CUDA rows SKIP with the reason, CPU rows still run.
-  for (const char* name : {"cuda.naive_3pass", "cuda.planted_illegal_address"}) {
-    const json& r = rows.at(std::string(name) + "#1#fwd");
-    EXPECT_EQ(r["status"], "skip") << name;
-    EXPECT_TRUE(has(r, "CUDA context unusable")) << r["reason"];
-  }
-  EXPECT_EQ(rows.at("cpu.naive_3pass#0#fwd")["status"], "pass");
-  EXPECT_EQ(rows.at("cpu.naive_3pass#1#fwd")["status"], "pass");
-  // The CUDA row verified before the error: passed, or (not timeable any more) failed with why.
-  const json& before = rows.at("cuda.naive_3pass#0#fwd");
-  EXPECT_TRUE(before["status"] == "pass" || !before["reason"].get<std::string>().empty()) << before;
-}
-
-// ---- Interrupts: SIGINT and SIGKILL against the attnbench binary -----------------------------
 
 // A child attnbench whose stdout and stderr come through a pipe, read as it runs (a full pipe
 // would block it).
@@ -314,6 +181,161 @@ class Child {
     return true;
   }
 };
+
+// ---- CPU faults --------------------------------------------------------------------------------
+
+TEST_F(Faults, CpuFaultsAreRowsAndTheRunGoesOn) {
+  const std::string out = path("cpu.json");
+  // Two cases so that every fault is followed by more rows; timing on, so the timing phase runs
+  // after the faults and cpu.planted_throws_timed fails there.
+  const int rc = run(R"({"name": "faults", "implementations": ["cpu.naive_3pass", "cpu.planted_control",
+      "cpu.planted_host_oom", "cpu.planted_nan", "cpu.planted_throws", "cpu.planted_throws_timed"],
+      "passes": ["fwd", "bwd"], "verify": {"mode": "full"},
+      "timing": {"min_time_s": 0.001, "repetitions": 1, "warmup_s": 0},
+      "sweep": {"zip": [{"seq_q": [17, 24], "seq_kv": [17, 40], "heads_kv": [4, 2], "causal": [false, true]}]},
+      "problem": {"heads_q": 4, "head_dim": 32, "dtype": "f32"}})",
+                     false, out);
+  EXPECT_EQ(rc, 1) << "rows failed: exit code 1";
+  const json j = read_results_json(out);
+  EXPECT_TRUE(j["complete"].get<bool>()) << j["stop_reason"];
+  ASSERT_EQ(j["rows"].size(), 2u * 6u * 2u) << "every planned row is in the file";
+  const auto rows = index_rows(j["rows"]);
+  for (int c = 0; c < 2; ++c) {
+    const std::string k = "#" + std::to_string(c) + "#";
+    for (const char* pass : {"fwd", "bwd"}) {
+      const std::string kp = k + pass;
+      // The correct implementations run (and are timed) after the faults, in both cases.
+      for (const char* ok : {"cpu.naive_3pass", "cpu.planted_control"}) {
+        const json& r = rows.at(ok + kp);
+        EXPECT_EQ(r["status"], "pass") << ok << kp << ": " << r["reason"];
+        EXPECT_TRUE(r.contains("time")) << ok << kp << " was not timed";
+      }
+      const json& oom = rows.at("cpu.planted_host_oom" + kp);
+      EXPECT_EQ(oom["status"], "skip");
+      EXPECT_TRUE(has(oom, "out of memory")) << oom["reason"];
+      const json& thr = rows.at("cpu.planted_throws" + kp);
+      EXPECT_EQ(thr["status"], "fail");
+      EXPECT_TRUE(has(thr, std::string("planted: ") + (pass == std::string("fwd") ? "forward" : "backward") + " threw on purpose"))
+          << thr["reason"];
+      EXPECT_FALSE(thr.contains("time"));
+      const json& nan = rows.at("cpu.planted_nan" + kp);
+      EXPECT_EQ(nan["status"], "fail");
+      EXPECT_TRUE(has(nan, pass == std::string("fwd") ? "O: 1 element(s) NaN" : "dQ: 1 element(s) NaN")) << nan["reason"];
+    }
+    const json& timed = rows.at("cpu.planted_throws_timed" + k + "fwd");
+    EXPECT_EQ(timed["status"], "fail");
+    EXPECT_TRUE(has(timed, "timed call failed")) << timed["reason"];
+    EXPECT_TRUE(has(timed, "planted: timed call threw on purpose")) << timed["reason"];
+    EXPECT_EQ(rows.at("cpu.planted_throws_timed" + k + "bwd")["status"], "pass");  // its backward is fine
+  }
+  EXPECT_EQ(j["summary"]["skip"], 4);
+  EXPECT_EQ(j["summary"]["fail"], 2 * 5);
+}
+
+TEST_F(Faults, UnwritableResultsFileStopsBeforeAnyWork) {
+  const ConfigResult parsed = parse_config(R"({"implementations": ["cpu.naive_3pass"]})");
+  ASSERT_TRUE(std::holds_alternative<Config>(parsed));
+  RunOptions ro;
+  ro.out_path = "/proc/attnbench-cannot-write-here/results.json";
+  ro.quiet = true;
+  std::ostringstream o, e;
+  EXPECT_THROW(run_config(std::get<Config>(parsed), ro, o, e), std::runtime_error);
+}
+
+// The CLI reads a config with its own JSON call before parse_config: every input the fuzzer
+// found must be refused there too, exit code 2 and no results file, never a crash.
+TEST_F(Faults, CliRefusesEveryFuzzFindingWithExitCode2) {
+  const fs::path dir = fs::path(source_dir()) / "tests" / "fuzz" / "regressions";
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().filename().string().rfind("error-", 0) != 0) continue;
+    const std::string out = path("never.json");
+    Child c({"run", e.path().string(), "--out", out, "--quiet"});
+    const int status = c.wait();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2)
+        << e.path().filename() << ": " << (WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+                                                               : "exit " + std::to_string(WEXITSTATUS(status)))
+        << "\n" << c.output();
+    EXPECT_FALSE(fs::exists(out)) << e.path().filename();
+    ++n;
+  }
+  EXPECT_GE(n, 1);
+}
+
+// ---- CUDA faults (need a GPU and the CUDA build) --------------------------------------------
+
+bool cuda_ready(std::string& why) {
+  if (!Registry::instance().find("cuda.planted_bad_launch")) {
+    why = "built without CUDA";
+    return false;
+  }
+  if (!device_present(Device::cuda)) {
+    why = "no CUDA device";
+    return false;
+  }
+  return true;
+}
+
+TEST_F(Faults, CudaBadLaunchFailsAndDeviceOomSkipsAndTheRunGoesOn) {
+  std::string why;
+  if (!cuda_ready(why)) GTEST_SKIP() << why;
+  const std::string out = path("cuda.json");
+  const int rc = run(R"({"name": "cuda_faults", "implementations": ["cpu.naive_3pass", "cuda.naive_3pass",
+      "cuda.planted_bad_launch", "cuda.planted_device_oom"], "passes": ["fwd"], "verify": {"mode": "full"},
+      "sweep": {"product": {"seq": [17, 33]}}, "problem": {"heads_q": 4, "heads_kv": 2, "head_dim": 64, "dtype": "bf16"}})",
+                     true, out);
+  EXPECT_EQ(rc, 1);
+  const json j = read_results_json(out);
+  EXPECT_TRUE(j["complete"].get<bool>()) << "a bad launch is not sticky: " << j["stop_reason"];
+  ASSERT_EQ(j["rows"].size(), 8u);
+  const auto rows = index_rows(j["rows"]);
+  for (int c = 0; c < 2; ++c) {
+    const std::string k = "#" + std::to_string(c) + "#fwd";
+    const json& bad = rows.at("cuda.planted_bad_launch" + k);
+    EXPECT_EQ(bad["status"], "fail");
+    EXPECT_TRUE(has(bad, "invalid configuration") || has(bad, "InvalidConfiguration")) << bad["reason"];
+    const json& oom = rows.at("cuda.planted_device_oom" + k);
+    EXPECT_EQ(oom["status"], "skip");
+    EXPECT_TRUE(has(oom, "out of memory")) << oom["reason"];
+    // Case 1's CUDA rows run after case 0's bad launch: the context still works.
+    EXPECT_EQ(rows.at("cuda.naive_3pass" + k)["status"], "pass") << rows.at("cuda.naive_3pass" + k)["reason"];
+    EXPECT_EQ(rows.at("cpu.naive_3pass" + k)["status"], "pass");
+  }
+}
+
+TEST_F(Faults, CudaStickyErrorKeepsAValidIncompleteFile) {
+  std::string why;
+  if (!cuda_ready(why)) GTEST_SKIP() << why;
+  const std::string out = path("sticky.json");
+  const std::string cfg = R"({"name": "sticky", "implementations": ["cpu.naive_3pass", "cuda.naive_3pass",
+      "cuda.planted_illegal_address"], "passes": ["fwd"], "verify": {"mode": "full"},
+      "timing": {"min_time_s": 0.001, "repetitions": 1, "warmup_s": 0},
+      "sweep": {"product": {"seq": [17, 33]}}, "problem": {"heads_q": 4, "heads_kv": 2, "head_dim": 64, "dtype": "f16"}})";
+  // The poisoned context must not leak into other tests: the run happens in a child process.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::exit(run(cfg, false, out)), ::testing::ExitedWithCode(1), "");
+  const json j = read_results_json(out);  // written, and valid JSON
+  EXPECT_FALSE(j["complete"].get<bool>());
+  EXPECT_NE(j["stop_reason"].get<std::string>().find("sticky CUDA error"), std::string::npos) << j["stop_reason"];
+  const auto rows = index_rows(j["rows"]);
+  ASSERT_EQ(rows.size(), 6u) << "the rows of both cases are in the file";
+  const json& ill = rows.at("cuda.planted_illegal_address#0#fwd");
+  EXPECT_EQ(ill["status"], "fail");
+  EXPECT_TRUE(has(ill, "illegal") || has(ill, "Illegal")) << ill["reason"];
+  // After the sticky error: CUDA rows SKIP with the reason, CPU rows still run.
+  for (const char* name : {"cuda.naive_3pass", "cuda.planted_illegal_address"}) {
+    const json& r = rows.at(std::string(name) + "#1#fwd");
+    EXPECT_EQ(r["status"], "skip") << name;
+    EXPECT_TRUE(has(r, "CUDA context unusable")) << r["reason"];
+  }
+  EXPECT_EQ(rows.at("cpu.naive_3pass#0#fwd")["status"], "pass");
+  EXPECT_EQ(rows.at("cpu.naive_3pass#1#fwd")["status"], "pass");
+  // The CUDA row verified before the error: passed, or (not timeable any more) failed with why.
+  const json& before = rows.at("cuda.naive_3pass#0#fwd");
+  EXPECT_TRUE(before["status"] == "pass" || !before["reason"].get<std::string>().empty()) << before;
+}
+
+// ---- Interrupts: SIGINT and SIGKILL against the attnbench binary -----------------------------
 
 // Long enough to be interrupted in either phase: ten cases whose float64 reference takes a
 // noticeable time, then a timing phase of several seconds.

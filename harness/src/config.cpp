@@ -47,7 +47,9 @@ std::size_t Config::row_count() const {
 
 std::string Config::hash() const {
   // Canonical form: keys sorted (nlohmann::json is a std::map), compact, no comments.
-  return hex64(fnv1a64(nlohmann::json::parse(json.dump()).dump()));
+  // Invalid UTF-8 (possible in command-line overrides) is replaced rather than thrown on.
+  constexpr auto replace = nlohmann::json::error_handler_t::replace;
+  return hex64(fnv1a64(nlohmann::json::parse(json.dump(-1, ' ', false, replace)).dump(-1, ' ', false, replace)));
 }
 
 namespace {
@@ -84,13 +86,14 @@ void compact_into(const json& v, std::string& out, int depth) {
         out += "...";
         break;
       }
-      if (!arr) out.append(json(it.key()).dump()).append(":");
+      if (!arr) out.append(json(it.key()).dump(-1, ' ', false, json::error_handler_t::replace)).append(":");
       compact_into(it.value(), out, depth + 1);
     }
     out += arr ? ']' : '}';
     return;
   }
-  out += v.dump();
+  // Strings from the command line are not UTF-8-checked by a parser: replace, never throw.
+  out += v.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string compact(const json& v) {
@@ -744,6 +747,9 @@ ConfigResult parse_config_doc(const nlohmann::ordered_json& doc, const ParseOpti
     return Parser(opts).parse(doc);
   } catch (const Failure& f) {
     return f.error;
+  } catch (const nlohmann::json::exception& e) {
+    // Every value is type-checked before it is read, so this is a bug; still an error, not a crash.
+    return ConfigError{"", "", std::string("internal error reading the config: ") + e.what()};
   }
 }
 

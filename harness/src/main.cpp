@@ -234,8 +234,9 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
     }
     try {
       doc = ojson::parse(*text, nullptr, true, true);
-    } catch (const nlohmann::json::parse_error&) {
-      // parse_config below reports it with the line and column.
+    } catch (const nlohmann::json::exception&) {
+      // parse_config reports it: the line and column of a syntax error, or e.g. a number beyond
+      // double (out_of_range, not parse_error).
       const ConfigResult r = parse_config(*text);
       err << "attnbench run: " << config_path << ": " << std::get<ConfigError>(r).text() << "\n";
       return kBadInput;

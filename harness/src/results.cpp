@@ -203,7 +203,8 @@ void write_file_atomic(const std::string& path, const std::string& text) {
 }
 
 void write_results(const std::string& path, const RunResults& r) {
-  write_file_atomic(path, results_to_json(r).dump(2) + "\n");
+  // replace: a command line or host name with invalid UTF-8 must not lose the results.
+  write_file_atomic(path, results_to_json(r).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
 }
 
 nlohmann::json read_results_json(const std::string& path) {

@@ -29,11 +29,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // The CLI passes the host's memory; a fixed 64 GiB keeps a run reproducible on any machine.
   po.max_bytes = std::int64_t{64} << 30;
   const ConfigResult r = parse_config(std::string_view(reinterpret_cast<const char*>(data), size), po);
+  // Triage: ATTNBENCH_FUZZ_VERBOSE=1 fuzz_config FILE prints the verdict on the input.
+  static const bool verbose = std::getenv("ATTNBENCH_FUZZ_VERBOSE") != nullptr;
   if (const auto* e = std::get_if<ConfigError>(&r)) {
     if (e->text().empty()) broken("an error without a message");
+    if (verbose) std::fprintf(stderr, "fuzz_config: refused: %s\n", e->text().c_str());
     return 0;
   }
   const Config& c = std::get<Config>(r);
+  if (verbose) std::fprintf(stderr, "fuzz_config: parsed: %zu cases, %zu rows\n", c.case_count(), c.row_count());
   std::size_t cases = 0;
   for (const ConfigGroup& g : c.groups) {
     for (const Problem& p : g.cases) {
