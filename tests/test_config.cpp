@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util.hpp"
+
 #include "attnbench/config.hpp"
 #include "attnbench/context.hpp"
 
@@ -21,24 +23,8 @@ namespace {
 
 using namespace attnbench;
 namespace fs = std::filesystem;
-
-struct CliResult {
-  int code = -1;
-  std::string output;  // stdout and stderr
-};
-
-CliResult run_cli(const std::string& args) {
-  CliResult r;
-  const std::string cmd = std::string(ATTNBENCH_EXE) + " " + args + " 2>&1";
-  FILE* f = ::popen(cmd.c_str(), "r");
-  if (!f) return r;
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) r.output.append(buf.data(), n);
-  const int status = ::pclose(f);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using attnbench::test::CliResult;
+using attnbench::test::run_cli;
 
 class BadConfig : public ::testing::Test {
  protected:

@@ -4,6 +4,8 @@
 // naive_3pass's own accuracy, O(N) workspace of the streaming kernels, bitwise determinism of
 // cpu.flash_backward, and no heap allocation inside forward/backward.
 #include <gtest/gtest.h>
+
+#include "test_util.hpp"
 #include <omp.h>
 
 #include <algorithm>
@@ -48,6 +50,7 @@ extern "C" void* malloc(std::size_t n) {
 namespace {
 
 using namespace attnbench;
+using attnbench::test::make_problem;
 
 constexpr std::uint64_t kSeed = 20240607;
 constexpr DType kDTypes[] = {DType::f32, DType::f16, DType::bf16};
@@ -60,20 +63,6 @@ std::vector<const Implementation*> cpu_impls() {
   return v;
 }
 
-Problem make(int b, int hq, int hkv, int sq, int skv, int d, bool causal, DType t, double scale = 0) {
-  Problem p;
-  p.batch = b;
-  p.heads_q = hq;
-  p.heads_kv = hkv;
-  p.seq_q = sq;
-  p.seq_kv = skv;
-  p.head_dim = d;
-  p.causal = causal;
-  p.dtype = t;
-  p.scale = scale;
-  return p;
-}
-
 // The shape list, in every dtype: sequence lengths around tile edges, the head dims models use,
 // GQA and MQA, causal with seq_q < seq_kv and seq_q > seq_kv (rows that see no key), a custom
 // scale, and seeded random shapes.
@@ -82,20 +71,20 @@ std::vector<Problem> shapes() {
   for (DType t : kDTypes) {
     int n = 0;
     for (int s : {1, 17, 129}) {
-      for (int d : {16, 40, 64, 80, 128, 256}) v.push_back(make(1, 2, 2, s, s, d, (n++ % 2) == 1, t));
+      for (int d : {16, 40, 64, 80, 128, 256}) v.push_back(make_problem(1, 2, 2, s, s, d, (n++ % 2) == 1, t));
     }
     for (bool causal : {false, true}) {
-      v.push_back(make(1, 8, 2, 65, 65, 64, causal, t));   // GQA 8:2
-      v.push_back(make(2, 8, 1, 40, 72, 32, causal, t));   // MQA
-      v.push_back(make(1, 2, 1, 33, 100, 64, causal, t));  // seq_q < seq_kv
-      v.push_back(make(1, 2, 2, 100, 33, 64, causal, t));  // seq_q > seq_kv
+      v.push_back(make_problem(1, 8, 2, 65, 65, 64, causal, t));   // GQA 8:2
+      v.push_back(make_problem(2, 8, 1, 40, 72, 32, causal, t));   // MQA
+      v.push_back(make_problem(1, 2, 1, 33, 100, 64, causal, t));  // seq_q < seq_kv
+      v.push_back(make_problem(1, 2, 2, 100, 33, 64, causal, t));  // seq_q > seq_kv
     }
-    v.push_back(make(1, 2, 2, 50, 70, 48, true, t, 0.3));  // custom scale
+    v.push_back(make_problem(1, 2, 2, 50, 70, 48, true, t, 0.3));  // custom scale
     std::mt19937 rng(kSeed);
     auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
     for (int i = 0; i < 10; ++i) {
       const int hkv = uni(1, 3), hq = hkv * uni(1, 3);
-      v.push_back(make(uni(1, 2), hq, hkv, uni(1, 200), uni(1, 200), uni(1, 256), uni(0, 1) == 1, t));
+      v.push_back(make_problem(uni(1, 2), hq, hkv, uni(1, 200), uni(1, 200), uni(1, 256), uni(0, 1) == 1, t));
     }
   }
   return v;
@@ -133,9 +122,9 @@ std::vector<Case> cases() {
     if (std::find(c.options.begin(), c.options.end(), "block_c") != c.options.end()) {
       for (DType t : kDTypes) {
         for (Pass pass : passes) {
-          v.push_back({impl, make(1, 4, 2, 77, 91, 40, true, t), pass, {{"block_r", 7}, {"block_c", 13}}});
-          v.push_back({impl, make(1, 2, 2, 91, 77, 64, true, t), pass, {{"block_r", 32}, {"block_c", 5}}});
-          v.push_back({impl, make(1, 2, 2, 60, 60, 96, false, t), pass, {{"block_r", 1}, {"block_c", 1}}});
+          v.push_back({impl, make_problem(1, 4, 2, 77, 91, 40, true, t), pass, {{"block_r", 7}, {"block_c", 13}}});
+          v.push_back({impl, make_problem(1, 2, 2, 91, 77, 64, true, t), pass, {{"block_r", 32}, {"block_c", 5}}});
+          v.push_back({impl, make_problem(1, 2, 2, 60, 60, 96, false, t), pass, {{"block_r", 1}, {"block_c", 1}}});
         }
       }
     }
@@ -172,7 +161,7 @@ TEST(NaiveThreePass, RelativeErrorWithinDtypeBound) {
   ASSERT_NE(naive, nullptr);
   for (DType t : kDTypes) {
     const double bound = t == DType::f32 ? 1e-5 : t == DType::f16 ? 5e-3 : 4e-2;
-    for (const Problem& p : {make(1, 4, 2, 129, 129, 64, false, t), make(2, 2, 1, 100, 160, 128, true, t)}) {
+    for (const Problem& p : {make_problem(1, 4, 2, 129, 129, 64, false, t), make_problem(2, 2, 1, 100, 160, 128, true, t)}) {
       for (Pass pass : {Pass::fwd, Pass::bwd}) {
         const Verdict v = check_impl(*naive, p, pass, kSeed);
         EXPECT_TRUE(v.ok) << v.failure();
@@ -190,7 +179,7 @@ TEST(CpuImpls, WorkspaceIsLinearInSequence) {
   auto ws = [](const char* name, int seq, Pass pass) {
     const Implementation* i = Registry::instance().find(name);
     EXPECT_NE(i, nullptr) << name;
-    return i ? static_cast<double>(i->workspace_bytes(make(1, 8, 8, seq, seq, 64, false, DType::f32), pass, {})) : 0.0;
+    return i ? static_cast<double>(i->workspace_bytes(make_problem(1, 8, 8, seq, seq, 64, false, DType::f32), pass, {})) : 0.0;
   };
   const struct {
     const char* name;
@@ -266,7 +255,7 @@ TEST(FlashBackward, Deterministic) {
   const Implementation* bwd = Registry::instance().find("cpu.flash_backward");
   ASSERT_TRUE(fwd && bwd);
   for (DType t : {DType::f32, DType::bf16}) {
-    DirectRun r(make(2, 4, 2, 200, 300, 64, true, t), kSeed);
+    DirectRun r(make_problem(2, 4, 2, 200, 300, 64, true, t), kSeed);
     r.forward(*fwd);
     const std::vector<std::uint8_t> first = r.backward(*bwd);
     EXPECT_EQ(first, r.backward(*bwd)) << "second run differs, " << to_string(t);
@@ -286,8 +275,8 @@ TEST(CpuImpls, NoHeapAllocationInCalls) {
 #else
   for (const auto* impl : cpu_impls()) {
     // Edge tiles of one row or one key take Eigen's matrix-vector path.
-    for (const Problem& p : {make(1, 4, 2, 300, 257, 128, true, DType::bf16), make(1, 2, 2, 64, 1000, 256, false, DType::f32),
-                             make(1, 2, 1, 1, 65, 64, false, DType::f16)}) {
+    for (const Problem& p : {make_problem(1, 4, 2, 300, 257, 128, true, DType::bf16), make_problem(1, 2, 2, 64, 1000, 256, false, DType::f32),
+                             make_problem(1, 2, 1, 1, 65, 64, false, DType::f16)}) {
       const Capabilities c = impl->capabilities();
       DirectRun r(p, kSeed);
       const Implementation* f = c.forward ? impl : Registry::instance().find(c.fwd_partner);
@@ -380,7 +369,7 @@ TEST(CpuCommon, ConversionsMatchDtypeHpp) {
 TEST(CpuImpls, RejectsTooSmallWorkspace) {
   for (const auto* impl : cpu_impls()) {
     if (!impl->capabilities().forward) continue;
-    const Problem p = make(1, 2, 2, 64, 64, 64, false, DType::f32);
+    const Problem p = make_problem(1, 2, 2, 64, 64, 64, false, DType::f32);
     DirectRun r(p, kSeed);
     FwdArgs a;
     a.p = p;

@@ -9,6 +9,8 @@
 // Without a CUDA device every test is skipped with the reason.
 #include <gtest/gtest.h>
 
+#include "test_util.hpp"
+
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -27,6 +29,7 @@
 namespace attnbench {
 namespace {
 
+using test::make_problem;
 constexpr std::uint64_t kSeed = 20240611;
 const DType kDtypes[] = {DType::f32, DType::f16, DType::bf16};
 
@@ -49,21 +52,6 @@ std::vector<const Implementation*> cuda_impls() {
   for (const Implementation* i : Registry::instance().all())
     if (i->device() == Device::cuda) v.push_back(i);
   return v;
-}
-
-Problem make(int batch, int hq, int hkv, int sq, int skv, int d, bool causal, DType t,
-             double scale = 0) {
-  Problem p;
-  p.batch = batch;
-  p.heads_q = hq;
-  p.heads_kv = hkv;
-  p.seq_q = sq;
-  p.seq_kv = skv;
-  p.head_dim = d;
-  p.causal = causal;
-  p.dtype = t;
-  p.scale = scale;
-  return p;
 }
 
 // Relative L2 error every output must meet, whatever the baseline says: loose enough for S and
@@ -139,7 +127,7 @@ TEST(CudaImpls, OddShapes) {
   for (DType t : kDtypes)
     for (int s : {1, 17, 129})
       for (int d : {16, 40, 64, 80, 128, 256})
-        for (bool causal : {false, true}) ps.push_back(make(2, 2, 2, s, s, d, causal, t));
+        for (bool causal : {false, true}) ps.push_back(make_problem(2, 2, 2, s, s, d, causal, t));
   EXPECT_GT(check_all(ps), 0);
 }
 
@@ -151,7 +139,7 @@ TEST(CudaImpls, GroupedAndMultiQuery) {
     for (int hkv : {2, 1})
       for (auto [sq, skv] : {std::pair{33, 33}, std::pair{65, 40}, std::pair{17, 130}})
         for (int d : {40, 64})
-          for (bool causal : {false, true}) ps.push_back(make(2, 8, hkv, sq, skv, d, causal, t));
+          for (bool causal : {false, true}) ps.push_back(make_problem(2, 8, hkv, sq, skv, d, causal, t));
   EXPECT_GT(check_all(ps), 0);
 }
 
@@ -164,14 +152,14 @@ TEST(CudaImpls, CausalRectangles) {
     for (auto [sq, skv] :
          {std::pair{17, 129}, std::pair{1, 64}, std::pair{129, 17}, std::pair{64, 1},
           std::pair{100, 37}, std::pair{37, 100}, std::pair{200, 199}})
-      for (int d : {64, 128}) ps.push_back(make(1, 2, 1, sq, skv, d, true, t));
+      for (int d : {64, 128}) ps.push_back(make_problem(1, 2, 1, sq, skv, d, true, t));
   EXPECT_GT(check_all(ps), 0);
 }
 
 TEST(CudaImpls, CustomScale) {
   SKIP_WITHOUT_CUDA();
   std::vector<Problem> ps;
-  for (DType t : kDtypes) ps.push_back(make(1, 4, 2, 70, 90, 48, true, t, 0.3));
+  for (DType t : kDtypes) ps.push_back(make_problem(1, 4, 2, 70, 90, 48, true, t, 0.3));
   EXPECT_GT(check_all(ps), 0);
 }
 
@@ -187,7 +175,7 @@ TEST(CudaImpls, FlashFwdBlockC) {
     for (int d : {24, 64, 128, 256})
       for (bool causal : {false, true})
         for (std::int64_t bc : {16, 32, 64, 128}) {
-          const Problem p = make(1, 2, 1, 77, 150, d, causal, t);
+          const Problem p = make_problem(1, 2, 1, 77, 150, d, causal, t);
           const Options opts{{"block_c", bc}};
           const bool must_fit = d <= 128 && bc <= 64;
           if (d > 128 && bc == 128) {
@@ -207,7 +195,7 @@ TEST(CudaImpls, FlashFwdBlockC) {
           ran += check_one(*impl, p, Pass::fwd, opts) ? 1 : 0;
         }
   EXPECT_GT(ran, 0);
-  const Problem p = make(1, 1, 1, 8, 8, 64, false, DType::f32);
+  const Problem p = make_problem(1, 1, 1, 8, 8, 64, false, DType::f32);
   EXPECT_THROW(impl->prepare(p, Pass::fwd, Options{{"block_c", 48}}), std::invalid_argument);
 }
 
@@ -227,7 +215,7 @@ TEST(CudaImpls, RandomShapes) {
     const int d = uniform(1, 256);
     const bool causal = uniform(0, 1) == 1;
     const DType t = kDtypes[uniform(0, 2)];
-    ps.push_back(make(batch, hkv * group, hkv, sq, skv, d, causal, t));
+    ps.push_back(make_problem(batch, hkv * group, hkv, sq, skv, d, causal, t));
   }
   EXPECT_GT(check_all(ps), 0);
 }
