@@ -240,6 +240,11 @@ TEST_F(Faults, UnwritableResultsFileStopsBeforeAnyWork) {
   ro.quiet = true;
   std::ostringstream o, e;
   EXPECT_THROW(run_config(std::get<Config>(parsed), ro, o, e), std::runtime_error);
+  // The CLI turns that into exit code 2 with the path in the message.
+  Child c({"run", "--impl", "cpu.naive_3pass", "--seq", "4", "--quiet", "--out", ro.out_path});
+  const int status = c.wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << c.output();
+  EXPECT_NE(c.output().find("attnbench-cannot-write-here"), std::string::npos) << c.output();
 }
 
 // The CLI reads a config with its own JSON call before parse_config: every input the fuzzer

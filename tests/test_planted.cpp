@@ -28,33 +28,22 @@
 #include "attnbench/tensors.hpp"
 #include "attnbench/verify.hpp"
 #include "planted/planted.hpp"
+#include "test_util.hpp"
 
 namespace {
 
 using namespace attnbench;
 namespace fs = std::filesystem;
 using Names = std::set<std::string>;
+using test::make_problem;
 
 constexpr std::uint64_t kSeed = 424242;
-
-Problem make(int b, int hq, int hkv, int sq, int skv, int d, bool causal, DType t) {
-  Problem p;
-  p.batch = b;
-  p.heads_q = hq;
-  p.heads_kv = hkv;
-  p.seq_q = sq;
-  p.seq_kv = skv;
-  p.head_dim = d;
-  p.causal = causal;
-  p.dtype = t;
-  return p;
-}
 
 // Causal GQA shapes on which every planted bug shows: seq_q > seq_kv (early rows see no key) and
 // seq_q < seq_kv, rows and head_dim past one 16x16 tile, odd sizes (tails), f32 and bf16.
 std::vector<Problem> shapes() {
-  return {make(1, 4, 2, 40, 33, 32, true, DType::f32), make(2, 8, 2, 37, 64, 64, true, DType::bf16),
-          make(1, 4, 2, 33, 33, 40, true, DType::f16)};
+  return {make_problem(1, 4, 2, 40, 33, 32, true, DType::f32), make_problem(2, 8, 2, 37, 64, 64, true, DType::bf16),
+          make_problem(1, 4, 2, 33, 33, 40, true, DType::f16)};
 }
 
 const Implementation& impl(const char* name) {
@@ -135,8 +124,8 @@ TEST(Planted, WrongGqaHeadMapping) {
     expect_caught("cpu.planted_gqa_mapping", p, Pass::bwd, {"dQ", "dK", "dV"});
   }
   // MHA and MQA: both maps agree, so these pass (why the shapes above are GQA).
-  expect_ok("cpu.planted_gqa_mapping", make(1, 4, 4, 17, 17, 32, true, DType::f32), Pass::fwd);
-  expect_ok("cpu.planted_gqa_mapping", make(1, 4, 1, 17, 17, 32, true, DType::f32), Pass::fwd);
+  expect_ok("cpu.planted_gqa_mapping", make_problem(1, 4, 4, 17, 17, 32, true, DType::f32), Pass::fwd);
+  expect_ok("cpu.planted_gqa_mapping", make_problem(1, 4, 1, 17, 17, 32, true, DType::f32), Pass::fwd);
 }
 
 TEST(Planted, MissingLse) {
@@ -172,7 +161,7 @@ TEST(Planted, OneUnwrittenTile) {
 // A row the sampled reference does not look at is still caught: sampled mode compares every
 // element with the same-device naive baseline ("O~naive").
 TEST(Planted, WrongRowFarFromTheSampledRowsIsCaughtInSampledMode) {
-  const Problem p = make(1, 8, 2, 256, 256, 32, false, DType::f32);
+  const Problem p = make_problem(1, 8, 2, 256, 256, 32, false, DType::f32);
   const planted::FarRow far = planted::far_row_of(p);
   const std::int64_t first = ((static_cast<std::int64_t>(far.batch) * p.seq_q + far.row) * p.heads_q + far.head) * p.head_dim;
   const CaseInputs in = make_inputs(p, kSeed);
@@ -192,7 +181,7 @@ TEST(Planted, WrongRowFarFromTheSampledRowsIsCaughtInSampledMode) {
 // ---- The race: caught whenever it corrupts, whatever the schedule ----------------------------
 
 TEST(Planted, RaceThatCorruptsOneRowSometimes) {
-  const Problem p = make(1, 2, 1, 16, 256, 32, false, DType::f32);
+  const Problem p = make_problem(1, 2, 1, 16, 256, 32, false, DType::f32);
   constexpr int kRuns = 20;
   int corrupted = 0;
   for (int run = 0; run < kRuns; ++run) {
