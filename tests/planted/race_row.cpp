@@ -84,7 +84,7 @@ class Race final : public Implementation {
     double* partial = states + sd;             // [chunks] one per thread
     double* merged = partial + kRaceThreads * sd;  // [chunks] what each thread publishes
     init[0] = kNegInf;
-    std::fill(init + 1, init + sd, 0.0);
+    for (std::size_t e = 1; e < sd; ++e) init[e] = 0;
     std::atomic<const double*> shared{init};
     std::atomic<int> loaded{0};
     const bool force = a.option("force", 0) != 0;
@@ -99,7 +99,7 @@ class Race final : public Implementation {
       st[0] = kNegInf;
       st[1] = 0;
       st[2] = 1;  // one chunk
-      std::fill(st + 3, st + sd, 0.0);
+      for (std::size_t e = 3; e < sd; ++e) st[e] = 0;
       for (int j = j0; j < j1; ++j) {
         double s = 0;
         for (int c = 0; c < d; ++c) {

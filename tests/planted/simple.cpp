@@ -76,7 +76,7 @@ void simple_forward(const FwdArgs& a, Bug bug) {
         const int nv = visible_keys(p, i, bug);
         const double m = scores(p, a.q, a.k, b, h, hk, i, nv, s);
         double l = 0;
-        std::fill(acc, acc + d, 0.0);
+        for (int c = 0; c < d; ++c) acc[c] = 0;  // a loop: g++ 13 misreads std::fill's bound here
         for (int j = 0; j < nv; ++j) {
           const double e = std::exp(s[j] - m);
           l += e;
@@ -116,8 +116,7 @@ void simple_backward(const BwdArgs& a, Bug bug) {
   };
   for (int b = 0; b < p.batch; ++b) {
     for (int hk = 0; hk < p.heads_kv; ++hk) {
-      std::fill(dk, dk + static_cast<std::size_t>(n) * d, 0.0);
-      std::fill(dv, dv + static_cast<std::size_t>(n) * d, 0.0);
+      for (std::int64_t e = 0; e < static_cast<std::int64_t>(n) * d; ++e) dk[e] = dv[e] = 0;
       for (int h = 0; h < p.heads_q; ++h) {
         if (kv_of(p, h, bug) != hk) continue;
         for (int i = 0; i < p.seq_q; ++i) {
@@ -130,7 +129,7 @@ void simple_backward(const BwdArgs& a, Bug bug) {
             dorow[c] = qs(a.dout, b, i, h, c);
             dsum += dorow[c] * qs(a.o, b, i, h, c);
           }
-          std::fill(dq, dq + d, 0.0);
+          for (int c = 0; c < d; ++c) dq[c] = 0;
           for (int j = 0; j < nv; ++j) {
             const double pj = std::exp(s[j] - m) / l;
             double dp = 0;
