@@ -731,7 +731,11 @@ void Runner::time_rows() {
     if (it == by_name.end()) continue;
     RowResult& r = results_.rows[it->second];
     if (!c.error.empty()) {
-      if (c.error != "interrupted") {
+      // Not timed because of something else (an interrupt, or another implementation's sticky
+      // CUDA error): the row keeps its verdict and says why it has no time.
+      if (c.error == "interrupted" || c.error == "CUDA context unusable after an earlier error") {
+        r.reason = "not timed: " + c.error;
+      } else {
         r.status = Status::fail;
         r.reason = "timed call failed: " + c.error;
       }
