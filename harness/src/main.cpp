@@ -417,7 +417,7 @@ Exit codes: 0 all rows pass or skip, 1 a row failed, 2 bad input, 130 interrupte
   CLI::App* tab = app.add_subcommand("table", "Render a results file as the papers' tables (markdown or CSV)");
   tab->add_option("results", to.results, "Results file")->required()->type_name("RESULTS.json");
   tab->add_option("--format", to.format, "markdown, csv or long")->capture_default_str();
-  tab->add_option("--baseline", to.baseline, "Implementation the speedups divide by (default: the naive one)")->type_name("IMPL");
+  tab->add_option("--baseline", to.baseline, "Implementation the speedups divide by (default: cuda.standard_cublas where the group has it, else cpu.naive_3pass)")->type_name("IMPL");
   tab->add_option("--metric", to.metric, "tflops, ms or memory")->capture_default_str();
 
   if (cli_argv.size() == 1) {  // no command: show what there is
