@@ -7,6 +7,8 @@
 # OUTDIR receives results-<config>.json for each config, torch-<config>.json with --peers,
 # and logs.tar.gz (build, ctest, run logs, nvidia-smi). Commit results under results/h200/.
 set -uo pipefail
+# The tree copied to the GPU machine has no .git: export ATTNBENCH_GIT_REVISION (and
+# ATTNBENCH_GIT_DIRTY=0/1) from the checkout when calling this, so the results record it.
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="${1:?usage: scripts/gpu_run.sh OUTDIR [--no-tests] [--peers] [CONFIG ...]}"; shift
 RUN_TESTS=1; PEERS=0; CONFIGS=(); EXTRA=()

@@ -1,5 +1,6 @@
 #include "attnbench/context.hpp"
 
+#include <cstdlib>
 #include <unistd.h>
 
 #include <array>
@@ -140,6 +141,11 @@ nlohmann::ordered_json collect_context() {
     c["git_revision"] = rev;
     // Untracked files count: a new file in impls/ changes the build through the globs.
     c["git_dirty"] = run_capture(git + "status --porcelain 2>/dev/null", status) ? !status.empty() : true;
+  } else if (const char* env = std::getenv("ATTNBENCH_GIT_REVISION"); env && *env) {
+    // A copy of the tree without .git (the GPU machine): the caller names the revision, and
+    // whether the copy matched it cannot be checked here.
+    c["git_revision"] = env;
+    c["git_dirty"] = std::getenv("ATTNBENCH_GIT_DIRTY") ? std::string(std::getenv("ATTNBENCH_GIT_DIRTY")) != "0" : true;
   } else {
     c["git_revision"] = "unknown";
     c["git_dirty"] = true;
