@@ -256,6 +256,14 @@ inline int tile_option(const Options& opts, const char* key, int fallback, const
   return static_cast<int>(it->second);
 }
 
+// Query-tile (Br) and key-tile (Bc) sizes from the options block_r / block_c.
+struct Tiles {
+  int br, bc;
+};
+inline Tiles tiles_from(const Options& opts, int default_r, int default_c, const char* who) {
+  return {tile_option(opts, "block_r", default_r, who), tile_option(opts, "block_c", default_c, who)};
+}
+
 // Task t of a loop over tasks, heaviest first: for causal problems the last query tiles see the
 // most keys, so hand them out first under dynamic scheduling.
 inline int heaviest_first(int t, int n, bool causal) { return causal ? n - 1 - t : t; }

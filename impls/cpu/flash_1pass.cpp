@@ -41,13 +41,8 @@ namespace {
 constexpr int kDefaultBlockR = 128;
 constexpr int kDefaultBlockC = 256;
 
-struct Tiles {
-  int br, bc;
-};
-
 Tiles tiles_of(const Options& opts) {
-  return {tile_option(opts, "block_r", kDefaultBlockR, "cpu.flash_1pass"),
-          tile_option(opts, "block_c", kDefaultBlockC, "cpu.flash_1pass")};
+  return tiles_from(opts, kDefaultBlockR, kDefaultBlockC, "cpu.flash_1pass");
 }
 
 // One thread's scratch.

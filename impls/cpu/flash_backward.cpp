@@ -43,13 +43,8 @@ namespace {
 constexpr int kDefaultBlockR = 128;
 constexpr int kDefaultBlockC = 128;
 
-struct Tiles {
-  int br, bc;
-};
-
 Tiles tiles_of(const Options& opts) {
-  return {tile_option(opts, "block_r", kDefaultBlockR, "cpu.flash_backward"),
-          tile_option(opts, "block_c", kDefaultBlockC, "cpu.flash_backward")};
+  return tiles_from(opts, kDefaultBlockR, kDefaultBlockC, "cpu.flash_backward");
 }
 
 struct Scratch {

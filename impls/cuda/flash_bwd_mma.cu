@@ -476,22 +476,6 @@ bool deterministic(const Options& o) {
   return it != o.end() && it->second != 0;
 }
 
-template <class F>
-void dispatch_bwd(const Problem& pr, F&& f) {
-  dispatch_dtype(pr.dtype, [&](auto tag) {
-    switch (pr.head_dim) {
-      case 64:
-        f(tag, std::integral_constant<int, 64>{});
-        return;
-      case 128:
-        f(tag, std::integral_constant<int, 128>{});
-        return;
-      default:
-        throw std::invalid_argument("cuda.flash_bwd_mma: head_dim has no instantiation");
-    }
-  });
-}
-
 template <class T, int D>
 void run_bwd(const BwdParams& p, bool det, void* stream) {
   using Tr = BwdTraits<D>;
@@ -571,7 +555,7 @@ class FlashBwdMma final : public attnbench::Implementation {
 
   void prepare(const Problem& p, Pass pass, const Options&) const override {
     if (pass == Pass::fwd) return;
-    dispatch_bwd(p, [&](auto tag, auto d) {
+    dispatch_dtype_head_dim<64, 128>(p, "cuda.flash_bwd_mma", [&](auto tag, auto d) {
       using T = typename decltype(tag)::type;
       using Tr = BwdTraits<decltype(d)::value>;
       set_dynamic_smem(flash_bwd_kernel<T, Tr>, Tr::kSmemBytes);
@@ -619,7 +603,7 @@ class FlashBwdMma final : public attnbench::Implementation {
     p.causal_offset = pr.seq_kv - pr.seq_q;
     p.scale = static_cast<float>(pr.effective_scale());
     p.scale_log2 = static_cast<float>(pr.effective_scale() * 1.4426950408889634);
-    dispatch_bwd(pr, [&](auto tag, auto d) {
+    dispatch_dtype_head_dim<64, 128>(pr, "cuda.flash_bwd_mma", [&](auto tag, auto d) {
       run_bwd<typename decltype(tag)::type, decltype(d)::value>(p, det, a.stream);
     });
   }

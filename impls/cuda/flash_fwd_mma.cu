@@ -231,26 +231,6 @@ void launch_fwd(const FwdParams& p, int batch, void* stream) {
   launch(flash_fwd_kernel<T, Tr>, grid, dim3(Tr::kThreads), Tr::kSmemBytes, stream, p);
 }
 
-// f(TypeTag<T>{}, std::integral_constant<int, D>{}) for the instantiated (dtype, head_dim).
-template <class F>
-void dispatch_fwd(const attnbench::Problem& pr, F&& f) {
-  dispatch_dtype(pr.dtype, [&](auto tag) {
-    switch (pr.head_dim) {
-      case 64:
-        f(tag, std::integral_constant<int, 64>{});
-        return;
-      case 128:
-        f(tag, std::integral_constant<int, 128>{});
-        return;
-      case 256:
-        f(tag, std::integral_constant<int, 256>{});
-        return;
-      default:
-        throw std::invalid_argument("cuda.flash_fwd_mma: head_dim has no instantiation");
-    }
-  });
-}
-
 int fwd_smem_bytes(int head_dim) {
   switch (head_dim) {
     case 64:
@@ -312,7 +292,7 @@ class FlashFwdMma final : public attnbench::Implementation {
   }
 
   void prepare(const Problem& p, Pass, const Options&) const override {
-    dispatch_fwd(p, [&](auto tag, auto d) {
+    dispatch_dtype_head_dim<64, 128, 256>(p, "cuda.flash_fwd_mma", [&](auto tag, auto d) {
       using T = typename decltype(tag)::type;
       using Tr = FwdTraits<decltype(d)::value>;
       set_dynamic_smem(flash_fwd_kernel<T, Tr>, Tr::kSmemBytes);
@@ -340,7 +320,7 @@ class FlashFwdMma final : public attnbench::Implementation {
         throw std::invalid_argument("cuda.flash_fwd_mma: q, k, v, o must be 16-byte aligned");
       }
     }
-    dispatch_fwd(pr, [&](auto tag, auto d) {
+    dispatch_dtype_head_dim<64, 128, 256>(pr, "cuda.flash_fwd_mma", [&](auto tag, auto d) {
       launch_fwd<typename decltype(tag)::type, decltype(d)::value>(p, pr.batch, a.stream);
     });
   }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "attnbench/dtype.hpp"
+#include "mma/dispatch.cuh"
 #include "mma/ptx.cuh"
 
 namespace attn_mma {
@@ -48,28 +49,6 @@ void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, std::size_t smem, v
             const Args&... args) {
   kernel<<<grid, block, smem, static_cast<cudaStream_t>(stream)>>>(args...);
   ATTN_MMA_CHECK(cudaGetLastError());
-}
-
-template <class T>
-struct TypeTag {
-  using type = T;
-};
-
-// f(TypeTag<element type>{}) for the 16-bit dtypes; f32 is rejected by Capabilities before this.
-template <class F>
-void dispatch_dtype(attnbench::DType t, F&& f) {
-  switch (t) {
-    case attnbench::DType::f16:
-      f(TypeTag<half_t>{});
-      return;
-    case attnbench::DType::bf16:
-      f(TypeTag<bfloat_t>{});
-      return;
-    case attnbench::DType::f32:
-      break;
-  }
-  throw std::invalid_argument("mma kernels: dtype " + std::string(attnbench::to_string(t)) +
-                              " has no instantiation");
 }
 
 }  // namespace attn_mma

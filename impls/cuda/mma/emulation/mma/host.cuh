@@ -7,6 +7,7 @@
 
 #include "attnbench/dtype.hpp"
 #include "mma/ptx.cuh"
+#include "mma/dispatch.cuh"
 namespace attn_mma {
 #define ATTN_MMA_CHECK(call) (call)
 inline std::map<const void*, int>& smem_attr() {
@@ -41,23 +42,5 @@ void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, std::size_t smem, v
         emu::body = [&] { kernel(args...); };
         emu::run_block(static_cast<int>(block.x));
       }
-}
-template <class T>
-struct TypeTag {
-  using type = T;
-};
-template <class F>
-void dispatch_dtype(attnbench::DType t, F&& f) {
-  switch (t) {
-    case attnbench::DType::f16:
-      f(TypeTag<half_t>{});
-      return;
-    case attnbench::DType::bf16:
-      f(TypeTag<bfloat_t>{});
-      return;
-    default:
-      break;
-  }
-  throw std::invalid_argument("dtype");
 }
 }  // namespace attn_mma
