@@ -11,7 +11,7 @@ What it does:
     `--clock-control none` (the clocks are left alone) and ncu's default cache control (caches
     flushed before each kernel, so every kernel starts cold, as in the papers' counts).
  2. Attributes each kernel to the innermost NVTX push/pop range of attnbench's domain around it
-    (`--nvtx --print-nvtx-rename kernel`: the kernel is reported under that range's name). The
+    (`--nvtx --print-nvtx-rename kernel`: the kernel is reported as "<range>/<kernel>"). The
     harness opens one range per call, named `<impl>[+opt=val]:<case>:<pass>`, which is the row's
     "nvtx" field. Kernels outside a call range (a backward row's forward, run beforehand to give
     it O and LSE) carry the case's range name and are not counted.
@@ -88,7 +88,9 @@ def parse_ncu_csv(text):
     for r in body:
         if len(r) < len(header):
             continue
-        name = r[name_col]
+        # Renamed kernels read "<innermost range>/<kernel name>" (ncu 2025.3); attnbench's range
+        # names hold no '/', so the range is everything before the first one.
+        name = r[name_col].split("/", 1)[0]
         s = sums.setdefault(name, {"read": 0.0, "write": 0.0, "kernels": 0})
         for m, key in ((METRICS[0], "read"), (METRICS[1], "write")):
             v = r[cols[m]].replace(",", "").strip()
