@@ -406,6 +406,34 @@ TEST_F(Faults, SigintAtAnyPointLeavesAValidIncompleteFile) {
   }
 }
 
+// Each row's time is written as soon as it is measured: a run killed in the middle of its
+// timing phase (the GPU machine's time limit does that) keeps the rows timed before the kill.
+TEST_F(Faults, SigkillDuringTimingKeepsTheRowsTimedSoFar) {
+  const std::string cfg = path("long.json");
+  std::ofstream(cfg) << kLongConfig;
+  const std::string out = path("results.json");
+  fs::remove(out);
+  Child c({"run", cfg, "--out", out});
+  // Google Benchmark prints a row's aggregates when its repetitions are done; the third row:
+  ASSERT_TRUE(c.wait_for("b1_hq4_hkv1_sq784_skv784_d64_f32:fwd/", std::chrono::seconds(240))) << c.output();
+  c.pump_for(std::chrono::milliseconds(300));
+  c.signal(SIGKILL);
+  c.wait();
+  const json j = expect_whole_or_absent(dir_, out);
+  ASSERT_FALSE(j.is_null());
+  EXPECT_FALSE(j["complete"].get<bool>());
+  ASSERT_EQ(j["rows"].size(), 10u) << "verification was over before timing started";
+  int timed = 0;
+  for (const json& r : j["rows"]) {
+    if (!r.contains("time") || r["time"].is_null()) continue;
+    ++timed;
+    EXPECT_GT(r["time"]["median_ms"].get<double>(), 0.0) << r["case"];
+    EXPECT_EQ(r["time"]["repetitions"].get<int>(), 2) << r["case"];
+  }
+  EXPECT_GE(timed, 3) << "rows 1-3 were timed before the kill";
+  EXPECT_LT(timed, 10) << "the kill came before the last row";
+}
+
 TEST_F(Faults, SigkillAtAnyPointNeverLeavesATornFile) {
   const std::string cfg = path("long.json");
   std::ofstream(cfg) << kLongConfig;

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iomanip>
 #include <map>
 #include <memory>
@@ -225,32 +226,46 @@ struct Collected {
   std::string error;
 };
 
+// on_done(name) is called as soon as a benchmark has reported everything it will report (its
+// aggregates, its single run, or an error), so the caller can write its time into the results
+// file then rather than at the end of the timing phase.
 class CollectingReporter : public benchmark::BenchmarkReporter {
  public:
-  CollectingReporter(benchmark::BenchmarkReporter* display, std::map<std::string, Collected>& out)
-      : display_(display), out_(out) {}
+  CollectingReporter(benchmark::BenchmarkReporter* display, std::map<std::string, Collected>& out,
+                     std::function<void(const std::string&)> on_done)
+      : display_(display), out_(out), on_done_(std::move(on_done)) {}
 
   bool ReportContext(const Context& c) override { return display_ ? display_->ReportContext(c) : true; }
 
   void ReportRuns(const std::vector<Run>& runs) override {
     std::vector<Run> shown;
+    std::vector<std::string> done;
     for (const Run& r : runs) {
-      Collected& c = out_[r.run_name.function_name];
+      const std::string& name = r.run_name.function_name;
+      Collected& c = out_[name];
       std::string msg;
       if (run_failed(r, msg)) {
         c.error = msg;
         shown.push_back(r);
+        done.push_back(name);
       } else if (r.run_type == Run::RT_Aggregate) {
         c.aggregates[r.aggregate_name] = r;
         // The console gets the median and the cv of each row (the results file has them all,
         // and --benchmark_out gets Google Benchmark's full report).
         if (r.aggregate_name == "median" || r.aggregate_name == "cv") shown.push_back(r);
+        done.push_back(name);
       } else {
         c.iterations.push_back(r);
-        if (r.repetitions <= 1) shown.push_back(r);  // with repetitions, show the aggregates only
+        if (r.repetitions <= 1) {
+          shown.push_back(r);  // with repetitions, show the aggregates only
+          done.push_back(name);
+        }
       }
     }
     if (display_ && !shown.empty()) display_->ReportRuns(shown);
+    done.erase(std::unique(done.begin(), done.end()), done.end());
+    if (on_done_)
+      for (const auto& n : done) on_done_(n);
   }
 
   void Finalize() override {
@@ -260,6 +275,7 @@ class CollectingReporter : public benchmark::BenchmarkReporter {
  private:
   benchmark::BenchmarkReporter* display_;
   std::map<std::string, Collected>& out_;
+  std::function<void(const std::string&)> on_done_;
 };
 
 double run_ms(const BRun& r) {
@@ -646,7 +662,10 @@ void Runner::time_rows() {
     auto warmed = std::make_shared<bool>(false);
     auto fn = [this, slot, prepare, k, cuda, hot = ts.hot, warmup_s = ts.warmup_s,
                warmed](benchmark::State& st) {
-      if (g_interrupted) {
+      // An interrupt skips the rows not started yet. A row already started finishes its
+      // repetitions (seconds at most): Google Benchmark's statistics need every repetition to
+      // have the same iteration count (its debug builds abort otherwise, losing the run).
+      if (g_interrupted && !*warmed) {
         st.SkipWithError("interrupted");
         return;
       }
@@ -668,10 +687,6 @@ void Runner::time_rows() {
           *warmed = true;
         }
         for (auto _ : st) {
-          if (g_interrupted) {
-            st.SkipWithError("interrupted");
-            break;
-          }
           if (!hot) ops.flush_cache();
           if (cuda) {
 #ifdef ATTNBENCH_WITH_CUDA
@@ -718,31 +733,38 @@ void Runner::time_rows() {
   }
 
   std::map<std::string, Collected> collected;
+  // Each row's time goes into the results file as soon as its benchmark is done, so a run
+  // stopped during timing (a kill, the device's time limit) keeps every row timed so far.
+  auto apply = [&](const std::string& name) {
+    auto it = by_name.find(name);
+    auto c = collected.find(name);
+    if (it == by_name.end() || c == collected.end()) return;
+    RowResult& r = results_.rows[it->second];
+    if (!c->second.error.empty()) {
+      // Not timed because of something else (an interrupt, or another implementation's sticky
+      // CUDA error): the row keeps its verdict and says why it has no time.
+      if (c->second.error == "interrupted" || c->second.error == "CUDA context unusable after an earlier error") {
+        r.reason = "not timed: " + c->second.error;
+      } else {
+        r.status = Status::fail;
+        r.reason = "timed call failed: " + c->second.error;
+      }
+    } else {
+      r.time = time_from(c->second, plan_[it->second].group->timing.hot);
+    }
+  };
+  auto on_done = [&](const std::string& name) {
+    apply(name);
+    save(false);
+  };
   std::unique_ptr<benchmark::BenchmarkReporter> display;
   if (!opts_.quiet) display.reset(benchmark::CreateDefaultDisplayReporter());
-  CollectingReporter reporter(display.get(), collected);
+  CollectingReporter reporter(display.get(), collected, on_done);
   if (!opts_.quiet) err_ << "timing " << timed_.size() << " rows with Google Benchmark\n" << std::flush;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::ClearRegisteredBenchmarks();
   slot->buf.reset();
-
-  for (auto& [name, c] : collected) {
-    auto it = by_name.find(name);
-    if (it == by_name.end()) continue;
-    RowResult& r = results_.rows[it->second];
-    if (!c.error.empty()) {
-      // Not timed because of something else (an interrupt, or another implementation's sticky
-      // CUDA error): the row keeps its verdict and says why it has no time.
-      if (c.error == "interrupted" || c.error == "CUDA context unusable after an earlier error") {
-        r.reason = "not timed: " + c.error;
-      } else {
-        r.status = Status::fail;
-        r.reason = "timed call failed: " + c.error;
-      }
-      continue;
-    }
-    r.time = time_from(c, plan_[it->second].group->timing.hot);
-  }
+  for (const auto& kv : collected) apply(kv.first);
 }
 
 void Runner::save(bool final_write) {
