@@ -4,12 +4,11 @@
 // max abs error <= 2% (bf16) / 0.4% (f16) of max |O| for O, 3% / 0.6% of max |grad| for gradients,
 // 2e-3 for LSE; no NaN/Inf; -inf LSE exactly where the reference has it.
 //
-// Build (no GPU needed; the implementation files are compiled as C++, each in its own wrapper
-// translation unit `#include "flash_fwd_mma.cu"`, together with attn_core's sources):
-//   g++ -std=c++20 -O2 -Iimpls/cuda/mma/emulation -Iimpls/cuda -Iharness/include
-//       -Wno-unknown-pragmas fwd_wrap.cpp bwd_wrap.cpp main.cpp harness/src/{problem,registry}.cpp
-// where main.cpp calls attn_mma_emulation::selftest(). Do not link attn_impls_cuda as well: the
-// names would be registered twice.
+// Built and run by CTest as test_mma_emulation (tests/mma_emulation/, tests/CMakeLists.txt): each
+// implementation file is compiled as C++ in its own wrapper translation unit
+// (`#include "flash_fwd_mma.cu"`), with this folder before impls/cuda on the include path, and
+// linked with attn_core only. Do not link attn_impls_cuda as well: the names would be registered
+// twice.
 #pragma once
 
 #include <algorithm>
