@@ -232,6 +232,29 @@ TEST_F(Faults, CpuFaultsAreRowsAndTheRunGoesOn) {
   EXPECT_EQ(j["summary"]["fail"], 2 * 5);
 }
 
+// An option value the implementation cannot run at this problem (a tile too large for shared
+// memory, in cuda.flash_fwd) is a SKIP row with the implementation's reason, not a FAIL.
+TEST_F(Faults, UnsupportedOptionValueIsASkipRow) {
+  const std::string out = path("opts.json");
+  const int rc = run(R"({"name": "opts", "implementations": ["cpu.planted_tile_limit"], "passes": ["fwd"],
+      "params": {"cpu.planted_tile_limit": {"tile": [32, 128]}}, "verify": {"mode": "full"},
+      "timing": {"min_time_s": 0.001, "repetitions": 1, "warmup_s": 0},
+      "problem": {"heads_q": 2, "seq": 17, "head_dim": 32, "dtype": "f32"}})",
+                     false, out);
+  EXPECT_EQ(rc, 0) << "a SKIP is not a failure";
+  const json j = read_results_json(out);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  for (const json& r : j["rows"]) {
+    const int tile = r["params"]["tile"].get<int>();
+    if (tile == 32) {
+      EXPECT_EQ(r["status"], "pass") << r["reason"];
+    } else {
+      EXPECT_EQ(r["status"], "skip");
+      EXPECT_TRUE(has(r, "tile 128 exceeds 64")) << r["reason"];
+    }
+  }
+}
+
 TEST_F(Faults, UnwritableResultsFileStopsBeforeAnyWork) {
   const ConfigResult parsed = parse_config(R"({"implementations": ["cpu.naive_3pass"]})");
   ASSERT_TRUE(std::holds_alternative<Config>(parsed));

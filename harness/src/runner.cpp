@@ -378,6 +378,7 @@ class Runner {
       return "backward-only" + (caps.fwd_partner.empty() ? std::string() : " (its forward is " + caps.fwd_partner + ")");
     }
     if (Support s = impl.supports(*pr.problem, pr.pass); !s) return s.reason;
+    if (Support s = impl.supports_options(*pr.problem, pr.pass, *pr.params); !s) return s.reason;
     return {};
   }
 };

@@ -248,6 +248,21 @@ class CudaFlashFwd final : public Implementation {
                          " bytes of shared memory");
     return Support::yes();
   }
+  // A block_c whose tiles do not fit the shared memory at this head_dim is a SKIP, not a FAIL.
+  Support supports_options(const Problem& p, Pass, const Options& opts) const override {
+    KernelInfo k;
+    try {
+      k = pick_kernel(p, block_c_of(p, &opts));
+    } catch (const std::invalid_argument& e) {
+      return Support::no(e.what());
+    }
+    const std::size_t limit = max_smem_optin();
+    if (k.smem > limit)
+      return Support::no("block_c " + std::to_string(block_c_of(p, &opts)) + " needs " +
+                         std::to_string(k.smem) + " bytes of shared memory, the device has " +
+                         std::to_string(limit));
+    return Support::yes();
+  }
   void prepare(const Problem& p, Pass, const Options& opts) const override {
     configure(pick_kernel(p, block_c_of(p, &opts)));
   }

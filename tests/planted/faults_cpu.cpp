@@ -5,7 +5,10 @@
 //                              and one into dQ;
 //   cpu.planted_host_oom       asks for a 1 PiB workspace: the allocation fails (SKIP);
 //   cpu.planted_throws_timed   correct on the first call after prepare() (the validation call),
-//                              throws on every later one, i.e. while Google Benchmark times it.
+//                              throws on every later one, i.e. while Google Benchmark times it;
+//   cpu.planted_tile_limit     the simple algorithm with an option "tile" whose values above 64
+//                              it refuses through supports_options() (a SKIP row); calling it
+//                              with such a value anyway throws.
 // Memory, passes and limits: as simple.cpp, except the 1 PiB request.
 #include <atomic>
 #include <cstdint>
@@ -56,6 +59,26 @@ class ThrowsWhenTimed final : public Simple {
   mutable std::atomic<int> calls_{0};
 };
 
+class TileLimit final : public Simple {
+ public:
+  TileLimit() : Simple("cpu.planted_tile_limit", Bug::none, "option tile <= 64, larger ones refused") {}
+  Capabilities capabilities() const override {
+    Capabilities c = Simple::capabilities();
+    c.options = {"tile"};
+    return c;
+  }
+  Support supports_options(const Problem&, Pass, const Options& o) const override {
+    const auto it = o.find("tile");
+    if (it != o.end() && it->second > 64) return Support::no("tile " + std::to_string(it->second) + " exceeds 64");
+    return Support::yes();
+  }
+  void forward(const FwdArgs& a) const override {
+    if (a.options && a.options->count("tile") && a.options->at("tile") > 64)
+      throw std::logic_error("planted: called with a tile it refused");
+    simple_forward(a, Bug::none);
+  }
+};
+
 }  // namespace
 }  // namespace attnbench::planted
 
@@ -63,3 +86,4 @@ ATTNBENCH_REGISTER(attnbench::planted::Throws)
 ATTNBENCH_REGISTER(attnbench::planted::WritesNan)
 ATTNBENCH_REGISTER(attnbench::planted::HostOom)
 ATTNBENCH_REGISTER(attnbench::planted::ThrowsWhenTimed)
+ATTNBENCH_REGISTER(attnbench::planted::TileLimit)

@@ -118,6 +118,11 @@ class Implementation {
   // Checks beyond Capabilities (shared-memory limits, library availability, ...).
   virtual Support supports_extra(const Problem&, Pass) const { return Support::yes(); }
 
+  // Whether one set of tuning options can run this problem (a tile too large for the shared
+  // memory at this head_dim, say). A "no" is a SKIP row with the reason, like supports().
+  // Options outside Capabilities::options are refused before this, when the config is read.
+  virtual Support supports_options(const Problem&, Pass, const Options&) const { return Support::yes(); }
+
   // Scratch memory for one call, allocated by the harness on the implementation's device.
   virtual std::size_t workspace_bytes(const Problem&, Pass, const Options&) const { return 0; }
 
