@@ -2,21 +2,24 @@
 # The GPU workflow, run ON the GPU machine: build with all cores (cuDNN headers/library from
 # PyTorch's wheel), run the tests, then run the chosen configs and write results JSON + logs.
 #
-#   scripts/gpu_run.sh OUTDIR [--tests|--no-tests] [--peers] [CONFIG ...] [-- extra attnbench args]
+#   scripts/gpu_run.sh OUTDIR [--tests|--no-tests] [--peers] [--hbm] [CONFIG ...] [-- extra attnbench args]
 #
 # OUTDIR receives results-<config>.json for each config, torch-<config>.json with --peers,
-# and logs.tar.gz (build, ctest, run logs, nvidia-smi). Commit results under results/h200/.
+# and logs.tar.gz (build, ctest, run logs, nvidia-smi). With --hbm, each results file also gets
+# Nsight Compute's HBM bytes per row (scripts/ncu_hbm.py: a second, profiled run of the config;
+# for FlashAttention-1-sized configs, not the whole grid). Commit results under results/h200/.
 set -uo pipefail
 # The tree copied to the GPU machine has no .git: export ATTNBENCH_GIT_REVISION (and
 # ATTNBENCH_GIT_DIRTY=0/1) from the checkout when calling this, so the results record it.
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="${1:?usage: scripts/gpu_run.sh OUTDIR [--no-tests] [--peers] [CONFIG ...]}"; shift
-RUN_TESTS=1; PEERS=0; CONFIGS=(); EXTRA=()
+RUN_TESTS=1; PEERS=0; HBM=0; CONFIGS=(); EXTRA=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-tests) RUN_TESTS=0 ;;
     --tests) RUN_TESTS=1 ;;
     --peers) PEERS=1 ;;
+    --hbm) HBM=1 ;;
     --) shift; EXTRA=("$@"); break ;;
     *) CONFIGS+=("$1") ;;
   esac
@@ -67,6 +70,11 @@ for cfg in "${CONFIGS[@]}"; do
   echo "== $cfg"
   "$BUILD/attnbench" run "$ROOT/$cfg" --out "$OUT/results-$name.json" "${EXTRA[@]}" > "$LOG/run-$name.txt" 2> "$LOG/run-$name.err" || rc=1
   tail -60 "$LOG/run-$name.txt"
+  if [ "$HBM" = 1 ] && [ -f "$OUT/results-$name.json" ]; then
+    python3 "$ROOT/scripts/ncu_hbm.py" "$ROOT/$cfg" --attnbench "$BUILD/attnbench" --results "$OUT/results-$name.json" \
+      --out "$OUT/results-$name.json" > "$LOG/hbm-$name.txt" 2>&1 || rc=1
+    tail -25 "$LOG/hbm-$name.txt"
+  fi
   if [ "$PEERS" = 1 ]; then
     python3 "$ROOT/scripts/peers/torch_sdpa.py" "$ROOT/$cfg" --out "$OUT/torch-$name.json" > "$LOG/torch-$name.txt" 2>&1 || rc=1
     tail -5 "$LOG/torch-$name.txt"

@@ -136,6 +136,8 @@ def main():
     if total == 0:
         fail("no row recovered a time", 1)
     res["complete"] = False
+    if res.get("stop_reason", "") in ("", "run in progress"):
+        res["stop_reason"] = "stopped during its timing phase; times recovered (context.timing_recovery)"
     res.setdefault("context", {})["timing_recovery"] = {
         "sources": sources, "note": args.note,
         "untimed_passing_rows": sum(1 for r in rows.values() if not r.get("time")),
