@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Tests of the Python tools in scripts/: ncu_hbm.py (parse ncu's CSV, merge HBM bytes),
+recover_timings.py (console-log times), paper_tables.py (Figure 2 table). No GPU, no ncu:
+tests/data/ncu_raw_probe.csv is ncu's raw page from an H200 run (columns trimmed to the ones read).
+Run by CTest as test_scripts; also `python3 tests/test_scripts.py`."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import ncu_hbm  # noqa: E402
+import recover_timings  # noqa: E402
+
+CASE = "b2_hq4_hkv2_sq256_skv256_d64_bf16"
+
+
+def run(*args):
+    return subprocess.run([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def write(path, text):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def read_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def results_file(rows):
+    return {"schema": "attnbench.results/1", "complete": True, "context": {"config": {"timing": {}}}, "rows": rows}
+
+
+def row(impl, ps, status="pass", flops=1e12):
+    return {"case": CASE, "impl": impl, "pass": ps, "status": status, "reason": "", "flops": flops,
+            "nvtx": f"{impl}:{CASE}:{ps}", "problem": {}}
+
+
+class NcuHbm(unittest.TestCase):
+    def setUp(self):
+        with open(os.path.join(ROOT, "tests/data/ncu_raw_probe.csv"), encoding="utf-8") as f:
+            self.text = f.read()
+
+    def test_sums_per_innermost_range(self):
+        s = ncu_hbm.parse_ncu_csv(self.text)
+        # Thousands separators read, kernels grouped by the range before the first '/'.
+        self.assertEqual(s[f"cuda.flash_fwd_mma:{CASE}:fwd"], {"read": 578816.0, "write": 0.0, "kernels": 1})
+        self.assertEqual(s[f"cuda.flash_bwd_mma:{CASE}:bwd"]["kernels"], 3)
+        self.assertEqual(s[f"cuda.flash_bwd_mma:{CASE}:bwd"]["read"], 531200.0 + 1365248.0 + 527616.0)
+        self.assertEqual(s[f"cuda.standard_cublas:{CASE}:fwd"]["kernels"], 9)
+        # The backward rows' forwards run outside any call range: under the case's range only.
+        self.assertIn(CASE, s)
+
+    def test_units_row_scales(self):
+        t = self.text.replace('"byte","byte"', '"Kbyte","Mbyte"')
+        s = ncu_hbm.parse_ncu_csv(t)
+        self.assertEqual(s[f"cuda.flash_fwd_mma:{CASE}:fwd"]["read"], 578816.0 * 1e3)
+        with self.assertRaises(ValueError):
+            ncu_hbm.parse_ncu_csv(self.text.replace('"byte","byte"', '"furlong","byte"'))
+
+    def test_missing_column_is_an_error(self):
+        with self.assertRaises(ValueError):
+            ncu_hbm.parse_ncu_csv(self.text.replace("dram__bytes_write.sum", "other"))
+        with self.assertRaises(ValueError):
+            ncu_hbm.parse_ncu_csv("no csv here")
+
+    def test_merge_via_cli(self):
+        with tempfile.TemporaryDirectory() as d:
+            res = results_file([row("cuda.flash_fwd_mma", "fwd"), row("cuda.flash_bwd_mma", "bwd"),
+                                row("cuda.flash_fwd_mma", "bwd", status="skip"), row("cuda.naive_3pass", "fwd")])
+            rp, out = os.path.join(d, "run.json"), os.path.join(d, "out.json")
+            write(rp, json.dumps(res))
+            p = run(os.path.join(ROOT, "scripts/ncu_hbm.py"), "--parse-csv",
+                    os.path.join(ROOT, "tests/data/ncu_raw_probe.csv"), "--results", rp, "--out", out)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("cuda.naive_3pass", p.stderr)  # no kernel profiled under it: said so
+            m = read_json(out)
+            self.assertEqual(m["rows"][0]["extra"]["hbm_read_bytes"], 578816.0)
+            self.assertEqual(m["rows"][1]["extra"]["hbm_kernels"], 3)
+            self.assertNotIn("extra", m["rows"][2])
+            self.assertNotIn("extra", m["rows"][3])
+            self.assertIn("hbm", m["context"])
+            # Nothing matches: exit 1 and no file.
+            res["rows"] = [row("cuda.naive_3pass", "fwd")]
+            write(rp, json.dumps(res))
+            os.remove(out)
+            p = run(os.path.join(ROOT, "scripts/ncu_hbm.py"), "--parse-csv",
+                    os.path.join(ROOT, "tests/data/ncu_raw_probe.csv"), "--results", rp, "--out", out)
+            self.assertEqual(p.returncode, 1)
+            self.assertFalse(os.path.exists(out))
+
+
+LOG = f"""Benchmark   Time   CPU   Iterations
+cuda.flash_fwd_mma:{CASE}:fwd/min_time:0.050/repeats:3/manual_time_median      0.468 ms        0.507 ms            3
+cuda.flash_fwd_mma:{CASE}:fwd/min_time:0.050/repeats:3/manual_time_cv           0.06 %          0.07 %             3
+cuda.naive_3pass:{CASE}:fwd/min_time:0.050/repeats:3/manual_time_median          112 ms          112 ms            3
+cuda.naive_3pass:{CASE}:fwd/min_time:0.050/repeats:3/manual_time_cv             0.04 %          0.27 %             3
+"""
+
+
+class RecoverTimings(unittest.TestCase):
+    def test_console_and_other_file(self):
+        with tempfile.TemporaryDirectory() as d:
+            run_rows = [row("cuda.flash_fwd_mma", "fwd"), row("cuda.naive_3pass", "fwd"),
+                        row("cuda.flash_bwd_mma", "bwd"), row("cuda.standard_cublas", "fwd", status="fail")]
+            res = results_file(run_rows)
+            res["complete"] = False
+            res["stop_reason"] = "run in progress"
+            other = results_file([dict(row("cuda.flash_bwd_mma", "bwd"), time={"median_ms": 2.0, "min_ms": 1.9}),
+                                  dict(row("cuda.standard_cublas", "fwd"), time={"median_ms": 9.0})])
+            paths = {n: os.path.join(d, n) for n in ("run.json", "other.json", "log.txt", "out.json")}
+            write(paths["run.json"], json.dumps(res))
+            write(paths["other.json"], json.dumps(other))
+            write(paths["log.txt"], LOG)
+            p = run(os.path.join(ROOT, "scripts/recover_timings.py"), paths["run.json"], "--log", paths["log.txt"],
+                    "--from", paths["other.json"], "--out", paths["out.json"])
+            self.assertEqual(p.returncode, 0, p.stderr)
+            m = read_json(paths["out.json"])
+            r = {x["impl"]: x for x in m["rows"]}
+            self.assertAlmostEqual(r["cuda.flash_fwd_mma"]["time"]["median_ms"], 0.468)
+            self.assertAlmostEqual(r["cuda.flash_fwd_mma"]["time"]["cv"], 0.0006)
+            self.assertAlmostEqual(r["cuda.flash_fwd_mma"]["tflops"], 1e12 / 0.468e-3 / 1e12)
+            self.assertIn("console", r["cuda.flash_fwd_mma"]["time"]["source"])
+            self.assertAlmostEqual(r["cuda.naive_3pass"]["time"]["median_ms"], 112.0)
+            self.assertEqual(r["cuda.flash_bwd_mma"]["time"]["min_ms"], 1.9)
+            self.assertIn("other.json", r["cuda.flash_bwd_mma"]["time"]["source"])
+            self.assertNotIn("time", r["cuda.standard_cublas"])  # failed here: its verdict stays
+            self.assertFalse(m["complete"])
+            self.assertNotEqual(m["stop_reason"], "run in progress")
+            self.assertEqual(m["context"]["timing_recovery"]["untimed_passing_rows"], 0)
+
+    def test_parse_log_units(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as f:
+            f.write(LOG.replace("0.468 ms", "468 us"))
+        got = recover_timings.parse_log(f.name)
+        os.remove(f.name)
+        self.assertAlmostEqual(got[f"cuda.flash_fwd_mma:{CASE}:fwd"]["median_ms"], 0.468)
+        self.assertEqual(got[f"cuda.flash_fwd_mma:{CASE}:fwd"]["repetitions"], 3)
+
+
+class PaperTables(unittest.TestCase):
+    def test_fig2_from_the_committed_h200_file(self):
+        p = run(os.path.join(ROOT, "scripts/paper_tables.py"), "fig2", os.path.join(ROOT, "results/h200/fa1_fig2.json"))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        line = [x for x in p.stdout.splitlines() if "| fwd_bwd | cuda.flash_bwd_mma |" in x]
+        self.assertEqual(len(line), 1, p.stdout)
+        self.assertIn("1/10.2", line[0])
+        self.assertIn("16Nd + 16N^2, 9.13 GB", p.stdout)
+
+    def test_file_without_hbm_is_refused(self):
+        p = run(os.path.join(ROOT, "scripts/paper_tables.py"), "fig2", os.path.join(ROOT, "results/h200/fa1_seq_sweep.json"))
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("ncu_hbm.py", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
