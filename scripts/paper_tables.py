@@ -16,6 +16,8 @@ fig2: one line per implementation and pass, with
     S = QK^T first (5 products: 2.5x, 3.5x);
   - HBM read + write GB measured by Nsight Compute (every kernel of the call, caches flushed
     before each kernel), and the median runtime;
+  - where each call sits against the ceilings measured in the same run (context.ceilings):
+    TFLOP/s over the bf16 GEMM ceiling, HBM bytes per second over the device-copy ceiling;
   - the seeds' analytic model of standard attention's forward: 16Nd + 12N^2 bytes per head at
     fp32, scaled to the dtype (bf16/f16: half), and the same model's own line items, which add up
     to 16Nd + 16N^2 (S written, S read and P written by the softmax, P read by PV).
@@ -81,9 +83,12 @@ def fig2(res):
           f"{p['dtype']}, {'causal' if p['causal'] else 'non-causal'}; "
           f"{res['context'].get('devices', [{}])[0].get('name', '?') if res['context'].get('devices') else '?'}")
     print()
+    ceil = res["context"].get("ceilings") or {}
+    gemm, copy = ceil.get("bf16_gemm_tflops"), ceil.get("copy_tbps")
     print("| pass | implementation | GFLOP (FA2 convention) | GFLOP executed | HBM R+W GB (ncu) | "
-          "HBM vs standard_cublas | runtime ms | speedup vs standard_cublas |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+          "HBM vs standard_cublas | runtime ms | speedup vs standard_cublas | TFLOP/s (of GEMM ceiling) | "
+          "HBM TB/s (of copy ceiling) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         ps = r["pass"]
         executed = fwd * (executed_std[ps] if r["impl"] in standard else conv[ps])
@@ -93,13 +98,22 @@ def fig2(res):
         bt = (base[ps].get("time") or {}).get("median_ms") if ps in base else None
         ratio = f"1/{bg / g:.1f}" if g and bg and r["impl"] != "cuda.standard_cublas" else "-"
         sp = f"{bt / t:.2f}" if t and bt else "-"
+        tf = fwd * conv[ps] / (t * 1e-3) / 1e12 if t else None
+        bw = g / (t * 1e-3) / 1e3 if g and t else None
+        tf_s = f"{fmt(tf)} ({tf / gemm:.2f})" if tf and gemm else fmt(tf)
+        bw_s = f"{bw:.2f} ({bw / copy:.2f})" if bw and copy else fmt(bw)
         print(f"| {ps} | {r['impl']} | {fwd * conv[ps] / 1e9:.1f} | {executed / 1e9:.1f} | {fmt(g)} | {ratio} | "
-              f"{fmt(t)} | {sp} |")
+              f"{fmt(t)} | {sp} | {tf_s} | {bw_s} |")
     eb = DTYPE_BYTES[p["dtype"]]
     seed = (16 * n * d + 12 * n * n) * eb / 4 * heads / 1e9
     items = (16 * n * d + 16 * n * n) * eb / 4 * heads / 1e9
     comp = 4 * n * d * eb * heads / 1e9
     print()
+    if gemm and copy:
+        print(f"Ceilings measured in the same run: bf16 GEMM 8192^3 {gemm:.0f} TFLOP/s, device copy {copy:.2f} TB/s "
+              f"(read + write). TFLOP/s counts the FA2-convention FLOPs; HBM TB/s is the measured bytes over the "
+              f"median runtime (the profiled and the timed calls are separate runs of the same call).")
+        print()
     print(f"Analytic model, standard attention forward ({p['dtype']}, {heads} heads): the seeds' "
           f"16Nd + 12N^2 bytes per head (fp32) gives {seed:.2f} GB; the model's own line items add up to "
           f"16Nd + 16N^2, {items:.2f} GB. Flash: Theta(N^2 d^2 / M), at least the compulsory "
