@@ -30,12 +30,13 @@ import argparse
 import csv
 import datetime
 import io
-import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+
+from results_io import load_results, write_atomic
 
 METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")
 UNIT_SCALE = {"byte": 1.0, "bytes": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
@@ -45,19 +46,6 @@ UNIT_SCALE = {"byte": 1.0, "bytes": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e
 def fail(msg, code=2):
     print(f"ncu_hbm.py: {msg}", file=sys.stderr)
     sys.exit(code)
-
-
-def load_results(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            res = json.load(f)
-    except OSError as e:
-        fail(f"--results {path}: cannot open the file: {e.strerror}")
-    except json.JSONDecodeError as e:
-        fail(f"--results {path}: not valid JSON: {e}")
-    if not isinstance(res, dict) or res.get("schema") != "attnbench.results/1":
-        fail(f'--results {path}: not an attnbench results file (expected "schema": "attnbench.results/1")')
-    return res
 
 
 def parse_ncu_csv(text):
@@ -121,16 +109,6 @@ def merge(res, sums, method):
     return matched, missing
 
 
-def write_atomic(path, obj):
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".ncu_hbm.", suffix=".json")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
 def run_ncu(args):
     ncu = args.ncu or shutil.which("ncu")
     if not ncu:
@@ -190,7 +168,7 @@ def main():
     ap.add_argument("--parse-csv", metavar="CSV", help="skip profiling: read ncu's raw CSV page from this file")
     args = ap.parse_args()
 
-    res = load_results(args.results)
+    res = load_results(args.results, fail, "--results")
     if args.parse_csv:
         try:
             with open(args.parse_csv, encoding="utf-8") as f:

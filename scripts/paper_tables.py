@@ -24,8 +24,9 @@ fig2: one line per implementation and pass, with
 block: one line per block_c of cuda.flash_fwd with runtime and HBM GB.
 Exit codes: 0 printed, 2 bad input (also a file without HBM bytes).
 """
-import json
 import sys
+
+from results_io import load_results
 
 DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
 
@@ -33,17 +34,6 @@ DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
 def fail(msg):
     print(f"paper_tables.py: {msg}", file=sys.stderr)
     sys.exit(2)
-
-
-def load(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            res = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
-        fail(f"{path}: {e}")
-    if res.get("schema") != "attnbench.results/1":
-        fail(f"{path}: not an attnbench results file")
-    return res
 
 
 def hbm_gb(row):
@@ -136,7 +126,7 @@ def block(res):
 def main():
     if len(sys.argv) != 3 or sys.argv[1] not in ("fig2", "block"):
         fail("usage: paper_tables.py {fig2|block} RESULTS.json")
-    res = load(sys.argv[2])
+    res = load_results(sys.argv[2], fail)
     (fig2 if sys.argv[1] == "fig2" else block)(res)
     return 0
 

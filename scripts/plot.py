@@ -13,10 +13,11 @@ The baseline defaults to cuda.standard_cublas, else cpu.naive_3pass. Skipped and
 no bar and a "skip"/"FAIL" mark. Exit codes: 0 written, 2 bad input or matplotlib missing.
 """
 import argparse
-import json
 import math
 import os
 import sys
+
+from results_io import load_results
 
 DEFAULT_BASELINES = ("cuda.standard_cublas", "cpu.naive_3pass")
 PASS_ORDER = {"fwd": 0, "bwd": 1, "fwd_bwd": 2}
@@ -29,15 +30,7 @@ def fail(msg):
 
 
 def load(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            res = json.load(f)
-    except OSError as e:
-        fail(f"{path}: cannot open the file: {e.strerror}")
-    except json.JSONDecodeError as e:
-        fail(f"{path}: not valid JSON: {e}")
-    if not isinstance(res, dict) or res.get("schema") != "attnbench.results/1":
-        fail(f'{path}: not an attnbench results file (expected "schema": "attnbench.results/1")')
+    res = load_results(path, fail)
     rows = res.get("rows")
     if not isinstance(rows, list):
         fail(f"{path}: $.rows: expected an array")

@@ -25,11 +25,11 @@ records the sources, how many rows each gave, and --note. complete stays false.
 Exit codes: 0 written, 1 nothing recovered, 2 bad input.
 """
 import argparse
-import json
 import os
 import re
 import sys
-import tempfile
+
+from results_io import load_results, write_atomic
 
 UNITS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
 LINE = re.compile(r"^(?P<name>\S+?)/min_time:[0-9.]+/repeats:(?P<reps>\d+)/manual_time_(?P<agg>median|cv)\s+"
@@ -39,19 +39,6 @@ LINE = re.compile(r"^(?P<name>\S+?)/min_time:[0-9.]+/repeats:(?P<reps>\d+)/manua
 def fail(msg, code=2):
     print(f"recover_timings.py: {msg}", file=sys.stderr)
     sys.exit(code)
-
-
-def load(path, what):
-    try:
-        with open(path, encoding="utf-8") as f:
-            res = json.load(f)
-    except OSError as e:
-        fail(f"{what} {path}: cannot open the file: {e.strerror}")
-    except json.JSONDecodeError as e:
-        fail(f"{what} {path}: not valid JSON: {e}")
-    if not isinstance(res, dict) or res.get("schema") != "attnbench.results/1":
-        fail(f"{what} {path}: not an attnbench results file")
-    return res
 
 
 def parse_log(path):
@@ -71,16 +58,6 @@ def parse_log(path):
             else:
                 e["cv"] = v / 100.0 if m["unit"] == "%" else v
     return {k: v for k, v in out.items() if "median_ms" in v}
-
-
-def write_atomic(path, obj):
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".recover.", suffix=".json")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
 
 
 def set_time(row, time):
@@ -103,7 +80,7 @@ def main():
     args = ap.parse_args()
     if not args.log and not args.others:
         fail("give --log and/or --from")
-    res = load(args.run, "RUN")
+    res = load_results(args.run, fail, "RUN")
     rows = {r.get("nvtx"): r for r in res["rows"] if r.get("status") == "pass" and r.get("nvtx")}
     sources = []
     hot = bool(res.get("context", {}).get("config", {}).get("timing", {}).get("hot", False))
@@ -119,7 +96,7 @@ def main():
             n += 1
         sources.append({"source": os.path.basename(args.log), "kind": "console log", "rows": n})
     for path in args.others:
-        other = load(path, "--from")
+        other = load_results(path, fail, "--from")
         date = other.get("context", {}).get("date", "?")
         n = 0
         for o in other["rows"]:

@@ -49,6 +49,9 @@ import tempfile
 import time
 import warnings
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from results_io import load_results  # noqa: E402  (scripts/results_io.py)
+
 SCHEMA = "attnbench.results/1"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXIT_BAD_INPUT = 2
@@ -561,16 +564,7 @@ def dry_run(cfg, backends, passes_override):
 
 
 def read_results(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            r = json.load(f)
-    except OSError as e:
-        die(f"{path}: cannot open the file: {e.strerror}")
-    except json.JSONDecodeError as e:
-        die(f"{path}: not valid JSON: {e}")
-    if not isinstance(r, dict) or r.get("schema") != SCHEMA or not isinstance(r.get("rows"), list):
-        die(f'{path}: not an attnbench results file (expected "schema": "{SCHEMA}" and "rows")')
-    return r
+    return load_results(path, die)
 
 
 def summary(rows):
