@@ -127,6 +127,22 @@ TEST_F(E2E, ProfileRunsEachRowOnceWithoutTiming) {
   EXPECT_EQ(r.output.find("Benchmark"), std::string::npos) << "Google Benchmark ran in profile mode";
 }
 
+// --case runs part of a config: the cases whose label matches one of the globs.
+TEST_F(E2E, CaseGlobsSelectCases) {
+  const std::string out = path("cases.json");
+  const CliResult r = run_cli("run " + config("fa2_grid.json") +
+                              " --case '*_causal_*' --case '*_sq512_*' --impl cpu.online_2pass --pass bwd --profile"
+                              " --verify off --out " + out);  // forward-only: every row a SKIP, nothing computed
+  ASSERT_EQ(r.code, 0) << r.output;
+  const nlohmann::json j = read_results_json(out);
+  std::set<std::string> labels;
+  for (const auto& row : j["rows"]) labels.insert(row["case"].get<std::string>());
+  // fa2_grid: 12 causal cases, plus the 2 non-causal ones at seq 512.
+  EXPECT_EQ(labels.size(), 14u);
+  for (const auto& l : labels)
+    EXPECT_TRUE(l.find("_causal_") != std::string::npos || l.find("_sq512_") != std::string::npos) << l;
+}
+
 TEST_F(E2E, AdHocProblemAndDump) {
   const std::string out = path("adhoc.json"), dump = path("dump");
   const CliResult r = run_cli("run --impl cpu.naive_3pass --seq-q 5 --seq-kv 7 --heads-q 4 --heads-kv 2 --head-dim 8 "
@@ -175,6 +191,7 @@ TEST_F(E2E, BadFlagsExit2NamingTheFlag) {
       {"run --bogus", {"--bogus"}},
       {"frobnicate", {"frobnicate"}},
       {"run --seq 4 --benchmark_nonsense=1", {"benchmark_nonsense"}},
+      {"run " + config("smoke.json") + " --case 'nope*'", {"--case = nope*", "matches none of the"}},
   };
   for (const Case& c : cases) {
     const std::string out = path("never.json");

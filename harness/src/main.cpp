@@ -3,6 +3,9 @@
 // Arguments starting with --benchmark_ go to Google Benchmark (e.g. --benchmark_repetitions=10,
 // --benchmark_out=gb.json, --benchmark_filter=REGEX) wherever they appear; the rest to CLI11.
 // Exit codes: 0 fine, 1 a row failed or compare found a regression, 2 bad input, 130 SIGINT.
+#include <fnmatch.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -111,7 +114,7 @@ const std::vector<ProblemFlag>& problem_flags() {
 struct RunArgs {
   std::string config;
   std::string out;
-  std::vector<std::string> impls, passes;
+  std::vector<std::string> impls, passes, cases;
   std::string verify;
   std::string seed;
   bool hot = false, profile = false, quiet = false;
@@ -295,7 +298,28 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
     }
     return kBadInput;
   }
-  const Config& cfg = std::get<Config>(parsed);
+  Config cfg = std::get<Config>(parsed);
+  // --case: keep the cases whose label matches one of the globs (a config run in parts).
+  if (!a.cases.empty()) {
+    std::size_t kept = 0;
+    std::string example;
+    for (ConfigGroup& g : cfg.groups) {
+      if (example.empty() && !g.cases.empty()) example = g.cases.front().label();
+      std::erase_if(g.cases, [&](const Problem& p) {
+        const std::string l = p.label();
+        return std::none_of(a.cases.begin(), a.cases.end(),
+                            [&](const std::string& glob) { return fnmatch(glob.c_str(), l.c_str(), 0) == 0; });
+      });
+      kept += g.cases.size();
+    }
+    if (kept == 0) {
+      std::string globs;
+      for (const auto& c : a.cases) globs += (globs.empty() ? "" : ", ") + c;
+      err << "attnbench run: --case = " << globs << ": matches none of the " << std::get<Config>(parsed).case_count()
+          << " cases of " << cfg.name << " (labels look like " << example << ")\n";
+      return kBadInput;
+    }
+  }
 
   RunOptions ro;
   ro.config_path = config_path;
@@ -380,6 +404,11 @@ Exit codes: 0 all rows pass or skip, 1 a row failed, 2 bad input, 130 interrupte
   run->add_option("--out,-o", ra.out, "Results file. Default: results/local/<config name>-<UTC date>.json")
       ->type_name("FILE");
   run->add_option("--impl", ra.impls, "Implementation name or glob, repeatable (replaces the config's list)")
+      ->allow_extra_args(false)
+      ->type_name("GLOB");
+  run->add_option("--case", ra.cases,
+                  "Only the cases whose label matches this glob, repeatable (e.g. '*_causal_*', "
+                  "'*_sq16384_*'); labels as in the table and the results' \"case\"")
       ->allow_extra_args(false)
       ->type_name("GLOB");
   run->add_option("--pass", ra.passes, "fwd, bwd, fwd_bwd; repeatable or comma-separated (replaces the config's)")
