@@ -76,7 +76,14 @@ for cfg in "${CONFIGS[@]}"; do
     tail -25 "$LOG/hbm-$name.txt"
   fi
   if [ "$PEERS" = 1 ]; then
-    python3 "$ROOT/scripts/peers/torch_sdpa.py" "$ROOT/$cfg" --out "$OUT/torch-$name.json" > "$LOG/torch-$name.txt" 2>&1 || rc=1
+    # The run's --case globs (after --) select the same cases for the peer.
+    CASES=(); prev=""
+    for x in "${EXTRA[@]}"; do
+      [ "$prev" = "--case" ] && CASES+=(--case "$x")
+      case "$x" in --case=*) CASES+=(--case "${x#--case=}") ;; esac
+      prev="$x"
+    done
+    python3 "$ROOT/scripts/peers/torch_sdpa.py" "$ROOT/$cfg" "${CASES[@]}" --out "$OUT/torch-$name.json" > "$LOG/torch-$name.txt" 2>&1 || rc=1
     tail -5 "$LOG/torch-$name.txt"
   fi
 done

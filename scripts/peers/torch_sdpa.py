@@ -36,6 +36,7 @@ Ctrl-C), 2 bad input, or PyTorch/CUDA missing.
 """
 import argparse
 import datetime
+import fnmatch
 import itertools
 import json
 import math
@@ -1088,6 +1089,8 @@ def main():
     ap.add_argument("--merge", nargs=2, metavar=("RUN.json", "PEER.json"),
                     help="write RUN.json's rows plus PEER.json's into --out, for `attnbench table`")
     ap.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+    ap.add_argument("--case", dest="cases", action="append", default=None, metavar="GLOB",
+                    help="only the cases whose label matches this glob, repeatable (as attnbench run --case)")
     args = ap.parse_args()
 
     if args.merge:
@@ -1117,6 +1120,12 @@ def main():
     cfg = load_config(args.config)
     if not any(g.runs_on_cuda() for g in cfg.groups):
         die(f"{args.config}: no group runs on cuda (devices / implementations exclude it)")
+    if args.cases:
+        total = sum(len(g.cases) for g in cfg.groups)
+        for g in cfg.groups:
+            g.cases = [(ci, p) for ci, p in g.cases if any(fnmatch.fnmatchcase(label(p), c) for c in args.cases)]
+        if not any(g.cases for g in cfg.groups):
+            die(f"--case = {', '.join(args.cases)}: matches none of the {total} cases of {args.config}")
     if args.dry_run:
         dry_run(cfg, backends, args.passes)
         return 0
