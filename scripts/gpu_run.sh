@@ -7,7 +7,8 @@
 # OUTDIR receives results-<config>.json for each config, torch-<config>.json with --peers,
 # and logs.tar.gz (build, ctest, run logs, nvidia-smi). With --hbm, each results file also gets
 # Nsight Compute's HBM bytes per row (scripts/ncu_hbm.py: a second, profiled run of the config;
-# for FlashAttention-1-sized configs, not the whole grid). Commit results under results/h200/.
+# for FlashAttention-1-sized configs, not the whole grid). `-- --case GLOB` runs part of a config
+# (the peer too): a grid too long for one device call, in parts. Commit results under results/h200/.
 set -uo pipefail
 # The tree copied to the GPU machine has no .git: export ATTNBENCH_GIT_REVISION (and
 # ATTNBENCH_GIT_DIRTY=0/1) from the checkout when calling this, so the results record it.
