@@ -483,7 +483,8 @@ std::vector<Group> make_groups(const ResultsFile& f, const std::string& baseline
   }
 
   std::vector<Group> out;
-  for (auto& [key, g] : groups) {
+  for (auto& kv : groups) {
+    Group& g = kv.second;  // a named reference: clang < 16 cannot capture a structured binding
     std::stable_sort(g.cases.begin(), g.cases.end(),
                      [&](const std::string& a, const std::string& b) {
                        for (const auto& fld : kFields) {
