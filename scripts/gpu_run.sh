@@ -10,8 +10,9 @@
 # for FlashAttention-1-sized configs, not the whole grid). `-- --case GLOB` runs part of a config
 # (the peer too): a grid too long for one device call, in parts. Commit results under results/h200/.
 set -uo pipefail
-# The tree copied to the GPU machine has no .git: export ATTNBENCH_GIT_REVISION (and
-# ATTNBENCH_GIT_DIRTY=0/1) from the checkout when calling this, so the results record it.
+# The tree copied to the GPU machine carries no trustworthy git metadata (none, or the session
+# start's): export ATTNBENCH_GIT_REVISION (and ATTNBENCH_GIT_DIRTY=0/1) from the checkout when
+# calling this; the results record that revision, with git_revision_source saying so.
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="${1:?usage: scripts/gpu_run.sh OUTDIR [--no-tests] [--peers] [CONFIG ...]}"; shift
 RUN_TESTS=1; PEERS=0; HBM=0; CONFIGS=(); EXTRA=()

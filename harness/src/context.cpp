@@ -137,15 +137,18 @@ nlohmann::ordered_json collect_context() {
   // --no-optional-locks: reading the status must not rewrite the index of the user's checkout.
   const std::string git = "git -C " + shell_quote(source_dir()) + " --no-optional-locks ";
   std::string rev, status;
-  if (run_capture(git + "rev-parse HEAD 2>/dev/null", rev) && !rev.empty()) {
+  const char* named = std::getenv("ATTNBENCH_GIT_REVISION");
+  if (named && *named) {
+    // The caller names the revision: a copy of the tree made elsewhere (the GPU machine), whose
+    // own git metadata, if any, may not be the commit it was copied from. Whether the copy
+    // matched it cannot be checked here.
+    c["git_revision"] = named;
+    c["git_dirty"] = std::getenv("ATTNBENCH_GIT_DIRTY") ? std::string(std::getenv("ATTNBENCH_GIT_DIRTY")) != "0" : true;
+    c["git_revision_source"] = "ATTNBENCH_GIT_REVISION";
+  } else if (run_capture(git + "rev-parse HEAD 2>/dev/null", rev) && !rev.empty()) {
     c["git_revision"] = rev;
     // Untracked files count: a new file in impls/ changes the build through the globs.
     c["git_dirty"] = run_capture(git + "status --porcelain 2>/dev/null", status) ? !status.empty() : true;
-  } else if (const char* env = std::getenv("ATTNBENCH_GIT_REVISION"); env && *env) {
-    // A copy of the tree without .git (the GPU machine): the caller names the revision, and
-    // whether the copy matched it cannot be checked here.
-    c["git_revision"] = env;
-    c["git_dirty"] = std::getenv("ATTNBENCH_GIT_DIRTY") ? std::string(std::getenv("ATTNBENCH_GIT_DIRTY")) != "0" : true;
   } else {
     c["git_revision"] = "unknown";
     c["git_dirty"] = true;
