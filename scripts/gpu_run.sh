@@ -61,6 +61,14 @@ if ! cmake --build "$BUILD" -j "$(nproc)" "${TARGET_ARGS[@]}" > "$LOG/build.txt"
 fi
 echo "build: $(( $(date +%s) - start )) s"
 
+# The run's --case globs (after --) select the same cases for the peer and the HBM profile.
+CASES=(); prev=""
+for x in "${EXTRA[@]}"; do
+  [ "$prev" = "--case" ] && CASES+=(--case "$x")
+  case "$x" in --case=*) CASES+=(--case "${x#--case=}") ;; esac
+  prev="$x"
+done
+
 rc=0
 if [ "$RUN_TESTS" = 1 ]; then
   ( cd "$BUILD" && ctest --output-on-failure -j 4 --timeout 400 ${ATTN_TESTS:+-R "$ATTN_TESTS"} ) > "$LOG/ctest.txt" 2>&1 || rc=1
@@ -74,17 +82,10 @@ for cfg in "${CONFIGS[@]}"; do
   tail -60 "$LOG/run-$name.txt"
   if [ "$HBM" = 1 ] && [ -f "$OUT/results-$name.json" ]; then
     python3 "$ROOT/scripts/ncu_hbm.py" "$ROOT/$cfg" --attnbench "$BUILD/attnbench" --results "$OUT/results-$name.json" \
-      --out "$OUT/results-$name.json" > "$LOG/hbm-$name.txt" 2>&1 || rc=1
+      "${CASES[@]}" --out "$OUT/results-$name.json" > "$LOG/hbm-$name.txt" 2>&1 || rc=1
     tail -25 "$LOG/hbm-$name.txt"
   fi
   if [ "$PEERS" = 1 ]; then
-    # The run's --case globs (after --) select the same cases for the peer.
-    CASES=(); prev=""
-    for x in "${EXTRA[@]}"; do
-      [ "$prev" = "--case" ] && CASES+=(--case "$x")
-      case "$x" in --case=*) CASES+=(--case "${x#--case=}") ;; esac
-      prev="$x"
-    done
     python3 "$ROOT/scripts/peers/torch_sdpa.py" "$ROOT/$cfg" "${CASES[@]}" --out "$OUT/torch-$name.json" > "$LOG/torch-$name.txt" 2>&1 || rc=1
     tail -5 "$LOG/torch-$name.txt"
   fi

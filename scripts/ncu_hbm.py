@@ -2,7 +2,7 @@
 """HBM traffic per implementation and pass, measured by Nsight Compute, merged into a results file.
 
     python3 scripts/ncu_hbm.py CONFIG.json --attnbench build-gpu/attnbench --results RUN.json \
-        --out MERGED.json [--impl GLOB ...] [--keep-report DIR] [--ncu PATH]
+        --out MERGED.json [--impl GLOB ...] [--case GLOB ...] [--keep-report DIR] [--ncu PATH]
     python3 scripts/ncu_hbm.py --parse-csv NCU.csv --results RUN.json --out MERGED.json
 
 What it does:
@@ -126,6 +126,8 @@ def run_ncu(args):
             "--out", profile_json]
     for g in args.impl or []:
         cmd += ["--impl", g]
+    for g in args.case or []:
+        cmd += ["--case", g]
     print("+ " + " ".join(cmd), flush=True)
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     log = p.stdout
@@ -162,6 +164,7 @@ def main():
     ap.add_argument("--results", required=True, help="timed run of the same config to merge into")
     ap.add_argument("--out", required=True, help="merged results file (written atomically)")
     ap.add_argument("--impl", action="append", help="only these implementations (attnbench --impl)")
+    ap.add_argument("--case", action="append", help="only the cases matching this glob (attnbench --case)")
     ap.add_argument("--ncu", help="the ncu binary (default: ncu on PATH)")
     ap.add_argument("--nvtx-include", help="an ncu --nvtx-include filter (default: every kernel)")
     ap.add_argument("--keep-report", metavar="DIR", help="keep the .ncu-rep, its CSV and the log in DIR")
