@@ -152,7 +152,8 @@ def panel_title(key):
 def grid(plt, n):
     cols = min(n, 2)
     nrows = math.ceil(n / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(6.4 * cols, 3.9 * nrows), squeeze=False)
+    # One panel: wider than half a grid, so the title (with the device name) fits.
+    fig, axes = plt.subplots(nrows, cols, figsize=(max(6.4 * cols, 8.5), 3.9 * nrows), squeeze=False)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     return fig, list(axes.flat[:n])
@@ -191,11 +192,12 @@ def bars(plt, rows, colors, title, path):
                             color="firebrick" if mark == "FAIL" else "gray")
         # One legend entry per implementation, even when its first case was skipped.
         handles = [plt.Rectangle((0, 0), 1, 1, color=colors[l]) for l in labels]
-        ax.legend(handles, labels, fontsize=7, loc="upper left")
+        # Above the bars (the y range leaves room), in rows of up to 3: never over a bar.
+        ax.legend(handles, labels, fontsize=7, loc="upper center", ncol=min(3, len(labels)))
         ax.set_xticks(range(len(order)), ticks, fontsize=8)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(unit)
-        ax.set_ylim(0, top * 1.25)
+        ax.set_ylim(0, top * (1.25 + 0.12 * math.ceil(len(labels) / 3)))
         ax.set_title(panel_title(key), fontsize=10)
         ax.grid(axis="y", alpha=0.3)
     fig.suptitle(title, fontsize=11)
