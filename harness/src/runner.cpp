@@ -765,6 +765,8 @@ void Runner::time_rows() {
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::ClearRegisteredBenchmarks();
   slot->buf.reset();
+  // Normally a no-op (on_done applied each row already); it covers a benchmark whose last report
+  // did not look final to the reporter (e.g. repetitions changed by a --benchmark_* flag).
   for (const auto& kv : collected) apply(kv.first);
 }
 

@@ -32,6 +32,17 @@ Dims bshd_as_bhds(std::int64_t h, std::int64_t s, std::int64_t d) {
   return {s * h * d, d, 1, h * d};
 }
 
+// An io-typed device tensor of BSHD storage with h heads and seq rows, seen as [b, h, seq, d],
+// or transposed as [b, h, d, seq] (K^T, V^T).
+Id bshd_tensor(Graph& g, const char* name, const SdpaShape& s, std::int64_t h, std::int64_t seq,
+               Id uid) {
+  return g.tensor(name, {s.b, h, seq, s.d}, bshd_as_bhsd(h, seq, s.d), s.io, Storage::device, uid);
+}
+Id bshd_tensor_t(Graph& g, const char* name, const SdpaShape& s, std::int64_t h, std::int64_t seq,
+                 Id uid) {
+  return g.tensor(name, {s.b, h, s.d, seq}, bshd_as_bhds(h, seq, s.d), s.io, Storage::device, uid);
+}
+
 Dims scores_dims(const SdpaShape& s) {
   return {s.b, s.hq, s.sq, s.skv};
 }
@@ -107,14 +118,10 @@ SdpaFlags sdpa_flags(std::size_t v, const SdpaShape& s) {
 
 Graph build_sdpa_fwd(const SdpaShape& s, const SdpaFlags& f) {
   Graph g;
-  const Id q = g.tensor("Q", {s.b, s.hq, s.sq, s.d}, bshd_as_bhsd(s.hq, s.sq, s.d), s.io,
-                        Storage::device, kQ);
-  const Id kt = g.tensor("K^T", {s.b, s.hkv, s.d, s.skv}, bshd_as_bhds(s.hkv, s.skv, s.d), s.io,
-                         Storage::device, kK);
-  const Id v = g.tensor("V", {s.b, s.hkv, s.skv, s.d}, bshd_as_bhsd(s.hkv, s.skv, s.d), s.io,
-                        Storage::device, kV);
-  const Id o = g.tensor("O", {s.b, s.hq, s.sq, s.d}, bshd_as_bhsd(s.hq, s.sq, s.d), s.io,
-                        Storage::device, kO);
+  const Id q = bshd_tensor(g, "Q", s, s.hq, s.sq, kQ);
+  const Id kt = bshd_tensor_t(g, "K^T", s, s.hkv, s.skv, kK);
+  const Id v = bshd_tensor(g, "V", s, s.hkv, s.skv, kV);
+  const Id o = bshd_tensor(g, "O", s, s.hq, s.sq, kO);
   const Id stats =
       g.tensor("Stats", rows_dims(s), rows_strides(s), CUDNN_DATA_FLOAT, Storage::device, kStats);
 
@@ -150,24 +157,16 @@ Graph build_sdpa_fwd(const SdpaShape& s, const SdpaFlags& f) {
 
 Graph build_sdpa_bwd(const SdpaShape& s, const SdpaFlags& f) {
   Graph g;
-  const Id q = g.tensor("Q", {s.b, s.hq, s.sq, s.d}, bshd_as_bhsd(s.hq, s.sq, s.d), s.io,
-                        Storage::device, kQ);
-  const Id kt = g.tensor("K^T", {s.b, s.hkv, s.d, s.skv}, bshd_as_bhds(s.hkv, s.skv, s.d), s.io,
-                         Storage::device, kK);
-  const Id vt = g.tensor("V^T", {s.b, s.hkv, s.d, s.skv}, bshd_as_bhds(s.hkv, s.skv, s.d), s.io,
-                         Storage::device, kV);
-  const Id o = g.tensor("O", {s.b, s.hq, s.sq, s.d}, bshd_as_bhsd(s.hq, s.sq, s.d), s.io,
-                        Storage::device, kO);
+  const Id q = bshd_tensor(g, "Q", s, s.hq, s.sq, kQ);
+  const Id kt = bshd_tensor_t(g, "K^T", s, s.hkv, s.skv, kK);
+  const Id vt = bshd_tensor_t(g, "V^T", s, s.hkv, s.skv, kV);
+  const Id o = bshd_tensor(g, "O", s, s.hq, s.sq, kO);
   const Id stats =
       g.tensor("Stats", rows_dims(s), rows_strides(s), CUDNN_DATA_FLOAT, Storage::device, kStats);
-  const Id dout = g.tensor("dO", {s.b, s.hq, s.sq, s.d}, bshd_as_bhsd(s.hq, s.sq, s.d), s.io,
-                           Storage::device, kdO);
-  const Id dq = g.tensor("dQ", {s.b, s.hq, s.sq, s.d}, bshd_as_bhsd(s.hq, s.sq, s.d), s.io,
-                         Storage::device, kdQ);
-  const Id dk = g.tensor("dK", {s.b, s.hkv, s.skv, s.d}, bshd_as_bhsd(s.hkv, s.skv, s.d), s.io,
-                         Storage::device, kdK);
-  const Id dv = g.tensor("dV", {s.b, s.hkv, s.skv, s.d}, bshd_as_bhsd(s.hkv, s.skv, s.d), s.io,
-                         Storage::device, kdV);
+  const Id dout = bshd_tensor(g, "dO", s, s.hq, s.sq, kdO);
+  const Id dq = bshd_tensor(g, "dQ", s, s.hq, s.sq, kdQ);
+  const Id dk = bshd_tensor(g, "dK", s, s.hkv, s.skv, kdK);
+  const Id dv = bshd_tensor(g, "dV", s, s.hkv, s.skv, kdV);
   Id seq_q = -1, seq_kv = -1;
   if (f.bwd_padding_mask) {
     seq_q = g.tensor("seq_len_q", {s.b, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_INT32, Storage::device,
