@@ -25,6 +25,7 @@
 // Limits: f16/bf16; head_dim 64 and 128 (256: dK + dV for 16 keys would need 256 registers per
 // thread); any seq >= 1; rows whose LSE is -inf (no visible key) get dQ = 0.
 #include <algorithm>
+#include <cstdlib>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -304,6 +305,204 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) flash_bwd_kernel(const BwdPar
                       lane);
 }
 
+// ---- 2'. main kernel, FlashAttention-2's warp layout ---------------------------------------------
+// grid (ceil(Skv / kBlockN), Hkv, B), kThreads threads, kSmemBytes of dynamic shared memory. Per
+// (query head, query tile) pair: S = Q K^T and dP = dO V^T in kSdpRows x kSdpCols warp tiles,
+// P = exp2(S scale log2e - LSE log2e), dS = P (dP - D); P and dS to shared memory ([query][key]);
+// then dQ = dS K (float32 atomics), dV += P^T dO, dK += dS^T Q, with dK, dV in registers.
+template <class T, class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
+    flash_bwd_main_kernel(const BwdParams p) {
+  constexpr int D = Cfg::kHeadDim, BN = Cfg::kBlockN, BM = Cfg::kBlockM;
+  constexpr int kThreads = Cfg::kThreads;
+  constexpr int kSM = Cfg::kSdpRows / 16, kSN = Cfg::kSdpCols / 8;  // S, dP warp fragments
+  constexpr int kKM = Cfg::kDkvRows / 16, kKN = Cfg::kDkvCols / 8;  // dK, dV warp fragments
+  constexpr int kQM = Cfg::kDqRows / 16, kQN = Cfg::kDqCols / 8;    // dQ warp fragments
+  using KTile = SmemTile<BN, D>;  // K, V: [key][d]
+  using QTile = SmemTile<BM, D>;  // Q, dO: [query][d]
+  using PTile = SmemTile<BM, BN>;  // P, dS: [query][key]
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int n_block = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
+  const int n0 = n_block * BN;
+  const int keys_valid = p.seq_kv - n0;
+  const int64_t q_stride = static_cast<int64_t>(p.heads_q) * D;
+  const int64_t kv_stride = static_cast<int64_t>(p.heads_kv) * D;
+  auto kv_offset = [&] { return static_cast<int64_t>(b * p.seq_kv + n0) * kv_stride + kvh * D; };
+
+  const int m_begin = p.causal ? max(0, n0 - p.causal_offset) / BM : 0;
+  const int m_tiles = (p.seq_q + BM - 1) / BM;
+  const int tiles_per_head = max(0, m_tiles - m_begin);
+  const int total = tiles_per_head * p.group;
+
+  const uint32_t smem = smem_u32(dynamic_smem());
+  const KTile sK{smem}, sV{smem + KTile::kBytes};
+  const uint32_t q_base = smem + 2 * KTile::kBytes;
+  const uint32_t do_base = q_base + 2 * QTile::kBytes;
+  const PTile sP{do_base + 2 * QTile::kBytes}, sdS{sP.base + PTile::kBytes};
+  const uint32_t lse_base = sdS.base + PTile::kBytes;
+  const uint32_t delta_base = lse_base + 2 * BM * 4;
+
+  auto load_q_tile = [&](int h, int m0, int stage) {
+    const int64_t q_off = static_cast<int64_t>(b * p.seq_q + m0) * q_stride + h * D;
+    const uint32_t qs = static_cast<uint32_t>(stage) * QTile::kBytes;
+    load_tile_async<kThreads>(QTile{q_base + qs}, static_cast<const T*>(p.q) + q_off, q_stride,
+                              p.seq_q - m0, tid);
+    load_tile_async<kThreads>(QTile{do_base + qs}, static_cast<const T*>(p.dout) + q_off, q_stride,
+                              p.seq_q - m0, tid);
+    const int64_t l_off = static_cast<int64_t>(b * p.heads_q + h) * p.seq_q + m0;
+    const uint32_t ls = static_cast<uint32_t>(stage) * BM * 4;
+    load_vec_async<kThreads, BM>(lse_base + ls, p.lse + l_off, p.seq_q - m0, tid);
+    load_vec_async<kThreads, BM>(delta_base + ls, p.delta + l_off, p.seq_q - m0, tid);
+  };
+
+  load_tile_async<kThreads>(sK, static_cast<const T*>(p.k) + kv_offset(), kv_stride, keys_valid,
+                            tid);
+  load_tile_async<kThreads>(sV, static_cast<const T*>(p.v) + kv_offset(), kv_stride, keys_valid,
+                            tid);
+  int h = kvh * p.group, m0 = m_begin * BM;
+  if (total > 0) load_q_tile(h, m0, 0);
+  cp_async_commit();
+
+  // Warp roles. S, dP: query rows [sm * kSdpRows, ...), keys [sn * kSdpCols, ...).
+  const int sm = warp % Cfg::kSdpWarpsM, sn = warp / Cfg::kSdpWarpsM;
+  // dK, dV: keys [kn * kDkvRows, ...), d columns [kd * kDkvCols, ...).
+  const int kn = warp % Cfg::kDkvWarpsN, kd = warp / Cfg::kDkvWarpsN;
+  // dQ: query rows [qm * kDqRows, ...), d columns [qd * kDqCols, ...).
+  const int qm = warp % Cfg::kDqWarpsM, qd = warp / Cfg::kDqWarpsM;
+  constexpr uint32_t kDoOff = 2 * QTile::kBytes;  // dO ring - Q ring
+
+  // ldmatrix cursors (stage 0 of the Q/dO ring; stage 1 is + QTile::kBytes).
+  const LdsmPtr pq_a = ldsm_p1(QTile{q_base}, sm * Cfg::kSdpRows, 0, lane);  // A: Q / dO rows
+  const LdsmPtr pk_b = ldsm_p2(sK, sn * Cfg::kSdpCols, 0, lane);  // B[n = key][k = d]; V: + kBytes
+  const LdsmPtr ppt_a = ldsm_p2(sP, 0, kn * Cfg::kDkvRows, lane);  // A^T: P[query][key]; dS: + kBytes
+  const LdsmPtr pq_b = ldsm_p1(QTile{q_base}, 0, kd * Cfg::kDkvCols, lane);  // B[k = query][n = d]
+  const LdsmPtr pds_a = ldsm_p1(sdS, qm * Cfg::kDqRows, 0, lane);  // A: dS[query][key]
+  const LdsmPtr pk_t = ldsm_p1(sK, 0, qd * Cfg::kDqCols, lane);    // B[k = key][n = d]
+
+  float dk_acc[kKM][kKN][4], dv_acc[kKM][kKN][4];
+  zero(dk_acc);
+  zero(dv_acc);
+  const float sl2 = p.scale_log2;
+  const int srow = sm * Cfg::kSdpRows + (lane >> 2);  // local query row of C rows g (+8, +16 mt)
+  const int skey = n0 + sn * Cfg::kSdpCols + 2 * (lane & 3);  // key of C column 2t (+1, +8 nt)
+
+  for (int it = 0; it < total; ++it) {
+    const int stage = it & 1;
+    cp_async_wait<0>();
+    // Pair `it` is visible to all threads; every warp is done with pair it-1 (its ring stage,
+    // which the prefetch overwrites, and P, dS).
+    __syncthreads();
+    int h_next = h, m_next = m0 + BM;
+    if (m_next >= p.seq_q) {
+      m_next = m_begin * BM;
+      ++h_next;
+    }
+    if (it + 1 < total) {
+      load_q_tile(h_next, m_next, stage ^ 1);
+      cp_async_commit();
+    }
+    const uint32_t qs = static_cast<uint32_t>(stage) * QTile::kBytes;
+    const uint32_t ls = lse_base + static_cast<uint32_t>(stage) * BM * 4;
+    const uint32_t ds = delta_base + static_cast<uint32_t>(stage) * BM * 4;
+
+    // S = Q K^T and dP = dO V^T for this warp's tile.
+    float s[kSM][kSN][4], dp[kSM][kSN][4];
+    zero(s);
+    gemm_ss_nt<T, QTile, KTile, D / 16>(s, LdsmPtr(pq_a, qs), pk_b);
+    zero(dp);
+    gemm_ss_nt<T, QTile, KTile, D / 16>(dp, LdsmPtr(pq_a, qs + kDoOff),
+                                        LdsmPtr(pk_b, KTile::kBytes));
+    const bool need_mask =
+        keys_valid < BN || m0 + BM > p.seq_q || (p.causal && m0 + p.causal_offset < n0 + BN - 1);
+#pragma unroll
+    for (int mt = 0; mt < kSM; ++mt) {
+      const int r0 = srow + 16 * mt;
+      const float l0 = lse_to_log2(ld_shared_f32(ls + 4 * r0));
+      const float l1 = lse_to_log2(ld_shared_f32(ls + 4 * (r0 + 8)));
+      const float d0 = ld_shared_f32(ds + 4 * r0), d1 = ld_shared_f32(ds + 4 * (r0 + 8));
+#pragma unroll
+      for (int nt = 0; nt < kSN; ++nt) {
+        float* c = s[mt][nt];
+        c[0] = exp2_approx(fmaf(c[0], sl2, -l0));
+        c[1] = exp2_approx(fmaf(c[1], sl2, -l0));
+        c[2] = exp2_approx(fmaf(c[2], sl2, -l1));
+        c[3] = exp2_approx(fmaf(c[3], sl2, -l1));
+        // Zero P where the key is past seq_kv, the query past seq_q, or the pair is causally
+        // masked; only tiles that reach a tail or cross the diagonal need it.
+        if (need_mask) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int key = skey + nt * 8 + (e & 1);
+            const int query = m0 + r0 + (e >= 2 ? 8 : 0);
+            if (key >= p.seq_kv || query >= p.seq_q || (p.causal && key > query + p.causal_offset))
+              c[e] = 0.f;
+          }
+        }
+        // dS = P (dP - D), with P rounded to the dtype as it is stored (and as the same-dtype
+        // naive implementation uses it).
+        const float2 p01 = Elem<T>::unpack2(Elem<T>::pack2(c[0], c[1]));
+        const float2 p23 = Elem<T>::unpack2(Elem<T>::pack2(c[2], c[3]));
+        float* g = dp[mt][nt];
+        g[0] = p01.x * (g[0] - d0);
+        g[1] = p01.y * (g[1] - d0);
+        g[2] = p23.x * (g[2] - d1);
+        g[3] = p23.y * (g[3] - d1);
+      }
+      store_c<T, kSN>(sP, sm * Cfg::kSdpRows + 16 * mt, sn * Cfg::kSdpCols, s[mt], lane);
+      store_c<T, kSN>(sdS, sm * Cfg::kSdpRows + 16 * mt, sn * Cfg::kSdpCols, dp[mt], lane);
+    }
+    __syncthreads();  // P and dS of the whole block are in shared memory
+
+    // dQ += dS K over this block's keys, added into the float32 accumulator. First, so that the
+    // reductions drain while the dK/dV products run.
+    if (p.dq_accum != nullptr) {
+      float dq[kQM][kQN][4];
+      zero(dq);
+      gemm_ss_nn<T, PTile, KTile, BN / 16>(dq, pds_a, pk_t);
+#pragma unroll
+      for (int mt = 0; mt < kQM; ++mt)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          const int row = m0 + qm * Cfg::kDqRows + 16 * mt + (lane >> 2) + 8 * hf;
+          if (row < p.seq_q) {
+            float* acc = p.dq_accum + static_cast<int64_t>(b * p.seq_q + row) * q_stride + h * D +
+                         qd * Cfg::kDqCols + 2 * (lane & 3);
+#pragma unroll
+            for (int nt = 0; nt < kQN; ++nt) {
+              atomic_add_f32x2(acc + nt * 8, dq[mt][nt][2 * hf], dq[mt][nt][2 * hf + 1]);
+            }
+          }
+        }
+    }
+    // dV += P^T dO, dK += dS^T Q.
+    gemm_ss_tt<T, PTile, QTile, BM / 16>(dv_acc, ppt_a, LdsmPtr(pq_b, qs + kDoOff));
+    gemm_ss_tt<T, PTile, QTile, BM / 16>(dk_acc, LdsmPtr(ppt_a, PTile::kBytes), LdsmPtr(pq_b, qs));
+    h = h_next;
+    m0 = m_next;
+  }
+
+  // Epilogue: dK (times scale) and dV through shared memory (the K and V tiles), then 16 rows per
+  // warp with 16-byte stores. Rows past seq_kv are not stored.
+  cp_async_wait<0>();  // (total == 0: the K/V loads were never waited for)
+  __syncthreads();     // every warp is done reading K and V
+#pragma unroll
+  for (int mt = 0; mt < kKM; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < kKN; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dk_acc[mt][nt][e] *= p.scale;
+    store_c<T, kKN>(sK, kn * Cfg::kDkvRows + 16 * mt, kd * Cfg::kDkvCols, dk_acc[mt], lane);
+    store_c<T, kKN>(sV, kn * Cfg::kDkvRows + 16 * mt, kd * Cfg::kDkvCols, dv_acc[mt], lane);
+  }
+  __syncthreads();
+  const int64_t off = kv_offset() + static_cast<int64_t>(warp) * 16 * kv_stride;
+  store_rows_warp<16>(sK, warp * 16, static_cast<T*>(p.dk) + off, kv_stride, keys_valid - warp * 16,
+                      lane);
+  store_rows_warp<16>(sV, warp * 16, static_cast<T*>(p.dv) + off, kv_stride, keys_valid - warp * 16,
+                      lane);
+}
+
 // ---- 3a. dQ accumulator -> dtype ----------------------------------------------------------------
 // n8: elements / 8. Grid-stride.
 template <class T>
@@ -483,8 +682,24 @@ void run_bwd(const BwdParams& p, bool det, void* stream) {
   const int64_t pre_threads = rows * (D / 8);
   launch(bwd_preprocess_kernel<T, D>, dim3(static_cast<unsigned>((pre_threads + 255) / 256)),
          dim3(256), 0, stream, p);
-  const dim3 grid((p.seq_kv + Tr::kBlockN - 1) / Tr::kBlockN, p.heads_kv, p.batch);
-  launch(flash_bwd_kernel<T, Tr>, grid, dim3(Tr::kThreads), Tr::kSmemBytes, stream, p);
+  // EXPERIMENT (session 3): ATTNBENCH_BWD_VARIANT picks the main kernel for an A/B timing.
+  const char* var = std::getenv("ATTNBENCH_BWD_VARIANT");
+  const std::string v = var ? var : "";
+  auto main_cfg = [&](auto cfg) {
+    using C = decltype(cfg);
+    const dim3 grid((p.seq_kv + C::kBlockN - 1) / C::kBlockN, p.heads_kv, p.batch);
+    launch(flash_bwd_main_kernel<T, C>, grid, dim3(C::kThreads), C::kSmemBytes, stream, p);
+  };
+  if (v == "old") {
+    const dim3 grid((p.seq_kv + Tr::kBlockN - 1) / Tr::kBlockN, p.heads_kv, p.batch);
+    launch(flash_bwd_kernel<T, Tr>, grid, dim3(Tr::kThreads), Tr::kSmemBytes, stream, p);
+  } else if constexpr (D == 128) {
+    main_cfg(BwdMainConfig<128, 64, 2, 4, 4, 1>{});
+  } else {
+    if (v == "a2") main_cfg(BwdMainConfig<64, 64, 2, 4, 4, 2>{});
+    else if (v == "b") main_cfg(BwdMainConfig<64, 128, 4, 4, 8, 1>{});
+    else main_cfg(BwdMainConfig<64, 64, 2, 4, 4, 1>{});
+  }
   if (det) {
     const dim3 grid_dq((p.seq_q + Tr::kDqBlockM - 1) / Tr::kDqBlockM, p.heads_q, p.batch);
     launch(flash_bwd_dq_kernel<T, Tr>, grid_dq, dim3(Tr::kDqThreads), Tr::kDqSmemBytes, stream, p);
@@ -538,7 +753,8 @@ class FlashBwdMma final : public attnbench::Implementation {
     std::string why;
     const int smem = max_smem_per_block(why);
     if (smem < 0) return Support::no(why);
-    const int need = p.head_dim == 64 ? BwdTraits<64>::kSmemBytes : BwdTraits<128>::kSmemBytes;
+    const int need = p.head_dim == 64 ? BwdMainConfig<64, 128, 4, 4, 8, 1>::kSmemBytes
+                                      : BwdMainConfig<128, 64, 2, 4, 4, 1>::kSmemBytes;
     if (smem < need) {
       return Support::no("needs " + std::to_string(need) +
                          " bytes of shared memory per block, the "
@@ -559,6 +775,17 @@ class FlashBwdMma final : public attnbench::Implementation {
       using T = typename decltype(tag)::type;
       using Tr = BwdTraits<decltype(d)::value>;
       set_dynamic_smem(flash_bwd_kernel<T, Tr>, Tr::kSmemBytes);
+      if constexpr (Tr::kHeadDim == 128) {
+        using C = BwdMainConfig<128, 64, 2, 4, 4, 1>;
+        set_dynamic_smem(flash_bwd_main_kernel<T, C>, C::kSmemBytes);
+      } else {
+        using C1 = BwdMainConfig<64, 64, 2, 4, 4, 1>;
+        using C2 = BwdMainConfig<64, 64, 2, 4, 4, 2>;
+        using C3 = BwdMainConfig<64, 128, 4, 4, 8, 1>;
+        set_dynamic_smem(flash_bwd_main_kernel<T, C1>, C1::kSmemBytes);
+        set_dynamic_smem(flash_bwd_main_kernel<T, C2>, C2::kSmemBytes);
+        set_dynamic_smem(flash_bwd_main_kernel<T, C3>, C3::kSmemBytes);
+      }
       set_dynamic_smem(flash_bwd_dq_kernel<T, Tr>, Tr::kDqSmemBytes);
     });
   }

@@ -10,7 +10,8 @@
 // contiguous, "B[n][k]" / "A[m][k]"; t: the other index is contiguous, "A[k][m]" / "B[k][n]"):
 //   gemm_ss_nt: C[m][n] += sum_k A[m][k] B[n][k]     (S = Q K^T, dP = dO V^T, S^T = K Q^T ...)
 //   gemm_rs_tn: C[m][n] += sum_k A_reg[m][k] B[k][n] (O += P V, dV += P^T dO, dQ += dS K ...)
-//   gemm_ss_tt: C[m][n] += sum_k A[k][m] B[k][n]     (dQ = dS K with dS stored transposed)
+//   gemm_ss_tt: C[m][n] += sum_k A[k][m] B[k][n]     (dV += P^T dO with P stored [query][key])
+//   gemm_ss_nn: C[m][n] += sum_k A[m][k] B[k][n]     (dQ = dS K with dS stored [query][key])
 #pragma once
 
 #include <cstdint>
@@ -180,6 +181,31 @@ __device__ __forceinline__ void gemm_ss_tt(float (&acc)[kMT][kNT][4], const Ldsm
     uint32_t a[kMT][4];
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt) ldsm_x4_trans(a[mt], pa.at<TA>(kk * 16, mt * 16));
+#pragma unroll
+    for (int np = 0; np < kNT / 2; ++np) {
+      uint32_t b[4];
+      ldsm_x4_trans(b, pb.at<TB>(kk * 16, np * 16));
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        mma_16816<T>(acc[mt][2 * np], a[mt], b[0], b[1]);
+        mma_16816<T>(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
+      }
+    }
+  }
+}
+
+// acc += A * B with A stored plain, A[m][k] = sA[m][k] (k contiguous), and B[k][n] = sB[k][n]
+// (n contiguous): dQ = dS K with dS stored [query][key] and K [key][head_dim]. pa: P1 cursor on
+// sA (plain loads), pb: P1 cursor on sB (.trans loads).
+template <class T, class TA, class TB, int kK16, int kMT, int kNT>
+__device__ __forceinline__ void gemm_ss_nn(float (&acc)[kMT][kNT][4], const LdsmPtr& pa,
+                                           const LdsmPtr& pb) {
+  static_assert(kNT % 2 == 0, "B fragments are loaded two n-tiles at a time");
+#pragma unroll
+  for (int kk = 0; kk < kK16; ++kk) {
+    uint32_t a[kMT][4];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) ldsm_x4(a[mt], pa.at<TA>(mt * 16, kk * 16));
 #pragma unroll
     for (int np = 0; np < kNT / 2; ++np) {
       uint32_t b[4];

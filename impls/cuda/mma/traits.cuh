@@ -101,6 +101,45 @@ struct BwdTraits<64> : BwdConfig<64, 8, 64, 4, 64> {};
 template <>
 struct BwdTraits<128> : BwdConfig<128, 8, 64, 4, 64> {};
 
+// ---- backward main kernel, FlashAttention-2's warp layout --------------------------------------
+// A block owns kBlockN = 128 keys of one (batch, kv head) and streams query tiles of kBlockM rows.
+// Its 8 warps take three different layouts, one per product group; P and dS go through shared
+// memory between them:
+//   S = Q K^T, dP = dO V^T:  kSdpWarpsM (queries) x 8 / kSdpWarpsM (keys) warp tiles;
+//   dV += P^T dO, dK += dS^T Q: kDkvWarpsN (keys) x 8 / kDkvWarpsN (head_dim) warp tiles, whose
+//                            accumulators stay in registers for the whole block;
+//   dQ = dS K:               kDqWarpsM (queries) x 8 / kDqWarpsM (head_dim) warp tiles.
+// Wider warp tiles reuse each ldmatrix fragment across more mma (2 m-tiles share every B load).
+template <int kHeadDim_, int kBlockM_, int kSdpWarpsM_, int kDkvWarpsN_, int kDqWarpsM_,
+          int kMinBlocksPerSm_>
+struct BwdMainConfig {
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kWarps = 8;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kBlockN = 16 * kWarps;  // the epilogue stores 16 rows per warp
+  static constexpr int kBlockM = kBlockM_;
+  static constexpr int kMinBlocksPerSm = kMinBlocksPerSm_;
+  static constexpr int kSdpRows = kBlockM / kSdpWarpsM_;
+  static constexpr int kSdpCols = kBlockN / (kWarps / kSdpWarpsM_);
+  static constexpr int kSdpWarpsM = kSdpWarpsM_;
+  static constexpr int kDkvRows = kBlockN / kDkvWarpsN_;
+  static constexpr int kDkvCols = kHeadDim / (kWarps / kDkvWarpsN_);
+  static constexpr int kDkvWarpsN = kDkvWarpsN_;
+  static constexpr int kDqRows = kBlockM / kDqWarpsM_;
+  static constexpr int kDqCols = kHeadDim / (kWarps / kDqWarpsM_);
+  static constexpr int kDqWarpsM = kDqWarpsM_;
+  // smem: K, V; 2 stages of Q and dO; P and dS; 2 stages of LSE and D.
+  static constexpr int kSmemBytes = 2 * kBlockN * kHeadDim * 2 + 2 * 2 * kBlockM * kHeadDim * 2 +
+                                    2 * kBlockM * kBlockN * 2 + 2 * 2 * kBlockM * 4;
+  static_assert(kSdpRows % 16 == 0 && kSdpCols % 16 == 0, "S warp tile: whole m16 / n16 pairs");
+  static_assert(kDkvRows % 16 == 0 && kDkvCols % 16 == 0, "dK/dV warp tile");
+  static_assert(kDqRows % 16 == 0 && kDqCols % 16 == 0, "dQ warp tile");
+  static_assert(kBlockM % 64 == 0 && kHeadDim % 64 == 0, "swizzled tiles need >= 64 columns");
+};
+
+template <int kHeadDim>
+struct BwdMainTraits;
+
 // head_dim 256 has no backward instantiation: dK + dV for 16 keys x 256 would be 256 registers
 // per thread before any other value; it would need dK/dV split across warps by head_dim columns
 // (and S^T recomputed or shared per column slice).
