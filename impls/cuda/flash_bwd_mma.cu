@@ -2,15 +2,19 @@
 //
 // Kernels, in launch order:
 //  1. preprocess: D = rowsum(dO * O) (float32 workspace [B, Hq, Sq]); zeroes the dQ accumulator.
-//  2. main, parallel over key tiles: a block owns kBlockN keys of one (batch, kv head) and keeps
+//  2. main, parallel over key tiles: a block owns 128 keys of one (batch, kv head) and keeps
 //     their dK, dV in registers. It loops over the query heads of the GQA group and over the query
 //     tiles that see its keys (causal: from the diagonal on), streaming Q, dO, LSE, D through a
-//     2-stage cp.async ring. Warp w owns 16 keys: S^T = K Q^T, P^T = exp2(S^T scale log2e -
-//     LSE log2e) (recomputed, not stored by the forward), dV += P^T dO, dP^T = V dO^T,
-//     dS^T = P^T (dP^T - D), dK += dS^T Q; P^T and dS^T feed the next mma straight from the
-//     accumulators. dQ = dS K needs every key of the block: dS^T goes to shared memory and the
-//     warps add their slices of dQ into a float32 workspace with atomics (red.global.add.v2.f32 on
-//     sm_90).
+//     2-stage cp.async ring. Per tile, in FlashAttention-2's warp layout (mma/traits.cuh,
+//     BwdMainConfig): S = Q K^T and dP = dO V^T in 32-row warp tiles; P = exp2(S scale log2e -
+//     LSE log2e) (recomputed, not stored by the forward) and dS = P (dP - D) go to shared memory;
+//     then dQ = dS K, added into a float32 workspace with atomics (red.global.add.v2.f32 on
+//     sm_90), and dV += P^T dO, dK += dS^T Q in 32-key warp tiles.
+//     Why P and dS through shared memory: the alternative, 16 keys per warp with S^T = K_w Q^T so
+//     that P^T and dS^T stay in registers as the A operand of dV and dK (this file until
+//     2026-11-29), makes every warp read all of Q and dO twice per tile; its ldmatrix traffic,
+//     not the extra 2 x 16 KiB of shared-memory stores, bounded it (docs/tuning_flash_mma.md,
+//     steps 11-12: 4-7% slower).
 //  3. convert: dQ = scale * accumulator, rounded to the dtype.
 // Why atomics for dQ: the alternative (a separate dQ kernel, parallel over query tiles) recomputes
 // S and dP, 7 instead of 5 matrix products (+40% flops); the atomics cost one float32 dQ
@@ -22,10 +26,9 @@
 // dQ accumulator: one float32 read-modify-write per key block. Writes dQ, dK, dV (dtype).
 // Extra memory (workspace): D, 4 B * B * Hq * Sq; plus the dQ accumulator, 4 B * B * Sq * Hq * d,
 // unless deterministic.
-// Limits: f16/bf16; head_dim 64 and 128 (256: dK + dV for 16 keys would need 256 registers per
-// thread); any seq >= 1; rows whose LSE is -inf (no visible key) get dQ = 0.
+// Limits: f16/bf16; head_dim 64 and 128 (256: dK + dV of 128 keys over 8 warps would need 256
+// registers per thread); any seq >= 1; rows whose LSE is -inf (no visible key) get dQ = 0.
 #include <algorithm>
-#include <cstdlib>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -105,207 +108,7 @@ __global__ void __launch_bounds__(256) bwd_preprocess_kernel(const BwdParams p) 
   }
 }
 
-// ---- 2. main kernel -----------------------------------------------------------------------------
-// grid (ceil(Skv / kBlockN), Hkv, B), kThreads threads, kSmemBytes of dynamic shared memory.
-template <class T, class Tr>
-__global__ void __launch_bounds__(Tr::kThreads, 1) flash_bwd_kernel(const BwdParams p) {
-  constexpr int D = Tr::kHeadDim, BN = Tr::kBlockN, BM = Tr::kBlockM;
-  constexpr int kThreads = Tr::kThreads;
-  constexpr int kSN = BM / 8;           // n-tiles (queries) of a warp's S^T, dP^T
-  constexpr int kDN = D / 8;            // n-tiles of a warp's dK, dV
-  constexpr int kQN = Tr::kDqCols / 8;  // n-tiles of a warp's dQ slice
-  using KTile = SmemTile<BN, D>;        // K, V: [key][d]
-  using QTile = SmemTile<BM, D>;        // Q, dO: [query][d]
-  using STile = SmemTile<BN, BM>;       // dS^T: [key][query]
-
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int n_block = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
-  const int n0 = n_block * BN;
-  const int keys_valid = p.seq_kv - n0;
-  const int64_t q_stride = static_cast<int64_t>(p.heads_q) * D;
-  const int64_t kv_stride = static_cast<int64_t>(p.heads_kv) * D;
-  // Element offset of (b, key n0, kvh); recomputed where used (row index in int: see
-  // supports_extra).
-  auto kv_offset = [&] { return static_cast<int64_t>(b * p.seq_kv + n0) * kv_stride + kvh * D; };
-
-  // Query tiles that see a key of this block: causal rows i >= n0 - causal_offset.
-  const int m_begin = p.causal ? max(0, n0 - p.causal_offset) / BM : 0;
-  const int m_tiles = (p.seq_q + BM - 1) / BM;
-  const int tiles_per_head = max(0, m_tiles - m_begin);
-  const int total = tiles_per_head * p.group;  // (head in group, query tile) pairs, head-major
-
-  const uint32_t smem = smem_u32(dynamic_smem());
-  const KTile sK{smem}, sV{smem + KTile::kBytes};
-  const uint32_t q_base = smem + 2 * KTile::kBytes;
-  const uint32_t do_base = q_base + 2 * QTile::kBytes;
-  const STile sdS{do_base + 2 * QTile::kBytes};
-  const uint32_t lse_base = sdS.base + STile::kBytes;
-  const uint32_t delta_base = lse_base + 2 * BM * 4;
-
-  // Starts the loads of (query head h, query rows from m0) into ring stage `stage`.
-  auto load_q_tile = [&](int h, int m0, int stage) {
-    // Row indices fit in int (supports_extra bounds batch * seq); only the element offset is wide.
-    const int64_t q_off = static_cast<int64_t>(b * p.seq_q + m0) * q_stride + h * D;
-    const uint32_t qs = static_cast<uint32_t>(stage) * QTile::kBytes;
-    load_tile_async<kThreads>(QTile{q_base + qs}, static_cast<const T*>(p.q) + q_off, q_stride,
-                              p.seq_q - m0, tid);
-    load_tile_async<kThreads>(QTile{do_base + qs}, static_cast<const T*>(p.dout) + q_off, q_stride,
-                              p.seq_q - m0, tid);
-    const int64_t l_off = static_cast<int64_t>(b * p.heads_q + h) * p.seq_q + m0;
-    const uint32_t ls = static_cast<uint32_t>(stage) * BM * 4;
-    load_vec_async<kThreads, BM>(lse_base + ls, p.lse + l_off, p.seq_q - m0, tid);
-    load_vec_async<kThreads, BM>(delta_base + ls, p.delta + l_off, p.seq_q - m0, tid);
-  };
-
-  load_tile_async<kThreads>(sK, static_cast<const T*>(p.k) + kv_offset(), kv_stride, keys_valid,
-                            tid);
-  load_tile_async<kThreads>(sV, static_cast<const T*>(p.v) + kv_offset(), kv_stride, keys_valid,
-                            tid);
-  // The pairs (query head, query tile) run head-major; (h, m0) is pair `it` inside the loop.
-  int h = kvh * p.group, m0 = m_begin * BM;
-  if (total > 0) load_q_tile(h, m0, 0);
-  cp_async_commit();
-
-  // ldmatrix cursors. Stage 0 of the Q/dO ring; stage 1 is + QTile::kBytes.
-  const LdsmPtr pk = ldsm_p1(sK, warp * 16, 0, lane);       // A: this warp's keys
-                                                            // (its values: + kBytes)
-  const LdsmPtr pq_n = ldsm_p2(QTile{q_base}, 0, 0, lane);  // B[n = query][k = d]
-  const LdsmPtr pq_t = ldsm_p1(QTile{q_base}, 0, 0, lane);  // B[k = query][n = d]
-  constexpr uint32_t kDoOff = 2 * QTile::kBytes;            // dO ring - Q ring
-  // dQ slice of warp (wm, wn): query rows [16 wm, 16 wm + 16), d columns [kDqCols wn, ...).
-  const int wm = warp % (BM / 16), wn = warp / (BM / 16);
-  const LdsmPtr pds = ldsm_p2(sdS, 0, wm * 16, lane);           // A^T: dS^T[key][query]
-  const LdsmPtr pk_t = ldsm_p1(sK, 0, wn * Tr::kDqCols, lane);  // B[k = key][n = d]
-
-  float dk_acc[1][kDN][4], dv_acc[1][kDN][4];
-  zero(dk_acc);
-  zero(dv_acc);
-  const float sl2 = p.scale_log2;
-  const int key_row = n0 + warp * 16 + (lane >> 2);  // key of accumulator rows g (+8 for e >= 2)
-
-  for (int it = 0; it < total; ++it) {
-    const int stage = it & 1;
-    cp_async_wait<0>();
-    // Pair `it` is visible to all threads; every warp is done with pair it-1 (its ring stage,
-    // which the prefetch overwrites, and dS^T).
-    __syncthreads();
-    // Pair it + 1, stepped without divisions.
-    int h_next = h, m_next = m0 + BM;
-    if (m_next >= p.seq_q) {
-      m_next = m_begin * BM;
-      ++h_next;
-    }
-    if (it + 1 < total) {
-      load_q_tile(h_next, m_next, stage ^ 1);
-      cp_async_commit();
-    }
-    const uint32_t qs = static_cast<uint32_t>(stage) * QTile::kBytes;
-    const uint32_t ls = lse_base + static_cast<uint32_t>(stage) * BM * 4;
-    const uint32_t ds = delta_base + static_cast<uint32_t>(stage) * BM * 4;
-
-    // S^T = K_w Q^T (16 keys x BM queries), then P^T.
-    float pt[1][kSN][4];
-    zero(pt);
-    gemm_ss_nt<T, KTile, QTile, D / 16>(pt, pk, LdsmPtr(pq_n, qs));
-#pragma unroll
-    for (int nt = 0; nt < kSN; ++nt) {
-      const float2 l = ld_shared_f32x2(ls + 4 * (nt * 8 + 2 * (lane & 3)));
-      const float l0 = lse_to_log2(l.x), l1 = lse_to_log2(l.y);
-      pt[0][nt][0] = exp2_approx(fmaf(pt[0][nt][0], sl2, -l0));
-      pt[0][nt][1] = exp2_approx(fmaf(pt[0][nt][1], sl2, -l1));
-      pt[0][nt][2] = exp2_approx(fmaf(pt[0][nt][2], sl2, -l0));
-      pt[0][nt][3] = exp2_approx(fmaf(pt[0][nt][3], sl2, -l1));
-    }
-    // Zero P where the key is past seq_kv, the query past seq_q, or the pair is causally masked;
-    // only tiles that reach a tail or cross the diagonal need it.
-    const bool need_mask =
-        keys_valid < BN || m0 + BM > p.seq_q || (p.causal && m0 + p.causal_offset < n0 + BN - 1);
-    if (need_mask) {
-#pragma unroll
-      for (int nt = 0; nt < kSN; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = key_row + (e >= 2 ? 8 : 0);
-          const int query = m0 + nt * 8 + 2 * (lane & 3) + (e & 1);
-          if (key >= p.seq_kv || query >= p.seq_q || (p.causal && key > query + p.causal_offset)) {
-            pt[0][nt][e] = 0.f;
-          }
-        }
-    }
-
-    // dV += P^T dO. From here on P^T lives only as the rounded A fragments (16 registers instead
-    // of 32 floats; dS below uses the rounded P, as the same-dtype naive implementation does).
-    uint32_t pa[1][kSN / 2][4];
-    c_to_a<T>(pt, pa);
-    gemm_rs_tn<T, QTile>(dv_acc, pa, LdsmPtr(pq_t, qs + kDoOff));
-
-    // dP^T = V_w dO^T, then dS^T = P^T (dP^T - D) in place. A-fragment register r of k-step kk
-    // holds the C elements of n-tile 2 kk + r / 2, rows r % 2 (see c_to_a).
-    float dst[1][kSN][4];
-    zero(dst);
-    gemm_ss_nt<T, KTile, QTile, D / 16>(dst, LdsmPtr(pk, KTile::kBytes),
-                                        LdsmPtr(pq_n, qs + kDoOff));
-#pragma unroll
-    for (int nt = 0; nt < kSN; ++nt) {
-      const float2 d = ld_shared_f32x2(ds + 4 * (nt * 8 + 2 * (lane & 3)));
-      const float2 p01 = Elem<T>::unpack2(pa[0][nt / 2][2 * (nt % 2)]);
-      const float2 p23 = Elem<T>::unpack2(pa[0][nt / 2][2 * (nt % 2) + 1]);
-      dst[0][nt][0] = p01.x * (dst[0][nt][0] - d.x);
-      dst[0][nt][1] = p01.y * (dst[0][nt][1] - d.y);
-      dst[0][nt][2] = p23.x * (dst[0][nt][2] - d.x);
-      dst[0][nt][3] = p23.y * (dst[0][nt][3] - d.y);
-    }
-
-    // dK += dS^T Q
-    {
-      uint32_t da[1][kSN / 2][4];
-      c_to_a<T>(dst, da);
-      gemm_rs_tn<T, QTile>(dk_acc, da, LdsmPtr(pq_t, qs));
-    }
-
-    // dQ += dS K over this block's keys, added into the float32 accumulator.
-    if (p.dq_accum != nullptr) {
-      store_c<T, kSN>(sdS, warp * 16, 0, dst[0], lane);
-      __syncthreads();
-      float dq[1][kQN][4];
-      zero(dq);
-      gemm_ss_tt<T, STile, KTile, BN / 16>(dq, pds, pk_t);
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const int row = m0 + wm * 16 + (lane >> 2) + 8 * hf;
-        if (row < p.seq_q) {
-          float* acc = p.dq_accum + static_cast<int64_t>(b * p.seq_q + row) * q_stride + h * D +
-                       wn * Tr::kDqCols + 2 * (lane & 3);
-#pragma unroll
-          for (int nt = 0; nt < kQN; ++nt) {
-            atomic_add_f32x2(acc + nt * 8, dq[0][nt][2 * hf], dq[0][nt][2 * hf + 1]);
-          }
-        }
-      }
-    }
-    h = h_next;
-    m0 = m_next;
-  }
-
-  // Epilogue: dK (times scale) and dV through shared memory (each warp its own 16 rows of the K and
-  // V tiles), 16-byte stores. Rows past seq_kv are not stored.
-  cp_async_wait<0>();  // (total == 0: the K/V loads were never waited for)
-  __syncthreads();     // every warp is done reading K (dQ product) and V
-#pragma unroll
-  for (int nt = 0; nt < kDN; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) dk_acc[0][nt][e] *= p.scale;
-  store_c<T, kDN>(sK, warp * 16, 0, dk_acc[0], lane);
-  store_c<T, kDN>(sV, warp * 16, 0, dv_acc[0], lane);
-  __syncwarp();
-  const int64_t off = kv_offset() + static_cast<int64_t>(warp) * 16 * kv_stride;
-  store_rows_warp<16>(sK, warp * 16, static_cast<T*>(p.dk) + off, kv_stride, keys_valid - warp * 16,
-                      lane);
-  store_rows_warp<16>(sV, warp * 16, static_cast<T*>(p.dv) + off, kv_stride, keys_valid - warp * 16,
-                      lane);
-}
-
-// ---- 2'. main kernel, FlashAttention-2's warp layout ---------------------------------------------
+// ---- 2. main kernel ----------------------------------------------------------------------------
 // grid (ceil(Skv / kBlockN), Hkv, B), kThreads threads, kSmemBytes of dynamic shared memory. Per
 // (query head, query tile) pair: S = Q K^T and dP = dO V^T in kSdpRows x kSdpCols warp tiles,
 // P = exp2(S scale log2e - LSE log2e), dS = P (dP - D); P and dS to shared memory ([query][key]);
@@ -682,27 +485,13 @@ void run_bwd(const BwdParams& p, bool det, void* stream) {
   const int64_t pre_threads = rows * (D / 8);
   launch(bwd_preprocess_kernel<T, D>, dim3(static_cast<unsigned>((pre_threads + 255) / 256)),
          dim3(256), 0, stream, p);
-  // EXPERIMENT (session 3): ATTNBENCH_BWD_VARIANT picks the main kernel for an A/B timing.
-  const char* var = std::getenv("ATTNBENCH_BWD_VARIANT");
-  const std::string v = var ? var : "";
-  auto main_cfg = [&](auto cfg) {
-    using C = decltype(cfg);
-    const dim3 grid((p.seq_kv + C::kBlockN - 1) / C::kBlockN, p.heads_kv, p.batch);
-    launch(flash_bwd_main_kernel<T, C>, grid, dim3(C::kThreads), C::kSmemBytes, stream, p);
-  };
-  if (v == "old") {
-    const dim3 grid((p.seq_kv + Tr::kBlockN - 1) / Tr::kBlockN, p.heads_kv, p.batch);
-    launch(flash_bwd_kernel<T, Tr>, grid, dim3(Tr::kThreads), Tr::kSmemBytes, stream, p);
-  } else if constexpr (D == 128) {
-    main_cfg(BwdMainConfig<128, 64, 2, 4, 4, 1>{});
-  } else {
-    if (v == "a2") main_cfg(BwdMainConfig<64, 64, 2, 4, 4, 2>{});
-    else if (v == "b") main_cfg(BwdMainConfig<64, 128, 4, 4, 8, 1>{});
-    else main_cfg(BwdMainConfig<64, 64, 2, 4, 4, 1>{});
-  }
+  using Main = typename Tr::Main;
+  const dim3 grid((p.seq_kv + Main::kBlockN - 1) / Main::kBlockN, p.heads_kv, p.batch);
+  launch(flash_bwd_main_kernel<T, Main>, grid, dim3(Main::kThreads), Main::kSmemBytes, stream, p);
   if (det) {
-    const dim3 grid_dq((p.seq_q + Tr::kDqBlockM - 1) / Tr::kDqBlockM, p.heads_q, p.batch);
-    launch(flash_bwd_dq_kernel<T, Tr>, grid_dq, dim3(Tr::kDqThreads), Tr::kDqSmemBytes, stream, p);
+    using Dq = typename Tr::Dq;
+    const dim3 grid_dq((p.seq_q + Dq::kDqBlockM - 1) / Dq::kDqBlockM, p.heads_q, p.batch);
+    launch(flash_bwd_dq_kernel<T, Dq>, grid_dq, dim3(Dq::kDqThreads), Dq::kDqSmemBytes, stream, p);
   } else {
     const int64_t n8 = rows * D / 8;
     const int64_t blocks = std::min<int64_t>((n8 + 255) / 256, 132 * 16);
@@ -737,8 +526,8 @@ class FlashBwdMma final : public attnbench::Implementation {
   Support supports_extra(const Problem& p, Pass) const override {
     if (p.head_dim == 256) {
       return Support::no(
-          "head_dim 256: dK + dV of 16 keys x 256 would need 256 registers per "
-          "thread (no backward instantiation)");
+          "head_dim 256: dK + dV of 128 keys x 256 over 8 warps would need 256 "
+          "registers per thread (no backward instantiation)");
     }
     if (p.head_dim != 64 && p.head_dim != 128) {
       return Support::no("head_dim " + std::to_string(p.head_dim) +
@@ -753,8 +542,10 @@ class FlashBwdMma final : public attnbench::Implementation {
     std::string why;
     const int smem = max_smem_per_block(why);
     if (smem < 0) return Support::no(why);
-    const int need = p.head_dim == 64 ? BwdMainConfig<64, 128, 4, 4, 8, 1>::kSmemBytes
-                                      : BwdMainConfig<128, 64, 2, 4, 4, 1>::kSmemBytes;
+    const int need = p.head_dim == 64
+                         ? std::max(BwdTraits<64>::Main::kSmemBytes, BwdTraits<64>::Dq::kDqSmemBytes)
+                         : std::max(BwdTraits<128>::Main::kSmemBytes,
+                                    BwdTraits<128>::Dq::kDqSmemBytes);
     if (smem < need) {
       return Support::no("needs " + std::to_string(need) +
                          " bytes of shared memory per block, the "
@@ -774,19 +565,8 @@ class FlashBwdMma final : public attnbench::Implementation {
     dispatch_dtype_head_dim<64, 128>(p, "cuda.flash_bwd_mma", [&](auto tag, auto d) {
       using T = typename decltype(tag)::type;
       using Tr = BwdTraits<decltype(d)::value>;
-      set_dynamic_smem(flash_bwd_kernel<T, Tr>, Tr::kSmemBytes);
-      if constexpr (Tr::kHeadDim == 128) {
-        using C = BwdMainConfig<128, 64, 2, 4, 4, 1>;
-        set_dynamic_smem(flash_bwd_main_kernel<T, C>, C::kSmemBytes);
-      } else {
-        using C1 = BwdMainConfig<64, 64, 2, 4, 4, 1>;
-        using C2 = BwdMainConfig<64, 64, 2, 4, 4, 2>;
-        using C3 = BwdMainConfig<64, 128, 4, 4, 8, 1>;
-        set_dynamic_smem(flash_bwd_main_kernel<T, C1>, C1::kSmemBytes);
-        set_dynamic_smem(flash_bwd_main_kernel<T, C2>, C2::kSmemBytes);
-        set_dynamic_smem(flash_bwd_main_kernel<T, C3>, C3::kSmemBytes);
-      }
-      set_dynamic_smem(flash_bwd_dq_kernel<T, Tr>, Tr::kDqSmemBytes);
+      set_dynamic_smem(flash_bwd_main_kernel<T, typename Tr::Main>, Tr::Main::kSmemBytes);
+      set_dynamic_smem(flash_bwd_dq_kernel<T, typename Tr::Dq>, Tr::Dq::kDqSmemBytes);
     });
   }
 

@@ -56,60 +56,15 @@ template <>
 struct FwdTraits<256> : FwdConfig<256, 8, 1, 64, 1> {};
 
 // ---- backward -----------------------------------------------------------------------------------
-// Main kernel: a block owns kBlockN = 16 * kWarps keys; warp w owns keys [16 w, 16 w + 16) and
-// computes S^T = K Q^T and dP^T = V dO^T for them, so that P^T and dS^T come out of the
-// accumulators already in the A-fragment layout of dV += P^T dO and dK += dS^T Q (no shared-memory
-// round trip for the two big products). Query tiles of kBlockM rows (Q, dO, LSE, D) stream
-// through a 2-stage ring. dQ = dS K needs all keys of the block, so dS^T goes to shared memory and
-// the warps split the kBlockM x head_dim product as kBlockM/16 row tiles x kDqColSplit column
-// slices.
-// Deterministic dQ kernel: a block owns kDqBlockM = 16 * kDqWarps query rows (16 per warp) and
-// streams key tiles of kDqBlockN.
-template <int kHeadDim_, int kWarps_, int kBlockM_, int kDqWarps_, int kDqBlockN_>
-struct BwdConfig {
-  static constexpr int kHeadDim = kHeadDim_;
-  static constexpr int kWarps = kWarps_;
-  static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kBlockN = 16 * kWarps;
-  static constexpr int kBlockM = kBlockM_;
-  static constexpr int kDqColSplit = kWarps / (kBlockM / 16);
-  static constexpr int kDqCols = kHeadDim / kDqColSplit;
-  // smem: K, V, 2 stages of Q and dO, dS^T, 2 stages of LSE and D.
-  static constexpr int kSmemBytes = 2 * kBlockN * kHeadDim * 2 + 2 * 2 * kBlockM * kHeadDim * 2 +
-                                    kBlockN * kBlockM * 2 + 2 * 2 * kBlockM * 4;
-  static constexpr int kDqWarps = kDqWarps_;
-  static constexpr int kDqThreads = 32 * kDqWarps;
-  static constexpr int kDqBlockM = 16 * kDqWarps;
-  static constexpr int kDqBlockN = kDqBlockN_;
-  static constexpr int kDqSmemBytes = (2 * kDqBlockM + 2 * 2 * kDqBlockN) * kHeadDim * 2;
-  static_assert(kWarps % (kBlockM / 16) == 0 && kDqCols % 16 == 0, "dQ warp split");
-  static_assert(kBlockM % 64 == 0, "dS^T rows need >= 64 columns for the swizzle");
-};
-
-template <int kHeadDim>
-struct BwdTraits;
-
-// Per thread: dK + dV accumulators 2 * 16 * 64 / 32 = 64 registers, S^T and dP^T 32 each.
-// Smem 81 KiB.
-template <>
-struct BwdTraits<64> : BwdConfig<64, 8, 64, 4, 64> {};
-
-// dK + dV 128 registers, S^T and dP^T 32 each (FlashAttention-2 uses the same 128-key x 64-query
-// block with 8 warps). Smem 145 KiB: 1 block per SM.
-// Rejected: 32 keys per warp (dK + dV alone would be 256 registers); 128-query tiles (S^T and
-// dP^T 64 each on top of 128).
-template <>
-struct BwdTraits<128> : BwdConfig<128, 8, 64, 4, 64> {};
-
-// ---- backward main kernel, FlashAttention-2's warp layout --------------------------------------
-// A block owns kBlockN = 128 keys of one (batch, kv head) and streams query tiles of kBlockM rows.
-// Its 8 warps take three different layouts, one per product group; P and dS go through shared
-// memory between them:
-//   S = Q K^T, dP = dO V^T:  kSdpWarpsM (queries) x 8 / kSdpWarpsM (keys) warp tiles;
+// Main kernel (FlashAttention-2's warp layout): a block owns kBlockN = 128 keys of one (batch, kv
+// head) and streams query tiles of kBlockM rows (Q, dO, LSE, D) through a 2-stage ring. Its 8 warps
+// take a different layout for each product group; P and dS go through shared memory in between:
+//   S = Q K^T, dP = dO V^T:     kSdpWarpsM (queries) x 8 / kSdpWarpsM (keys) warp tiles;
 //   dV += P^T dO, dK += dS^T Q: kDkvWarpsN (keys) x 8 / kDkvWarpsN (head_dim) warp tiles, whose
-//                            accumulators stay in registers for the whole block;
-//   dQ = dS K:               kDqWarpsM (queries) x 8 / kDqWarpsM (head_dim) warp tiles.
-// Wider warp tiles reuse each ldmatrix fragment across more mma (2 m-tiles share every B load).
+//                               accumulators stay in registers for the whole block;
+//   dQ = dS K:                  kDqWarpsM (queries) x 8 / kDqWarpsM (head_dim) warp tiles.
+// Warp tiles of 2 m16 rows reuse every B fragment for 2 mma: fewer ldmatrix per mma, which is what
+// bounds this kernel (docs/tuning_flash_mma.md, steps 11-12).
 template <int kHeadDim_, int kBlockM_, int kSdpWarpsM_, int kDkvWarpsN_, int kDqWarpsM_,
           int kMinBlocksPerSm_>
 struct BwdMainConfig {
@@ -119,15 +74,15 @@ struct BwdMainConfig {
   static constexpr int kBlockN = 16 * kWarps;  // the epilogue stores 16 rows per warp
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kMinBlocksPerSm = kMinBlocksPerSm_;
-  static constexpr int kSdpRows = kBlockM / kSdpWarpsM_;
-  static constexpr int kSdpCols = kBlockN / (kWarps / kSdpWarpsM_);
   static constexpr int kSdpWarpsM = kSdpWarpsM_;
-  static constexpr int kDkvRows = kBlockN / kDkvWarpsN_;
-  static constexpr int kDkvCols = kHeadDim / (kWarps / kDkvWarpsN_);
+  static constexpr int kSdpRows = kBlockM / kSdpWarpsM;
+  static constexpr int kSdpCols = kBlockN / (kWarps / kSdpWarpsM);
   static constexpr int kDkvWarpsN = kDkvWarpsN_;
-  static constexpr int kDqRows = kBlockM / kDqWarpsM_;
-  static constexpr int kDqCols = kHeadDim / (kWarps / kDqWarpsM_);
+  static constexpr int kDkvRows = kBlockN / kDkvWarpsN;
+  static constexpr int kDkvCols = kHeadDim / (kWarps / kDkvWarpsN);
   static constexpr int kDqWarpsM = kDqWarpsM_;
+  static constexpr int kDqRows = kBlockM / kDqWarpsM;
+  static constexpr int kDqCols = kHeadDim / (kWarps / kDqWarpsM);
   // smem: K, V; 2 stages of Q and dO; P and dS; 2 stages of LSE and D.
   static constexpr int kSmemBytes = 2 * kBlockN * kHeadDim * 2 + 2 * 2 * kBlockM * kHeadDim * 2 +
                                     2 * kBlockM * kBlockN * 2 + 2 * 2 * kBlockM * 4;
@@ -137,11 +92,56 @@ struct BwdMainConfig {
   static_assert(kBlockM % 64 == 0 && kHeadDim % 64 == 0, "swizzled tiles need >= 64 columns");
 };
 
-template <int kHeadDim>
-struct BwdMainTraits;
+// Deterministic dQ kernel: a block owns kDqBlockM = 16 * kDqWarps query rows (16 per warp) and
+// streams key tiles of kDqBlockN.
+template <int kHeadDim_, int kDqWarps_, int kDqBlockN_>
+struct BwdDqConfig {
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kDqWarps = kDqWarps_;
+  static constexpr int kDqThreads = 32 * kDqWarps;
+  static constexpr int kDqBlockM = 16 * kDqWarps;
+  static constexpr int kDqBlockN = kDqBlockN_;
+  static constexpr int kDqSmemBytes = (2 * kDqBlockM + 2 * 2 * kDqBlockN) * kHeadDim * 2;
+};
 
-// head_dim 256 has no backward instantiation: dK + dV for 16 keys x 256 would be 256 registers
-// per thread before any other value; it would need dK/dV split across warps by head_dim columns
-// (and S^T recomputed or shared per column slice).
+template <int kHeadDim>
+struct BwdTraits;
+
+// Main: 128 keys x 128-query tiles. S, dP: 4 x 2 warps of 32 queries x 64 keys (64 + 64
+// registers); dK, dV: 4 x 2 warps of 32 keys x 32 columns (32 + 32); dQ: 8 warps of 16 queries x 64.
+// 255 registers, no spill; smem 162 KiB: 1 block (8 warps) per SM.
+// Measured (tune_bwd, H200, bwd TFLOP/s at 2k/8k/16k): 232/245/247, against 218/229/230 for the
+// 16-keys-per-warp kernel below and 210/220/221 for variant "a2".
+// Rejected:
+//  - 16 keys per warp, 64-query tiles, 8 warps (the kernel until 2026-11-29): each warp computes
+//    S^T = K_w Q^T and dP^T for its own 16 keys, so P^T and dS^T stay in registers as the A operand
+//    of dV and dK; but every warp reads all of Q and dO twice per tile (1.7 mma per ldmatrix):
+//    ncu at 16k, L1 wavefronts 65% of peak, tensor pipe 35%.
+//  - "a": 64-query tiles, S 2 x 4 warps of 32 x 32 (the d128 layout below at d64): not timed
+//    (240 registers; the call that timed it ran out of time);
+//  - "a2": "a" with 2 blocks (16 warps) per SM: 128 registers force 312 B of spill; 4-8% slower
+//    than the 16-keys-per-warp kernel.
+template <>
+struct BwdTraits<64> {
+  using Main = BwdMainConfig<64, 128, 4, 4, 8, 1>;
+  using Dq = BwdDqConfig<64, 4, 64>;
+};
+
+// Main: 128 keys x 64-query tiles (FlashAttention-2's d128 block). S, dP: 2 x 4 warps of 32 x 32
+// (32 + 32 registers); dK, dV: 4 x 2 warps of 32 keys x 64 columns (64 + 64); dQ: 4 x 2 warps of
+// 16 x 64. 255 registers, no spill; smem 161 KiB: 1 block per SM.
+// Measured (same binary, same call): bwd 255/269/270 TFLOP/s at 2k/8k/16k against 244/257/259
+// for the 16-keys-per-warp kernel (+4%).
+// Rejected: 16 keys per warp (above); 32 keys per warp in that layout (dK + dV alone would be
+// 256 registers); 128-query tiles (S and dP 64 registers each on top of dK + dV's 128).
+template <>
+struct BwdTraits<128> {
+  using Main = BwdMainConfig<128, 64, 2, 4, 4, 1>;
+  using Dq = BwdDqConfig<128, 4, 64>;
+};
+
+// head_dim 256 has no backward instantiation: with 8 warps, dK + dV of 128 keys x 256 are 256
+// registers per thread before any other value; it would need 64-key blocks (half the reuse of Q
+// and dO) or dK/dV split over two passes.
 
 }  // namespace attn_mma
