@@ -2,7 +2,8 @@
 """Tests of the Python tools in scripts/: ncu_hbm.py (parse ncu's CSV, merge HBM bytes),
 recover_timings.py (console-log times), paper_tables.py (Figure 2 table). No GPU, no ncu:
 tests/data/ncu_raw_probe.csv is ncu's raw page from an H200 run (columns trimmed to the ones read).
-Run by CTest as test_scripts; also `python3 tests/test_scripts.py`."""
+torch_sdpa.py's git revision (no torch needed). Run by CTest as test_scripts; also
+`python3 tests/test_scripts.py`."""
 import json
 import os
 import subprocess
@@ -14,6 +15,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import ncu_hbm  # noqa: E402
 import recover_timings  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "scripts", "peers"))
+import torch_sdpa  # noqa: E402  (imports torch only when it runs a config)
 
 CASE = "b2_hq4_hkv2_sq256_skv256_d64_bf16"
 
@@ -141,6 +145,32 @@ class RecoverTimings(unittest.TestCase):
         os.remove(f.name)
         self.assertAlmostEqual(got[f"cuda.flash_fwd_mma:{CASE}:fwd"]["median_ms"], 0.468)
         self.assertEqual(got[f"cuda.flash_fwd_mma:{CASE}:fwd"]["repetitions"], 3)
+
+
+class TorchPeerRevision(unittest.TestCase):
+    """The GPU copy of the tree can carry another commit's .git: the peer, like attnbench, takes
+    the revision from ATTNBENCH_GIT_REVISION when it is set."""
+
+    def setUp(self):
+        self.saved = {k: os.environ.pop(k, None) for k in ("ATTNBENCH_GIT_REVISION", "ATTNBENCH_GIT_DIRTY")}
+
+    def tearDown(self):
+        for k, v in self.saved.items():
+            os.environ.pop(k, None)
+            if v is not None:
+                os.environ[k] = v
+
+    def test_named_revision_wins(self):
+        os.environ["ATTNBENCH_GIT_REVISION"] = "0123abc"
+        os.environ["ATTNBENCH_GIT_DIRTY"] = "0"
+        self.assertEqual(torch_sdpa.git_info(), ("0123abc", False, "ATTNBENCH_GIT_REVISION"))
+        os.environ.pop("ATTNBENCH_GIT_DIRTY")
+        self.assertEqual(torch_sdpa.git_info(), ("0123abc", True, "ATTNBENCH_GIT_REVISION"))
+
+    def test_without_it_git_or_unknown(self):
+        rev, _, source = torch_sdpa.git_info()
+        self.assertIn(source, ("git", "none"))
+        self.assertTrue(rev == "unknown" or len(rev) == 40, rev)
 
 
 class PaperTables(unittest.TestCase):

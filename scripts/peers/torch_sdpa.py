@@ -689,14 +689,20 @@ def cpu_model():
 
 
 def git_info():
+    """(revision, dirty, source). ATTNBENCH_GIT_REVISION (and ATTNBENCH_GIT_DIRTY=0/1), when set,
+    name the revision, as for attnbench itself: a copy of the tree on the GPU machine may carry
+    the git metadata of another commit, or none."""
+    named = os.environ.get("ATTNBENCH_GIT_REVISION", "")
+    if named:
+        return named, os.environ.get("ATTNBENCH_GIT_DIRTY", "1") != "0", "ATTNBENCH_GIT_REVISION"
     try:
         rev = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         st = subprocess.run(["git", "-C", ROOT, "status", "--porcelain"], capture_output=True, text=True, timeout=10)
         if rev.returncode == 0:
-            return rev.stdout.strip(), bool(st.stdout.strip()) if st.returncode == 0 else True
+            return rev.stdout.strip(), bool(st.stdout.strip()) if st.returncode == 0 else True, "git"
     except (OSError, subprocess.SubprocessError):
         pass
-    return "unknown", True
+    return "unknown", True, "none"
 
 
 def version_text(v):
@@ -710,7 +716,7 @@ def collect_context(torch, cfg, config_path, device_index, args):
            "sm_clock_mhz": drv.get("sm_clock_mhz"), "mem_clock_mhz": drv.get("mem_clock_mhz"),
            "l2_bytes": drv.get("l2_bytes", getattr(props, "L2_cache_size", None)),
            "memory_bytes": props.total_memory, "compute_capability": f"{props.major}.{props.minor}"}
-    rev, dirty = git_info()
+    rev, dirty, rev_source = git_info()
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -719,7 +725,7 @@ def collect_context(torch, cfg, config_path, device_index, args):
         "python": platform.python_version(), "torch": torch.__version__,
         "cuda_runtime": torch.version.cuda, "cuda_driver": drv.get("cuda_driver"),
         "cudnn": version_text(cudnn) if cudnn else None,
-        "git_revision": rev, "git_dirty": dirty,
+        "git_revision": rev, "git_dirty": dirty, "git_revision_source": rev_source,
         "devices": [dev],
         "config_path": config_path, "config_name": cfg.name, "config_hash": config_hash(cfg.doc),
         "config": cfg.doc, "seed": cfg.seed, "distribution": cfg.distribution,
