@@ -279,8 +279,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
         }
     }
     // dV += P^T dO, dK += dS^T Q.
-    gemm_ss_tt<T, PTile, QTile, BM / 16>(dv_acc, ppt_a, LdsmPtr(pq_b, qs + kDoOff));
-    gemm_ss_tt<T, PTile, QTile, BM / 16>(dk_acc, LdsmPtr(ppt_a, PTile::kBytes), LdsmPtr(pq_b, qs));
+    gemm_ss_tn<T, PTile, QTile, BM / 16>(dv_acc, ppt_a, LdsmPtr(pq_b, qs + kDoOff));
+    gemm_ss_tn<T, PTile, QTile, BM / 16>(dk_acc, LdsmPtr(ppt_a, PTile::kBytes), LdsmPtr(pq_b, qs));
     h = h_next;
     m0 = m_next;
   }
@@ -439,7 +439,7 @@ __global__ void __launch_bounds__(Tr::kDqThreads, 2) flash_bwd_dq_kernel(const B
 
     uint32_t da[1][kSN / 2][4];
     c_to_a<T>(dp, da);
-    gemm_rs_tn<T, KTile>(dq, da, LdsmPtr(pk_t, st));
+    gemm_rs_nn<T, KTile>(dq, da, LdsmPtr(pk_t, st));
   }
 
   // Epilogue: dQ * scale through this warp's own Q rows in shared memory.

@@ -194,7 +194,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
 
     uint32_t pa[MT][kSN / 2][4];
     c_to_a<T>(s, pa);
-    gemm_rs_tn<T, KVTile>(acc_o, pa, LdsmPtr(pv0, st));
+    gemm_rs_nn<T, KVTile>(acc_o, pa, LdsmPtr(pv0, st));
   }
 
   // Epilogue: O /= l, LSE = (m * scale_log2 + log2 l) * ln 2; O goes through this warp's own Q

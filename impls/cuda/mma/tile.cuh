@@ -5,13 +5,14 @@
 // distinct bank groups, and so do the 16-byte cp.async writes of eight consecutive chunks of a row:
 // no bank conflicts and no padding. Needs at least 8 chunks (64 elements) per row.
 //
-// Warp GEMMs, all on m16n8k16 fragments (see ptx.cuh for the layouts). Names say where A and B
-// come from (s: shared, r: registers) and how they are stored (n: the reduction index k is
-// contiguous, "B[n][k]" / "A[m][k]"; t: the other index is contiguous, "A[k][m]" / "B[k][n]"):
-//   gemm_ss_nt: C[m][n] += sum_k A[m][k] B[n][k]     (S = Q K^T, dP = dO V^T, S^T = K Q^T ...)
-//   gemm_rs_tn: C[m][n] += sum_k A_reg[m][k] B[k][n] (O += P V, dV += P^T dO, dQ += dS K ...)
-//   gemm_ss_tt: C[m][n] += sum_k A[k][m] B[k][n]     (dV += P^T dO with P stored [query][key])
-//   gemm_ss_nn: C[m][n] += sum_k A[m][k] B[k][n]     (dQ = dS K with dS stored [query][key])
+// Warp GEMMs, all on m16n8k16 fragments (see ptx.cuh for the layouts): C[m][n] += sum_k A B.
+// Names: gemm_<A from><B from>_<A stored><B stored>; from s: shared memory, r: registers (A as
+// fragments); stored n: as the product uses it (A[m][k], B[k][n]), t: transposed (A[k][m],
+// B[n][k]).
+//   gemm_ss_nt: A[m][k], B[n][k]   (S = Q K^T, dP = dO V^T: Q, K, dO, V stored [row][head_dim])
+//   gemm_ss_tn: A[k][m], B[k][n]   (dV += P^T dO, dK += dS^T Q: P, dS stored [query][key])
+//   gemm_ss_nn: A[m][k], B[k][n]   (dQ = dS K: dS stored [query][key], K [key][head_dim])
+//   gemm_rs_nn: A registers, B[k][n] (O += P V with P from the S accumulators)
 #pragma once
 
 #include <cstdint>
@@ -124,21 +125,36 @@ __device__ __forceinline__ LdsmPtr ldsm_p2(Tile t, int row0, int col0, int lane)
 // Operands are LdsmPtr cursors of the pattern named in each comment; TA/TB are the tile types
 // (for the row pitch).
 
-// acc (kMT x kNT fragments of 16x8) += A[m][k] * B[n][k], k over kK16 * 16: A and B stored with k
-// contiguous (e.g. Q and K stored [row][head_dim]). pa: P1 cursor on A, pb: P2 cursor on B.
-template <class T, class TA, class TB, int kK16, int kMT, int kNT>
-__device__ __forceinline__ void gemm_ss_nt(float (&acc)[kMT][kNT][4], const LdsmPtr& pa,
-                                           const LdsmPtr& pb) {
+// acc (kMT x kNT fragments of 16x8) += A * B, both from shared memory, k over kK16 * 16.
+// kATrans = false: A stored [m][k] (k contiguous), pa a P1 cursor, plain loads;
+//         = true:  A stored [k][m] (m contiguous), pa a P2 cursor, .trans loads.
+// kBTrans = false: B stored [n][k] (k contiguous), pb a P2 cursor, plain loads;
+//         = true:  B stored [k][n] (n contiguous), pb a P1 cursor, .trans loads.
+// Each A fragment is loaded once per k-step and reused across the kNT n-tiles; each B load covers
+// two n-tiles and is reused across the kMT m-tiles.
+template <bool kATrans, bool kBTrans, class T, class TA, class TB, int kK16, int kMT, int kNT>
+__device__ __forceinline__ void gemm_ss(float (&acc)[kMT][kNT][4], const LdsmPtr& pa,
+                                        const LdsmPtr& pb) {
   static_assert(kNT % 2 == 0, "B fragments are loaded two n-tiles at a time");
 #pragma unroll
   for (int kk = 0; kk < kK16; ++kk) {
     uint32_t a[kMT][4];
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt) ldsm_x4(a[mt], pa.at<TA>(mt * 16, kk * 16));
+    for (int mt = 0; mt < kMT; ++mt) {
+      if constexpr (kATrans) {
+        ldsm_x4_trans(a[mt], pa.at<TA>(kk * 16, mt * 16));
+      } else {
+        ldsm_x4(a[mt], pa.at<TA>(mt * 16, kk * 16));
+      }
+    }
 #pragma unroll
     for (int np = 0; np < kNT / 2; ++np) {
       uint32_t b[4];
-      ldsm_x4(b, pb.at<TB>(np * 16, kk * 16));
+      if constexpr (kBTrans) {
+        ldsm_x4_trans(b, pb.at<TB>(kk * 16, np * 16));
+      } else {
+        ldsm_x4(b, pb.at<TB>(np * 16, kk * 16));
+      }
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
         mma_16816<T>(acc[mt][2 * np], a[mt], b[0], b[1]);
@@ -148,10 +164,31 @@ __device__ __forceinline__ void gemm_ss_nt(float (&acc)[kMT][kNT][4], const Ldsm
   }
 }
 
+// C[m][n] += sum_k A[m][k] B[n][k]: S = Q K^T, dP = dO V^T (Q, K stored [row][head_dim]).
+template <class T, class TA, class TB, int kK16, int kMT, int kNT>
+__device__ __forceinline__ void gemm_ss_nt(float (&acc)[kMT][kNT][4], const LdsmPtr& pa,
+                                           const LdsmPtr& pb) {
+  gemm_ss<false, false, T, TA, TB, kK16>(acc, pa, pb);
+}
+
+// C[m][n] += sum_k A[k][m] B[k][n]: dV += P^T dO with P stored [query][key] (A = P^T).
+template <class T, class TA, class TB, int kK16, int kMT, int kNT>
+__device__ __forceinline__ void gemm_ss_tn(float (&acc)[kMT][kNT][4], const LdsmPtr& pa,
+                                           const LdsmPtr& pb) {
+  gemm_ss<true, true, T, TA, TB, kK16>(acc, pa, pb);
+}
+
+// C[m][n] += sum_k A[m][k] B[k][n]: dQ = dS K with dS stored [query][key], K [key][head_dim].
+template <class T, class TA, class TB, int kK16, int kMT, int kNT>
+__device__ __forceinline__ void gemm_ss_nn(float (&acc)[kMT][kNT][4], const LdsmPtr& pa,
+                                           const LdsmPtr& pb) {
+  gemm_ss<false, true, T, TA, TB, kK16>(acc, pa, pb);
+}
+
 // acc (kMT x kNT fragments) += A (registers: kMT x kK16 A fragments) * B[k][n], B stored with n
 // contiguous (e.g. V stored [key][head_dim] for O += P V). pb: P1 cursor on B (.trans loads).
 template <class T, class TB, int kMT, int kNT, int kK16>
-__device__ __forceinline__ void gemm_rs_tn(float (&acc)[kMT][kNT][4],
+__device__ __forceinline__ void gemm_rs_nn(float (&acc)[kMT][kNT][4],
                                            const uint32_t (&a)[kMT][kK16][4], const LdsmPtr& pb) {
   static_assert(kNT % 2 == 0, "B fragments are loaded two n-tiles at a time");
 #pragma unroll
@@ -164,56 +201,6 @@ __device__ __forceinline__ void gemm_rs_tn(float (&acc)[kMT][kNT][4],
       for (int mt = 0; mt < kMT; ++mt) {
         mma_16816<T>(acc[mt][2 * np], a[mt][kk], b[0], b[1]);
         mma_16816<T>(acc[mt][2 * np + 1], a[mt][kk], b[2], b[3]);
-      }
-    }
-  }
-}
-
-// acc += A * B with A stored transposed, A[m][k] = sA[k][m] (m contiguous), and B[k][n] = sB[k][n]
-// (n contiguous), k over kK16 * 16 rows of both. pa: P2 cursor on sA, pb: P1 cursor on sB (both
-// .trans loads).
-template <class T, class TA, class TB, int kK16, int kMT, int kNT>
-__device__ __forceinline__ void gemm_ss_tt(float (&acc)[kMT][kNT][4], const LdsmPtr& pa,
-                                           const LdsmPtr& pb) {
-  static_assert(kNT % 2 == 0, "B fragments are loaded two n-tiles at a time");
-#pragma unroll
-  for (int kk = 0; kk < kK16; ++kk) {
-    uint32_t a[kMT][4];
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt) ldsm_x4_trans(a[mt], pa.at<TA>(kk * 16, mt * 16));
-#pragma unroll
-    for (int np = 0; np < kNT / 2; ++np) {
-      uint32_t b[4];
-      ldsm_x4_trans(b, pb.at<TB>(kk * 16, np * 16));
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-        mma_16816<T>(acc[mt][2 * np], a[mt], b[0], b[1]);
-        mma_16816<T>(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
-      }
-    }
-  }
-}
-
-// acc += A * B with A stored plain, A[m][k] = sA[m][k] (k contiguous), and B[k][n] = sB[k][n]
-// (n contiguous): dQ = dS K with dS stored [query][key] and K [key][head_dim]. pa: P1 cursor on
-// sA (plain loads), pb: P1 cursor on sB (.trans loads).
-template <class T, class TA, class TB, int kK16, int kMT, int kNT>
-__device__ __forceinline__ void gemm_ss_nn(float (&acc)[kMT][kNT][4], const LdsmPtr& pa,
-                                           const LdsmPtr& pb) {
-  static_assert(kNT % 2 == 0, "B fragments are loaded two n-tiles at a time");
-#pragma unroll
-  for (int kk = 0; kk < kK16; ++kk) {
-    uint32_t a[kMT][4];
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt) ldsm_x4(a[mt], pa.at<TA>(mt * 16, kk * 16));
-#pragma unroll
-    for (int np = 0; np < kNT / 2; ++np) {
-      uint32_t b[4];
-      ldsm_x4_trans(b, pb.at<TB>(kk * 16, np * 16));
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-        mma_16816<T>(acc[mt][2 * np], a[mt], b[0], b[1]);
-        mma_16816<T>(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
       }
     }
   }
