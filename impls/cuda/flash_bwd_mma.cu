@@ -196,6 +196,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     // Pair `it` is visible to all threads; every warp is done with pair it-1 (its ring stage,
     // which the prefetch overwrites, and P, dS).
     __syncthreads();
+    // Pair it + 1, stepped without divisions.
     int h_next = h, m_next = m0 + BM;
     if (m_next >= p.seq_q) {
       m_next = m_begin * BM;
