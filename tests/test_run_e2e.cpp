@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
@@ -36,6 +38,11 @@ using attnbench::test::CliResult;
 using attnbench::test::run_cli;
 
 std::string config(const char* name) { return (fs::path(source_dir()) / "configs" / name).string(); }
+
+std::string read_file_text(const std::string& p) {
+  std::ifstream f(p);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
 
 class E2E : public ::testing::Test {
  protected:
@@ -141,6 +148,68 @@ TEST_F(E2E, CaseGlobsSelectCases) {
   EXPECT_EQ(labels.size(), 14u);
   for (const auto& l : labels)
     EXPECT_TRUE(l.find("_causal_") != std::string::npos || l.find("_sq512_") != std::string::npos) << l;
+}
+
+// --resume: the rows of an earlier file that have a verdict and a time are kept as they are
+// (byte for byte in the JSON), the others run; the context says so.
+TEST_F(E2E, ResumeKeepsFinishedRowsAndRunsTheRest) {
+  const std::string part = path("part.json"), full = path("full.json");
+  CliResult r = run_cli("run " + config("smoke.json") + " --impl 'cpu.*' --case '*_f32' --quiet --out " + part);
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run_cli("run " + config("smoke.json") + " --impl 'cpu.*' --resume " + part + " --out " + full);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("[kept from " + part + "]"), std::string::npos) << r.output;
+  const nlohmann::json a = read_results_json(part), b = read_results_json(full);
+  std::map<std::string, nlohmann::json> before;
+  std::size_t finished = 0;
+  for (const auto& row : a["rows"]) {
+    before[row["nvtx"].get<std::string>()] = row;
+    if (row["status"] != "skip") ++finished;
+  }
+  ASSERT_GT(finished, 0u);
+  std::size_t kept = 0, cases = 0;
+  std::set<std::string> labels;
+  for (const auto& row : b["rows"]) {
+    labels.insert(row["case"].get<std::string>());
+    auto it = before.find(row["nvtx"].get<std::string>());
+    if (it != before.end() && row["status"] != "skip") {
+      EXPECT_EQ(row, it->second) << "a kept row changed: " << row["nvtx"];
+      ++kept;
+    }
+  }
+  cases = labels.size();
+  EXPECT_EQ(kept, finished);
+  EXPECT_EQ(b["context"]["rows_kept_from_resume"].get<std::size_t>(), finished);
+  EXPECT_EQ(b["context"]["resumed_from"].get<std::string>(), part);
+  EXPECT_TRUE(b["complete"].get<bool>());
+  EXPECT_EQ(cases, 9u);  // smoke: 3 dtypes x 3 shapes; the part had the 3 f32 ones
+  EXPECT_EQ(b["rows"].size(), 3 * a["rows"].size());
+}
+
+// Refused with exit 2 and nothing written: another config, another mode, another build (the file
+// resumed in place stays as it was), a file that is not a results file.
+TEST_F(E2E, ResumeRefusesAnotherConfigModeOrBuild) {
+  const std::string part = path("part.json"), out = path("out.json");
+  const std::string base = "run " + config("smoke.json") + " --impl cpu.flash_1pass --pass fwd --case '*_f32' --quiet";
+  ASSERT_EQ(run_cli(base + " --out " + part).code, 0);
+  const std::string original = read_file_text(part);
+
+  CliResult r = run_cli(base + " --seed 7 --resume " + part + " --out " + out);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--resume = " + part + ": written by another config"), std::string::npos) << r.output;
+  r = run_cli(base + " --profile --resume " + part + " --out " + out);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("without --profile"), std::string::npos) << r.output;
+  ::setenv("ATTNBENCH_GIT_REVISION", "0000000000000000000000000000000000000000", 1);
+  r = run_cli(base + " --resume " + part);  // in place
+  ::unsetenv("ATTNBENCH_GIT_REVISION");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("this build is '0000000000000000000000000000000000000000'"), std::string::npos) << r.output;
+  EXPECT_EQ(read_file_text(part), original) << "a refused resume rewrote the file";
+  std::ofstream(path("other.json")) << R"({"schema": "something else"})";
+  r = run_cli(base + " --resume " + path("other.json") + " --out " + out);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_FALSE(fs::exists(out));
 }
 
 TEST_F(E2E, AdHocProblemAndDump) {

@@ -119,6 +119,7 @@ struct RunArgs {
   std::string seed;
   bool hot = false, profile = false, quiet = false;
   std::string dump;
+  std::string resume;
   std::map<std::string, std::string> problem;  // flag -> value text
   bool causal = false;
   std::map<std::string, CLI::Option*> problem_opts;
@@ -322,8 +323,33 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
   }
 
   RunOptions ro;
+  if (!a.resume.empty()) {
+    // The same config (after the overrides; --case may differ) and the same mode, or nothing runs.
+    try {
+      ro.resume = read_results_json(a.resume);
+    } catch (const std::exception& e) {
+      err << "attnbench run: --resume = " << a.resume << ": " << e.what() << "\n";
+      return kBadInput;
+    }
+    const nlohmann::json& ctx = ro.resume["context"];
+    const std::string hash = ctx.is_object() ? ctx.value("config_hash", "") : "";
+    if (hash != cfg.hash()) {
+      err << "attnbench run: --resume = " << a.resume << ": written by another config (config_hash '" << hash
+          << "', this run's '" << cfg.hash() << "'): resume with the same config and overrides\n";
+      return kBadInput;
+    }
+    const bool old_profile = ctx.is_object() && ctx.value("profile", false);
+    if (old_profile != a.profile) {
+      err << "attnbench run: --resume = " << a.resume << ": written " << (old_profile ? "with" : "without")
+          << " --profile, this run is " << (a.profile ? "with" : "without") << " it\n";
+      return kBadInput;
+    }
+    ro.resume_path = a.resume;
+  }
   ro.config_path = config_path;
-  ro.out_path = a.out.empty() ? "results/local/" + cfg.name + "-" + file_date_utc() + ".json" : a.out;
+  ro.out_path = !a.out.empty()      ? a.out
+                : !a.resume.empty() ? a.resume
+                                    : "results/local/" + cfg.name + "-" + file_date_utc() + ".json";
   ro.profile = a.profile;
   ro.quiet = a.quiet;
   ro.dump_dir = a.dump;
@@ -419,6 +445,10 @@ Exit codes: 0 all rows pass or skip, 1 a row failed, 2 bad input, 130 interrupte
   ra.seed_opt = run->add_option("--seed", ra.seed, "Seed of the inputs (replaces the config's)")->type_name("N");
   run->add_flag("--hot", ra.hot, "Do not flush the caches between timed calls");
   run->add_flag("--profile", ra.profile, "One validation call per row, no timing loop (for ncu / nsys)");
+  run->add_option("--resume", ra.resume,
+                  "Continue an earlier (e.g. interrupted) results file of the same config: its rows with a "
+                  "verdict and a time are kept, the rest run. Writes to --out, default FILE itself")
+      ->type_name("FILE");
   run->add_option("--dump", ra.dump, "Write each verified case's tensors as .npy files under DIR")->type_name("DIR");
   run->add_flag("--quiet,-q", ra.quiet, "No progress lines and no Google Benchmark output; just the table");
   for (const ProblemFlag& f : problem_flags()) {

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <iomanip>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -342,6 +343,9 @@ class Runner {
   std::size_t done_ = 0;
   bool dump_failed_ = false;
   bool cuda_present_ = false;  // asked once: the CUDA runtime's device query is not free
+  // --resume: the earlier file's rows to keep, by call name (impl, options, case, pass).
+  std::map<std::string, const nlohmann::json*> kept_;
+  std::size_t reused_ = 0;
 
   void build_plan();
   void run_case(std::size_t first, std::size_t last);
@@ -350,6 +354,8 @@ class Runner {
   void save(bool final_write);
   void progress(const PlannedRow& pr, const RowResult& r);
   void dump(const PlannedRow& pr, CaseState& cs, const Outputs& outs);
+  void index_resumed_rows();
+  RowResult kept_row(const PlannedRow& pr, const nlohmann::json& j) const;
 
   RowResult blank_row(const PlannedRow& pr) const {
     RowResult r;
@@ -413,6 +419,7 @@ void Runner::progress(const PlannedRow& pr, const RowResult& r) {
   err_ << "[" << done_ << "/" << plan_.size() << "] " << pr.impl->name();
   for (const auto& [k, v] : *pr.params) err_ << " " << k << "=" << v;
   err_ << " " << r.case_label << " " << to_string(pr.pass) << " ... " << to_string(r.status);
+  if (kept_.count(pr.name)) err_ << " [kept from " << opts_.resume_path << "]";
   if (!r.reason.empty()) {
     std::string why = r.reason;
     if (why.size() > 160) why = why.substr(0, 157) + "...";
@@ -555,12 +562,85 @@ RowResult Runner::run_row(const PlannedRow& pr, CaseState& cs) {
   return r;
 }
 
+void Runner::index_resumed_rows() {
+  if (!opts_.resume.is_object() || !opts_.resume.contains("rows") || !opts_.resume["rows"].is_array()) return;
+  for (const nlohmann::json& row : opts_.resume["rows"]) {
+    if (!row.is_object() || !row.contains("nvtx") || !row["nvtx"].is_string()) continue;
+    const std::string status = row.value("status", "");
+    const bool timed = row.contains("time") && row["time"].is_object() && row["time"].contains("median_ms") &&
+                       row["time"]["median_ms"].is_number();
+    if (status == "fail" || (status == "pass" && (opts_.profile || timed))) kept_[row["nvtx"].get<std::string>()] = &row;
+  }
+}
+
+// A row of the resumed file, read back into the plan's row (its case, implementation, options
+// and pass are the plan's: the call name matched).
+RowResult Runner::kept_row(const PlannedRow& pr, const nlohmann::json& j) const {
+  const auto number = [](const nlohmann::json& o, const char* k) {
+    return o.contains(k) && o[k].is_number() ? o[k].get<double>() : std::numeric_limits<double>::quiet_NaN();
+  };
+  RowResult r = blank_row(pr);
+  r.status = j.value("status", "") == "pass" ? Status::pass : Status::fail;
+  r.reason = j.value("reason", "");
+  if (j.contains("verify") && j["verify"].is_object()) {
+    const nlohmann::json& v = j["verify"];
+    r.verified = true;
+    const std::string mode = v.value("mode", "off");
+    r.verify_mode = mode == "full" ? VerifyMode::full : mode == "sampled" ? VerifyMode::sampled : VerifyMode::off;
+    r.baseline = v.value("baseline", "");
+    if (v.contains("outputs") && v["outputs"].is_array()) {
+      for (const nlohmann::json& o : v["outputs"]) {
+        OutputReport rep;
+        rep.name = o.value("name", "");
+        rep.checked = o.value("checked", std::int64_t{0});
+        rep.nonfinite = o.value("nonfinite", std::int64_t{0});
+        rep.max_abs = number(o, "max_abs");
+        rep.rel_l2 = number(o, "rel_l2");
+        rep.naive_max_abs = number(o, "naive_max_abs");
+        rep.atol = number(o, "atol");
+        rep.bound = number(o, "bound");
+        rep.ratio = number(o, "ratio");
+        rep.ok = o.value("ok", false);
+        rep.why = o.value("why", "");
+        r.outputs.push_back(std::move(rep));
+      }
+    }
+  }
+  if (j.contains("time") && j["time"].is_object()) {
+    const nlohmann::json& t = j["time"];
+    TimeResult tr;
+    tr.median_ms = number(t, "median_ms");
+    tr.min_ms = number(t, "min_ms");
+    tr.mean_ms = number(t, "mean_ms");
+    tr.cv = number(t, "cv");
+    tr.repetitions = t.value("repetitions", 1);
+    tr.iterations = t.value("iterations", std::int64_t{0});
+    tr.hot = t.value("hot", false);
+    r.time = tr;
+  }
+  if (j.contains("memory") && j["memory"].is_object()) {
+    const nlohmann::json& m = j["memory"];
+    MemoryResult mr;
+    mr.io_bytes = m.value("io_bytes", std::int64_t{0});
+    mr.workspace_bytes = m.value("workspace_bytes", std::int64_t{0});
+    if (m.contains("peak_bytes") && m["peak_bytes"].is_number()) mr.peak_bytes = m["peak_bytes"].get<std::int64_t>();
+    mr.peak_method = m.value("peak_method", "");
+    r.memory = mr;
+  }
+  return r;
+}
+
 void Runner::run_case(std::size_t first, std::size_t last) {
   const PlannedRow& head = plan_[first];
   const Problem& p = *head.problem;
   std::vector<std::string> reasons(last - first);
+  std::vector<const nlohmann::json*> kept(last - first, nullptr);
   bool need_fwd = false, need_bwd = false, any = false;
   for (std::size_t i = first; i < last; ++i) {
+    if (auto it = kept_.find(plan_[i].name); it != kept_.end()) {
+      kept[i - first] = it->second;  // no inputs or reference needed for it
+      continue;
+    }
     reasons[i - first] = skip_reason(plan_[i]);
     if (!reasons[i - first].empty()) continue;
     any = true;
@@ -584,6 +664,13 @@ void Runner::run_case(std::size_t first, std::size_t last) {
     if (g_interrupted) return;
     const PlannedRow& pr = plan_[i];
     RowResult r;
+    if (const nlohmann::json* j = kept[i - first]) {
+      r = kept_row(pr, *j);
+      ++reused_;
+      progress(pr, r);
+      results_.rows.push_back(std::move(r));
+      continue;
+    }
     // Re-checked: a sticky CUDA error in this case disables the case's later CUDA rows.
     if (std::string why = reasons[i - first].empty() ? skip_reason(pr) : reasons[i - first]; !why.empty()) {
       r = blank_row(pr);
@@ -808,6 +895,18 @@ int Runner::run() {
   ctx["profile"] = opts_.profile;
   ctx["rows_planned"] = plan_.size();
   ctx["multi_gpu"] = "CUDA rows run on device 0 only";
+  if (!opts_.resume_path.empty()) {
+    // Rows of another build would mix two binaries' numbers under one revision.
+    const nlohmann::json& old_ctx = opts_.resume["context"];
+    const std::string old_rev = old_ctx.is_object() ? old_ctx.value("git_revision", "") : "";
+    const std::string rev = ctx.value("git_revision", "");
+    if (old_rev != rev) {
+      throw std::runtime_error("--resume = " + opts_.resume_path + ": written by git revision '" + old_rev +
+                               "', this build is '" + rev + "': rerun instead of mixing two builds' rows");
+    }
+    index_resumed_rows();
+    ctx["resumed_from"] = opts_.resume_path;
+  }
   // Fails here (before any work) when the results file cannot be written.
   save(false);
 
@@ -827,6 +926,7 @@ int Runner::run() {
     first = last;
   }
   time_rows();
+  if (!opts_.resume_path.empty()) ctx["rows_kept_from_resume"] = reused_;
   ctx["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (g_interrupted) {
     results_.complete = false;

@@ -10,11 +10,15 @@
 // events on the case's stream and an L2 flush before each call unless hot; CPU: wall clock);
 // a reporter collects the statistics, which are merged into the rows.
 // The results file is rewritten atomically after each case (complete=false) and at the end.
+// --resume: the rows of an earlier run of the same config that have a verdict (and, unless
+// profiling, a time) are kept as they are, and only the others run.
 #pragma once
 
 #include <iosfwd>
 #include <set>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "attnbench/config.hpp"
 #include "attnbench/results.hpp"
@@ -31,6 +35,11 @@ struct RunOptions {
   // --benchmark_* flags given on the command line (names without dashes, e.g.
   // "benchmark_repetitions"): they win over the config's timing settings.
   std::set<std::string> benchmark_flags;
+  // --resume: an earlier results file of the same config (checked by run_config's caller: same
+  // config_hash and profile mode). Its FAIL rows and its PASS rows with a time (any PASS row when
+  // profiling) are kept; the others (SKIP, untimed, missing) run. Null when not resuming.
+  std::string resume_path;
+  nlohmann::json resume;
 };
 
 // Reason of the SKIP rows of CUDA implementations on a machine without a usable GPU.
