@@ -897,8 +897,10 @@ int Runner::run() {
   ctx["multi_gpu"] = "CUDA rows run on device 0 only";
   if (!opts_.resume_path.empty()) {
     // Rows of another build would mix two binaries' numbers under one revision.
-    const nlohmann::json& old_ctx = opts_.resume["context"];
-    const std::string old_rev = old_ctx.is_object() ? old_ctx.value("git_revision", "") : "";
+    const nlohmann::json& r = opts_.resume;
+    const std::string old_rev = r.is_object() && r.contains("context") && r["context"].is_object()
+                                    ? r["context"].value("git_revision", "")
+                                    : "";
     const std::string rev = ctx.value("git_revision", "");
     if (old_rev != rev) {
       throw std::runtime_error("--resume = " + opts_.resume_path + ": written by git revision '" + old_rev +
