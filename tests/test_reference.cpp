@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "attnbench/reference.hpp"
+#include "test_util.hpp"
 
 namespace attnbench {
 namespace {
@@ -33,17 +34,9 @@ Vec random_vec(std::int64_t n, std::uint64_t seed, double lo = -1, double hi = 1
   return x;
 }
 
+// test::make_problem for float32 problems, with the scale as the optional last argument.
 Problem make(int batch, int hq, int hkv, int sq, int skv, int d, bool causal, double scale = 0) {
-  Problem p;
-  p.batch = batch;
-  p.heads_q = hq;
-  p.heads_kv = hkv;
-  p.seq_q = sq;
-  p.seq_kv = skv;
-  p.head_dim = d;
-  p.causal = causal;
-  p.scale = scale;
-  return p;
+  return test::make_problem(batch, hq, hkv, sq, skv, d, causal, DType::f32, scale);
 }
 
 struct Case {
