@@ -30,7 +30,6 @@
 // registers per thread); any seq >= 1; rows whose LSE is -inf (no visible key) get dQ = 0.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -114,7 +113,7 @@ __global__ void __launch_bounds__(256) bwd_preprocess_kernel(const BwdParams p) 
 // (query head, query tile) pair: S = Q K^T and dP = dO V^T in kSdpRows x kSdpCols warp tiles,
 // P = exp2(S scale log2e - LSE log2e), dS = P (dP - D); P and dS to shared memory ([query][key]);
 // then dQ = dS K (float32 atomics), dV += P^T dO, dK += dS^T Q, with dK, dV in registers.
-template <class T, class Cfg, int kVariant>
+template <class T, class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     flash_bwd_main_kernel(const BwdParams p) {
   constexpr int D = Cfg::kHeadDim, BN = Cfg::kBlockN, BM = Cfg::kBlockM;
@@ -183,8 +182,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   const LdsmPtr pq_b = ldsm_p1(QTile{q_base}, 0, kd * Cfg::kDkvCols, lane);  // B[k = query][n = d]
   const LdsmPtr pds_a = ldsm_p1(sdS, qm * Cfg::kDqRows, 0, lane);  // A: dS[query][key]
   const LdsmPtr pk_t = ldsm_p1(sK, 0, qd * Cfg::kDqCols, lane);    // B[k = key][n = d]
-  // stmatrix cursor on this warp's S tile of P (dS: + kBytes); P1 pattern, as for A loads.
-  const LdsmPtr ps_st = ldsm_p1(sP, sm * Cfg::kSdpRows, sn * Cfg::kSdpCols, lane);
 
   float dk_acc[kKM][kKN][4], dv_acc[kKM][kKN][4];
   zero(dk_acc);
@@ -215,7 +212,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
 
     const bool need_mask =
         keys_valid < BN || m0 + BM > p.seq_q || (p.causal && m0 + p.causal_offset < n0 + BN - 1);
-    if constexpr (kVariant == 0 || kVariant == 3) {
     // S = Q K^T and dP = dO V^T for this warp's tile.
     float s[kSM][kSN][4], dp[kSM][kSN][4];
     zero(s);
@@ -257,79 +253,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
         g[2] = p23.x * (g[2] - d1);
         g[3] = p23.y * (g[3] - d1);
       }
-      if constexpr (kVariant == 3) {  // EXPERIMENT: this order, stmatrix stores
-        uint32_t pk[1][kSN / 2][4];
-        c_to_a<T>(reinterpret_cast<const float(&)[1][kSN][4]>(s[mt]), pk);
-        store_frags<true, PTile>(sP, LdsmPtr(ps_st, 16 * mt * PTile::kRowBytes),
-                                 sm * Cfg::kSdpRows + 16 * mt, sn * Cfg::kSdpCols, pk, lane);
-        c_to_a<T>(reinterpret_cast<const float(&)[1][kSN][4]>(dp[mt]), pk);
-        store_frags<true, PTile>(sdS, LdsmPtr(ps_st, PTile::kBytes + 16 * mt * PTile::kRowBytes),
-                                 sm * Cfg::kSdpRows + 16 * mt, sn * Cfg::kSdpCols, pk, lane);
-      } else {
-        store_c<T, kSN>(sP, sm * Cfg::kSdpRows + 16 * mt, sn * Cfg::kSdpCols, s[mt], lane);
-        store_c<T, kSN>(sdS, sm * Cfg::kSdpRows + 16 * mt, sn * Cfg::kSdpCols, dp[mt], lane);
-      }
-    }
-    } else {
-      // EXPERIMENT variants 1, 2 (FlashAttention-2's order): S, then P stored to shared memory
-      // before dP = dO V^T, so that the stores drain under its products; then dS = P (dP - D).
-      float s[kSM][kSN][4];
-      zero(s);
-      gemm_ss_nt<T, QTile, KTile, D / 16>(s, LdsmPtr(pq_a, qs), pk_b);
-#pragma unroll
-      for (int mt = 0; mt < kSM; ++mt) {
-        const int r0 = srow + 16 * mt;
-        const float l0 = lse_to_log2(ld_shared_f32(ls + 4 * r0));
-        const float l1 = lse_to_log2(ld_shared_f32(ls + 4 * (r0 + 8)));
-#pragma unroll
-        for (int nt = 0; nt < kSN; ++nt) {
-          float* c = s[mt][nt];
-          c[0] = exp2_approx(fmaf(c[0], sl2, -l0));
-          c[1] = exp2_approx(fmaf(c[1], sl2, -l0));
-          c[2] = exp2_approx(fmaf(c[2], sl2, -l1));
-          c[3] = exp2_approx(fmaf(c[3], sl2, -l1));
-          if (need_mask) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int key = skey + nt * 8 + (e & 1);
-              const int query = m0 + r0 + (e >= 2 ? 8 : 0);
-              if (key >= p.seq_kv || query >= p.seq_q ||
-                  (p.causal && key > query + p.causal_offset))
-                c[e] = 0.f;
-            }
-          }
-        }
-      }
-      {
-        uint32_t pk[kSM][kSN / 2][4];  // P rounded to T, in c_to_a's A-fragment order
-        c_to_a<T>(s, pk);
-        store_frags<kVariant == 2, PTile>(sP, ps_st, sm * Cfg::kSdpRows, sn * Cfg::kSdpCols, pk,
-                                          lane);
-      }
-      float dp[kSM][kSN][4];
-      zero(dp);
-      gemm_ss_nt<T, QTile, KTile, D / 16>(dp, LdsmPtr(pq_a, qs + kDoOff),
-                                          LdsmPtr(pk_b, KTile::kBytes));
-#pragma unroll
-      for (int mt = 0; mt < kSM; ++mt) {
-        const int r0 = srow + 16 * mt;
-        const float d0 = ld_shared_f32(ds + 4 * r0), d1 = ld_shared_f32(ds + 4 * (r0 + 8));
-#pragma unroll
-        for (int nt = 0; nt < kSN; ++nt) {
-          // dS = P (dP - D) with P rounded to the dtype, as stored.
-          const float2 p01 = Elem<T>::unpack2(Elem<T>::pack2(s[mt][nt][0], s[mt][nt][1]));
-          const float2 p23 = Elem<T>::unpack2(Elem<T>::pack2(s[mt][nt][2], s[mt][nt][3]));
-          float* g = dp[mt][nt];
-          g[0] = p01.x * (g[0] - d0);
-          g[1] = p01.y * (g[1] - d0);
-          g[2] = p23.x * (g[2] - d1);
-          g[3] = p23.y * (g[3] - d1);
-        }
-      }
-      uint32_t dsk[kSM][kSN / 2][4];
-      c_to_a<T>(dp, dsk);
-      store_frags<kVariant == 2, PTile>(sdS, LdsmPtr(ps_st, PTile::kBytes), sm * Cfg::kSdpRows,
-                                        sn * Cfg::kSdpCols, dsk, lane);
+      store_c<T, kSN>(sP, sm * Cfg::kSdpRows + 16 * mt, sn * Cfg::kSdpCols, s[mt], lane);
+      store_c<T, kSN>(sdS, sm * Cfg::kSdpRows + 16 * mt, sn * Cfg::kSdpCols, dp[mt], lane);
     }
     __syncthreads();  // P and dS of the whole block are in shared memory
 
@@ -554,12 +479,6 @@ bool deterministic(const Options& o) {
   return it != o.end() && it->second != 0;
 }
 
-int bwd_variant(int d) {
-  const char* v = std::getenv(d == 64 ? "ATTNBENCH_BWD_VARIANT_D64" : "ATTNBENCH_BWD_VARIANT_D128");
-  if (v == nullptr) v = std::getenv("ATTNBENCH_BWD_VARIANT");
-  return v == nullptr ? 0 : std::atoi(v);
-}
-
 template <class T, int D>
 void run_bwd(const BwdParams& p, bool det, void* stream) {
   using Tr = BwdTraits<D>;
@@ -569,23 +488,7 @@ void run_bwd(const BwdParams& p, bool det, void* stream) {
          dim3(256), 0, stream, p);
   using Main = typename Tr::Main;
   const dim3 grid((p.seq_kv + Main::kBlockN - 1) / Main::kBlockN, p.heads_kv, p.batch);
-  // EXPERIMENT (session 4): ATTNBENCH_BWD_VARIANT = 0 (kept kernel), 1 (FlashAttention-2 order:
-  // P stored before dP), 2 (1 + stmatrix stores of P and dS), 3 (0 + stmatrix stores), for an A/B
-  // on the H200. ATTNBENCH_BWD_VARIANT_D64 / _D128 override it per head_dim.
-  const int variant = bwd_variant(D);
-  if (variant == 1) {
-    launch(flash_bwd_main_kernel<T, Main, 1>, grid, dim3(Main::kThreads), Main::kSmemBytes, stream,
-           p);
-  } else if (variant == 2) {
-    launch(flash_bwd_main_kernel<T, Main, 2>, grid, dim3(Main::kThreads), Main::kSmemBytes, stream,
-           p);
-  } else if (variant == 3) {
-    launch(flash_bwd_main_kernel<T, Main, 3>, grid, dim3(Main::kThreads), Main::kSmemBytes, stream,
-           p);
-  } else {
-    launch(flash_bwd_main_kernel<T, Main, 0>, grid, dim3(Main::kThreads), Main::kSmemBytes, stream,
-           p);
-  }
+  launch(flash_bwd_main_kernel<T, Main>, grid, dim3(Main::kThreads), Main::kSmemBytes, stream, p);
   if (det) {
     using Dq = typename Tr::Dq;
     const dim3 grid_dq((p.seq_q + Dq::kDqBlockM - 1) / Dq::kDqBlockM, p.heads_q, p.batch);
@@ -663,10 +566,7 @@ class FlashBwdMma final : public attnbench::Implementation {
     dispatch_dtype_head_dim<64, 128>(p, "cuda.flash_bwd_mma", [&](auto tag, auto d) {
       using T = typename decltype(tag)::type;
       using Tr = BwdTraits<decltype(d)::value>;
-      set_dynamic_smem(flash_bwd_main_kernel<T, typename Tr::Main, 0>, Tr::Main::kSmemBytes);
-      set_dynamic_smem(flash_bwd_main_kernel<T, typename Tr::Main, 1>, Tr::Main::kSmemBytes);
-      set_dynamic_smem(flash_bwd_main_kernel<T, typename Tr::Main, 2>, Tr::Main::kSmemBytes);
-      set_dynamic_smem(flash_bwd_main_kernel<T, typename Tr::Main, 3>, Tr::Main::kSmemBytes);
+      set_dynamic_smem(flash_bwd_main_kernel<T, typename Tr::Main>, Tr::Main::kSmemBytes);
       set_dynamic_smem(flash_bwd_dq_kernel<T, typename Tr::Dq>, Tr::Dq::kDqSmemBytes);
     });
   }

@@ -1,5 +1,5 @@
 // Device-side primitives of the mma.sync attention kernels: element types, cp.async, ldmatrix,
-// stmatrix, mma.m16n8k16, shared-memory loads/stores by 32-bit address, warp reductions, ex2.
+// mma.m16n8k16, shared-memory loads/stores by 32-bit address, warp reductions, ex2.
 //
 // Everything a kernel does beyond integer/float arithmetic and global loads/stores goes through
 // this header, so a kernel's data flow can be read (and checked) in terms of these few calls.
@@ -140,24 +140,6 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
-}
-
-// The inverse of ldsm_x4: lanes 8i..8i+7 give the row addresses of 8x8 matrix i, and lane l's
-// register i is stored to row l/4, columns 2(l%4), 2(l%4)+1 of matrix i. stmatrix on sm_90; before
-// that, each lane fetches its row address with a shuffle and stores its 4 bytes itself.
-__device__ __forceinline__ void stsm_x4(uint32_t addr, const uint32_t (&r)[4]) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n"
-               ::"r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
-               : "memory");
-#else
-  const int lane = static_cast<int>(threadIdx.x) & 31;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t row = __shfl_sync(0xffffffffu, addr, 8 * i + (lane >> 2));
-    st_shared_b32(row + 4 * (lane & 3), r[i]);
-  }
-#endif
 }
 
 // d += A(16x16) * B(16x8), float accumulators.

@@ -246,28 +246,6 @@ __device__ __forceinline__ void store_c(Tile tile, int row0, int col0, const flo
   }
 }
 
-// Writes packed 16-bit fragments (kMT x kK2 blocks of 16 x 16, in c_to_a's A-fragment order) of a
-// warp tile whose origin is (row0, col0) into `tile`. kStsm: one stmatrix per block through `p`, a
-// P1 cursor at (row0, col0); otherwise four 32-bit stores per block.
-template <bool kStsm, class Tile, int kMT, int kK2>
-__device__ __forceinline__ void store_frags(Tile tile, const LdsmPtr& p, int row0, int col0,
-                                            const uint32_t (&a)[kMT][kK2][4], int lane) {
-#pragma unroll
-  for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-    for (int kk = 0; kk < kK2; ++kk) {
-      if constexpr (kStsm) {
-        stsm_x4(p.at<Tile>(16 * mt, 16 * kk), a[mt][kk]);
-      } else {
-        const int r = row0 + 16 * mt + (lane >> 2), c = col0 + 16 * kk + 2 * (lane & 3);
-        st_shared_b32(tile.addr(r, c), a[mt][kk][0]);
-        st_shared_b32(tile.addr(r + 8, c), a[mt][kk][1]);
-        st_shared_b32(tile.addr(r, c + 8), a[mt][kk][2]);
-        st_shared_b32(tile.addr(r + 8, c + 8), a[mt][kk][3]);
-      }
-    }
-}
-
 // One warp copies rows [row0, row0 + kRows) of a tile to global rows g + i * stride (i < valid
 // rows), 16 bytes per lane and instruction.
 template <int kRows, class Tile, class T>

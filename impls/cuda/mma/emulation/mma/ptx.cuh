@@ -321,19 +321,6 @@ inline void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
   emu::exchange_out();
 }
 
-inline void stsm_x4(uint32_t addr, const uint32_t (&r)[4]) {
-  emu::exchange_in(&addr, 4);
-  const int l = emu::lane();
-  for (int i = 0; i < 4; ++i) {
-    uint32_t row;
-    std::memcpy(&row, emu::slot(8 * i + (l >> 2)), 4);
-    if (row % 16) EMU_FAIL("stmatrix row address not 16-byte aligned");
-    emu::check_smem(row, 16, 16);
-    std::memcpy(&emu::smem[row + 4 * (l & 3)], &r[i], 4);
-  }
-  emu::exchange_out();
-}
-
 template <class T>
 inline void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   uint32_t in[6] = {a[0], a[1], a[2], a[3], b0, b1};
