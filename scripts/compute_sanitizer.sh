@@ -12,8 +12,11 @@
 # <tool>.results.json (the run's rows: a tool stopped by the time limit still leaves the rows it
 # finished, complete=false), and summary.md (one line per tool).
 # Env: TOOLS (default "memcheck racecheck synccheck initcheck"), TOOL_TIMEOUT_S (per tool, default
-# 300: a tool cut short says so in the summary, with the rows it covered), CONFIG, EXTRA (more
-# attnbench flags, e.g. "--impl cuda.flash_fwd*"), COMPUTE_SANITIZER (the binary).
+# 300: a tool cut short says so in the summary, with the rows it covered), CONFIG, IMPLS (glob
+# patterns, space-separated: only the implementations they match, e.g. "cuda.flash_*_mma"; default
+# all), EXTRA (more attnbench flags, e.g. "--case '*_d64_*'"; an --impl there adds to the list
+# instead of narrowing it: use IMPLS), COMPUTE_SANITIZER (the binary). ATTNBENCH_GIT_REVISION, when
+# set, is the revision the summary names (a copied tree's .git may be stale).
 # Exit code: 0 when every tool finished with no error, 1 otherwise.
 # Expected size on an H200: 1380 planned rows, most of them SKIP (dtype or head_dim outside an
 # implementation's capabilities); memcheck and synccheck take a minute or two, racecheck the most.
@@ -68,15 +71,32 @@ EOF
   echo "# compute-sanitizer on $(basename "$config")"
   echo
   echo "$(date -u +%Y-%m-%dT%H:%M:%SZ), $("$cs" --version | tail -1), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
-  echo "attnbench: $exe ($(git -C "$root" rev-parse --short HEAD 2>/dev/null)); per-tool limit ${limit} s"
+  echo "attnbench: $exe (${ATTNBENCH_GIT_REVISION:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null)}); per-tool limit ${limit} s${IMPLS:+; IMPLS: $IMPLS}"
   echo
   echo "| run | errors | exit | wall s | rows |"
   echo "|---|---|---|---|---|"
 } >"$out/summary.md"
 
 # attnbench's own CUDA implementations, and the third-party ones (cuDNN).
-mapfile -t own < <("$exe" list | awk '$1 ~ /^cuda\./ && $1 != "cuda.cudnn_sdpa" {print $1}')
+# IMPLS: keep only the names that match one of its globs.
+selected() {
+  [[ -z "${IMPLS:-}" ]] && return 0
+  local g pats
+  read -r -a pats <<<"$IMPLS"  # no pathname expansion of the globs
+  for g in "${pats[@]}"; do
+    # shellcheck disable=SC2053  # $g is a glob on purpose
+    [[ "$1" == $g ]] && return 0
+  done
+  return 1
+}
+mapfile -t own < <("$exe" list | awk '$1 ~ /^cuda\./ && $1 != "cuda.cudnn_sdpa" {print $1}' |
+  while read -r i; do selected "$i" && echo "$i"; done)
 has_cudnn=$("$exe" list | awk '$1 == "cuda.cudnn_sdpa" {print "yes"}')
+selected cuda.cudnn_sdpa || has_cudnn=""
+if [[ ${#own[@]} -eq 0 && -z "$has_cudnn" ]]; then
+  echo "IMPLS='${IMPLS:-}' matches no CUDA implementation of $exe" >&2
+  exit 2
+fi
 own_args=()
 for i in "${own[@]}"; do own_args+=(--impl "$i"); done
 echo "own implementations: ${own[*]}"
@@ -120,9 +140,11 @@ run_tool() {
   echo "   $name: rc $rc, ${wall} s, ${summary:-no summary}$note"
 }
 
-for tool in $tools; do
-  run_tool "$tool" "$tool" "${own_args[@]}"
-done
+if [[ ${#own[@]} -gt 0 ]]; then  # (without --impl the run would take the config's whole list)
+  for tool in $tools; do
+    run_tool "$tool" "$tool" "${own_args[@]}"
+  done
+fi
 if [[ "$has_cudnn" == yes ]]; then
   for tool in $third_tools; do
     [[ " $tools " == *" $tool "* ]] && run_tool "cudnn-$tool" "$tool" --impl cuda.cudnn_sdpa

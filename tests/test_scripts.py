@@ -2,7 +2,9 @@
 """Tests of the Python tools in scripts/: ncu_hbm.py (parse ncu's CSV, merge HBM bytes),
 recover_timings.py (console-log times), paper_tables.py (Figure 2 table). No GPU, no ncu:
 tests/data/ncu_raw_probe.csv is ncu's raw page from an H200 run (columns trimmed to the ones read).
-torch_sdpa.py's git revision (no torch needed). Run by CTest as test_scripts; also
+torch_sdpa.py's git revision (no torch needed). compute_sanitizer.sh's choice of implementations,
+with a stand-in for compute-sanitizer and the build's attnbench (ATTNBENCH_BUILD_DIR, set by CTest;
+skipped without it or without CUDA implementations). Run by CTest as test_scripts; also
 `python3 tests/test_scripts.py`."""
 import json
 import os
@@ -171,6 +173,73 @@ class TorchPeerRevision(unittest.TestCase):
         rev, _, source = torch_sdpa.git_info()
         self.assertIn(source, ("git", "none"))
         self.assertTrue(rev == "unknown" or len(rev) == 40, rev)
+
+
+BUILD = os.environ.get("ATTNBENCH_BUILD_DIR", "")
+EXE = os.path.join(BUILD, "attnbench") if BUILD else ""
+
+
+def has_cuda_impls():
+    if not EXE or not os.access(EXE, os.X_OK):
+        return False
+    out = subprocess.run([EXE, "list"], stdout=subprocess.PIPE, text=True).stdout
+    return any(line.startswith("cuda.flash_bwd_mma") for line in out.splitlines())
+
+
+@unittest.skipUnless(has_cuda_impls(), "needs ATTNBENCH_BUILD_DIR with a CUDA build of attnbench")
+class ComputeSanitizerScript(unittest.TestCase):
+    """The tool is a stand-in that runs the program it is given (no GPU here: every row is SKIP,
+    so the script exits 1 with "no row ran"); the test reads which implementations each run had."""
+
+    def sanitize(self, tmp, impls):
+        fake = os.path.join(tmp, "fake-cs")
+        write(fake, "#!/usr/bin/env bash\n"
+                    "[ \"$1\" = --version ] && { echo 'fake compute-sanitizer'; exit 0; }\n"
+                    "while [ \"${1#--}\" != \"$1\" ]; do shift 2; done\n"
+                    "exec \"$@\"\n")
+        os.chmod(fake, 0o755)
+        cfg = os.path.join(tmp, "tiny.json")
+        write(cfg, json.dumps({"name": "tiny", "implementations": ["cuda.*"], "passes": ["fwd", "bwd"],
+                               "problem": {"seq": 17, "head_dim": 64, "dtype": "bf16"}}))
+        out = os.path.join(tmp, "out")
+        env = dict(os.environ, COMPUTE_SANITIZER=fake, CONFIG=cfg, TOOLS="memcheck",
+                   ATTNBENCH_GIT_REVISION="abc1234")
+        if impls is not None:
+            env["IMPLS"] = impls
+        else:
+            env.pop("IMPLS", None)
+        p = subprocess.run(["bash", os.path.join(ROOT, "scripts", "compute_sanitizer.sh"), BUILD, out],
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return p, out
+
+    def impls_of(self, path):
+        return sorted({r["impl"] for r in read_json(path)["rows"]})
+
+    def test_impls_narrows_the_own_run_and_drops_cudnn(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            p, out = self.sanitize(tmp, "cuda.flash_*_mma")
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)  # no GPU: no row ran
+            self.assertEqual(self.impls_of(os.path.join(out, "memcheck.results.json")),
+                             ["cuda.flash_bwd_mma", "cuda.flash_fwd_mma"])
+            self.assertFalse(os.path.exists(os.path.join(out, "cudnn-memcheck.results.json")))
+            with open(os.path.join(out, "summary.md"), encoding="utf-8") as f:
+                summary = f.read()
+            self.assertIn("(abc1234)", summary)
+            self.assertIn("no row ran", summary)
+
+    def test_default_is_every_own_implementation(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            p, out = self.sanitize(tmp, None)
+            own = self.impls_of(os.path.join(out, "memcheck.results.json"))
+            self.assertIn("cuda.flash_bwd_mma", own)
+            self.assertIn("cuda.naive_3pass", own)
+            self.assertNotIn("cuda.cudnn_sdpa", own)
+
+    def test_impls_matching_nothing_is_an_error(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            p, _ = self.sanitize(tmp, "cuda.nope*")
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("matches no CUDA implementation", p.stderr)
 
 
 class PaperTables(unittest.TestCase):
