@@ -2,7 +2,7 @@
 """Tests of the Python tools in scripts/: ncu_hbm.py (parse ncu's CSV, merge HBM bytes),
 recover_timings.py (console-log times), paper_tables.py (Figure 2 table). No GPU, no ncu:
 tests/data/ncu_raw_probe.csv is ncu's raw page from an H200 run (columns trimmed to the ones read).
-torch_sdpa.py's git revision (no torch needed). compute_sanitizer.sh's choice of implementations,
+torch_sdpa.py's git revision (no torch needed). fa2_grid_summary.py's ratios. compute_sanitizer.sh's choice of implementations,
 with a stand-in for compute-sanitizer and the build's attnbench (ATTNBENCH_BUILD_DIR, set by CTest;
 skipped without it or without CUDA implementations). Run by CTest as test_scripts; also
 `python3 tests/test_scripts.py`."""
@@ -173,6 +173,35 @@ class TorchPeerRevision(unittest.TestCase):
         rev, _, source = torch_sdpa.git_info()
         self.assertIn(source, ("git", "none"))
         self.assertTrue(rev == "unknown" or len(rev) == 40, rev)
+
+
+class Fa2GridSummary(unittest.TestCase):
+    def test_ratios_from_rows(self):
+        def r(impl, ps, seq, tflops):
+            return {"impl": impl, "pass": ps, "status": "pass", "tflops": tflops, "params": {},
+                    "problem": {"head_dim": 64, "causal": False, "seq_q": seq}}
+        grid = results_file([r("cuda.flash_fwd_mma", "fwd", 512, 300.0), r("cuda.standard_cublas", "fwd", 512, 50.0),
+                             r("cuda.cudnn_sdpa", "fwd", 512, 400.0), r("cuda.flash_bwd_mma", "fwd_bwd", 512, 200.0)])
+        peer = results_file([r("torch.sdpa_flash", "fwd", 512, 250.0), r("torch.sdpa_flash", "fwd_bwd", 512, 210.0)])
+        with tempfile.TemporaryDirectory() as tmp:
+            g, t = os.path.join(tmp, "g.json"), os.path.join(tmp, "t.json")
+            write(g, json.dumps(grid))
+            write(t, json.dumps(peer))
+            p = run(os.path.join(ROOT, "scripts", "fa2_grid_summary.py"), g, t)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("| `cuda.flash_fwd_mma` / PyTorch flash | 1.20× |", p.stdout)
+        self.assertIn("| `cuda.flash_fwd_mma` / `cuda.standard_cublas` | 6.00× |", p.stdout)
+        self.assertIn("| `cuda.flash_fwd_mma` / `cuda.cudnn_sdpa` | 0.75× |", p.stdout)
+        self.assertIn("| `cuda.flash_bwd_mma` / PyTorch flash | 0.95× |", p.stdout)
+        self.assertIn("| `cuda.cudnn_sdpa` | - |", p.stdout)  # fwd_bwd cuDNN: no row
+
+    def test_not_a_results_file(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            g = os.path.join(tmp, "g.json")
+            write(g, "[1, 2]")
+            p = run(os.path.join(ROOT, "scripts", "fa2_grid_summary.py"), g, g)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("not an attnbench results file", p.stderr)
 
 
 BUILD = os.environ.get("ATTNBENCH_BUILD_DIR", "")
