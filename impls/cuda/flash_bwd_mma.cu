@@ -15,12 +15,17 @@
 //     2026-11-29), makes every warp read all of Q and dO twice per tile; its ldmatrix traffic,
 //     not the extra 2 x 16 KiB of shared-memory stores, bounded it (docs/tuning_flash_mma.md,
 //     steps 11-12: 4-7% slower).
+//     Tried and rejected (tuning log, step 14; bwd TFLOP/s against this kernel, same binary):
+//     storing P before dP = dO V^T, FlashAttention-2's order (-1.1% at both head_dims, and 8 B of
+//     spill at d64 bf16); stmatrix stores of P and dS (-0.3 to -0.5% in that order; +1.0% d64 / +0.3%
+//     d128 in this one, within the noise of the 1% bar set before the run).
 //  3. convert: dQ = scale * accumulator, rounded to the dtype.
 // Why atomics for dQ: the alternative (a separate dQ kernel, parallel over query tiles) recomputes
 // S and dP, 7 instead of 5 matrix products (+40% flops); the atomics cost one float32 dQ
 // round trip through L2 per key block. That alternative is the deterministic mode (option
 // "deterministic": 1): kernel 2 then skips dQ, and kernel 3 is a dQ kernel that loops over key
-// tiles, recomputing P and dS, and writes dQ in the dtype directly. dK/dV are deterministic in
+// tiles, recomputing P and dS, and writes dQ in the dtype directly (H200, bf16: 5-13% lower bwd
+// TFLOP/s than the atomics, tuning log step 15). dK/dV are deterministic in
 // both modes: the GQA group is summed in registers inside one block, in a fixed order.
 // Passes over HBM (main kernel): K, V once; Q, dO, LSE, D once per key block (mostly L2 hits);
 // dQ accumulator: one float32 read-modify-write per key block. Writes dQ, dK, dV (dtype).
