@@ -16,9 +16,9 @@
 //     not the extra 2 x 16 KiB of shared-memory stores, bounded it (docs/tuning_flash_mma.md,
 //     steps 11-12: 4-7% slower).
 //     Tried and rejected (tuning log, step 14; bwd TFLOP/s against this kernel, same binary):
-//     storing P before dP = dO V^T, FlashAttention-2's order (-1.1% at both head_dims, and 8 B of
-//     spill at d64 bf16); stmatrix stores of P and dS (-0.3 to -0.5% in that order; +1.0% d64 / +0.3%
-//     d128 in this one, within the noise of the 1% bar set before the run).
+//     storing P before dP = dO V^T, FlashAttention-2's order (-1.1% at both head_dims, and 8 B
+//     of spill at d64 bf16); stmatrix stores of P and dS (-0.3 to -0.5% in that order; +1.0%
+//     d64 / +0.3% d128 in this one, within the noise of the 1% bar set before the run).
 //  3. convert: dQ = scale * accumulator, rounded to the dtype.
 // Why atomics for dQ: the alternative (a separate dQ kernel, parallel over query tiles) recomputes
 // S and dP, 7 instead of 5 matrix products (+40% flops); the atomics cost one float32 dQ
