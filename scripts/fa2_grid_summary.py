@@ -2,7 +2,7 @@
 """The README's summary tables of the FlashAttention-2 grid: for each pass (fwd, fwd_bwd) and each
 (head_dim, causal) cell, TFLOP/s per seq of our tensor-core kernel, PyTorch's flash and cuDNN
 backends, cuda.cudnn_sdpa, cuda.standard_cublas and the CUDA-core flash kernel, with the ratios to
-PyTorch flash and to cuda.standard_cublas. Markdown on stdout.
+PyTorch flash, cuda.cudnn_sdpa and cuda.standard_cublas. Markdown on stdout.
 
   python3 scripts/fa2_grid_summary.py results/h200/fa2_grid.json results/h200/fa2_grid.torch_sdpa.json
 
@@ -10,24 +10,17 @@ A cell without a passing row prints "-". Exit 2 on a missing or unreadable file,
 an attnbench results file.
 """
 import argparse
-import json
 import sys
+
+from results_io import load_results
 
 OURS = {"fwd": "cuda.flash_fwd_mma", "fwd_bwd": "cuda.flash_bwd_mma"}
 CORES = {"fwd": "cuda.flash_fwd", "fwd_bwd": "cuda.flash_bwd"}
 
 
-def load(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            d = json.load(f)
-    except (OSError, ValueError) as e:
-        print(f"fa2_grid_summary: {path}: {e}", file=sys.stderr)
-        sys.exit(2)
-    if not isinstance(d, dict) or not isinstance(d.get("rows"), list):
-        print(f"fa2_grid_summary: {path}: not an attnbench results file (no 'rows' list)", file=sys.stderr)
-        sys.exit(2)
-    return d
+def fail(msg):
+    print(f"fa2_grid_summary: {msg}", file=sys.stderr)
+    sys.exit(2)
 
 
 def index(rows):
@@ -53,8 +46,8 @@ def main():
     ap.add_argument("grid", help="attnbench results of configs/fa2_grid.json")
     ap.add_argument("torch", help="scripts/peers/torch_sdpa.py results of the same config")
     a = ap.parse_args()
-    t = index(load(a.grid)["rows"])
-    t.update(index(load(a.torch)["rows"]))
+    t = index(load_results(a.grid, fail, "grid")["rows"])
+    t.update(index(load_results(a.torch, fail, "peer")["rows"]))
     seqs = sorted({k[4] for k in t})
     cells = sorted({(k[2], k[3]) for k in t})
     for ps in ("fwd", "fwd_bwd"):
