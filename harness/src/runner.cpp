@@ -12,7 +12,6 @@
 #include <fstream>
 #include <functional>
 #include <iomanip>
-#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -355,7 +354,6 @@ class Runner {
   void progress(const PlannedRow& pr, const RowResult& r);
   void dump(const PlannedRow& pr, CaseState& cs, const Outputs& outs);
   void index_resumed_rows();
-  RowResult kept_row(const PlannedRow& pr, const nlohmann::json& j) const;
 
   RowResult blank_row(const PlannedRow& pr) const {
     RowResult r;
@@ -573,63 +571,6 @@ void Runner::index_resumed_rows() {
   }
 }
 
-// A row of the resumed file, read back into the plan's row (its case, implementation, options
-// and pass are the plan's: the call name matched).
-RowResult Runner::kept_row(const PlannedRow& pr, const nlohmann::json& j) const {
-  const auto number = [](const nlohmann::json& o, const char* k) {
-    return o.contains(k) && o[k].is_number() ? o[k].get<double>() : std::numeric_limits<double>::quiet_NaN();
-  };
-  RowResult r = blank_row(pr);
-  r.status = j.value("status", "") == "pass" ? Status::pass : Status::fail;
-  r.reason = j.value("reason", "");
-  if (j.contains("verify") && j["verify"].is_object()) {
-    const nlohmann::json& v = j["verify"];
-    r.verified = true;
-    const std::string mode = v.value("mode", "off");
-    r.verify_mode = mode == "full" ? VerifyMode::full : mode == "sampled" ? VerifyMode::sampled : VerifyMode::off;
-    r.baseline = v.value("baseline", "");
-    if (v.contains("outputs") && v["outputs"].is_array()) {
-      for (const nlohmann::json& o : v["outputs"]) {
-        OutputReport rep;
-        rep.name = o.value("name", "");
-        rep.checked = o.value("checked", std::int64_t{0});
-        rep.nonfinite = o.value("nonfinite", std::int64_t{0});
-        rep.max_abs = number(o, "max_abs");
-        rep.rel_l2 = number(o, "rel_l2");
-        rep.naive_max_abs = number(o, "naive_max_abs");
-        rep.atol = number(o, "atol");
-        rep.bound = number(o, "bound");
-        rep.ratio = number(o, "ratio");
-        rep.ok = o.value("ok", false);
-        rep.why = o.value("why", "");
-        r.outputs.push_back(std::move(rep));
-      }
-    }
-  }
-  if (j.contains("time") && j["time"].is_object()) {
-    const nlohmann::json& t = j["time"];
-    TimeResult tr;
-    tr.median_ms = number(t, "median_ms");
-    tr.min_ms = number(t, "min_ms");
-    tr.mean_ms = number(t, "mean_ms");
-    tr.cv = number(t, "cv");
-    tr.repetitions = t.value("repetitions", 1);
-    tr.iterations = t.value("iterations", std::int64_t{0});
-    tr.hot = t.value("hot", false);
-    r.time = tr;
-  }
-  if (j.contains("memory") && j["memory"].is_object()) {
-    const nlohmann::json& m = j["memory"];
-    MemoryResult mr;
-    mr.io_bytes = m.value("io_bytes", std::int64_t{0});
-    mr.workspace_bytes = m.value("workspace_bytes", std::int64_t{0});
-    if (m.contains("peak_bytes") && m["peak_bytes"].is_number()) mr.peak_bytes = m["peak_bytes"].get<std::int64_t>();
-    mr.peak_method = m.value("peak_method", "");
-    r.memory = mr;
-  }
-  return r;
-}
-
 void Runner::run_case(std::size_t first, std::size_t last) {
   const PlannedRow& head = plan_[first];
   const Problem& p = *head.problem;
@@ -665,7 +606,8 @@ void Runner::run_case(std::size_t first, std::size_t last) {
     const PlannedRow& pr = plan_[i];
     RowResult r;
     if (const nlohmann::json* j = kept[i - first]) {
-      r = kept_row(pr, *j);
+      r = blank_row(pr);  // the plan's identity (the call name matched), the file's measurements
+      measurements_from_json(*j, r);
       ++reused_;
       progress(pr, r);
       results_.rows.push_back(std::move(r));

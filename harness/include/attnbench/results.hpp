@@ -71,6 +71,10 @@ struct RunResults {
 
 nlohmann::ordered_json problem_to_json(const Problem& p);
 nlohmann::ordered_json row_to_json(const RowResult& r);
+// The inverse of row_to_json for what a run measured: status, reason, verify, time, memory (null
+// numbers back as NaN). The row's identity (case, problem, impl, params, pass, flops, nvtx) stays
+// the caller's. Used by `run --resume` to keep an earlier file's rows.
+void measurements_from_json(const nlohmann::json& j, RowResult& r);
 nlohmann::ordered_json results_to_json(const RunResults& r);
 
 // Writes text to path atomically: a temporary file in the same folder, fsync, rename (and an
