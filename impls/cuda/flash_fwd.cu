@@ -224,6 +224,22 @@ void configure(const KernelInfo& k) {
   done.insert(reinterpret_cast<const void*>(k.fn));
 }
 
+// Whether the tiles of the block_c in opts (null: the default) fit the device's shared memory.
+Support tile_fits(const Problem& p, const Options* opts) {
+  const int bc = block_c_of(p, opts);
+  KernelInfo k;
+  try {
+    k = pick_kernel(p, bc);
+  } catch (const std::invalid_argument& e) {
+    return Support::no(e.what());
+  }
+  const std::size_t limit = max_smem_optin();
+  if (k.smem > limit)
+    return Support::no("block_c " + std::to_string(bc) + " needs " + std::to_string(k.smem) +
+                       " bytes of shared memory, the device has " + std::to_string(limit));
+  return Support::yes();
+}
+
 class CudaFlashFwd final : public Implementation {
  public:
   std::string name() const override { return "cuda.flash_fwd"; }
@@ -240,28 +256,12 @@ class CudaFlashFwd final : public Implementation {
   }
   Support supports_extra(const Problem& p, Pass) const override {
     if (Support s = check_grid_yz(p); !s) return s;
-    const std::size_t limit = max_smem_optin();
-    if (limit == 0) return Support::no("no CUDA device");
-    const KernelInfo k = pick_kernel(p, block_c_of(p, nullptr));
-    if (k.smem > limit)
-      return Support::no("default tile needs " + std::to_string(k.smem) +
-                         " bytes of shared memory");
-    return Support::yes();
+    if (max_smem_optin() == 0) return Support::no("no CUDA device");
+    return tile_fits(p, nullptr);  // the default block_c (callers that pass no options)
   }
   // A block_c whose tiles do not fit the shared memory at this head_dim is a SKIP, not a FAIL.
   Support supports_options(const Problem& p, Pass, const Options& opts) const override {
-    KernelInfo k;
-    try {
-      k = pick_kernel(p, block_c_of(p, &opts));
-    } catch (const std::invalid_argument& e) {
-      return Support::no(e.what());
-    }
-    const std::size_t limit = max_smem_optin();
-    if (k.smem > limit)
-      return Support::no("block_c " + std::to_string(block_c_of(p, &opts)) + " needs " +
-                         std::to_string(k.smem) + " bytes of shared memory, the device has " +
-                         std::to_string(limit));
-    return Support::yes();
+    return tile_fits(p, &opts);
   }
   void prepare(const Problem& p, Pass, const Options& opts) const override {
     configure(pick_kernel(p, block_c_of(p, &opts)));
