@@ -1,0 +1,448 @@
+// cuda.flash_fwd_wgmma — FlashAttention-3-class forward for Hopper (sm_90a): TMA loads, wgmma,
+// warp specialization.
+//
+// Algorithm: a block owns kConsumers * 64 query rows of one (batch, head). Warpgroup 0 is the
+// producer: one thread issues TMA copies of the block's Q tile and of each visible K and V tile
+// (kBlockN keys) into a kStages-deep ring of 128B-swizzled shared-memory stages, each completing
+// on a "full" mbarrier; it drops to 24 registers (setmaxnreg). Each consumer warpgroup (up to 240
+// registers) owns 64 query rows and runs, per K/V tile j:
+//   S_j = Q K_j^T      SS-wgmma (Q and K K-major in shared memory), float32 accumulators;
+//   O  += P_{j-1} V_{j-1}  RS-wgmma (P from registers, V MN-major), issued right behind S_j;
+//   the online softmax of S_j (log2 domain, scale * log2(e) folded into one FFMA before ex2)
+//   runs while that P V product is still on the tensor cores; O is rescaled once it lands.
+// A consumer frees a stage by arriving on its "empty" mbarrier once its wgmma reading it has
+// completed; the producer waits on it before reusing the stage. The epilogue divides O by the row
+// sums, writes it through the warpgroup's own (now idle) Q stage in shared memory with one TMA
+// store per 64-column panel, and stores LSE (natural log, float32).
+// Causal (bottom-right, query i sees key j iff j <= i + seq_kv - seq_q): tiles no row of the block
+// sees are never loaded; only tiles crossing the diagonal or seq_kv are masked; blocks are
+// launched longest first. GQA/MQA: head h reads K/V head h / (heads_q / heads_kv) through the TMA
+// coordinates; heads of a group are adjacent in the grid, so their K/V stay in L2.
+// Shapes: any seq >= 1 (TMA zero-fills rows past seq_q / seq_kv and clips the O store); head_dim any
+// multiple of 8 up to 256, run on the tile of the next width in {64, 128, 256} (TMA zero-fills the
+// columns past head_dim; the store drops them). Rows that see no key give O = 0 and LSE = -inf.
+// Passes over HBM: Q and O once; K and V once per query block (mostly L2 hits for the other blocks
+// of the same kv head). Extra memory: none. Limits: f16/bf16; sm_90a only (other GPUs: SKIP).
+// Tiles per head_dim and what was tried: FwdWgmmaTraits below and docs/tuning_flash_wgmma.md.
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "attnbench/implementation.hpp"
+// Angle brackets: the CPU emulation build (tests/hopper_emulation) puts its own versions of these
+// headers first on the include path.
+#include <hopper/host.cuh>
+#include <hopper/ptx.cuh>
+#include <hopper/wgmma_ops.cuh>
+
+namespace attn_hopper {
+namespace {
+
+using attn_mma::Elem;
+
+constexpr float kNegInf = -__builtin_huge_valf();
+
+// Per padded head_dim: consumer warpgroups (64 query rows each), keys per K/V tile, ring depth.
+template <int kHeadDim>
+struct FwdWgmmaTraits;
+// d64: 3 consumers (192 rows) at 160 registers each; S 64 + O 32 + P 32 registers.
+template <>
+struct FwdWgmmaTraits<64> {
+  static constexpr int kConsumers = 3, kBlockN = 128, kStages = 4;
+};
+// d128: S 64 + O 64 + P 32 registers of 240; 4 stages would not fit with Q.
+template <>
+struct FwdWgmmaTraits<128> {
+  static constexpr int kConsumers = 2, kBlockN = 128, kStages = 2;
+};
+// d256: O alone is 128 registers; 80-key tiles keep S at 40 and the smem at 224 KiB.
+template <>
+struct FwdWgmmaTraits<256> {
+  static constexpr int kConsumers = 2, kBlockN = 80, kStages = 2;
+};
+
+template <int D>
+struct FwdShape {
+  using Tr = FwdWgmmaTraits<D>;
+  static constexpr int kConsumers = Tr::kConsumers, kBlockN = Tr::kBlockN, kStages = Tr::kStages;
+  static constexpr int kBlockM = 64 * kConsumers;
+  static constexpr int kThreads = 128 * (kConsumers + 1);
+  static constexpr int kPanels = D / 64;                    // 64-column panels of a tile
+  static constexpr int kQWgBytes = 64 * D * 2;              // one consumer's 64 Q rows
+  static constexpr int kQBytes = kConsumers * kQWgBytes;
+  static constexpr int kKVBytes = kBlockN * D * 2;          // one K or V stage
+  static constexpr int kKVPanelBytes = kBlockN * 128;
+  static constexpr int kBarOffset = kQBytes + 2 * kStages * kKVBytes;
+  // q_full, k_full[S], k_empty[S], v_full[S], v_empty[S]; 1 KiB of slack to align the base.
+  static constexpr int kSmemBytes = kBarOffset + 8 * (1 + 4 * kStages) + 1024;
+  static_assert(kKVBytes % 1024 == 0 && kQWgBytes % 1024 == 0, "panels must stay 1 KiB aligned");
+  static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "P V k-steps are 16 keys");
+  static_assert(kSmemBytes <= 232448, "shared memory per block on sm_90");
+  // Registers per thread after setmaxnreg: the producer's drop pays for the consumers' rise.
+  static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32;
+  static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
+  static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536, "register file");
+};
+
+struct FwdParams {
+  float* lse;  // [B, Hq, Sq]
+  int seq_q, seq_kv, heads_q, group;
+  int causal_offset;  // seq_kv - seq_q: row i sees keys j <= i + causal_offset
+  int num_m_blocks;
+  float scale_log2;   // softmax scale * log2(e)
+};
+
+// grid (num_m_blocks, Hq, B), Shape::kThreads threads, Shape::kSmemBytes of dynamic smem.
+// tq/to: [B, Sq, Hq, head_dim], boxes of 64 rows; tk/tv: [B, Skv, Hkv, head_dim], kBlockN rows.
+template <class T, int D, bool kCausal>
+__global__ void __launch_bounds__(FwdShape<D>::kThreads, 1)
+    flash_fwd_wgmma_kernel(const __grid_constant__ TensorMap tq, const __grid_constant__ TensorMap tk,
+                           const __grid_constant__ TensorMap tv, const __grid_constant__ TensorMap to,
+                           const FwdParams p) {
+#if ATTN_HOPPER_DEVICE
+  using Sh = FwdShape<D>;
+  constexpr int BN = Sh::kBlockN, S = Sh::kStages, NC = Sh::kConsumers;
+  const int m_block = kCausal ? p.num_m_blocks - 1 - static_cast<int>(blockIdx.x)
+                              : static_cast<int>(blockIdx.x);
+  const int h = blockIdx.y, b = blockIdx.z, kvh = h / p.group;
+  const int m0 = m_block * Sh::kBlockM;
+  // Keys [0, n_end) are visible to at least one row of the block.
+  int n_end = p.seq_kv;
+  if (kCausal) n_end = max(0, min(p.seq_kv, m0 + Sh::kBlockM + p.causal_offset));
+  const int n_tiles = (n_end + BN - 1) / BN;
+
+  const uint32_t base = (attn_mma::smem_u32(attn_mma::dynamic_smem()) + 1023u) & ~1023u;
+  const uint32_t sq = base;
+  auto sk = [&](int s) { return base + Sh::kQBytes + s * Sh::kKVBytes; };
+  auto sv = [&](int s) { return base + Sh::kQBytes + (S + s) * Sh::kKVBytes; };
+  const uint32_t bars = base + Sh::kBarOffset;
+  const uint32_t q_full = bars;
+  auto k_full = [&](int s) { return bars + 8 * (1 + s); };
+  auto k_empty = [&](int s) { return bars + 8 * (1 + S + s); };
+  auto v_full = [&](int s) { return bars + 8 * (1 + 2 * S + s); };
+  auto v_empty = [&](int s) { return bars + 8 * (1 + 3 * S + s); };
+
+  const int wg = threadIdx.x / 128;
+  if (threadIdx.x == 0) {
+    mbar_init(q_full, 1);
+    for (int s = 0; s < S; ++s) {
+      mbar_init(k_full(s), 1);
+      mbar_init(v_full(s), 1);
+      mbar_init(k_empty(s), NC);
+      mbar_init(v_empty(s), NC);
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // ---- producer -------------------------------------------------------------------------------
+    setmaxnreg_dec<Sh::kProducerRegs>();
+    if (threadIdx.x == 0 && n_tiles > 0) {
+      mbar_arrive_expect_tx(q_full, Sh::kQBytes);
+      for (int w = 0; w < NC; ++w)
+        for (int pn = 0; pn < Sh::kPanels; ++pn)
+          tma_load_4d(sq + w * Sh::kQWgBytes + pn * 64 * 128, &tq, q_full, 64 * pn, h, m0 + 64 * w,
+                      b);
+      for (int j = 0; j < n_tiles; ++j) {
+        const int s = j % S;
+        const uint32_t ph = (j / S) & 1;
+        mbar_wait(k_empty(s), ph ^ 1);
+        mbar_arrive_expect_tx(k_full(s), Sh::kKVBytes);
+        for (int pn = 0; pn < Sh::kPanels; ++pn)
+          tma_load_4d(sk(s) + pn * Sh::kKVPanelBytes, &tk, k_full(s), 64 * pn, kvh, j * BN, b);
+        mbar_wait(v_empty(s), ph ^ 1);
+        mbar_arrive_expect_tx(v_full(s), Sh::kKVBytes);
+        for (int pn = 0; pn < Sh::kPanels; ++pn)
+          tma_load_4d(sv(s) + pn * Sh::kKVPanelBytes, &tv, v_full(s), 64 * pn, kvh, j * BN, b);
+      }
+    }
+    return;
+  }
+
+  // ---- consumers --------------------------------------------------------------------------------
+  setmaxnreg_inc<Sh::kConsumerRegs>();
+  const int c = wg - 1;
+  const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
+  const bool signals = tid == 0;  // the thread that arrives on empty barriers for the warpgroup
+  const int row0 = m0 + 64 * c;   // first query row of this warpgroup
+  const int trow = row0 + 16 * warp + lane / 4;  // this thread's rows: trow and trow + 8
+  const uint32_t sq_c = sq + c * Sh::kQWgBytes;
+  const float sl2 = p.scale_log2;
+
+  float o[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+  float row_max[2] = {kNegInf, kNegInf};
+  float row_sum[2] = {0.f, 0.f};  // this thread's columns only; the quad is summed at the end
+  float s[BN / 2];
+  uint32_t pa[BN / 16][4];
+
+  // S = Q K_stage^T: D/16 k-steps of 16 columns; a 64-column panel holds 4 of them.
+  auto gemm_qk = [&](int stage) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t koff = (kk % 4) * 32;
+      const uint64_t da = desc_k_major(sq_c + (kk / 4) * 64 * 128 + koff);
+      const uint64_t db = desc_k_major(sk(stage) + (kk / 4) * Sh::kKVPanelBytes + koff);
+      Wgmma<T, BN>::template ss<0>(s, da, db, kk > 0 ? 1 : 0);
+    }
+  };
+  // O += P V_stage: BN/16 k-steps of 16 keys (2 KiB of a V panel each); V is MN-major.
+  auto gemm_pv = [&](int stage) {
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      const uint64_t db = desc_mn_major(sv(stage) + kk * 2048, Sh::kKVPanelBytes);
+      Wgmma<T, D>::template rs<1>(o, pa[kk], db, 1);
+    }
+  };
+  // Masks the keys of tile j that row r may not see (past seq_kv, or past the diagonal).
+  auto mask = [&](int j) {
+    const int n0 = j * BN;
+    const bool need = n0 + BN > p.seq_kv || (kCausal && n0 + BN - 1 > row0 + p.causal_offset);
+    if (!need) return;
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) {
+      const int row = trow + ((i & 2) ? 8 : 0);
+      const int col = n0 + 8 * (i / 4) + 2 * (lane % 4) + (i & 1);
+      if (col >= p.seq_kv || (kCausal && col > row + p.causal_offset)) s[i] = kNegInf;
+    }
+  };
+  // Online softmax of s in place (s becomes exp2(scale_log2 * (s - max))); returns in alpha the
+  // factor by which the rows' earlier O and sums shrink.
+  auto softmax = [&](float (&alpha)[2]) {
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      float mx = row_max[hf];
+#pragma unroll
+      for (int g = 0; g < BN / 8; ++g) mx = fmaxf(mx, fmaxf(s[4 * g + 2 * hf], s[4 * g + 2 * hf + 1]));
+      mx = attn_mma::quad_max(mx);
+      // A row that has seen no visible key keeps max -inf: alpha 0 and exponent base 0, so masked
+      // scores give exp2(-inf) = 0, never (-inf) - (-inf) = NaN.
+      alpha[hf] = row_max[hf] == kNegInf ? 0.f : attn_mma::exp2_approx((row_max[hf] - mx) * sl2);
+      row_max[hf] = mx;
+      const float base_l2 = mx == kNegInf ? 0.f : mx * sl2;
+      float sum = 0.f;
+#pragma unroll
+      for (int g = 0; g < BN / 8; ++g)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& x = s[4 * g + 2 * hf + e];
+          x = attn_mma::exp2_approx(fmaf(x, sl2, -base_l2));
+          sum += x;
+        }
+      row_sum[hf] = row_sum[hf] * alpha[hf] + sum;
+    }
+  };
+  // P (dtype) as A fragments: keys 16kk..16kk+15 are accumulator groups 2kk and 2kk+1.
+  auto to_p = [&]() {
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      pa[kk][0] = Elem<T>::pack2(s[8 * kk + 0], s[8 * kk + 1]);
+      pa[kk][1] = Elem<T>::pack2(s[8 * kk + 2], s[8 * kk + 3]);
+      pa[kk][2] = Elem<T>::pack2(s[8 * kk + 4], s[8 * kk + 5]);
+      pa[kk][3] = Elem<T>::pack2(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+  };
+  auto rescale = [&](const float (&alpha)[2]) {
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) o[i] *= alpha[(i & 2) ? 1 : 0];
+  };
+
+  if (n_tiles > 0) {
+    mbar_wait(q_full, 0);
+    mbar_wait(k_full(0), 0);
+    wgmma_fence();
+    gemm_qk(0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(s);
+    if (signals) mbar_arrive(k_empty(0));
+    mask(0);
+    float alpha[2];
+    softmax(alpha);
+    to_p();
+    for (int j = 1; j < n_tiles; ++j) {
+      const int st = j % S, sp = (j - 1) % S;
+      mbar_wait(k_full(st), (j / S) & 1);
+      fence_regs(s);
+      fence_regs(o);
+      fence_regs(pa);
+      wgmma_fence();
+      gemm_qk(st);
+      wgmma_commit();
+      mbar_wait(v_full(sp), ((j - 1) / S) & 1);
+      wgmma_fence();
+      gemm_pv(sp);
+      wgmma_commit();
+      wgmma_wait<1>();  // S_j has landed; P_{j-1} V_{j-1} may still run
+      fence_regs(s);
+      if (signals) mbar_arrive(k_empty(st));
+      mask(j);
+      softmax(alpha);
+      wgmma_wait<0>();
+      fence_regs(o);
+      if (signals) mbar_arrive(v_empty(sp));
+      rescale(alpha);
+      to_p();
+    }
+    const int sl = (n_tiles - 1) % S;
+    mbar_wait(v_full(sl), ((n_tiles - 1) / S) & 1);
+    fence_regs(o);
+    fence_regs(pa);
+    wgmma_fence();
+    gemm_pv(sl);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(o);
+    if (signals) mbar_arrive(v_empty(sl));
+  }
+
+  // ---- epilogue: O /= l, LSE = (max * scale_log2 + log2 l) * ln 2 --------------------------------
+  constexpr float kLn2 = 0.69314718055994530942f;
+  float inv[2];
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const float l = attn_mma::quad_sum(row_sum[hf]);
+    inv[hf] = l > 0.f ? 1.f / l : 0.f;
+    const int row = trow + 8 * hf;
+    if (lane % 4 == 0 && row < p.seq_q) {
+      p.lse[(static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q + row] =
+          l > 0.f ? (row_max[hf] * sl2 + log2f(l)) * kLn2 : kNegInf;
+    }
+  }
+  // This warpgroup's Q stage is idle now (its last Q K^T has completed): O goes there in the same
+  // swizzled panel layout, then one TMA store per panel (rows past seq_q, columns past head_dim
+  // are dropped by the store).
+#pragma unroll
+  for (int g = 0; g < D / 8; ++g)
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = 16 * warp + lane / 4 + 8 * hf;
+      const uint32_t chunk = static_cast<uint32_t>((g % 8) ^ (r % 8));
+      const uint32_t addr = sq_c + (g / 8) * 64 * 128 + r * 128 + chunk * 16 + (lane % 4) * 4;
+      attn_mma::st_shared_b32(addr, Elem<T>::pack2(o[4 * g + 2 * hf] * inv[hf],
+                                                   o[4 * g + 2 * hf + 1] * inv[hf]));
+    }
+  fence_proxy_async();
+  named_bar_sync(1 + c, 128);
+  if (signals) {
+    for (int pn = 0; pn < Sh::kPanels; ++pn) tma_store_4d(&to, sq_c + pn * 64 * 128, 64 * pn, h, row0, b);
+    tma_store_commit();
+    tma_store_wait_read();
+  }
+#else
+  __trap();
+#endif
+}
+
+using attnbench::Capabilities;
+using attnbench::Device;
+using attnbench::DType;
+using attnbench::Options;
+using attnbench::Pass;
+using attnbench::Problem;
+using attnbench::Support;
+
+// The padded tile width of a head_dim: the next of 64, 128, 256.
+constexpr int padded_head_dim(int d) { return d <= 64 ? 64 : d <= 128 ? 128 : 256; }
+
+template <class F>
+void dispatch(const Problem& pr, F&& f) {
+  attn_mma::dispatch_dtype(pr.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto with_d = [&](auto d) {
+      if (pr.causal)
+        f(flash_fwd_wgmma_kernel<T, decltype(d)::value, true>, d);
+      else
+        f(flash_fwd_wgmma_kernel<T, decltype(d)::value, false>, d);
+    };
+    switch (padded_head_dim(pr.head_dim)) {
+      case 64:
+        with_d(std::integral_constant<int, 64>{});
+        break;
+      case 128:
+        with_d(std::integral_constant<int, 128>{});
+        break;
+      default:
+        with_d(std::integral_constant<int, 256>{});
+        break;
+    }
+  });
+}
+
+class FlashFwdWgmma final : public attnbench::Implementation {
+ public:
+  std::string name() const override { return "cuda.flash_fwd_wgmma"; }
+  Device device() const override { return Device::cuda; }
+  std::string summary() const override {
+    return "FlashAttention-3-class forward (sm_90a): TMA, wgmma, producer/consumer warpgroups";
+  }
+  Capabilities capabilities() const override {
+    Capabilities c;
+    c.dtypes = {DType::f16, DType::bf16};
+    c.min_head_dim = 8;
+    c.max_head_dim = 256;
+    c.head_dim_multiple = 8;
+    c.causal = true;
+    c.gqa = true;
+    c.forward = true;
+    c.backward = false;
+    return c;
+  }
+
+  Support supports_extra(const Problem& p, Pass) const override {
+    if (p.heads_q > 65535 || p.batch > 65535) {
+      return Support::no("heads_q and batch must be <= 65535 (grid y/z)");
+    }
+    std::string why;
+    dispatch(p, [&](auto kernel, auto) { why = sm90a_missing(kernel); });
+    if (!why.empty()) return Support::no(why);
+    const int smem = attn_mma::max_smem_per_block(why);
+    if (smem < 0) return Support::no(why);
+    int need = 0;
+    dispatch(p, [&](auto, auto d) { need = FwdShape<decltype(d)::value>::kSmemBytes; });
+    if (smem < need) {
+      return Support::no("needs " + std::to_string(need) + " bytes of shared memory per block, the device allows " +
+                         std::to_string(smem));
+    }
+    return Support::yes();
+  }
+
+  void prepare(const Problem& p, Pass, const Options&) const override {
+    dispatch(p, [&](auto kernel, auto d) {
+      attn_mma::set_dynamic_smem(kernel, FwdShape<decltype(d)::value>::kSmemBytes);
+    });
+  }
+
+  void forward(const attnbench::FwdArgs& a) const override {
+    const Problem& pr = a.p;
+    const bool bf16 = pr.dtype == DType::bf16;
+    dispatch(pr, [&](auto kernel, auto d) {
+      using Sh = FwdShape<decltype(d)::value>;
+      const TensorMap tq = make_bshd_map(a.q, bf16, pr.batch, pr.seq_q, pr.heads_q, pr.head_dim, 64);
+      const TensorMap tk =
+          make_bshd_map(a.k, bf16, pr.batch, pr.seq_kv, pr.heads_kv, pr.head_dim, Sh::kBlockN);
+      const TensorMap tv =
+          make_bshd_map(a.v, bf16, pr.batch, pr.seq_kv, pr.heads_kv, pr.head_dim, Sh::kBlockN);
+      const TensorMap to = make_bshd_map(a.o, bf16, pr.batch, pr.seq_q, pr.heads_q, pr.head_dim, 64);
+      FwdParams p{};
+      p.lse = a.lse;
+      p.seq_q = pr.seq_q;
+      p.seq_kv = pr.seq_kv;
+      p.heads_q = pr.heads_q;
+      p.group = pr.group();
+      p.causal_offset = pr.seq_kv - pr.seq_q;
+      p.num_m_blocks = (pr.seq_q + Sh::kBlockM - 1) / Sh::kBlockM;
+      p.scale_log2 = static_cast<float>(pr.effective_scale() * 1.4426950408889634);
+      const dim3 grid(p.num_m_blocks, pr.heads_q, pr.batch);
+      launch(kernel, grid, dim3(Sh::kThreads), Sh::kSmemBytes, a.stream, tq, tk, tv, to, p);
+    });
+  }
+};
+
+}  // namespace
+}  // namespace attn_hopper
+
+ATTNBENCH_REGISTER(attn_hopper::FlashFwdWgmma)

@@ -1,0 +1,109 @@
+// The Hopper kernels' logic on a machine without a GPU: cuda.flash_fwd_wgmma runs on the CPU
+// emulator of TMA, mbarriers and wgmma (impls/cuda/hopper/emulation/) and is held to the project's
+// verification rule (harness verify(): the float64 reference, the CPU naive 3-pass as the error
+// baseline) on the odd shapes: sequence tails, seq 1, causal with seq_q < and > seq_kv (rows and
+// whole blocks that see no key), GQA 8:2, MQA, every head_dim tile (padded ones too), both 16-bit
+// dtypes, normal and outlier inputs, several K/V tiles (the stage ring wraps). Exit code: the number
+// of failed cases.
+//
+// Linked with attn_harness and the CPU implementations only: the emulated kernel registers
+// "cuda.flash_fwd_wgmma" itself, and attn_impls_cuda must not be linked as well.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "attnbench/implementation.hpp"
+#include "attnbench/tensors.hpp"
+#include "attnbench/verify.hpp"
+
+using namespace attnbench;
+
+namespace {
+
+Outputs run_fwd(const Implementation& impl, const CaseInputs& in) {
+  const Problem& p = in.p;
+  Outputs out;
+  out.o = HostTensor(p.dtype, p.q_elems());
+  std::memset(out.o.data(), 0xFF, out.o.nbytes());  // NaN poison: unwritten elements fail
+  out.lse.assign(static_cast<size_t>(p.lse_elems()), std::nanf(""));
+  std::vector<unsigned char> ws(impl.workspace_bytes(p, Pass::fwd, {}));
+  FwdArgs a;
+  a.p = p;
+  a.workspace = ws.data();
+  a.workspace_bytes = ws.size();
+  a.q = in.q.data();
+  a.k = in.k.data();
+  a.v = in.v.data();
+  a.o = out.o.data();
+  a.lse = out.lse.data();
+  impl.prepare(p, Pass::fwd, {});
+  impl.forward(a);
+  return out;
+}
+
+struct Case {
+  int b, hq, hkv, sq, skv, d;
+  bool causal;
+  DType t;
+  Distribution dist;
+};
+
+}  // namespace
+
+int main() {
+  const Implementation* impl = Registry::instance().find("cuda.flash_fwd_wgmma");
+  const Implementation* naive = Registry::instance().find("cpu.naive_3pass");
+  if (!impl || !naive) {
+    std::fprintf(stderr, "implementations not registered\n");
+    return 100;
+  }
+  const DType bf = DType::bf16, hf = DType::f16;
+  const Distribution nrm = Distribution::normal, out = Distribution::outlier;
+  const std::vector<Case> cases = {
+      {1, 2, 2, 130, 200, 128, false, bf, nrm},   // tails in q and kv, 2 kv tiles
+      {1, 2, 2, 129, 129, 128, true, bf, nrm},    // causal, diagonal tiles, m tail
+      {2, 8, 2, 70, 300, 64, true, hf, nrm},      // GQA 8:2, causal seq_q < seq_kv, ring wraps
+      {1, 3, 1, 200, 60, 64, true, bf, out},      // MQA, causal seq_q > seq_kv: rows see nothing
+      {1, 1, 1, 1, 17, 256, false, hf, nrm},      // seq_q 1, d256 (80-key tiles)
+      {1, 2, 1, 65, 170, 256, true, bf, out},     // d256 causal, 3 kv tiles
+      {1, 2, 2, 17, 33, 40, false, bf, nrm},      // padded head_dim 40 -> 64
+      {1, 2, 2, 33, 140, 96, true, hf, out},      // padded head_dim 96 -> 128
+      {1, 1, 1, 64, 64, 80, false, bf, nrm},      // padded head_dim 80 -> 128
+      {1, 2, 2, 40, 520, 128, false, hf, out},    // 5 kv tiles: stages reused twice
+  };
+  int failed = 0;
+  for (const Case& c : cases) {
+    Problem p;
+    p.batch = c.b;
+    p.heads_q = c.hq;
+    p.heads_kv = c.hkv;
+    p.seq_q = c.sq;
+    p.seq_kv = c.skv;
+    p.head_dim = c.d;
+    p.causal = c.causal;
+    p.dtype = c.t;
+    const std::string label = p.label() + (c.dist == out ? "_outlier" : "");
+    if (const Support s = impl->supports(p, Pass::fwd); !s) {
+      std::printf("FAIL %s: not supported: %s\n", label.c_str(), s.reason.c_str());
+      ++failed;
+      continue;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const CaseInputs in = make_inputs(p, 1234, c.dist);
+    const Reference ref = compute_reference(in, VerifyMode::full, true, false, 1);
+    const Outputs base = run_fwd(*naive, in);
+    const Outputs got = run_fwd(*impl, in);
+    const Verdict v = verify(p, Pass::fwd, got, &base, ref);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("%s %s (%.1f s)", v.ok ? "ok  " : "FAIL", label.c_str(), secs);
+    for (const OutputReport& r : v.outputs)
+      std::printf("  %s max_abs %.3g bound %.3g", r.name.c_str(), r.max_abs, r.bound);
+    std::printf("%s%s\n", v.ok ? "" : "  : ", v.failure().c_str());
+    if (!v.ok) ++failed;
+  }
+  std::printf("%d of %zu cases failed\n", failed, cases.size());
+  return failed;
+}
