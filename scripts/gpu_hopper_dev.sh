@@ -10,6 +10,9 @@
 #   4. test_cuda_impls (every CUDA implementation on the odd-shape list);
 #   5. compute-sanitizer memcheck, racecheck, synccheck (scripts/compute_sanitizer.sh);
 #   6. one ncu report of the d128 16k non-causal forward (SKIP_NCU=1 leaves it out).
+# VARIANTS="0 1 2" instead runs steps 2 and 3 once per value of ATTNBENCH_WGMMA_VARIANT (the
+# kernel's experiment switch; step 3 then with --verify off, step 2 verifies), in the order given;
+# SKIP_TESTS=1 leaves out steps 4 and 5.
 # OUTDIR gets the results files, logs.tar.gz and summary.txt (also printed).
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -53,6 +56,21 @@ step() {  # step NAME LIMIT_S CMD...
   return $rc
 }
 
+if [ -n "${VARIANTS:-}" ]; then
+  for v in $VARIANTS; do
+    export ATTNBENCH_WGMMA_VARIANT=$v
+    step "odd_shapes_v$v" 120 "$EXE" run "$ROOT/configs/sanitize.json" --impl "$IMPL" --pass fwd \
+      --verify full -q --out "$OUT/odd_shapes_v$v.json"
+    tail -2 "$LOG/odd_shapes_v$v.txt" | head -1 | tee -a "$SUM"
+    step "tune_v$v" 200 "$EXE" run "$ROOT/configs/tune_fwd_wgmma.json" --impl "$IMPL" --verify off \
+      --out "$OUT/tune_v$v.json" -q
+    grep -E "flash_fwd_wgmma" "$LOG/tune_v$v.txt" | sed "s/^/v$v /" | tee -a "$SUM"
+  done
+  unset ATTNBENCH_WGMMA_VARIANT
+  step tune_cudnn 200 "$EXE" run "$ROOT/configs/tune_fwd_wgmma.json" --impl cuda.cudnn_sdpa --verify off \
+    --out "$OUT/tune_cudnn.json" -q
+  grep -E "cudnn_sdpa" "$LOG/tune_cudnn.txt" | tee -a "$SUM"
+else
 step odd_shapes 120 "$EXE" run "$ROOT/configs/sanitize.json" --impl "$IMPL" --pass fwd --verify full \
   -q --out "$OUT/odd_shapes.json"
 grep -E "FAIL|fail" "$LOG/odd_shapes.txt" | head -20 | tee -a "$SUM"
@@ -60,16 +78,19 @@ tail -3 "$LOG/odd_shapes.txt" | tee -a "$SUM"
 
 step tune 240 "$EXE" run "$ROOT/configs/tune_fwd_wgmma.json" --out "$OUT/tune_fwd_wgmma.json" -q
 grep -vE "^\s*$" "$LOG/tune.txt" | tail -60 | tee -a "$SUM"
+fi
 
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
 step test_cuda_impls 200 "$BUILD/tests/test_cuda_impls"
 grep -E "PASSED|FAILED|tests ran" "$LOG/test_cuda_impls.txt" | head -20 | tee -a "$SUM"
 
 IMPLS="$IMPL" TOOLS="memcheck racecheck synccheck" TOOL_TIMEOUT_S=60 EXTRA="--pass fwd" \
   step sanitizer 220 "$ROOT/scripts/compute_sanitizer.sh" "$BUILD" "$LOG/sanitizer"
 cat "$LOG/sanitizer/summary.md" 2>/dev/null | tee -a "$SUM"
+fi
 
 if [ "${SKIP_NCU:-0}" != 1 ] && command -v ncu > /dev/null; then
-  step ncu 120 ncu --clock-control none --set full -k "regex:flash_fwd_wgmma" -c 1 \
+  step ncu 120 env ATTNBENCH_WGMMA_VARIANT="${NCU_VARIANT:-0}" ncu --clock-control none --set full -k "regex:flash_fwd_wgmma" -c 1 \
     "$EXE" run --batch 1 --heads-q 16 --seq 16384 --head-dim 128 --dtype bf16 --impl "$IMPL" \
     --pass fwd --profile --verify off -q
   grep -E "Duration|SM Throughput|Tensor|Registers|Achieved Occupancy|Stall|Issue Slots|Executed Ipc" \

@@ -26,8 +26,10 @@
 // Tiles per head_dim and what was tried: FwdWgmmaTraits below and docs/tuning_flash_wgmma.md.
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "attnbench/implementation.hpp"
 // Angle brackets: the CPU emulation build (tests/hopper_emulation) puts its own versions of these
@@ -41,35 +43,22 @@ namespace attn_hopper {
 // about unreferenced constants.
 namespace fwd_wgmma {
 
-// Per padded head_dim: consumer warpgroups (64 query rows each), keys per K/V tile, ring depth.
-template <int kHeadDim>
-struct FwdWgmmaTraits;
-// d64: 3 consumers (192 rows) at 160 registers each; S 64 + O 32 + P 32 registers.
-template <>
-struct FwdWgmmaTraits<64> {
-  static constexpr int kConsumers = 3, kBlockN = 128, kStages = 4;
-};
-// d128: S 64 + O 64 + P 32 registers of 240; 4 stages would not fit with Q.
-template <>
-struct FwdWgmmaTraits<128> {
-  static constexpr int kConsumers = 2, kBlockN = 128, kStages = 2;
-};
-// d256: O alone is 128 registers; 80-key tiles keep S at 40 and the smem at 224 KiB.
-template <>
-struct FwdWgmmaTraits<256> {
-  static constexpr int kConsumers = 2, kBlockN = 80, kStages = 2;
-};
-
-template <int D>
-struct FwdShape {
-  using Tr = FwdWgmmaTraits<D>;
-  static constexpr int kConsumers = Tr::kConsumers, kBlockN = Tr::kBlockN, kStages = Tr::kStages;
+// One kernel configuration: padded head_dim D, keys per K/V tile, consumer warpgroups (64 query
+// rows each), ring depth, and two scheduling switches:
+//   kPingpong:     the consumers take turns issuing their GEMMs (named barriers), so that one
+//                  warpgroup's softmax runs while the others' GEMMs occupy the tensor cores;
+//   kRescaleEarly: O is rescaled right after S_j is issued (under that GEMM) instead of after
+//                  P_{j-1} V_{j-1} has landed.
+template <int D_, int kBlockN_, int kConsumers_, int kStages_, bool kPingpong_, bool kRescaleEarly_>
+struct FwdCfg {
+  static constexpr int D = D_, kBlockN = kBlockN_, kConsumers = kConsumers_, kStages = kStages_;
+  static constexpr bool kPingpong = kPingpong_, kRescaleEarly = kRescaleEarly_;
   static constexpr int kBlockM = 64 * kConsumers;
   static constexpr int kThreads = 128 * (kConsumers + 1);
-  static constexpr int kPanels = D / 64;                    // 64-column panels of a tile
-  static constexpr int kQWgBytes = 64 * D * 2;              // one consumer's 64 Q rows
+  static constexpr int kPanels = D / 64;        // 64-column panels of a tile
+  static constexpr int kQWgBytes = 64 * D * 2;  // one consumer's 64 Q rows
   static constexpr int kQBytes = kConsumers * kQWgBytes;
-  static constexpr int kKVBytes = kBlockN * D * 2;          // one K or V stage
+  static constexpr int kKVBytes = kBlockN * D * 2;  // one K or V stage
   static constexpr int kKVPanelBytes = kBlockN * 128;
   static constexpr int kBarOffset = kQBytes + 2 * kStages * kKVBytes;
   // q_full, k_full[S], k_empty[S], v_full[S], v_empty[S]; 1 KiB of slack to align the base.
@@ -81,6 +70,31 @@ struct FwdShape {
   static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32;
   static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
   static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536, "register file");
+  // Named barriers: 1..kConsumers for each consumer's epilogue, then one per consumer's turn.
+  static constexpr int kTurnBar0 = 1 + kConsumers;
+  static_assert(kTurnBar0 + kConsumers <= 16, "16 named barriers");
+};
+
+// The tiles, per padded head_dim (docs/tuning_flash_wgmma.md has what was measured):
+//   d64:  3 consumers (192 rows) at 160 registers: S 64 + O 32 + P 32; 4 stages.
+//   d128: S 64 + O 64 + P 32 of 240 registers; 2 stages (4 would not fit beside Q).
+//   d256: O alone is 128 registers; 80-key tiles keep S at 40 and the smem at 224 KiB.
+// EXPERIMENT (ATTNBENCH_WGMMA_VARIANT, read by the host code, bf16 only): 1 = pingpong for
+// d <= 128 and early rescale for d256; 2 = 1 with 176-key tiles for non-causal d128; 3 = 2 with
+// pingpong for d256 too. 0 (default) = neither.
+template <int D, int kVariant, bool kCausal>
+struct FwdTile;
+template <int V, bool C>
+struct FwdTile<64, V, C> {
+  using type = FwdCfg<64, 128, 3, 4, (V >= 1), false>;
+};
+template <int V, bool C>
+struct FwdTile<128, V, C> {
+  using type = FwdCfg<128, (V >= 2 && !C) ? 176 : 128, 2, 2, (V >= 1), false>;
+};
+template <int V, bool C>
+struct FwdTile<256, V, C> {
+  using type = FwdCfg<256, 80, 2, 2, (V >= 3), (V >= 1)>;
 };
 
 }  // namespace fwd_wgmma
@@ -88,7 +102,12 @@ struct FwdShape {
 namespace {
 
 using attn_mma::Elem;
-using fwd_wgmma::FwdShape;
+
+// Consumer 0's first turn: an arrival on its own turn barrier (completed by its first sync).
+template <bool kPingpong>
+__device__ __forceinline__ void pass_turn_to_self(int bar) {
+  if constexpr (kPingpong) named_bar_arrive(bar, 256);
+}
 
 struct FwdParams {
   float* lse;  // [B, Hq, Sq]
@@ -98,17 +117,17 @@ struct FwdParams {
   float scale_log2;   // softmax scale * log2(e)
 };
 
-// grid (num_m_blocks, Hq, B), Shape::kThreads threads, Shape::kSmemBytes of dynamic smem.
+// grid (num_m_blocks, Hq, B), Cfg::kThreads threads, Cfg::kSmemBytes of dynamic smem.
 // tq/to: [B, Sq, Hq, head_dim], boxes of 64 rows; tk/tv: [B, Skv, Hkv, head_dim], kBlockN rows.
-template <class T, int D, bool kCausal>
-__global__ void __launch_bounds__(FwdShape<D>::kThreads, 1)
+template <class T, class Cfg, bool kCausal>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
     flash_fwd_wgmma_kernel(const __grid_constant__ TensorMap tq, const __grid_constant__ TensorMap tk,
                            const __grid_constant__ TensorMap tv, const __grid_constant__ TensorMap to,
                            const FwdParams p) {
 #if ATTN_HOPPER_DEVICE
-  using Sh = FwdShape<D>;
+  using Sh = Cfg;
   constexpr float kNegInf = -__builtin_huge_valf();
-  constexpr int BN = Sh::kBlockN, S = Sh::kStages, NC = Sh::kConsumers;
+  constexpr int D = Cfg::D, BN = Sh::kBlockN, S = Sh::kStages, NC = Sh::kConsumers;
   const int m_block = kCausal ? p.num_m_blocks - 1 - static_cast<int>(blockIdx.x)
                               : static_cast<int>(blockIdx.x);
   const int h = blockIdx.y, b = blockIdx.z, kvh = h / p.group;
@@ -256,6 +275,18 @@ __global__ void __launch_bounds__(FwdShape<D>::kThreads, 1)
     for (int i = 0; i < D / 2; ++i) o[i] *= alpha[(i & 2) ? 1 : 0];
   };
 
+  // Pingpong: consumer c issues its GEMMs only on its turn and then passes the turn to the next
+  // (named barrier kTurnBar0 + c: 128 threads sync on it, the previous consumer's 128 arrive).
+  // Consumer 0 gives itself the first turn and takes the last one back after its loop, so every
+  // barrier completes as often as it is waited for.
+  auto take_turn = [&]() {
+    if constexpr (Sh::kPingpong) named_bar_sync(Sh::kTurnBar0 + c, 256);
+  };
+  auto pass_turn = [&]() {
+    if constexpr (Sh::kPingpong) named_bar_arrive(Sh::kTurnBar0 + (c + 1) % NC, 256);
+  };
+  if (c == 0) pass_turn_to_self<Sh::kPingpong>(Sh::kTurnBar0);
+
   if (n_tiles > 0) {
     mbar_wait(q_full, 0);
     mbar_wait(k_full(0), 0);
@@ -275,13 +306,16 @@ __global__ void __launch_bounds__(FwdShape<D>::kThreads, 1)
       fence_regs(s);
       fence_regs(o);
       fence_regs(pa);
+      take_turn();
       wgmma_fence();
       gemm_qk(st);
       wgmma_commit();
+      if constexpr (Sh::kRescaleEarly) rescale(alpha);  // alpha of tile j-1, under S_j
       mbar_wait(v_full(sp), ((j - 1) / S) & 1);
       wgmma_fence();
       gemm_pv(sp);
       wgmma_commit();
+      pass_turn();
       wgmma_wait<1>();  // S_j has landed; P_{j-1} V_{j-1} may still run
       fence_regs(s);
       if (signals) mbar_arrive(k_empty(st));
@@ -290,9 +324,10 @@ __global__ void __launch_bounds__(FwdShape<D>::kThreads, 1)
       wgmma_wait<0>();
       fence_regs(o);
       if (signals) mbar_arrive(v_empty(sp));
-      rescale(alpha);
+      if constexpr (!Sh::kRescaleEarly) rescale(alpha);
       to_p();
     }
+    if constexpr (Sh::kRescaleEarly) rescale(alpha);
     const int sl = (n_tiles - 1) % S;
     mbar_wait(v_full(sl), ((n_tiles - 1) / S) & 1);
     fence_regs(o);
@@ -304,6 +339,7 @@ __global__ void __launch_bounds__(FwdShape<D>::kThreads, 1)
     fence_regs(o);
     if (signals) mbar_arrive(v_empty(sl));
   }
+  if (c == 0) take_turn();
 
   // ---- epilogue: O /= l, LSE = (max * scale_log2 + log2 l) * ln 2 --------------------------------
   constexpr float kLn2 = 0.69314718055994530942f;
@@ -354,15 +390,35 @@ using attnbench::Support;
 // The padded tile width of a head_dim: the next of 64, 128, 256.
 constexpr int padded_head_dim(int d) { return d <= 64 ? 64 : d <= 128 ? 128 : 256; }
 
+// EXPERIMENT: the tuning variant of bf16 rows (see FwdTile), from ATTNBENCH_WGMMA_VARIANT.
+inline int experiment_variant() {
+  const char* v = std::getenv("ATTNBENCH_WGMMA_VARIANT");
+  return v ? std::atoi(v) : 0;
+}
+
+// f(kernel, Cfg{}) for the problem's (dtype, padded head_dim, causal) and the tuning variant.
 template <class F>
 void dispatch(const Problem& pr, F&& f) {
   attn_mma::dispatch_dtype(pr.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
+    const int variant = std::is_same_v<T, attn_mma::bfloat_t> ? experiment_variant() : 0;
+    auto with = [&](auto d, auto v) {
+      constexpr int D = decltype(d)::value, V = decltype(v)::value;
+      if (pr.causal) {
+        using Cfg = typename fwd_wgmma::FwdTile<D, V, true>::type;
+        f(flash_fwd_wgmma_kernel<T, Cfg, true>, Cfg{});
+      } else {
+        using Cfg = typename fwd_wgmma::FwdTile<D, V, false>::type;
+        f(flash_fwd_wgmma_kernel<T, Cfg, false>, Cfg{});
+      }
+    };
     auto with_d = [&](auto d) {
-      if (pr.causal)
-        f(flash_fwd_wgmma_kernel<T, decltype(d)::value, true>, d);
-      else
-        f(flash_fwd_wgmma_kernel<T, decltype(d)::value, false>, d);
+      switch (variant) {
+        case 1: with(d, std::integral_constant<int, 1>{}); break;
+        case 2: with(d, std::integral_constant<int, 2>{}); break;
+        case 3: with(d, std::integral_constant<int, 3>{}); break;
+        default: with(d, std::integral_constant<int, 0>{}); break;
+      }
     };
     switch (padded_head_dim(pr.head_dim)) {
       case 64:
@@ -408,7 +464,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
     const int smem = attn_mma::max_smem_per_block(why);
     if (smem < 0) return Support::no(why);
     int need = 0;
-    dispatch(p, [&](auto, auto d) { need = FwdShape<decltype(d)::value>::kSmemBytes; });
+    dispatch(p, [&](auto, auto cfg) { need = decltype(cfg)::kSmemBytes; });
     if (smem < need) {
       return Support::no("needs " + std::to_string(need) + " bytes of shared memory per block, the device allows " +
                          std::to_string(smem));
@@ -417,16 +473,16 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   }
 
   void prepare(const Problem& p, Pass, const Options&) const override {
-    dispatch(p, [&](auto kernel, auto d) {
-      attn_mma::set_dynamic_smem(kernel, FwdShape<decltype(d)::value>::kSmemBytes);
+    dispatch(p, [&](auto kernel, auto cfg) {
+      attn_mma::set_dynamic_smem(kernel, decltype(cfg)::kSmemBytes);
     });
   }
 
   void forward(const attnbench::FwdArgs& a) const override {
     const Problem& pr = a.p;
     const bool bf16 = pr.dtype == DType::bf16;
-    dispatch(pr, [&](auto kernel, auto d) {
-      using Sh = FwdShape<decltype(d)::value>;
+    dispatch(pr, [&](auto kernel, auto cfg) {
+      using Sh = decltype(cfg);
       const TensorMap tq = make_bshd_map(a.q, bf16, pr.batch, pr.seq_q, pr.heads_q, pr.head_dim, 64);
       const TensorMap tk =
           make_bshd_map(a.k, bf16, pr.batch, pr.seq_kv, pr.heads_kv, pr.head_dim, Sh::kBlockN);
