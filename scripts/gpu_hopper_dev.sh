@@ -60,7 +60,7 @@ if [ -n "${VARIANTS:-}" ]; then
   for v in $VARIANTS; do
     export ATTNBENCH_WGMMA_VARIANT=$v
     step "odd_shapes_v$v" 120 "$EXE" run "$ROOT/configs/sanitize.json" --impl "$IMPL" --pass fwd \
-      --verify full -q --out "$OUT/odd_shapes_v$v.json"
+      --verify full -q --out "$LOG/odd_shapes_v$v.json"
     tail -2 "$LOG/odd_shapes_v$v.txt" | head -1 | tee -a "$SUM"
     step "tune_v$v" 200 "$EXE" run "$ROOT/configs/tune_fwd_wgmma.json" --impl "$IMPL" --verify off \
       --out "$OUT/tune_v$v.json" -q
