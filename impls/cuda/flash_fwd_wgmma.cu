@@ -9,7 +9,9 @@
 //   S_j = Q K_j^T      SS-wgmma (Q and K K-major in shared memory), float32 accumulators;
 //   O  += P_{j-1} V_{j-1}  RS-wgmma (P from registers, V MN-major), issued right behind S_j;
 //   the online softmax of S_j (log2 domain, scale * log2(e) folded into one FFMA before ex2)
-//   runs while that P V product is still on the tensor cores; O is rescaled once it lands.
+//   runs while that P V product is still on the tensor cores; O is rescaled once it lands (d256:
+//   under the next S GEMM instead). At d <= 128 the consumers take turns issuing their GEMMs
+//   (pingpong, named barriers), so one warpgroup's softmax overlaps the others' GEMMs.
 // A consumer frees a stage by arriving on its "empty" mbarrier once its wgmma reading it has
 // completed; the producer waits on it before reusing the stage. The epilogue divides O by the row
 // sums, writes it through the warpgroup's own (now idle) Q stage in shared memory with one TMA
@@ -23,10 +25,9 @@
 // columns past head_dim; the store drops them). Rows that see no key give O = 0 and LSE = -inf.
 // Passes over HBM: Q and O once; K and V once per query block (mostly L2 hits for the other blocks
 // of the same kv head). Extra memory: none. Limits: f16/bf16; sm_90a only (other GPUs: SKIP).
-// Tiles per head_dim and what was tried: FwdWgmmaTraits below and docs/tuning_flash_wgmma.md.
+// Tiles per head_dim and what was tried: FwdTile below and docs/tuning_flash_wgmma.md.
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -75,26 +76,27 @@ struct FwdCfg {
   static_assert(kTurnBar0 + kConsumers <= 16, "16 named barriers");
 };
 
-// The tiles, per padded head_dim (docs/tuning_flash_wgmma.md has what was measured):
-//   d64:  3 consumers (192 rows) at 160 registers: S 64 + O 32 + P 32; 4 stages.
-//   d128: S 64 + O 64 + P 32 of 240 registers; 2 stages (4 would not fit beside Q).
-//   d256: O alone is 128 registers; 80-key tiles keep S at 40 and the smem at 224 KiB.
-// EXPERIMENT (ATTNBENCH_WGMMA_VARIANT, read by the host code, bf16 only): 1 = pingpong for
-// d <= 128 and early rescale for d256; 2 = 1 with 176-key tiles for non-causal d128; 3 = 2 with
-// pingpong for d256 too. 0 (default) = neither.
-template <int D, int kVariant, bool kCausal>
+// The tiles, per padded head_dim and causal: docs/tuning_flash_wgmma.md has the measurements.
+//   d64:  192 x 128, 3 consumers at 160 registers (S 64 + O 32 + P 32), 4 stages, pingpong
+//         (+6% over no pingpong at 8k-16k).
+//   d128: 128 x 176 non-causal (S 88 + O 64 + P 44 of 240 registers; +3% over 128 x 128),
+//         128 x 128 causal (the diagonal tile wastes less); 2 stages (4 do not fit beside Q);
+//         pingpong (+1%).
+//   d256: 128 x 80 (O alone is 128 registers; 224 KiB of smem), early rescale (+3%); pingpong
+//         measured +0.3%, within noise: left off.
+template <int D, bool kCausal>
 struct FwdTile;
-template <int V, bool C>
-struct FwdTile<64, V, C> {
-  using type = FwdCfg<64, 128, 3, 4, (V >= 1), false>;
+template <bool C>
+struct FwdTile<64, C> {
+  using type = FwdCfg<64, 128, 3, 4, true, false>;
 };
-template <int V, bool C>
-struct FwdTile<128, V, C> {
-  using type = FwdCfg<128, (V >= 2 && !C) ? 176 : 128, 2, 2, (V >= 1), false>;
+template <bool C>
+struct FwdTile<128, C> {
+  using type = FwdCfg<128, C ? 128 : 176, 2, 2, true, false>;
 };
-template <int V, bool C>
-struct FwdTile<256, V, C> {
-  using type = FwdCfg<256, 80, 2, 2, (V >= 3), (V >= 1)>;
+template <bool C>
+struct FwdTile<256, C> {
+  using type = FwdCfg<256, 80, 2, 2, false, true>;
 };
 
 }  // namespace fwd_wgmma
@@ -390,34 +392,19 @@ using attnbench::Support;
 // The padded tile width of a head_dim: the next of 64, 128, 256.
 constexpr int padded_head_dim(int d) { return d <= 64 ? 64 : d <= 128 ? 128 : 256; }
 
-// EXPERIMENT: the tuning variant of bf16 rows (see FwdTile), from ATTNBENCH_WGMMA_VARIANT.
-inline int experiment_variant() {
-  const char* v = std::getenv("ATTNBENCH_WGMMA_VARIANT");
-  return v ? std::atoi(v) : 0;
-}
-
-// f(kernel, Cfg{}) for the problem's (dtype, padded head_dim, causal) and the tuning variant.
+// f(kernel, Cfg{}) for the problem's (dtype, padded head_dim, causal).
 template <class F>
 void dispatch(const Problem& pr, F&& f) {
   attn_mma::dispatch_dtype(pr.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const int variant = std::is_same_v<T, attn_mma::bfloat_t> ? experiment_variant() : 0;
-    auto with = [&](auto d, auto v) {
-      constexpr int D = decltype(d)::value, V = decltype(v)::value;
+    auto with_d = [&](auto d) {
+      constexpr int D = decltype(d)::value;
       if (pr.causal) {
-        using Cfg = typename fwd_wgmma::FwdTile<D, V, true>::type;
+        using Cfg = typename fwd_wgmma::FwdTile<D, true>::type;
         f(flash_fwd_wgmma_kernel<T, Cfg, true>, Cfg{});
       } else {
-        using Cfg = typename fwd_wgmma::FwdTile<D, V, false>::type;
+        using Cfg = typename fwd_wgmma::FwdTile<D, false>::type;
         f(flash_fwd_wgmma_kernel<T, Cfg, false>, Cfg{});
-      }
-    };
-    auto with_d = [&](auto d) {
-      switch (variant) {
-        case 1: with(d, std::integral_constant<int, 1>{}); break;
-        case 2: with(d, std::integral_constant<int, 2>{}); break;
-        case 3: with(d, std::integral_constant<int, 3>{}); break;
-        default: with(d, std::integral_constant<int, 0>{}); break;
       }
     };
     switch (padded_head_dim(pr.head_dim)) {
