@@ -291,7 +291,7 @@ class Parser {
       fail_text(grouped ? "/groups" : "", "", "expands to " + std::to_string(c.row_count()) +
                                                   " rows, more than the limit of " + std::to_string(kMaxRows));
     }
-    if (c.row_count() == 0) {
+    if (c.row_count() == 0 && !opts_.allow_no_rows) {
       fail_text(grouped ? "/groups" : "", "",
                 "nothing to run: no implementation is left (a \"devices\" filter, or a build "
                 "without the implementations' device)");

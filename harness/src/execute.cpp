@@ -287,15 +287,17 @@ Outputs CaseBuffers::download() const {
   return out;
 }
 
-std::int64_t CaseBuffers::io_bytes() const {
-  const std::int64_t qkv = p_.q_bytes() + 2 * p_.kv_bytes();
-  switch (pass_) {
-    case Pass::fwd: return qkv + p_.q_bytes() + p_.lse_bytes();
-    case Pass::bwd: return qkv + 2 * p_.q_bytes() + p_.lse_bytes() + p_.q_bytes() + 2 * p_.kv_bytes();
-    case Pass::fwd_bwd: return qkv + 2 * p_.q_bytes() + p_.lse_bytes() + p_.q_bytes() + 2 * p_.kv_bytes();
+std::int64_t pass_io_bytes(const Problem& p, Pass pass) {
+  const std::int64_t qkv = p.q_bytes() + 2 * p.kv_bytes();
+  switch (pass) {
+    case Pass::fwd: return qkv + p.q_bytes() + p.lse_bytes();
+    case Pass::bwd: return qkv + 2 * p.q_bytes() + p.lse_bytes() + p.q_bytes() + 2 * p.kv_bytes();
+    case Pass::fwd_bwd: return qkv + 2 * p.q_bytes() + p.lse_bytes() + p.q_bytes() + 2 * p.kv_bytes();
   }
   return 0;
 }
+
+std::int64_t CaseBuffers::io_bytes() const { return pass_io_bytes(p_, pass_); }
 
 std::int64_t CaseBuffers::workspace_bytes() const {
   return static_cast<std::int64_t>(std::max(ws_fwd_, ws_bwd_));

@@ -24,6 +24,7 @@
 #include "attnbench/config.hpp"
 #include "attnbench/context.hpp"
 #include "attnbench/execute.hpp"
+#include "attnbench/expand.hpp"
 #include "attnbench/runner.hpp"
 #include "attnbench/table.hpp"
 
@@ -124,6 +125,7 @@ struct RunArgs {
   bool causal = false;
   std::map<std::string, CLI::Option*> problem_opts;
   CLI::Option *verify_opt = nullptr, *seed_opt = nullptr, *causal_opt = nullptr;
+  bool expand = false;  // `attnbench expand`: the same config and overrides, printed as cases
 };
 
 std::optional<std::string> read_file(const std::string& path) {
@@ -175,11 +177,12 @@ bool ends_with_index_of(const std::string& path, const std::string& key) {
 
 int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const std::string& command_line) {
   std::ostream& err = std::cerr;
+  const std::string who = a.expand ? "attnbench expand: " : "attnbench run: ";
   bool adhoc = false;
   for (const auto& [flag, opt] : a.problem_opts) adhoc = adhoc || opt->count() > 0;
   adhoc = adhoc || a.causal_opt->count() > 0;
   if (adhoc && !a.config.empty()) {
-    err << "attnbench run: problem flags (--seq, --batch, ...) describe one problem without a config; "
+    err << who << "problem flags (--seq, --batch, ...) describe one problem without a config; "
            "drop them or the config '" << a.config << "'\n";
     return kBadInput;
   }
@@ -211,7 +214,7 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
           used = 0;
         }
         if (used != text.size() || text.empty()) {
-          err << "attnbench run: " << f.flag << " = " << text << ": not an integer\n";
+          err << who << f.flag << " = " << text << ": not an integer\n";
           return kBadInput;
         }
         problem[f.key] = v;
@@ -219,7 +222,7 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
         char* end = nullptr;
         const double v = std::strtod(text.c_str(), &end);
         if (text.empty() || *end != '\0') {
-          err << "attnbench run: " << f.flag << " = " << text << ": not a number\n";
+          err << who << f.flag << " = " << text << ": not a number\n";
           return kBadInput;
         }
         problem[f.key] = v;
@@ -233,7 +236,7 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
     config_path = find_config(a.config.empty() ? "configs/default.json" : a.config);
     const auto text = read_file(config_path);
     if (!text) {
-      err << "attnbench run: cannot read the config '" << config_path << "'\n";
+      err << who << "cannot read the config '" << config_path << "'\n";
       return kBadInput;
     }
     try {
@@ -242,12 +245,12 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
       // parse_config reports it: the line and column of a syntax error, or e.g. a number beyond
       // double (out_of_range, not parse_error).
       const ConfigResult r = parse_config(*text);
-      err << "attnbench run: " << config_path << ": " << std::get<ConfigError>(r).text() << "\n";
+      err << who << config_path << ": " << std::get<ConfigError>(r).text() << "\n";
       return kBadInput;
     }
     // Before anything edits the document: an insertion copies values, which recurses per level.
     if (const auto e = check_depth(doc)) {
-      err << "attnbench run: " << config_path << ": " << e->text() << "\n";
+      err << who << config_path << ": " << e->text() << "\n";
       return kBadInput;
     }
     if (doc.is_object() && !doc.contains("name")) {
@@ -274,7 +277,7 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
         used = 0;
       }
       if (used != a.seed.size() || a.seed.empty() || a.seed[0] == '-') {
-        err << "attnbench run: --seed = " << a.seed << ": not a non-negative integer\n";
+        err << who << "--seed = " << a.seed << ": not a non-negative integer\n";
         return kBadInput;
       }
       if (!doc.contains("inputs") || !doc["inputs"].is_object()) doc["inputs"] = ojson::object();
@@ -284,6 +287,7 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
 
   ParseOptions po;
   po.max_bytes = host_memory_bytes();
+  po.allow_no_rows = a.expand;  // lists the cases of cuda.* configs in a build without CUDA
   const ConfigResult parsed = parse_config_doc(doc, po);
   if (const auto* e = std::get_if<ConfigError>(&parsed)) {
     // Name the flag when the bad value came from one.
@@ -293,9 +297,9 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
     else if (!a.passes.empty() && ends_with_index_of(e->path, "passes")) flag = "--pass";
     else if (a.verify_opt->count() > 0 && e->path.size() >= 12 && e->path.ends_with("/verify/mode")) flag = "--verify";
     if (!flag.empty()) {
-      err << "attnbench run: " << flag << " = " << (e->value.empty() ? "?" : e->value) << ": " << e->message << "\n";
+      err << who << flag << " = " << (e->value.empty() ? "?" : e->value) << ": " << e->message << "\n";
     } else {
-      err << "attnbench run: " << (config_path.empty() ? std::string("problem") : config_path) << ": " << e->text() << "\n";
+      err << who << (config_path.empty() ? std::string("problem") : config_path) << ": " << e->text() << "\n";
     }
     return kBadInput;
   }
@@ -316,11 +320,13 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
     if (kept == 0) {
       std::string globs;
       for (const auto& c : a.cases) globs += (globs.empty() ? "" : ", ") + c;
-      err << "attnbench run: --case = " << globs << ": matches none of the " << std::get<Config>(parsed).case_count()
+      err << who << "--case = " << globs << ": matches none of the " << std::get<Config>(parsed).case_count()
           << " cases of " << cfg.name << " (labels look like " << example << ")\n";
       return kBadInput;
     }
   }
+
+  if (a.expand) return print_expanded(cfg, std::cout);  // expand.cpp
 
   RunOptions ro;
   if (!a.resume.empty()) {
@@ -387,8 +393,8 @@ int main(int argc, char** argv) {
   // CLI11 would only say "A subcommand is required" for a misspelt one.
   if (cli_argv.size() > 1 && cli_argv[1][0] != '-') {
     const std::string cmd = cli_argv[1];
-    if (cmd != "list" && cmd != "run" && cmd != "compare" && cmd != "table") {
-      std::cerr << "attnbench: unknown command '" << cmd << "' (commands: list, run, compare, table; see --help)\n";
+    if (cmd != "list" && cmd != "run" && cmd != "expand" && cmd != "compare" && cmd != "table") {
+      std::cerr << "attnbench: unknown command '" << cmd << "' (commands: list, run, expand, compare, table; see --help)\n";
       return kBadInput;
     }
   }
@@ -425,25 +431,42 @@ Examples:
   attnbench run configs/default.json --benchmark_repetitions=10 --benchmark_out=gb.json
 
 Exit codes: 0 all rows pass or skip, 1 a row failed, 2 bad input, 130 interrupted.)");
-  run->add_option("config", ra.config, "Config file (JSON; see docs/cli.md). Default: configs/default.json")
-      ->type_name("CONFIG.json");
-  run->add_option("--out,-o", ra.out, "Results file. Default: results/local/<config name>-<UTC date>.json")
-      ->type_name("FILE");
-  run->add_option("--impl", ra.impls, "Implementation name or glob, repeatable (replaces the config's list)")
-      ->allow_extra_args(false)
-      ->type_name("GLOB");
-  run->add_option("--case", ra.cases,
+  // The config and the flags that change it (shared by run and expand, so that expand prints the
+  // cases of exactly the run the same flags would make).
+  auto case_flags = [](CLI::App* c, RunArgs& r) {
+    c->add_option("config", r.config, "Config file (JSON; see docs/cli.md). Default: configs/default.json")
+        ->type_name("CONFIG.json");
+    c->add_option("--impl", r.impls, "Implementation name or glob, repeatable (replaces the config's list)")
+        ->allow_extra_args(false)
+        ->type_name("GLOB");
+    c->add_option("--case", r.cases,
                   "Only the cases whose label matches this glob, repeatable (e.g. '*_causal_*', "
                   "'*_sq16384_*'); labels as in the table and the results' \"case\"")
-      ->allow_extra_args(false)
-      ->type_name("GLOB");
-  run->add_option("--pass", ra.passes, "fwd, bwd, fwd_bwd; repeatable or comma-separated (replaces the config's)")
-      ->allow_extra_args(false)
-      ->delimiter(',')
-      ->type_name("PASS");
-  ra.verify_opt = run->add_option("--verify", ra.verify, "Verification: auto, full, sampled or off")->type_name("MODE");
-  ra.seed_opt = run->add_option("--seed", ra.seed, "Seed of the inputs (replaces the config's)")->type_name("N");
-  run->add_flag("--hot", ra.hot, "Do not flush the caches between timed calls");
+        ->allow_extra_args(false)
+        ->type_name("GLOB");
+    c->add_option("--pass", r.passes, "fwd, bwd, fwd_bwd; repeatable or comma-separated (replaces the config's)")
+        ->allow_extra_args(false)
+        ->delimiter(',')
+        ->type_name("PASS");
+    r.verify_opt = c->add_option("--verify", r.verify, "Verification: auto, full, sampled or off")->type_name("MODE");
+    r.seed_opt = c->add_option("--seed", r.seed, "Seed of the inputs (replaces the config's)")->type_name("N");
+    c->add_flag("--hot", r.hot, "Do not flush the caches between timed calls");
+    for (const ProblemFlag& f : problem_flags()) {
+      if (f.kind == ProblemFlag::boolean) {
+        r.causal_opt = c->add_flag(f.flag, r.causal, "One problem: causal (bottom-right aligned)")->group("Single problem (instead of a config)");
+        continue;
+      }
+      const char* tn = f.kind == ProblemFlag::integer ? "N" : f.kind == ProblemFlag::real ? "X" : "DTYPE";
+      std::string help = std::string("One problem: ") + f.key;
+      if (std::string(f.key) == "seq") help = "One problem: seq_q = seq_kv";
+      if (std::string(f.key) == "scale") help += " (default 1/sqrt(head_dim))";
+      if (std::string(f.key) == "dtype") help += ": f32, f16 or bf16";
+      r.problem_opts[f.flag] = c->add_option(f.flag, r.problem[f.flag], help)->type_name(tn)->group("Single problem (instead of a config)");
+    }
+  };
+  case_flags(run, ra);
+  run->add_option("--out,-o", ra.out, "Results file. Default: results/local/<config name>-<UTC date>.json")
+      ->type_name("FILE");
   run->add_flag("--profile", ra.profile, "One validation call per row, no timing loop (for ncu / nsys)");
   run->add_option("--resume", ra.resume,
                   "Continue an earlier (e.g. interrupted) results file of the same config: its rows with a "
@@ -451,18 +474,23 @@ Exit codes: 0 all rows pass or skip, 1 a row failed, 2 bad input, 130 interrupte
       ->type_name("FILE");
   run->add_option("--dump", ra.dump, "Write each verified case's tensors as .npy files under DIR")->type_name("DIR");
   run->add_flag("--quiet,-q", ra.quiet, "No progress lines and no Google Benchmark output; just the table");
-  for (const ProblemFlag& f : problem_flags()) {
-    if (f.kind == ProblemFlag::boolean) {
-      ra.causal_opt = run->add_flag(f.flag, ra.causal, "One problem: causal (bottom-right aligned)")->group("Single problem (instead of a config)");
-      continue;
-    }
-    const char* tn = f.kind == ProblemFlag::integer ? "N" : f.kind == ProblemFlag::real ? "X" : "DTYPE";
-    std::string help = std::string("One problem: ") + f.key;
-    if (std::string(f.key) == "seq") help = "One problem: seq_q = seq_kv";
-    if (std::string(f.key) == "scale") help += " (default 1/sqrt(head_dim))";
-    if (std::string(f.key) == "dtype") help += ": f32, f16 or bf16";
-    ra.problem_opts[f.flag] = run->add_option(f.flag, ra.problem[f.flag], help)->type_name(tn)->group("Single problem (instead of a config)");
-  }
+
+  RunArgs ea;
+  ea.expand = true;
+  CLI::App* exp = app.add_subcommand("expand", "Print the cases of a config (or one problem) as JSON lines, for other tools");
+  exp->footer(R"(
+One compact JSON object per case, in run order: label, case_index, problem, FLOPs and io_bytes
+per pass, config_name and config_hash, the seed and distribution of the inputs, verify and timing
+settings, the implementations with their option sets, and the rows (impl, params, pass, NVTX
+name). The flags are run's and change the config as they would for run (the hash follows).
+scripts/peers/ and scripts/ncu_hbm.py read their cases from it. docs/cli.md, "attnbench expand".
+
+Examples:
+  attnbench expand configs/fa3_grid.json --case '*_sq16384_*'
+  attnbench expand --seq 1024 --heads-q 8 --head-dim 128 --causal --dtype bf16 --pass fwd,bwd
+
+Exit codes: 0 printed, 2 bad input (nothing printed).)");
+  case_flags(exp, ea);
 
   CompareOptions co;
   CLI::App* cmp = app.add_subcommand("compare", "Compare two results files row by row; exit 1 on a regression");
@@ -495,6 +523,8 @@ Exit codes: 0 all rows pass or skip, 1 a row failed, 2 bad input, 130 interrupte
     print_list(std::cout);
   } else if (run->parsed()) {
     rc = cmd_run(ra, bench_flags, command_line);
+  } else if (exp->parsed()) {
+    rc = cmd_run(ea, bench_flags, command_line);
   } else if (cmp->parsed()) {
     rc = run_compare(co, std::cout, std::cerr);
   } else if (tab->parsed()) {

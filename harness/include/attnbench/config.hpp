@@ -97,6 +97,9 @@ struct ParseOptions {
   std::int64_t max_bytes = 0;
   // Where implementations are looked up; null = Registry::instance().
   const Registry* registry = nullptr;
+  // `attnbench expand`: a config whose implementations this build lacks (cuda.* without CUDA)
+  // still lists its cases instead of failing with "nothing to run".
+  bool allow_no_rows = false;
 };
 
 using ConfigResult = std::variant<Config, ConfigError>;

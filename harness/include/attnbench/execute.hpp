@@ -36,6 +36,10 @@ bool device_present(Device d);
 // Number of CUDA devices (0 without CUDA).
 int cuda_device_count();
 
+// The bytes a pass reads and writes (Q, K, V, O, LSE; plus dO, dQ, dK, dV with a backward): the
+// results' memory.io_bytes, also printed by `attnbench expand`.
+std::int64_t pass_io_bytes(const Problem& p, Pass pass);
+
 class CaseBuffers {
  public:
   CaseBuffers(const Implementation& impl, const Problem& p, Pass pass, const Options& opts);

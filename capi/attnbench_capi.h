@@ -1,0 +1,78 @@
+/* libattnbench_capi: attnbench's harness for programs outside it, over a C ABI (loaded by the
+ * Python peers in scripts/peers/ with ctypes; docs/peers.md).
+ *
+ * Two things, both owned by the harness so that nothing is computed a second way:
+ *  - a case (ab_case_*): the harness's seeded inputs of a problem, and the project's verification
+ *    rule applied to outputs a peer computed from them (float64 reference, full or sampled as
+ *    `attnbench run` resolves it; the same device's naive 3-pass as the baseline; verify.cpp);
+ *  - a call (ab_call_*): any registered implementation's forward or backward on raw pointers
+ *    (device pointers for CUDA implementations, on the stream given), so a peer's timer can time
+ *    attnbench's own kernels, the same kernels `attnbench run` times with its own timer.
+ *
+ * Errors: functions returning a pointer return NULL, functions returning int return -1; the
+ * message is then ab_last_error() (per thread, valid until the next call). Strings returned are
+ * owned by the library (by the handle, for ab_case_verify and ab_call_supports) and stay valid
+ * until the next call on the same handle.
+ *
+ * Tensors: BSHD, contiguous; q, o, dout, dq [b, sq, hq, d]; k, v, dk, dv [b, skv, hkv, d] in the
+ * problem's dtype (f16/bf16 as 16-bit patterns); lse [b, hq, sq] float32.
+ */
+#ifndef ATTNBENCH_CAPI_H
+#define ATTNBENCH_CAPI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AB_CAPI_VERSION 1
+
+int ab_capi_version(void);
+const char* ab_last_error(void);
+/* JSON: {"capi_version", "git_revision", "git_dirty", "build_type", "compiler", "cuda": bool,
+ * "implementations": [{"name", "device", "forward", "backward", "fwd_partner", "options"}]}. */
+const char* ab_build_info(void);
+
+/* ---- cases: inputs and verification ---- */
+typedef struct ab_case ab_case;
+/* spec: a JSON object {"problem": {...}, "inputs": {"seed", "distribution"}, "verify": {"mode",
+ * "sample_heads", "sample_rows"}, "device": "cuda" | "cpu", "passes": [...]}; an `attnbench
+ * expand` line is one (device defaults to cuda). Builds the inputs (the reference and the
+ * baseline are computed on the first ab_case_verify). */
+ab_case* ab_case_open(const char* spec_json);
+void ab_case_close(ab_case* c);
+/* Copies the inputs into host buffers of the problem's sizes (any may be NULL). */
+int ab_case_inputs(ab_case* c, void* q, void* k, void* v, void* dout);
+/* Verifies a peer's outputs of pass ("fwd", "bwd", "fwd_bwd"), host pointers. An output the peer
+ * does not produce is NULL and named in `absent` (comma-separated, e.g. "LSE"): left out of the
+ * verdict and said in its note. Returns the verdict as JSON: the "verify" block of a results row
+ * plus "ok", "reason" and "note". */
+const char* ab_case_verify(ab_case* c, const char* pass, const void* o, const float* lse, const void* dq,
+                           const void* dk, const void* dv, const char* absent);
+
+/* ---- calls: one implementation, one problem, one pass ---- */
+typedef struct ab_call ab_call;
+/* problem_json: as a results row's "problem"; options_json: {"block_c": 64} or NULL. */
+ab_call* ab_call_open(const char* impl, const char* problem_json, const char* pass, const char* options_json);
+void ab_call_close(ab_call* c);
+/* "" when the implementation can run the call, else why not (a SKIP row's reason). */
+const char* ab_call_supports(ab_call* c);
+/* Workspace bytes to allocate on the implementation's device and pass to forward/backward. */
+int64_t ab_call_workspace_bytes(ab_call* c);
+/* Once before the first call, outside any timed region or graph capture (plans, attributes). */
+int ab_call_prepare(ab_call* c);
+/* Enqueue on stream (a cudaStream_t; NULL on the CPU). No allocation, no synchronisation: safe to
+ * capture in a CUDA graph for implementations that follow the harness's contract. */
+int ab_call_forward(ab_call* c, const void* q, const void* k, const void* v, void* o, float* lse, void* workspace,
+                    size_t workspace_bytes, void* stream);
+int ab_call_backward(ab_call* c, const void* q, const void* k, const void* v, const void* o, const float* lse,
+                     const void* dout, void* dq, void* dk, void* dv, void* workspace, size_t workspace_bytes,
+                     void* stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,213 @@
+// Verification of a peer's outputs by the harness's own rule (verify_outputs.hpp).
+#include "attnbench/verify_outputs.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "attnbench/execute.hpp"
+#include "attnbench/results.hpp"
+
+namespace attnbench {
+
+namespace {
+
+using json = nlohmann::json;
+
+[[noreturn]] void bad(const std::string& field, const json& value, const std::string& why) {
+  throw std::invalid_argument(field + " = " + value.dump(-1, ' ', false, json::error_handler_t::replace) + ": " + why);
+}
+
+int positive_int(const json& p, const char* key) {
+  if (!p.contains(key)) throw std::invalid_argument(std::string("problem.") + key + ": missing");
+  const json& v = p[key];
+  if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > INT32_MAX) {
+    bad(std::string("problem.") + key, v, "must be a positive integer");
+  }
+  return v.get<int>();
+}
+
+// One call of impl on the case's inputs, poisoned first, as the runner's validation call: the
+// naive baseline's outputs. A standalone backward reads O and LSE from the full reference, or
+// from the implementation's own forward when the reference is sampled.
+Outputs validation_call(const Implementation& impl, const Problem& p, Pass pass, const CaseInputs& in,
+                        const Reference& ref) {
+  static const Options none;
+  CaseBuffers buf(impl, p, pass, none);
+  buf.upload_inputs(in);
+  if (pass == Pass::bwd) {
+    if (!ref.lse_in.empty()) buf.upload_fwd_outputs(ref.o_in, ref.lse_in);
+    else buf.produce_fwd_outputs();
+  }
+  buf.poison_outputs();
+  buf.call(pass);
+  buf.synchronize();
+  return buf.download();
+}
+
+}  // namespace
+
+Problem problem_from_json(const json& p) {
+  if (!p.is_object()) bad("problem", p, "must be an object");
+  Problem x;
+  x.batch = positive_int(p, "batch");
+  x.heads_q = positive_int(p, "heads_q");
+  x.heads_kv = positive_int(p, "heads_kv");
+  x.seq_q = positive_int(p, "seq_q");
+  x.seq_kv = positive_int(p, "seq_kv");
+  x.head_dim = positive_int(p, "head_dim");
+  if (p.contains("causal")) {
+    if (!p["causal"].is_boolean()) bad("problem.causal", p["causal"], "must be true or false");
+    x.causal = p["causal"].get<bool>();
+  }
+  if (p.contains("scale")) {
+    if (!p["scale"].is_number() || !(p["scale"].get<double>() >= 0)) bad("problem.scale", p["scale"], "must be a number >= 0");
+    x.scale = p["scale"].get<double>();
+  }
+  if (!p.contains("dtype") || !p["dtype"].is_string() || !parse_dtype(p["dtype"].get<std::string>())) {
+    bad("problem.dtype", p.contains("dtype") ? p["dtype"] : json(), "must be f32, f16 or bf16");
+  }
+  x.dtype = *parse_dtype(p["dtype"].get<std::string>());
+  if (const std::string why = validate(x); !why.empty()) throw std::invalid_argument("problem: " + why);
+  return x;
+}
+
+PeerCaseSpec peer_case_spec_from_json(const json& j) {
+  if (!j.is_object()) bad("spec", j, "must be an object");
+  PeerCaseSpec s;
+  if (!j.contains("problem")) throw std::invalid_argument("problem: missing");
+  s.problem = problem_from_json(j["problem"]);
+  if (j.contains("inputs")) {
+    const json& in = j["inputs"];
+    if (!in.is_object()) bad("inputs", in, "must be an object");
+    if (in.contains("seed")) {
+      if (!in["seed"].is_number_unsigned() && !(in["seed"].is_number_integer() && in["seed"].get<std::int64_t>() >= 0)) {
+        bad("inputs.seed", in["seed"], "must be a non-negative integer");
+      }
+      s.seed = in["seed"].get<std::uint64_t>();
+    }
+    if (in.contains("distribution")) {
+      const std::string d = in["distribution"].is_string() ? in["distribution"].get<std::string>() : "";
+      if (d == "normal") s.distribution = Distribution::normal;
+      else if (d == "outlier") s.distribution = Distribution::outlier;
+      else bad("inputs.distribution", in["distribution"], "must be \"normal\" or \"outlier\"");
+    }
+  }
+  if (j.contains("verify")) {
+    const json& v = j["verify"];
+    if (!v.is_object()) bad("verify", v, "must be an object");
+    if (v.contains("mode")) {
+      const std::string m = v["mode"].is_string() ? v["mode"].get<std::string>() : "";
+      if (m == "auto") s.verify.mode = VerifyMode::automatic;
+      else if (m == "full") s.verify.mode = VerifyMode::full;
+      else if (m == "sampled") s.verify.mode = VerifyMode::sampled;
+      else if (m == "off") s.verify.mode = VerifyMode::off;
+      else bad("verify.mode", v["mode"], "must be auto, full, sampled or off");
+    }
+    for (const char* k : {"sample_heads", "sample_rows"}) {
+      if (!v.contains(k)) continue;
+      if (!v[k].is_number_integer() || v[k].get<std::int64_t>() < 1 || v[k].get<std::int64_t>() > 1000000) {
+        bad(std::string("verify.") + k, v[k], "must be a positive integer");
+      }
+      (std::string(k) == "sample_heads" ? s.verify.sample.heads : s.verify.sample.rows) = v[k].get<int>();
+    }
+  }
+  if (j.contains("device")) {
+    const std::string d = j["device"].is_string() ? j["device"].get<std::string>() : "";
+    if (d == "cuda" || d.rfind("cuda:", 0) == 0) s.device = Device::cuda;
+    else if (d == "cpu") s.device = Device::cpu;
+    else bad("device", j["device"], "must be \"cuda\" or \"cpu\"");
+  }
+  if (j.contains("passes")) {
+    const json& ps = j["passes"];
+    if (!ps.is_array() || ps.empty()) bad("passes", ps, "must be a non-empty array");
+    s.need_fwd = s.need_bwd = false;
+    for (const json& x : ps) {
+      const std::string n = x.is_string() ? x.get<std::string>() : "";
+      if (n != "fwd" && n != "bwd" && n != "fwd_bwd") bad("passes", x, "must be fwd, bwd or fwd_bwd");
+      s.need_fwd = s.need_fwd || n != "bwd";
+      s.need_bwd = s.need_bwd || n != "fwd";
+    }
+  }
+  return s;
+}
+
+PeerCase::PeerCase(const PeerCaseSpec& spec)
+    : spec_(spec), inputs_(make_inputs(spec.problem, spec.seed, spec.distribution)) {}
+
+PeerCase::~PeerCase() = default;
+
+const Reference& PeerCase::reference() {
+  if (!ref_) {
+    ref_ = std::make_unique<Reference>(compute_reference(inputs_, spec_.verify.mode, spec_.need_fwd, spec_.need_bwd,
+                                                         spec_.seed, spec_.verify.sample));
+  }
+  return *ref_;
+}
+
+const Outputs* PeerCase::naive(Pass pass) {
+  if (auto it = naive_.find(pass); it != naive_.end()) return it->second.get();
+  std::shared_ptr<Outputs> out;
+  const Implementation* base = naive_baseline(spec_.device);
+  if (!base) {
+    naive_note_[pass] = "no " + std::string(to_string(spec_.device)) + ".naive_3pass registered";
+  } else if (Support s = base->supports(spec_.problem, pass); !s) {
+    naive_note_[pass] = base->name() + " cannot run this case: " + s.reason;
+  } else if (!device_present(spec_.device)) {
+    naive_note_[pass] = base->name() + ": no " + std::string(to_string(spec_.device)) + " device";
+  } else {
+    try {
+      out = std::make_shared<Outputs>(validation_call(*base, spec_.problem, pass, inputs_, reference()));
+    } catch (const std::exception& e) {
+      naive_note_[pass] = base->name() + " failed: " + e.what();
+    }
+  }
+  naive_[pass] = out;
+  return out.get();
+}
+
+PeerVerdict PeerCase::check(Pass pass, const Outputs& outputs, const std::vector<std::string>& absent) {
+  if ((pass != Pass::bwd && !spec_.need_fwd) || (pass != Pass::fwd && !spec_.need_bwd)) {
+    throw std::invalid_argument(std::string("pass ") + std::string(to_string(pass)) +
+                                " was not among the passes the case was opened for");
+  }
+  PeerVerdict pv;
+  const Reference& ref = reference();
+  pv.mode = ref.mode;
+  const Outputs* base = ref.mode == VerifyMode::off ? nullptr : naive(pass);
+  if (base) pv.baseline = naive_baseline(spec_.device)->name();
+  if (auto it = naive_note_.find(pass); it != naive_note_.end() && ref.mode != VerifyMode::off) {
+    pv.note = "baseline: " + it->second;
+  }
+  Verdict v = verify(spec_.problem, pass, outputs, base, ref);
+  // Outputs the peer's API does not give: out of the verdict, named in the note.
+  std::vector<std::string> left_out;
+  std::erase_if(v.outputs, [&](const OutputReport& r) {
+    const std::string name = r.name.substr(0, r.name.find('~'));
+    const bool drop = std::find(absent.begin(), absent.end(), name) != absent.end();
+    if (drop && std::find(left_out.begin(), left_out.end(), name) == left_out.end()) left_out.push_back(name);
+    return drop;
+  });
+  v.ok = std::all_of(v.outputs.begin(), v.outputs.end(), [](const OutputReport& r) { return r.ok; });
+  if (!left_out.empty()) {
+    std::string names;
+    for (const auto& n : left_out) names += (names.empty() ? "" : ", ") + n;
+    pv.note += (pv.note.empty() ? "" : "; ") + names + " not checked: not returned by the peer's API";
+  }
+  pv.verdict = std::move(v);
+  return pv;
+}
+
+nlohmann::ordered_json peer_verdict_json(const PeerVerdict& v) {
+  RowResult r;  // row_to_json writes the verify block: one writer of the schema
+  r.verified = true;
+  r.verify_mode = v.mode;
+  r.baseline = v.baseline;
+  r.outputs = v.verdict.outputs;
+  nlohmann::ordered_json j = row_to_json(r)["verify"];
+  j["ok"] = v.verdict.ok;
+  j["reason"] = v.verdict.failure();
+  if (!v.note.empty()) j["note"] = v.note;
+  return j;
+}
+
+}  // namespace attnbench
