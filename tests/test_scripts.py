@@ -2,7 +2,7 @@
 """Tests of the Python tools in scripts/: ncu_hbm.py (parse ncu's CSV, merge HBM bytes),
 recover_timings.py (console-log times), paper_tables.py (Figure 2 table). No GPU, no ncu:
 tests/data/ncu_raw_probe.csv is ncu's raw page from an H200 run (columns trimmed to the ones read).
-torch_sdpa.py's git revision (no torch needed). fa2_grid_summary.py's ratios. compute_sanitizer.sh's choice of implementations,
+The peers' git revision (scripts/peers/common.py; no torch needed). fa2_grid_summary.py's ratios. compute_sanitizer.sh's choice of implementations,
 with a stand-in for compute-sanitizer and the build's attnbench (ATTNBENCH_BUILD_DIR, set by CTest;
 skipped without it or without CUDA implementations). Run by CTest as test_scripts; also
 `python3 tests/test_scripts.py`."""
@@ -19,7 +19,7 @@ import ncu_hbm  # noqa: E402
 import recover_timings  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "scripts", "peers"))
-import torch_sdpa  # noqa: E402  (imports torch only when it runs a config)
+import common as peers_common  # noqa: E402  (scripts/peers/common.py: imports torch only when a peer runs)
 
 CASE = "b2_hq4_hkv2_sq256_skv256_d64_bf16"
 
@@ -149,8 +149,8 @@ class RecoverTimings(unittest.TestCase):
         self.assertEqual(got[f"cuda.flash_fwd_mma:{CASE}:fwd"]["repetitions"], 3)
 
 
-class TorchPeerRevision(unittest.TestCase):
-    """The GPU copy of the tree can carry another commit's .git: the peer, like attnbench, takes
+class PeerRevision(unittest.TestCase):
+    """The GPU copy of the tree can carry another commit's .git: the peers, like attnbench, take
     the revision from ATTNBENCH_GIT_REVISION when it is set."""
 
     def setUp(self):
@@ -165,12 +165,12 @@ class TorchPeerRevision(unittest.TestCase):
     def test_named_revision_wins(self):
         os.environ["ATTNBENCH_GIT_REVISION"] = "0123abc"
         os.environ["ATTNBENCH_GIT_DIRTY"] = "0"
-        self.assertEqual(torch_sdpa.git_info(), ("0123abc", False, "ATTNBENCH_GIT_REVISION"))
+        self.assertEqual(peers_common.git_info(), ("0123abc", False, "ATTNBENCH_GIT_REVISION"))
         os.environ.pop("ATTNBENCH_GIT_DIRTY")
-        self.assertEqual(torch_sdpa.git_info(), ("0123abc", True, "ATTNBENCH_GIT_REVISION"))
+        self.assertEqual(peers_common.git_info(), ("0123abc", True, "ATTNBENCH_GIT_REVISION"))
 
     def test_without_it_git_or_unknown(self):
-        rev, _, source = torch_sdpa.git_info()
+        rev, _, source = peers_common.git_info()
         self.assertIn(source, ("git", "none"))
         self.assertTrue(rev == "unknown" or len(rev) == 40, rev)
 

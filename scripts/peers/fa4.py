@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""FA4 (PyPI flash-attn-4: FlashAttention in the CuTe DSL; on Hopper its flash_fwd_sm90 /
+flash_bwd_sm90 kernels, FlashAttention-3's design) as a peer of attnbench, in attnbench's format.
+
+    python3 scripts/peers/fa4.py CONFIG.json [--out FILE] [--fa4-site DIR] [--no-deterministic]
+    python3 scripts/peers/fa4.py CONFIG.json --dry-run                 # no torch, no GPU
+
+Rows fa4.flash_attn (params {}) and, for bwd and fwd_bwd, fa4.flash_attn with params
+{"deterministic": 1} (its deterministic backward, timed as its own row). One call is
+flash_attn.cute.flash_attn_func(q, k, v, softmax_scale, causal, deterministic, return_lse=True) on
+attnbench's BSHD tensors (FA4's native layout, no copy): O and the natural-log LSE [b, hq, sq]
+float32, both verified, and dQ, dK, dV through autograd. GQA: FA4 maps query head h to kv head
+h / (hq / hkv), as attnbench. Causal: FA4's mask keeps key j for query i iff
+j <= i + seq_kv - seq_q (bottom-right, as attnbench; the verification checks it on the odd shapes).
+f32 is a SKIP (FA4 takes f16/bf16); a case FA4 refuses (its assertions: head_dim, GPU
+architecture) is a SKIP with its message; a missing package makes every row a SKIP saying so.
+
+Where FA4 comes from: `pip install flash-attn-4` (a GPU machine with network), or a site folder
+unpacked from wheels (the GPU machine here: ../shared/peers/README.md), added with
+site.addsitedir before `import flash_attn.cute` (its .pth files need it): --fa4-site DIR, else
+$ATTNBENCH_FA4_SITE, else /tmp/fa4site when that folder exists.
+Cases, inputs, verification, timing and the results file: scripts/peers/common.py (docs/peers.md).
+Exit codes: 0 done (fail/skip rows included), 1 stopped early, 2 bad input or PyTorch missing.
+"""
+import os
+import site
+import sys
+
+import common
+
+name = "fa4"
+DEFAULT_SITE = "/tmp/fa4site"
+DISTRIBUTIONS = ("flash-attn-4", "nvidia-cutlass-dsl", "quack-kernels", "apache-tvm-ffi")
+
+
+def add_args(ap):
+    ap.add_argument("--fa4-site", metavar="DIR",
+                    help=f"site folder holding flash_attn.cute (default $ATTNBENCH_FA4_SITE, else {DEFAULT_SITE} "
+                         "when it exists, else the installed package)")
+    ap.add_argument("--no-deterministic", action="store_true", help="no deterministic-backward rows")
+
+
+class Fa4(common.Backend):
+    impl = "fa4.flash_attn"
+
+    def __init__(self, deterministic, state):
+        self.deterministic = deterministic
+        self.params = {"deterministic": 1} if deterministic else {}
+        self.passes = ("bwd", "fwd_bwd") if deterministic else None  # the forward has no such mode
+        self.state = state
+
+    def context(self):
+        return dict(self.state.get("context", {}))
+
+    def skip_reason(self, case, pass_name):
+        if self.state.get("error"):
+            return self.state["error"]
+        if case["problem"]["dtype"] == "f32":
+            return "FA4 takes f16 and bf16 only"
+        return None
+
+    def make(self, dev, case, pass_name, t):
+        p = case["problem"]
+        func = self.state["func"]
+        kw = {"softmax_scale": p["scale"], "causal": bool(p["causal"]), "deterministic": self.deterministic,
+              "return_lse": True}
+
+        def forward(q, k, v):  # BSHD in, BSHD out; LSE [b, hq, sq] float32, natural log
+            o, lse = func(q, k, v, **kw)
+            return o, lse
+
+        return common.autograd_call(dev, case, pass_name, t, forward)
+
+
+def load(args):
+    """Imports flash_attn.cute (from the site folder when one is given or present)."""
+    st = {}
+    where = args.fa4_site or os.environ.get("ATTNBENCH_FA4_SITE") or (DEFAULT_SITE if os.path.isdir(DEFAULT_SITE) else "")
+    if where:
+        if not os.path.isdir(where):
+            raise common.BadInput(f"--fa4-site = {where}: not a folder")
+        site.addsitedir(where)
+    try:
+        from flash_attn.cute import flash_attn_func
+    except Exception as e:  # noqa: BLE001  (ImportError, or the CuTe DSL failing to load)
+        st["error"] = (f"FA4 not importable (import flash_attn.cute: {type(e).__name__}: {common.first_line(e)}); "
+                       f"install flash-attn-4 or unpack its site folder (--fa4-site, now '{where or 'none'}')")
+        return st
+    st["func"] = flash_attn_func
+    versions = {}
+    try:
+        from importlib import metadata
+        for d in DISTRIBUTIONS:
+            try:
+                versions[d] = metadata.version(d)
+            except metadata.PackageNotFoundError:
+                pass
+    except ImportError:
+        pass
+    mod = sys.modules.get("flash_attn.cute")
+    st["context"] = {"package": "flash-attn-4", "versions": versions, "site": where or "(installed)",
+                     "module": getattr(mod, "__file__", None), "call": "flash_attn.cute.flash_attn_func(q, k, v, "
+                     "softmax_scale, causal, deterministic, return_lse=True), BSHD",
+                     "causal_alignment": "bottom-right (FA4's mask: key j visible to query i iff j <= i + skv - sq)"}
+    return st
+
+
+def backends(args, dev_kind):
+    if dev_kind != "cuda":
+        return []
+    state = {}
+    out = [Fa4(False, state)]
+    if not args.no_deterministic:
+        out.append(Fa4(True, state))
+    return out
+
+
+def setup(args, dev, capi, mine):
+    if mine:
+        mine[0].state.update(load(args))
+
+
+if __name__ == "__main__":
+    sys.exit(common.main("fa4.py", __doc__.split("\n\n")[0], [sys.modules[__name__]]))

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Several peers in one process and one results file: each case's inputs, float64 reference and
+naive baseline are made once for all of them (docs/peers.md).
+
+    python3 scripts/peers/peers.py CONFIG.json --peers fa4,torch_sdpa [--backend flash,cudnn] [--out FILE]
+    python3 scripts/peers/peers.py CONFIG.json --peers fa4,torch_sdpa,attnbench --impl cuda.cudnn_sdpa --dry-run
+
+--peers: fa4 (fa4.py), torch_sdpa (torch_sdpa.py), attnbench (attnbench_impls.py); default
+fa4,torch_sdpa. Every other flag is the one of the peer it belongs to, or common (common.py).
+"""
+import sys
+
+import attnbench_impls
+import common
+import fa4
+import torch_sdpa
+
+PEERS = {"fa4": fa4, "torch_sdpa": torch_sdpa, "attnbench": attnbench_impls}
+
+
+def main(argv):
+    picked, rest, i = ["fa4", "torch_sdpa"], [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--peers" and i + 1 < len(argv):
+            picked, i = argv[i + 1], i + 2
+        elif a.startswith("--peers="):
+            picked, i = a.split("=", 1)[1], i + 1
+        else:
+            rest.append(a)
+            i += 1
+            continue
+        try:
+            picked = common.split_list([picked], PEERS, "--peers")
+        except common.BadInput as e:
+            common.die("peers.py", str(e))
+    mods = [PEERS[p] for p in picked]
+    # The other peers' flags are still accepted (and ignored), so one command line serves any --peers.
+    ignored = [m for m in PEERS.values() if m not in mods]
+
+    class Quiet:
+        def __init__(self, m):
+            self.name, self.add_args = m.name, m.add_args
+
+        def backends(self, args, kind):
+            return []
+
+    class PeersFlag:  # for --help only: --peers is read above
+        name = "peers"
+
+        @staticmethod
+        def add_args(ap):
+            ap.add_argument("--peers", help="fa4, torch_sdpa, attnbench; comma-separated (default fa4,torch_sdpa)")
+
+        @staticmethod
+        def backends(args, kind):
+            return []
+
+    return common.main("peers.py", __doc__.split("\n\n")[0], mods + [Quiet(m) for m in ignored] + [PeersFlag],
+                       rest, peer_name="+".join(picked))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
