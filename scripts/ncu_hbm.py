@@ -20,6 +20,8 @@ What it does:
     context.hbm says how they were measured. `attnbench table MERGED.json` then prints an
     "HBM traffic" table.
 
+The config, --impl and --case are checked first with `attnbench expand` (which also says how many
+rows will be profiled), so a typo exits 2 before ncu runs.
 RUN.json is a normal (timed) run of the same config; rows are matched on "nvtx". A row with no
 kernel in the profile keeps no hbm fields (the merge says which). --parse-csv skips step 1 and
 reads a CSV that ncu wrote with the flags above (`--csv --page raw --print-units base`).
@@ -30,6 +32,7 @@ import argparse
 import csv
 import datetime
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -40,7 +43,8 @@ from results_io import load_results, write_atomic
 
 METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")
 UNIT_SCALE = {"byte": 1.0, "bytes": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
-              "KB": 1e3, "MB": 1e6, "GB": 1e9}
+              "KB": 1e3, "MB": 1e6, "GB": 1e9,
+              "nsecond": 1.0, "usecond": 1e3, "msecond": 1e6, "second": 1e9}
 
 
 def fail(msg, code=2):
@@ -48,11 +52,11 @@ def fail(msg, code=2):
     sys.exit(code)
 
 
-def parse_ncu_csv(text):
-    """{range name: {"read": bytes, "write": bytes, "kernels": n}} from ncu's raw CSV page.
+def read_raw_csv(text, metrics):
+    """[(id, kernel name, {metric: value in base units})] from ncu's raw CSV page, in order.
 
-    The raw page has a header row, a units row (when --print-units is given; "byte" etc.), then
-    one row per kernel; "Kernel Name" is the NVTX range name under --print-nvtx-rename kernel."""
+    The page has a header row, a units row (with --print-units base: "byte", "nsecond", ...), then
+    one row per kernel. Shared by scripts/ncu_kernels.py (kernel durations)."""
     start = text.find('"ID"')
     if start < 0:
         raise ValueError("no CSV header (a line starting with \"ID\") in ncu's output")
@@ -60,10 +64,10 @@ def parse_ncu_csv(text):
     header = rows[0]
     try:
         name_col = header.index("Kernel Name")
-        cols = {m: header.index(m) for m in METRICS}
+        cols = {m: header.index(m) for m in metrics}
     except ValueError as e:
         raise ValueError(f"ncu's CSV lacks a column: {e}; header: {header[:12]}...") from None
-    scale = {m: 1.0 for m in METRICS}
+    scale = {m: 1.0 for m in metrics}
     body = rows[1:]
     if body and not body[0][0].strip().isdigit():  # the units row
         for m, c in cols.items():
@@ -72,19 +76,31 @@ def parse_ncu_csv(text):
                 raise ValueError(f"unknown unit '{unit}' for {m}")
             scale[m] = UNIT_SCALE.get(unit, 1.0)
         body = body[1:]
-    sums = {}
+    out = []
     for r in body:
         if len(r) < len(header):
             continue
+        vals = {}
+        for m, c in cols.items():
+            v = r[c].replace(",", "").strip()
+            if v in ("", "n/a", "N/A"):
+                raise ValueError(f"kernel {r[0]} '{r[name_col][:80]}': no value for {m}")
+            vals[m] = float(v) * scale[m]
+        out.append((r[0].strip(), r[name_col], vals))
+    return out
+
+
+def parse_ncu_csv(text):
+    """{range name: {"read": bytes, "write": bytes, "kernels": n}} from ncu's raw CSV page, whose
+    "Kernel Name" is the NVTX range name under --print-nvtx-rename kernel."""
+    sums = {}
+    for _, kname, vals in read_raw_csv(text, METRICS):
         # Renamed kernels read "<innermost range>/<kernel name>" (ncu 2025.3); attnbench's range
         # names hold no '/', so the range is everything before the first one.
-        name = r[name_col].split("/", 1)[0]
+        name = kname.split("/", 1)[0]
         s = sums.setdefault(name, {"read": 0.0, "write": 0.0, "kernels": 0})
-        for m, key in ((METRICS[0], "read"), (METRICS[1], "write")):
-            v = r[cols[m]].replace(",", "").strip()
-            if v in ("", "n/a", "N/A"):
-                raise ValueError(f"kernel under '{name}': no value for {m}")
-            s[key] += float(v) * scale[m]
+        s["read"] += vals[METRICS[0]]
+        s["write"] += vals[METRICS[1]]
         s["kernels"] += 1
     return sums
 
@@ -109,12 +125,28 @@ def merge(res, sums, method):
     return matched, missing
 
 
+def expected_rows(args):
+    """The rows the profile will have, from `attnbench expand` (config errors and unmatched --case
+    globs are reported here, exit 2, before ncu spends any time)."""
+    cmd = [args.attnbench, "expand", args.config]
+    for g in args.impl or []:
+        cmd += ["--impl", g]
+    for g in args.case or []:
+        cmd += ["--case", g]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        fail(p.stderr.strip() or f"attnbench expand exited {p.returncode}")
+    return [r["nvtx"] for line in p.stdout.splitlines() if line.strip() for r in json.loads(line)["rows"]]
+
+
 def run_ncu(args):
     ncu = args.ncu or shutil.which("ncu")
-    if not ncu:
-        fail("ncu (Nsight Compute) not found on PATH; give --ncu PATH", 1)
     if not os.access(args.attnbench, os.X_OK):
         fail(f"--attnbench {args.attnbench}: not an executable")
+    rows = expected_rows(args)
+    print(f"ncu_hbm.py: {len(rows)} rows to profile (attnbench expand)", flush=True)
+    if not ncu:
+        fail("ncu (Nsight Compute) not found on PATH; give --ncu PATH", 1)
     work = tempfile.mkdtemp(prefix="ncu_hbm.")
     rep = os.path.join(work, "hbm")
     profile_json = os.path.join(work, "profile.json")

@@ -5,9 +5,11 @@
 load_results(path, fail, what="") returns the parsed file, or calls fail(message) (which must not
 return: the tools print it and exit 2) when the file cannot be opened, is not JSON, or is not an
 attnbench results file with a "rows" array. write_atomic(path, obj) writes JSON through a
-temporary file in the same folder and a rename, so a reader never sees half a file.
+temporary file in the same folder and a rename, so a reader never sees half a file; NaN and
+infinities are written as null, as attnbench writes them.
 """
 import json
+import math
 import os
 import tempfile
 
@@ -28,16 +30,28 @@ def load_results(path, fail, what=""):
     return res
 
 
+def finite(obj):
+    """obj with every NaN or infinite float as None: JSON has neither (attnbench writes null)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
+
+
 def write_atomic(path, obj):
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".results_io.", suffix=".json")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=1)
+            json.dump(finite(obj), f, indent=1, allow_nan=False)
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp's 0600: results are ordinary files
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

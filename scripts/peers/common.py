@@ -15,6 +15,7 @@ how to call its kernels; the rest is here, and the facts themselves live in the 
 No torch import at module level: --dry-run, --merge and the CPU test path work without it.
 """
 import argparse
+import contextlib
 import ctypes
 import datetime
 import fnmatch
@@ -310,6 +311,9 @@ class HostCpu:
     def poison(self, buf):
         ctypes.memset(buf.ptr, 0xFF, buf.nbytes)  # all-ones: NaN in f32, f16 and bf16
 
+    def nvtx(self, name):
+        return contextlib.nullcontext()
+
     def host_ptr(self, buf):
         return buf, buf.ptr
 
@@ -374,7 +378,9 @@ class TorchCuda:
         torch = self.torch
         host = {n: torch.empty(case["inputs"]["layout"][n], dtype=self.tdtype(case)) for n in TENSORS}
         cc.inputs(*(host[n].data_ptr() for n in TENSORS))
-        return {n: t.to(self.dev) for n, t in host.items()}
+        out = {n: t.to(self.dev) for n, t in host.items()}
+        self.sync()
+        return out
 
     def empty_bytes(self, n):
         return self.torch.empty(max(1, n), dtype=self.torch.uint8, device=self.dev)
@@ -386,7 +392,11 @@ class TorchCuda:
         return self.torch.cuda.current_stream(self.dev).cuda_stream
 
     def poison(self, t):
-        t.fill_(float("nan"))
+        with self.torch.cuda.stream(self.side):  # the calls' stream: ordered before the call
+            t.fill_(float("nan"))
+
+    def nvtx(self, name):
+        return self.torch.cuda.nvtx.range(name)
 
     def poison_allocator(self, case, names):
         """Outputs an API allocates itself cannot be poisoned directly: blocks of their sizes
@@ -774,13 +784,20 @@ def run_row(dev, cc, case, backend, pass_name, t, args):
             try:
                 call = backend.make(dev, case, pass_name, t)
                 if args.profile:
-                    nv = torch.cuda.nvtx if torch is not None else None
-                    if nv:
-                        nv.range_push(row["nvtx"])
-                outs = call.validate()
-                dev.sync()
-                if args.profile and torch is not None:
-                    torch.cuda.nvtx.range_pop()
+                    # One call inside the row's NVTX range, nothing else in it (no poison fill):
+                    # what ncu attributes to the range is the peer's own kernels.
+                    dev.sync()
+                    with dev.nvtx(row["nvtx"]):
+                        if torch is not None:
+                            with torch.cuda.stream(dev.side):
+                                call.fn()
+                        else:
+                            call.fn()
+                    dev.sync()
+                    outs = None
+                else:
+                    outs = call.validate()
+                    dev.sync()
             except Skip as e:
                 row["reason"] = str(e)
                 return row
@@ -862,7 +879,7 @@ def run(prog, peer, planned, backends, dev, capi, results, args):
             except Exception as e:  # noqa: BLE001  (host or device memory for the inputs)
                 for b, ps in pairs:
                     r = blank_row(case, b, ps, dev.name)
-                    r["reason"] = "no memory for the inputs: " + first_line(e)
+                    r["reason"] = "inputs: " + first_line(e)
                     results.rows.append(r)
                 if cc:
                     cc.close()
