@@ -2,7 +2,8 @@
 """Tests of the Python tools in scripts/: ncu_hbm.py (parse ncu's CSV, merge HBM bytes),
 recover_timings.py (console-log times), paper_tables.py (Figure 2 table). No GPU, no ncu:
 tests/data/ncu_raw_probe.csv is ncu's raw page from an H200 run (columns trimmed to the ones read).
-The peers' git revision (scripts/peers/common.py; no torch needed). fa2_grid_summary.py's ratios. compute_sanitizer.sh's choice of implementations,
+The peers' git revision (scripts/peers/common.py; no torch needed). fa2_grid_summary.py's ratios, fa3_grid_summary.py's (grid_summary.py), timing_parity.py's pairs,
+ncu_kernels.py's attribution of kernels to rows, fa3_job.sh's dry run. compute_sanitizer.sh's choice of implementations,
 with a stand-in for compute-sanitizer and the build's attnbench (ATTNBENCH_BUILD_DIR, set by CTest;
 skipped without it or without CUDA implementations). Run by CTest as test_scripts; also
 `python3 tests/test_scripts.py`."""
@@ -204,6 +205,92 @@ class Fa2GridSummary(unittest.TestCase):
         self.assertIn("not an attnbench results file", p.stderr)
 
 
+class Fa3GridSummary(unittest.TestCase):
+    """The README's "Against FlashAttention-3 and cuDNN" tables from a small synthetic pair."""
+
+    def test_best_of_ours_against_fa4_and_cudnn(self):
+        def r(impl, ps, tflops, seq=512, status="pass", params=None):
+            return {"impl": impl, "pass": ps, "status": status, "tflops": tflops, "params": params or {},
+                    "problem": {"head_dim": 128, "causal": False, "seq_q": seq}}
+        grid = results_file([r("cuda.flash_fwd_mma", "fwd", 300.0), r("cuda.flash_fwd_wgmma", "fwd", 500.0),
+                             r("cuda.cudnn_sdpa", "fwd", 600.0), r("cuda.flash_fwd_wgmma", "fwd", 900.0, 1024, "fail"),
+                             r("cuda.flash_fwd_mma", "fwd", 320.0, 1024), r("cuda.flash_bwd_mma", "fwd_bwd", 250.0)])
+        peer = results_file([r("fa4.flash_attn", "fwd", 550.0), r("torch.sdpa_cudnn", "fwd", 580.0),
+                             r("fa4.flash_attn", "fwd", 560.0, 1024), r("fa4.flash_attn", "fwd_bwd", 500.0),
+                             r("fa4.flash_attn", "fwd_bwd", 400.0, params={"deterministic": 1})])
+        with tempfile.TemporaryDirectory() as tmp:
+            g, t = os.path.join(tmp, "g.json"), os.path.join(tmp, "t.json")
+            write(g, json.dumps(grid))
+            write(t, json.dumps(peer))
+            p = run(os.path.join(ROOT, "scripts", "fa3_grid_summary.py"), g, t)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        out = p.stdout
+        # cuda.cudnn_sdpa is cuDNN, not ours; a failed row (900) is not a result.
+        self.assertIn("| 128, non-causal | ours: best of attnbench's kernels | 500 | 320 |", out)
+        self.assertIn("| (which) | `flash_fwd_wgmma` | `flash_fwd_mma` |", out)
+        self.assertIn("| ours / FA4 | 0.91× | 0.57× |", out)
+        self.assertIn("| ours / cuDNN (PyTorch) | 0.86× | - |", out)
+        self.assertIn("| ours / `cuda.cudnn_sdpa` | 0.83× | - |", out)
+        self.assertIn("| FA4, deterministic backward | 400 | - |", out)
+        self.assertIn("| ours / FA4 | 0.50× | - |", out)  # fwd_bwd
+        self.assertIn("**fwd_bwd**", out)
+        self.assertNotIn("**bwd**", out)  # no bwd rows at all: no table
+
+
+class TimingParity(unittest.TestCase):
+    def test_pairs_and_cudnn_table(self):
+        def r(impl, ps, ms, case=CASE, method=None):
+            t = {"median_ms": ms, "cv": 0.01}
+            if method:
+                t["method"] = method
+            return {"case": case, "impl": impl, "pass": ps, "status": "pass", "params": {}, "flops": 1e12,
+                    "time": t, "problem": {}}
+        run_f = results_file([r("cuda.cudnn_sdpa", "fwd", 1.00), r("cuda.flash_fwd_mma", "fwd", 2.00)])
+        peer_f = results_file([r("attnbench:cuda.cudnn_sdpa", "fwd", 1.02, method="cuda_graph"),
+                               r("attnbench:cuda.flash_fwd_mma", "fwd", 2.20, method="cuda_graph"),
+                               r("torch.sdpa_cudnn", "fwd", 0.90, method="cuda_graph")])
+        with tempfile.TemporaryDirectory() as tmp:
+            a, b, j = (os.path.join(tmp, n) for n in ("run.json", "peer.json", "out.json"))
+            write(a, json.dumps(run_f))
+            write(b, json.dumps(peer_f))
+            p = run(os.path.join(ROOT, "scripts", "peers", "timing_parity.py"), a, b, "--json", j)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("1 of 2 pairs within 3%", p.stdout)
+            self.assertIn("| 1.020 | ok |", p.stdout)
+            self.assertIn("| 1.100 | OUTSIDE |", p.stdout)
+            self.assertIn("| 1000 | 980 | 1111 | 1.133 |", p.stdout)  # TFLOP/s: harness, capi, torch
+            self.assertEqual(len(read_json(j)["pairs"]), 2)
+            q = run(os.path.join(ROOT, "scripts", "peers", "timing_parity.py"), a, b, "--check")
+            self.assertEqual(q.returncode, 1)
+
+
+NCU_CSV = """==PROF== Disconnected
+"ID","Kernel Name","gpu__time_duration.sum"
+"","","nsecond"
+"0","cuda.cudnn_sdpa:{c}:fwd/cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_128x128x128","1,500,000"
+"1","torch.sdpa_cudnn:{c}:fwd/cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x128x128","1,400,000"
+"2","other_kernel","1,000"
+"""
+
+
+@unittest.skipUnless(os.environ.get("ATTNBENCH_BUILD_DIR"), "needs ATTNBENCH_BUILD_DIR (attnbench expand)")
+class NcuKernels(unittest.TestCase):
+    def test_parse_and_attribute(self):
+        exe = os.path.join(os.environ["ATTNBENCH_BUILD_DIR"], "attnbench")
+        case = "b8_hq16_hkv16_sq2048_skv2048_d128_bf16"
+        with tempfile.TemporaryDirectory() as tmp:
+            a, b = os.path.join(tmp, "a.csv"), os.path.join(tmp, "b.csv")
+            write(a, NCU_CSV.format(c=case))
+            write(b, NCU_CSV.format(c=case))
+            p = run(os.path.join(ROOT, "scripts", "ncu_kernels.py"), os.path.join(ROOT, "configs", "fa3_grid.json"),
+                    "--case", case, "--attnbench", exe, "--parse-csv", f"attnbench={a}", "--parse-csv", f"torch={b}")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("| attnbench | `cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_128x128x128` | 1500.0 |",
+                      p.stdout)
+        self.assertIn("| torch | **sum: 1 kernels** | **1400.0** (196 TFLOP/s) |", p.stdout)
+        self.assertIn("outside the rows' ranges", p.stdout)
+
+
 BUILD = os.environ.get("ATTNBENCH_BUILD_DIR", "")
 EXE = os.path.join(BUILD, "attnbench") if BUILD else ""
 
@@ -269,6 +356,28 @@ class ComputeSanitizerScript(unittest.TestCase):
             p, _ = self.sanitize(tmp, "cuda.nope*")
             self.assertEqual(p.returncode, 2)
             self.assertIn("matches no CUDA implementation", p.stderr)
+
+
+@unittest.skipUnless(BUILD and os.access(os.path.join(BUILD, "attnbench"), os.X_OK), "needs ATTNBENCH_BUILD_DIR")
+class Fa3JobDryRun(unittest.TestCase):
+    def test_every_part_prints_its_commands(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            env = dict(os.environ, BUILD_DRY=BUILD, CASES="*_sq2048_* *_sq4096_*", IMPLS="cuda.flash_fwd_mma cuda.nothing*")
+            p = subprocess.run(["bash", os.path.join(ROOT, "scripts", "fa3_job.sh"), tmp, "--dry-run"], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            for part in ("build", "smoke", "peers", "grid", "parity", "ncu", "report"):
+                self.assertIn(f"== {part}", p.stdout)
+            self.assertIn("--target attnbench attnbench_capi", p.stdout)
+            self.assertIn("peers.py " + os.path.join(ROOT, "configs", "fa3_grid.json"), p.stdout)
+            self.assertIn("--case *_sq2048_* --case *_sq4096_*", p.stdout)
+            X
+            self.assertIn("timing_parity.py", p.stdout)
+            self.assertIn("ncu_kernels.py", p.stdout)
+            q = subprocess.run(["bash", os.path.join(ROOT, "scripts", "fa3_job.sh"), tmp, "--dry-run", "nonsense"],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            self.assertEqual(q.returncode, 2)
+            self.assertIn("unknown part", q.stderr)
 
 
 class PaperTables(unittest.TestCase):

@@ -981,12 +981,14 @@ def main(prog, description, peers, argv=None, peer_name=None):
         if args.dry_run:
             dry_run(prog, planned, backends, cases)
             return 0
-        capi = Capi(find_capi(exe, args.capi))
+        # PyTorch first: the library then binds to the CUDA runtime, cuBLAS and cuDNN that PyTorch
+        # loaded (one copy of each in the process, one primary context).
         if dev_kind == "cuda":
             torch = require_torch(prog)
             dev = TorchCuda(torch, args.device)
         else:
             dev = HostCpu()
+        capi = Capi(find_capi(exe, args.capi))
         peer = peer_name or "+".join(p.name for p in peers)
         for p, bs in per_peer:
             if hasattr(p, "setup"):
