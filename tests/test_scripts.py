@@ -371,7 +371,7 @@ class Fa3JobDryRun(unittest.TestCase):
             self.assertIn("--target attnbench attnbench_capi", p.stdout)
             self.assertIn("peers.py " + os.path.join(ROOT, "configs", "fa3_grid.json"), p.stdout)
             self.assertIn("--case *_sq2048_* --case *_sq4096_*", p.stdout)
-            X
+            self.assertIn("168 rows: fa4.flash_attn", p.stdout)  # the peers' dry run: 12 cases x (5 FA4 + 9 PyTorch)
             self.assertIn("timing_parity.py", p.stdout)
             self.assertIn("ncu_kernels.py", p.stdout)
             q = subprocess.run(["bash", os.path.join(ROOT, "scripts", "fa3_job.sh"), tmp, "--dry-run", "nonsense"],
