@@ -86,7 +86,8 @@ for cfg in "${CONFIGS[@]}"; do
     tail -25 "$LOG/hbm-$name.txt"
   fi
   if [ "$PEERS" = 1 ]; then
-    python3 "$ROOT/scripts/peers/torch_sdpa.py" "$ROOT/$cfg" "${CASES[@]}" --out "$OUT/torch-$name.json" > "$LOG/torch-$name.txt" 2>&1 || rc=1
+    python3 "$ROOT/scripts/peers/torch_sdpa.py" "$ROOT/$cfg" "${CASES[@]}" --attnbench "$BUILD/attnbench" \
+      --out "$OUT/torch-$name.json" > "$LOG/torch-$name.txt" 2>&1 || rc=1
     tail -5 "$LOG/torch-$name.txt"
   fi
 done

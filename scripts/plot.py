@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Plot an attnbench results file (docs/results_schema.md) in the FlashAttention papers' style.
 
-    python3 scripts/plot.py RESULTS.json --out DIR [--baseline IMPL]
+    python3 scripts/plot.py RESULTS.json --out DIR [--baseline IMPL] [--impl GLOB ...] [--stem NAME]
 
 For each pass (fwd, bwd, fwd_bwd) and dtype it writes, into DIR:
   <stem>_<pass>_<dtype>_tflops.png   grouped bars of TFLOP/s per case (sequence length), one panel
@@ -9,10 +9,14 @@ For each pass (fwd, bwd, fwd_bwd) and dtype it writes, into DIR:
   <stem>_<pass>_<dtype>_speedup.png  speedup over the baseline (its median time / the impl's) per case;
   <stem>_<pass>_<dtype>_memory.png   memory reduction over the baseline: footprint (inputs + outputs
                                      + workspace, solid) and measured peak (dashed, when measured).
-The baseline defaults to cuda.standard_cublas, else cpu.naive_3pass. Skipped and failed rows get
-no bar and a "skip"/"FAIL" mark. Exit codes: 0 written, 2 bad input or matplotlib missing.
+The baseline defaults to cuda.standard_cublas, else cpu.naive_3pass (the FA3 grid's figures use
+--baseline fa4.flash_attn: speedup over FA4). --impl keeps the rows whose implementation (or its
+label with params, e.g. "fa4.flash_attn [deterministic=1]") matches one of the globs; --stem
+replaces the results file's name in the PNG names. Skipped and failed rows get no bar and a
+"skip"/"FAIL" mark. Exit codes: 0 written, 2 bad input or matplotlib missing.
 """
 import argparse
+import fnmatch
 import math
 import os
 import sys
@@ -277,6 +281,9 @@ def main():
     ap.add_argument("--baseline", default="",
                     help="implementation the speedup and memory figures divide by "
                          "(default: cuda.standard_cublas, else cpu.naive_3pass)")
+    ap.add_argument("--impl", action="append", metavar="GLOB",
+                    help="only these implementations (globs on the name or the label with params), repeatable")
+    ap.add_argument("--stem", help="file-name stem of the figures (default: the results file's name)")
     args = ap.parse_args()
 
     try:
@@ -288,11 +295,17 @@ def main():
 
     res = load(args.results)
     rows = res["rows"]
+    if args.impl:
+        rows = [r for r in rows if any(fnmatch.fnmatchcase(r["impl"], g) or fnmatch.fnmatchcase(impl_label(r), g)
+                                       for g in args.impl)]
+        if not rows:
+            fail(f"--impl {' '.join(args.impl)}: matches no row of {args.results}")
+        res["rows"] = rows
     if not rows:
         print(f"plot.py: {args.results} has no rows; nothing to plot")
         return 0
     os.makedirs(args.out, exist_ok=True)
-    stem = os.path.splitext(os.path.basename(args.results))[0]
+    stem = args.stem or os.path.splitext(os.path.basename(args.results))[0]
     device = device_title(res)
 
     # One colour per implementation across every figure.

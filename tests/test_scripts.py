@@ -235,6 +235,20 @@ class Fa3GridSummary(unittest.TestCase):
         self.assertIn("| ours / FA4 | 0.50× | - |", out)  # fwd_bwd
         self.assertIn("**fwd_bwd**", out)
         self.assertNotIn("**bwd**", out)  # no bwd rows at all: no table
+        with tempfile.TemporaryDirectory() as tmp:
+            g, t, rd = (os.path.join(tmp, n) for n in ("g.json", "t.json", "README.md"))
+            write(g, json.dumps(grid))
+            write(t, json.dumps(peer))
+            write(rd, "# x\n\n<!-- fa3_grid_summary:begin (generated) -->\nold\n<!-- fa3_grid_summary:end -->\ntail\n")
+            p = run(os.path.join(ROOT, "scripts", "fa3_grid_summary.py"), g, t, "--readme", rd)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(rd, encoding="utf-8") as f:
+                doc = f.read()
+            self.assertNotIn("\nold\n", doc)
+            self.assertIn("| ours / FA4 | 0.91× | 0.57× |", doc)
+            self.assertTrue(doc.endswith("<!-- fa3_grid_summary:end -->\ntail\n"))
+            write(rd, "no markers")
+            self.assertEqual(run(os.path.join(ROOT, "scripts", "fa3_grid_summary.py"), g, t, "--readme", rd).returncode, 2)
 
 
 class TimingParity(unittest.TestCase):
