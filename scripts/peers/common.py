@@ -439,12 +439,13 @@ class TorchCuda:
         cannot be captured."""
         torch = self.torch
         hot = bool(timing["hot"])
-        with torch.cuda.stream(self.side):
+        with torch.cuda.stream(self.side):  # each warm-up call waited for, as the harness does
             fn()
+            torch.cuda.synchronize(self.dev)
             end = time.perf_counter() + float(timing["warmup_s"])
             while time.perf_counter() < end:
                 fn()
-        torch.cuda.synchronize(self.dev)
+                torch.cuda.synchronize(self.dev)
         run, method = fn, "events (eager call: host dispatch included)"
         if graph:
             try:
