@@ -9,10 +9,15 @@
 #   scripts/fa3_job.sh WORK --detach [PART ...] the same in a new session (setsid), returns at once
 #   scripts/fa3_job.sh WORK --wait SECONDS      wait for a detached job (prints progress), then return
 #   scripts/fa3_job.sh WORK --collect DIR       copy the results, report.md and logs.tar.gz into DIR
+#   scripts/fa3_job.sh WORK --detach --wait 540 --collect "$OUT" [PART ...]   all three, in one call
 #   scripts/fa3_job.sh WORK --dry-run [PART ...]  print each part's commands; runs only the cheap
 #                                                  checks (attnbench expand, the peers' --dry-run)
+# A device call holds the machine only while it runs: start with --detach --wait, then call
+# --wait --collect again (back to back) until progress.txt says "job done". Each --collect
+# leaves in DIR what is finished so far.
 #
-# PART: build smoke peers grid parity ncu report (default: all of them, in this order).
+# PART: build smoke parity ncu peers grid report (default: all of them, in this order: the quick
+# answers first).
 # Environment (all optional):
 #   BUILD=DIR           attnbench build folder (default ROOT/build-gpu; --dry-run: ROOT/build)
 #   IMPLS="GLOB ..."    attnbench run's --impl globs for the grid (default: every CUDA implementation);
@@ -29,15 +34,21 @@
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 WORK="${1:?usage: scripts/fa3_job.sh WORK [--detach|--wait S|--collect DIR|--dry-run] [PART ...]}"; shift
-MODE=run; WAIT_S=0; COLLECT=""
-case "${1:-}" in
-  --detach) MODE=detach; shift ;;
-  --wait) MODE=wait; WAIT_S="${2:?--wait SECONDS}"; shift 2 ;;
-  --collect) MODE=collect; COLLECT="${2:?--collect DIR}"; shift 2 ;;
-  --dry-run) MODE=dry; shift ;;
-esac
-ALL_PARTS=(build smoke peers grid parity ncu report)
-PARTS=("$@"); [ ${#PARTS[@]} -eq 0 ] && PARTS=("${ALL_PARTS[@]}")
+MODE=run; DETACH=0; WAIT_S=""; COLLECT=""; PARTS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --detach) DETACH=1 ;;
+    --wait) WAIT_S="${2:?--wait SECONDS}"; shift ;;
+    --collect) COLLECT="${2:?--collect DIR}"; shift ;;
+    --dry-run) MODE=dry ;;
+    -*) echo "fa3_job.sh: unknown flag '$1'" >&2; exit 2 ;;
+    *) PARTS+=("$1") ;;
+  esac
+  shift
+done
+[ "$DETACH" = 1 ] || [ -n "$WAIT_S" ] || [ -n "$COLLECT" ] && [ "$MODE" != dry ] && MODE=control
+ALL_PARTS=(build smoke parity ncu peers grid report)
+[ ${#PARTS[@]} -eq 0 ] && PARTS=("${ALL_PARTS[@]}")
 for p in "${PARTS[@]}"; do
   case " ${ALL_PARTS[*]} " in *" $p "*) ;; *) echo "fa3_job.sh: unknown part '$p' (parts: ${ALL_PARTS[*]})" >&2; exit 2 ;; esac
 done
@@ -56,34 +67,42 @@ PARITY_IMPLS="${PARITY_IMPLS:-cuda.cudnn_sdpa cuda.flash_fwd_mma cuda.flash_bwd_
 PARITY_CASES="${PARITY_CASES:-*_sq512_skv512_d128_bf16 *_sq2048_skv2048_d128_bf16 *_sq16384_skv16384_d256_bf16 *_sq16384_skv16384_d64_bf16}"
 NCU_CASES="${NCU_CASES:-*_sq2048_skv2048_d128_bf16 *_sq16384_skv16384_d256_bf16}"
 
-note() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*" >> "$PROGRESS"; }
+note() { [ "${FA3_JOB_QUIET:-0}" = 1 ] || printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*" >> "$PROGRESS"; }
 say() { printf '+ %s\n' "$*"; }
 
-# ---- modes that do not run parts ---------------------------------------------------------------
-if [ "$MODE" = detach ]; then
-  [ -f "$PROGRESS" ] && mv "$PROGRESS" "$WORK/progress.prev.txt"
-  note "detached: parts ${PARTS[*]}"
-  setsid nohup bash "$0" "$WORK" "${PARTS[@]}" > "$LOG/job.log" 2>&1 < /dev/null &
-  echo "fa3_job.sh: started parts ${PARTS[*]} in session $! (progress: $PROGRESS, log: $LOG/job.log)"
-  exit 0
-fi
-if [ "$MODE" = wait ]; then
-  end=$(( $(date +%s) + WAIT_S ))
-  while [ "$(date +%s)" -lt "$end" ] && ! grep -q '^.* job done' "$PROGRESS" 2>/dev/null; do sleep 5; done
-  cat "$PROGRESS" 2>/dev/null
-  grep -q 'job done' "$PROGRESS" 2>/dev/null && exit 0
-  echo "fa3_job.sh: still running after ${WAIT_S}s; last lines of the log:"; tail -5 "$LOG/job.log" 2>/dev/null
-  exit 3
-fi
-if [ "$MODE" = collect ]; then
-  mkdir -p "$COLLECT"
-  for f in fa3_grid.json fa3_grid.peers.json smoke.peers.json parity.json report.md; do
-    [ -f "$WORK/$f" ] && cp "$WORK/$f" "$COLLECT/"
-  done
-  cp "$PROGRESS" "$LOG/" 2>/dev/null
-  tar -C "$WORK" -czf "$COLLECT/logs.tar.gz" logs
-  ls -l "$COLLECT"
-  exit 0
+# ---- detach / wait / collect (no part runs in this process) -------------------------------------
+if [ "$MODE" = control ]; then
+  crc=0
+  if [ "$DETACH" = 1 ]; then
+    if [ -f "$PROGRESS" ] && ! grep -q 'job done' "$PROGRESS" && grep -q 'job start' "$PROGRESS"; then
+      echo "fa3_job.sh: a job is running in $WORK (no 'job done' in $PROGRESS): not starting another" >&2; exit 2
+    fi
+    [ -f "$PROGRESS" ] && mv "$PROGRESS" "$WORK/progress.prev.txt"
+    note "detached: parts ${PARTS[*]}"
+    setsid nohup bash "$0" "$WORK" "${PARTS[@]}" > "$LOG/job.log" 2>&1 < /dev/null &
+    echo "fa3_job.sh: started parts ${PARTS[*]} in session $! (progress: $PROGRESS, log: $LOG/job.log)"
+  fi
+  if [ -n "$WAIT_S" ]; then
+    end=$(( $(date +%s) + WAIT_S ))
+    while [ "$(date +%s)" -lt "$end" ] && ! grep -q 'job done' "$PROGRESS" 2>/dev/null; do sleep 5; done
+    cat "$PROGRESS" 2>/dev/null
+    if ! grep -q 'job done' "$PROGRESS" 2>/dev/null; then
+      echo "fa3_job.sh: still running after ${WAIT_S}s; last lines of the log:"; tail -5 "$LOG/job.log" 2>/dev/null
+      crc=3
+    fi
+  fi
+  if [ -n "$COLLECT" ]; then
+    # report.md from what is there now (the job writes it at its end; a cut-short job does not).
+    grep -q 'job done' "$PROGRESS" 2>/dev/null || FA3_JOB_QUIET=1 bash "$0" "$WORK" report > /dev/null 2>&1
+    mkdir -p "$COLLECT"
+    for f in fa3_grid.json fa3_grid.peers.json smoke.peers.json parity.json report.md; do
+      [ -f "$WORK/$f" ] && cp "$WORK/$f" "$COLLECT/"
+    done
+    cp "$PROGRESS" "$LOG/" 2>/dev/null
+    tar -C "$WORK" -czf "$COLLECT/logs.tar.gz" --exclude='*.ncu-rep' logs
+    ls -l "$COLLECT"
+  fi
+  exit $crc
 fi
 
 # ---- shared set-up -----------------------------------------------------------------------------
@@ -218,6 +237,7 @@ for r in fails[:20]:
 EOF
     done
   } > "$WORK/report.md" 2>&1
+  return 0
 }
 
 # ---- the parts ----------------------------------------------------------------------------------

@@ -18,7 +18,6 @@ import argparse
 import contextlib
 import ctypes
 import datetime
-import fnmatch
 import json
 import math
 import os
@@ -95,7 +94,7 @@ def find_capi(attnbench, explicit=None):
                    "or give --capi PATH or ATTNBENCH_CAPI")
 
 
-def expand(attnbench, config, cases=None, passes=None):
+def expand(attnbench, config, cases=None, passes=None, verify=None):
     """The cases of a config as `attnbench expand` prints them (a list of dicts, in run order).
     Errors are attnbench's own messages (the JSON pointer of a bad config value, an unmatched
     --case glob), raised as BadInput."""
@@ -104,6 +103,8 @@ def expand(attnbench, config, cases=None, passes=None):
         cmd += ["--case", c]
     if passes:
         cmd += ["--pass", ",".join(passes)]
+    if verify:
+        cmd += ["--verify", verify]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
         raise BadInput(p.stderr.strip() or f"{' '.join(cmd)} exited {p.returncode}")
@@ -935,6 +936,8 @@ def parser(prog, description, peers):
     ap.add_argument("--case", dest="cases", action="append", metavar="GLOB",
                     help="only the cases whose label matches this glob, repeatable (as attnbench run --case)")
     ap.add_argument("--pass", dest="passes", action="append", help="fwd, bwd, fwd_bwd; repeatable or comma-separated")
+    ap.add_argument("--verify", choices=("auto", "full", "sampled", "off"),
+                    help="replaces the config's verify mode, as attnbench run --verify (off: NaN/Inf only)")
     ap.add_argument("--device", type=int, default=0, help="CUDA device index (default 0)")
     ap.add_argument("--on", choices=("cuda", "cpu"), default="cuda",
                     help="device the peer runs on (default cuda; cpu: host buffers, for the peers that have "
@@ -970,7 +973,7 @@ def main(prog, description, peers, argv=None, peer_name=None):
             raise BadInput("a config is required (or --merge)")
         args.passes = split_list(args.passes, PASSES, "--pass") or None
         exe = find_attnbench(args.attnbench)
-        cases = expand(exe, args.config, args.cases, args.passes)
+        cases = expand(exe, args.config, args.cases, args.passes, args.verify)
         dev_kind = args.on
         per_peer = [(p, p.backends(args, dev_kind)) for p in peers]
         backends = [b for _, bs in per_peer for b in bs]
@@ -1025,5 +1028,3 @@ def torch_version_at_least(torch, major, minor):
     return bool(m) and (int(m.group(1)), int(m.group(2))) >= (major, minor)
 
 
-def glob_any(name, globs):
-    return any(fnmatch.fnmatchcase(name, g) for g in globs)
