@@ -213,7 +213,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       const uint32_t koff = (kk % 4) * 32;
       const uint64_t da = desc_k_major(sq_c + (kk / 4) * 64 * 128 + koff);
       const uint64_t db = desc_k_major(sk(stage) + (kk / 4) * Sh::kKVPanelBytes + koff);
-      Wgmma<T, BN>::template ss<0>(s, da, db, kk > 0 ? 1 : 0);
+      Wgmma<T, BN>::template ss<0, 0>(s, da, db, kk > 0 ? 1 : 0);
     }
   };
   // O += P V_stage: BN/16 k-steps of 16 keys (2 KiB of a V panel each); V is MN-major.

@@ -95,10 +95,18 @@ __device__ __forceinline__ void tma_store_4d(const void* tmap, uint32_t src, int
       "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
       : "memory");
 }
+// Adds `bytes` of float32 from shared memory at `src` into global memory at `dst` (both 16-byte
+// aligned, bytes a multiple of 16), element by element, in L2; completes with the bulk group.
+__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, uint32_t src, uint32_t bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
+               "r"(src), "r"(bytes)
+               : "memory");
+}
+// Bulk groups (TMA stores, bulk reductions): commit, then wait until their shared-memory reads end.
 __device__ __forceinline__ void tma_store_commit() {
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 }
-// Waits until the committed stores have read their shared memory (which may then be reused).
+// Waits until the committed bulk operations have read their shared memory (then reusable).
 __device__ __forceinline__ void tma_store_wait_read() {
   asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
 }

@@ -14,6 +14,7 @@
 //   the wgmma_wait that retires its group, reading shared memory and the A registers then and
 //   writing the accumulators then (so reading them early, or reusing a stage too soon, shows);
 //   all 128 threads of a warpgroup must issue the same operations with the same descriptors;
+// - bulk reduce-add (cp.reduce.async.bulk .add.f32): applied to global memory at issue;
 // - named barriers with thread counts.
 // Not kept: timing, register limits (setmaxnreg is a no-op), the async proxy's ordering beyond
 // the above, bank conflicts.
@@ -62,7 +63,7 @@ struct Op {
   int n = 0;
   bool bf16 = true;
   uint64_t da = 0, db = 0;
-  int trans_b = 0, scale_d = 0;
+  int trans_a = 0, trans_b = 0, scale_d = 0;
   const uint32_t* a = nullptr;  // rs: this thread's 4 A registers, read when the op runs
   float* d = nullptr;           // this thread's n/2 accumulators
 };
@@ -196,7 +197,8 @@ inline void run_op(int wg, const std::vector<const Op*>& o) {
   const Op& op0 = *o[0];
   for (const Op* x : o)
     if (x->rs != op0.rs || x->n != op0.n || x->da != op0.da || x->db != op0.db ||
-        x->trans_b != op0.trans_b || x->scale_d != op0.scale_d || x->bf16 != op0.bf16)
+        x->trans_a != op0.trans_a || x->trans_b != op0.trans_b || x->scale_d != op0.scale_d ||
+        x->bf16 != op0.bf16)
       EMU_FAIL("wgmma: the threads of warpgroup %d issued different operations", wg);
   const int N = op0.n;
   std::vector<float> A(64 * 16), B(16 * N);
@@ -213,7 +215,8 @@ inline void run_op(int wg, const std::vector<const Op*>& o) {
   } else {
     const Desc da = decode(op0.da);
     for (int m = 0; m < 64; ++m)
-      for (int k = 0; k < 16; ++k) A[m * 16 + k] = elem_to_float(smem16(operand_addr(da, false, m, k)), op0.bf16);
+      for (int k = 0; k < 16; ++k)
+        A[m * 16 + k] = elem_to_float(smem16(operand_addr(da, op0.trans_a != 0, m, k)), op0.bf16);
   }
   const Desc db = decode(op0.db);
   for (int k = 0; k < 16; ++k)
@@ -320,6 +323,16 @@ inline void tma_store_4d(const void* tmap, uint32_t src, int c0, int c1, int c2,
     if (in) std::memcpy(m.base + g, &emu::smem[src + so], esz);
   });
 }
+inline void bulk_reduce_add_f32(float* dst, uint32_t src, uint32_t bytes) {
+  if (bytes % 16 || src % 16 || reinterpret_cast<uintptr_t>(dst) % 16)
+    EMU_FAIL("bulk reduce: 16-byte alignment and size");
+  emu::check_smem(src, bytes, 16);
+  for (uint32_t i = 0; i < bytes / 4; ++i) {
+    float v;
+    std::memcpy(&v, &emu::smem[src + 4 * i], 4);
+    dst[i] += v;
+  }
+}
 inline void tma_store_commit() {}
 inline void tma_store_wait_read() {}
 inline void fence_proxy_async() {}
@@ -373,13 +386,14 @@ template <class T, int N>
 struct Wgmma {
   static_assert(N % 8 == 0 && N >= 8 && N <= 256, "wgmma n");
   static constexpr bool kBf16 = std::is_same_v<T, bfloat_t>;
-  template <int kTransB>
+  template <int kTransA, int kTransB>
   static void ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
     emu_h::Op op;
     op.n = N;
     op.bf16 = kBf16;
     op.da = desc_a;
     op.db = desc_b;
+    op.trans_a = kTransA;
     op.trans_b = kTransB;
     op.scale_d = scale_d != 0;
     op.d = d;
