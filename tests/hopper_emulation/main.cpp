@@ -1,10 +1,12 @@
-// The Hopper kernels' logic on a machine without a GPU: cuda.flash_fwd_wgmma runs on the CPU
-// emulator of TMA, mbarriers and wgmma (impls/cuda/hopper/emulation/) and is held to the project's
-// verification rule (harness verify(): the float64 reference, the CPU naive 3-pass as the error
-// baseline) on the odd shapes: sequence tails, seq 1, causal with seq_q < and > seq_kv (rows and
-// whole blocks that see no key), GQA 8:2, MQA, every head_dim tile (padded ones too), both 16-bit
-// dtypes, normal and outlier inputs, several K/V tiles (the stage ring wraps). Exit code: the number
-// of failed cases.
+// The Hopper kernels' logic on a machine without a GPU: cuda.flash_fwd_wgmma and
+// cuda.flash_bwd_wgmma run on the CPU emulator of TMA, mbarriers and wgmma
+// (impls/cuda/hopper/emulation/) and are held to the project's verification rule (harness
+// verify(): the float64 reference, the CPU naive 3-pass as the error baseline) on the odd shapes:
+// sequence tails, seq 1, causal with seq_q < and > seq_kv (rows and whole blocks that see no key),
+// GQA 8:2, MQA, every head_dim tile (padded ones too), both 16-bit dtypes, normal and outlier
+// inputs, several K/V tiles (the stage ring wraps). The backward reads the reference's O and LSE
+// rounded to the dtype, as the harness's standalone backward does. Exit code: the number of failed
+// cases.
 //
 // Linked with attn_harness and the CPU implementations only: the emulated kernel registers
 // "cuda.flash_fwd_wgmma" itself, and attn_impls_cuda must not be linked as well.
@@ -41,6 +43,33 @@ Outputs run_fwd(const Implementation& impl, const CaseInputs& in) {
   a.lse = out.lse.data();
   impl.prepare(p, Pass::fwd, {});
   impl.forward(a);
+  return out;
+}
+
+Outputs run_bwd(const Implementation& impl, const CaseInputs& in, const Reference& ref) {
+  const Problem& p = in.p;
+  Outputs out;
+  out.dq = HostTensor(p.dtype, p.q_elems());
+  out.dk = HostTensor(p.dtype, p.kv_elems());
+  out.dv = HostTensor(p.dtype, p.kv_elems());
+  for (HostTensor* t : {&out.dq, &out.dk, &out.dv}) std::memset(t->data(), 0xFF, t->nbytes());
+  std::vector<unsigned char> ws(impl.workspace_bytes(p, Pass::bwd, {}));
+  std::memset(ws.data(), 0xFF, ws.size());  // the kernel must initialise what it reads
+  BwdArgs a;
+  a.p = p;
+  a.q = in.q.data();
+  a.k = in.k.data();
+  a.v = in.v.data();
+  a.o = ref.o_in.data();
+  a.lse = ref.lse_in.data();
+  a.dout = in.dout.data();
+  a.dq = out.dq.data();
+  a.dk = out.dk.data();
+  a.dv = out.dv.data();
+  a.workspace = ws.data();
+  a.workspace_bytes = ws.size();
+  impl.prepare(p, Pass::bwd, {});
+  impl.backward(a);
   return out;
 }
 
@@ -104,6 +133,53 @@ int main() {
     std::printf("%s%s\n", v.ok ? "" : "  : ", v.failure().c_str());
     if (!v.ok) ++failed;
   }
-  std::printf("%d of %zu cases failed\n", failed, cases.size());
-  return failed;
+  // The backward (head_dim <= 128): the forward's odd shapes that fit, and two more.
+  const Implementation* bwd = Registry::instance().find("cuda.flash_bwd_wgmma");
+  if (!bwd) {
+    std::fprintf(stderr, "cuda.flash_bwd_wgmma not registered\n");
+    return 100;
+  }
+  const std::vector<Case> bwd_cases = {
+      {1, 2, 2, 130, 200, 128, false, bf, nrm},  // tails, 2 key blocks, 3 query tiles (ring wraps)
+      {1, 2, 2, 129, 129, 128, true, bf, nrm},   // causal diagonal, tails
+      {2, 8, 2, 70, 300, 64, true, hf, nrm},     // GQA 8:2 (group loop), causal seq_q < seq_kv
+      {1, 3, 1, 200, 60, 64, true, bf, out},     // MQA, causal seq_q > seq_kv: rows see nothing
+      {1, 2, 2, 17, 33, 40, false, bf, nrm},     // padded head_dim 40 -> 64
+      {1, 2, 2, 33, 140, 96, true, hf, out},     // padded head_dim 96 -> 128
+      {1, 1, 1, 1, 17, 128, false, hf, nrm},     // seq_q 1
+      {1, 2, 2, 260, 130, 64, false, bf, out},   // 3 query tiles of 128 at d64
+  };
+  int bwd_failed = 0;
+  for (const Case& c : bwd_cases) {
+    Problem p;
+    p.batch = c.b;
+    p.heads_q = c.hq;
+    p.heads_kv = c.hkv;
+    p.seq_q = c.sq;
+    p.seq_kv = c.skv;
+    p.head_dim = c.d;
+    p.causal = c.causal;
+    p.dtype = c.t;
+    const std::string label = "bwd " + p.label() + (c.dist == out ? "_outlier" : "");
+    if (const Support s = bwd->supports(p, Pass::bwd); !s) {
+      std::printf("FAIL %s: not supported: %s\n", label.c_str(), s.reason.c_str());
+      ++bwd_failed;
+      continue;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const CaseInputs in = make_inputs(p, 4321, c.dist);
+    const Reference ref = compute_reference(in, VerifyMode::full, true, true, 1);
+    const Outputs base = run_bwd(*naive, in, ref);
+    const Outputs got = run_bwd(*bwd, in, ref);
+    const Verdict v = verify(p, Pass::bwd, got, &base, ref);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("%s %s (%.1f s)", v.ok ? "ok  " : "FAIL", label.c_str(), secs);
+    for (const OutputReport& r : v.outputs)
+      std::printf("  %s max_abs %.3g bound %.3g", r.name.c_str(), r.max_abs, r.bound);
+    std::printf("%s%s\n", v.ok ? "" : "  : ", v.failure().c_str());
+    if (!v.ok) ++bwd_failed;
+  }
+  std::printf("%d of %zu forward and %d of %zu backward cases failed\n", failed, cases.size(),
+              bwd_failed, bwd_cases.size());
+  return failed + bwd_failed;
 }

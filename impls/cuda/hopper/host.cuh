@@ -61,6 +61,11 @@ inline TensorMap make_bshd_map(const void* base, bool bf16, int batch, int seq, 
   return m;
 }
 
+// Zeroes `bytes` of device memory on `stream` (a cudaStream_t).
+inline void launch_memset_zero(void* dst, std::size_t bytes, void* stream) {
+  ATTN_MMA_CHECK(cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(stream)));
+}
+
 // Empty when `kernel` has sm_90a machine code for the current device, else why not.
 template <class... KArgs>
 std::string sm90a_missing(void (*kernel)(KArgs...)) {

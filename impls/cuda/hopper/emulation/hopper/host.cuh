@@ -3,6 +3,7 @@
 // Hopper state (mbarriers, TMA loads and wgmma operations in flight) fresh for every block and
 // checked empty at its end.
 #pragma once
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -35,6 +36,8 @@ inline TensorMap make_bshd_map(const void* base, bool, int batch, int seq, int h
   m.swizzle_bytes = 128;
   return m;
 }
+
+inline void launch_memset_zero(void* dst, std::size_t bytes, void*) { std::memset(dst, 0, bytes); }
 
 template <class... KArgs>
 std::string sm90a_missing(void (*)(KArgs...)) {

@@ -1,0 +1,506 @@
+// cuda.flash_bwd_wgmma — FlashAttention-3-class backward for Hopper (sm_90a): TMA loads, wgmma,
+// warp specialization, dQ by bulk reduce-add.
+//
+// Three kernels per call:
+//  1. preprocess: D = rowsum(dO ∘ O) into a float32 workspace [B, Hq, Sq_pad] (zero past seq_q);
+//     the float32 dQ accumulator [B, Hq, Sq_pad, d_pad] is zeroed (cudaMemsetAsync) before it;
+//  2. main: a block owns kBlockN = 128 keys of one (batch, kv head) and walks every query head
+//     of its GQA group and every query tile of kBlockM rows that sees one of its keys (causal:
+//     from the diagonal on). Warpgroup 0 is the producer: one thread loads K and V once and then
+//     each query tile's Q and dO into a 2-stage ring of 128B-swizzled stages (TMA, mbarriers).
+//     Each of the 2 consumer warpgroups owns 64 of the keys and, per query tile, computes
+//       Sᵀ = K Qᵀ and dPᵀ = V dOᵀ       (SS-wgmma, keys as rows),
+//       Pᵀ = exp2(scale·log2e·Sᵀ − LSE·log2e), dSᵀ = Pᵀ ∘ (dPᵀ − D)   (registers),
+//       dV += Pᵀ dO and dK += dSᵀ Q     (RS-wgmma: Pᵀ, dSᵀ from registers; dO, Q MN-major),
+//     writes dSᵀ to shared memory, and after a barrier of both consumers computes its part of
+//       dQ_tile = dS K                  (SS-wgmma, A = dS from dSᵀ read M-major),
+//     which goes through shared memory into the dQ accumulator with one bulk reduce-add
+//     (cp.reduce.async.bulk .add.f32) per tile. dK (times scale) and dV, summed over the group
+//     in registers, are written once at the end: no atomics on dK/dV, so GQA/MQA need no
+//     second pass.
+//  3. postprocess: dQ = scale · accumulator, in the dtype and BSHD layout.
+// Shapes: any seq >= 1 (TMA zero-fills tails; masks cover them); head_dim any multiple of 8 up to
+// 128, on the 64 or 128 tile (zero-filled columns). Causal is bottom-right aligned.
+// Extra memory: 4 B · B · Hq · Sq_pad (D) + 4 B · B · Hq · Sq_pad · d_pad (the dQ accumulator).
+// Limits: f16/bf16; sm_90a only; head_dim 256 is a SKIP (dK + dV of 64 keys × 256 would take 256
+// registers per thread: FlashAttention-3 swaps the dK/dV GEMM's operands there); no
+// deterministic mode yet (the dQ reductions of different key blocks land in any order).
+// Not yet overlapped: the next query tile's GEMMs wait for this tile's softmax and dQ (see
+// docs/tuning_flash_wgmma.md).
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "attnbench/implementation.hpp"
+#include <hopper/host.cuh>
+#include <hopper/ptx.cuh>
+#include <hopper/wgmma_ops.cuh>
+
+namespace attn_hopper {
+namespace bwd_wgmma {
+
+// kBlockM query rows per step, kBlockN keys per block (64 per consumer), a 2-stage Q/dO ring.
+// kSplitM: the dQ tile is split between the consumers by rows (kBlockM = 128) instead of columns.
+template <int D_, int kBlockM_, int kStages_>
+struct BwdCfg {
+  static constexpr int D = D_, kBlockM = kBlockM_, kBlockN = 128, kStages = kStages_;
+  static constexpr int kConsumers = 2, kThreads = 384;
+  static constexpr bool kSplitM = kBlockM == 128;
+  static constexpr int kDqN = kSplitM ? D : D / 2;  // dQ columns per consumer
+  static constexpr int kPanels = D / 64;
+  static constexpr int kKVBytes = kBlockN * D * 2;
+  static constexpr int kQBytes = kBlockM * D * 2;  // one Q or dO stage
+  static constexpr int kDsBytes = kBlockN * kBlockM * 2;
+  static constexpr int kDqBytes = kBlockM * D * 4;
+  static constexpr int kOffV = kKVBytes, kOffQ = 2 * kKVBytes;
+  static constexpr int kOffDs = kOffQ + 2 * kStages * kQBytes;
+  static constexpr int kOffDq = kOffDs + kDsBytes;
+  static constexpr int kOffBar = kOffDq + kDqBytes;
+  static constexpr int kSmemBytes = kOffBar + 8 * (1 + 2 * kStages) + 1024;
+  static_assert(kSmemBytes <= 232448, "shared memory per block on sm_90");
+  static_assert(kSplitM || D >= 128, "a column half of dQ must be whole 64-column panels");
+};
+
+// d64: 128 x 128 (Sᵀ and dPᵀ 64 registers each, dK/dV 32 each); d128: 64 x 128 (Sᵀ/dPᵀ 32,
+// dK/dV 64 each): FlashAttention-3's tiles.
+template <int D>
+struct BwdTile;
+template <>
+struct BwdTile<64> {
+  using type = BwdCfg<64, 128, 2>;
+};
+template <>
+struct BwdTile<128> {
+  using type = BwdCfg<128, 64, 2>;
+};
+
+// Query rows of the D and dQ workspaces per (batch, head): seq_q rounded up to 128.
+inline int seq_q_pad(int seq_q) { return (seq_q + 127) / 128 * 128; }
+
+}  // namespace bwd_wgmma
+
+namespace {
+
+using attn_mma::Elem;
+
+struct BwdParams {
+  const float* lse;  // [B, Hq, Sq]
+  const float* dsum;  // [B, Hq, Sq_pad]
+  float* dq_accum;    // [B, Hq, Sq_pad, D]
+  void* dk;           // [B, Skv, Hkv, head_dim]
+  void* dv;
+  int seq_q, seq_kv, seq_q_pad, heads_q, heads_kv, group, head_dim;
+  int causal_offset;  // seq_kv - seq_q
+  int num_m_blocks;
+  float scale, scale_log2;
+};
+
+// D = rowsum(dO ∘ O) for every padded row; one warp per row. grid-stride over B * Hq * Sq_pad.
+template <class T>
+__global__ void __launch_bounds__(256) bwd_preprocess_kernel(const T* o, const T* dout, float* dsum,
+                                                             int seq_q, int seq_q_pad, int heads_q,
+                                                             int head_dim, int64_t rows) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
+  for (int64_t r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; r < rows; r += warps) {
+    const int i = static_cast<int>(r % seq_q_pad);
+    const int64_t bh = r / seq_q_pad;
+    const int h = static_cast<int>(bh % heads_q);
+    const int64_t b = bh / heads_q;
+    float acc = 0.f;
+    if (i < seq_q) {
+      const int64_t base = ((b * seq_q + i) * heads_q + h) * head_dim;
+      for (int d = 2 * lane; d < head_dim; d += 64) {
+        const float2 x = Elem<T>::unpack2(*reinterpret_cast<const uint32_t*>(o + base + d));
+        const float2 y = Elem<T>::unpack2(*reinterpret_cast<const uint32_t*>(dout + base + d));
+        acc += x.x * y.x + x.y * y.y;
+      }
+    }
+    acc = attn_mma::group_sum<32>(acc);
+    if (lane == 0) dsum[r] = acc;
+  }
+}
+
+// dQ = scale · accumulator; one thread per element pair, grid-stride over B * Sq * Hq * head_dim/2.
+template <class T>
+__global__ void __launch_bounds__(256) bwd_postprocess_kernel(const float* dq_accum, T* dq, int seq_q,
+                                                              int seq_q_pad, int heads_q, int head_dim,
+                                                              int d_pad, float scale, int64_t pairs) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < pairs; e += stride) {
+    const int d = static_cast<int>(e % (head_dim / 2)) * 2;
+    const int64_t rest = e / (head_dim / 2);  // (b * seq_q + i) * heads_q + h
+    const int h = static_cast<int>(rest % heads_q);
+    const int64_t bi = rest / heads_q;
+    const int i = static_cast<int>(bi % seq_q);
+    const int64_t b = bi / seq_q;
+    const float* src = dq_accum + ((b * heads_q + h) * seq_q_pad + i) * d_pad + d;
+    *reinterpret_cast<uint32_t*>(dq + rest * head_dim + d) = Elem<T>::pack2(src[0] * scale, src[1] * scale);
+  }
+}
+
+// grid (ceil(Skv / 128), Hkv, B), Cfg::kThreads threads, Cfg::kSmemBytes of dynamic smem.
+// tq/tdo: [B, Sq, Hq, head_dim], boxes of kBlockM rows; tk/tv: [B, Skv, Hkv, head_dim], 128 rows.
+template <class T, class Cfg, bool kCausal>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    flash_bwd_wgmma_kernel(const __grid_constant__ TensorMap tq, const __grid_constant__ TensorMap tk,
+                           const __grid_constant__ TensorMap tv, const __grid_constant__ TensorMap tdo,
+                           const BwdParams p) {
+#if ATTN_HOPPER_DEVICE
+  constexpr int D = Cfg::D, BM = Cfg::kBlockM, BN = Cfg::kBlockN, S = Cfg::kStages;
+  constexpr float kLog2e = 1.4426950408889634f;
+  const int n_block = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
+  const int n0 = n_block * BN;
+  // Query tiles that see a key of this block: causal starts at the first one reaching key n0.
+  int m_start = 0;
+  if (kCausal) m_start = max(0, (n0 - p.causal_offset) / BM);
+  const int m_count = max(0, p.num_m_blocks - m_start);
+  const int n_iters = p.group * m_count;
+
+  const uint32_t base = (attn_mma::smem_u32(attn_mma::dynamic_smem()) + 1023u) & ~1023u;
+  const uint32_t sk = base, sv = base + Cfg::kOffV;
+  auto sq = [&](int s) { return base + Cfg::kOffQ + 2 * s * Cfg::kQBytes; };
+  auto sdo = [&](int s) { return base + Cfg::kOffQ + (2 * s + 1) * Cfg::kQBytes; };
+  const uint32_t sds = base + Cfg::kOffDs, sdq = base + Cfg::kOffDq;
+  const uint32_t bars = base + Cfg::kOffBar;
+  const uint32_t kv_full = bars;
+  auto qdo_full = [&](int s) { return bars + 8 * (1 + s); };
+  auto qdo_empty = [&](int s) { return bars + 8 * (1 + S + s); };
+
+  const int wg = threadIdx.x / 128;
+  if (threadIdx.x == 0) {
+    mbar_init(kv_full, 1);
+    for (int s = 0; s < S; ++s) {
+      mbar_init(qdo_full(s), 1);
+      mbar_init(qdo_empty(s), Cfg::kConsumers);
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // ---- producer -------------------------------------------------------------------------------
+    setmaxnreg_dec<24>();
+    if (threadIdx.x == 0 && n_iters > 0) {
+      mbar_arrive_expect_tx(kv_full, 2 * Cfg::kKVBytes);
+      for (int pn = 0; pn < Cfg::kPanels; ++pn) {
+        tma_load_4d(sk + pn * BN * 128, &tk, kv_full, 64 * pn, kvh, n0, b);
+        tma_load_4d(sv + pn * BN * 128, &tv, kv_full, 64 * pn, kvh, n0, b);
+      }
+      for (int it = 0; it < n_iters; ++it) {
+        const int s = it % S;
+        const int h = kvh * p.group + it / m_count, m0 = (m_start + it % m_count) * BM;
+        mbar_wait(qdo_empty(s), ((it / S) & 1) ^ 1);
+        mbar_arrive_expect_tx(qdo_full(s), 2 * Cfg::kQBytes);
+        for (int pn = 0; pn < Cfg::kPanels; ++pn) {
+          tma_load_4d(sq(s) + pn * BM * 128, &tq, qdo_full(s), 64 * pn, h, m0, b);
+          tma_load_4d(sdo(s) + pn * BM * 128, &tdo, qdo_full(s), 64 * pn, h, m0, b);
+        }
+      }
+    }
+    return;
+  }
+
+  // ---- consumers --------------------------------------------------------------------------------
+  setmaxnreg_inc<240>();
+  const int c = wg - 1;
+  const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
+  const bool signals = tid == 0;
+  const int krow_local = 64 * c + 16 * warp + lane / 4;  // this thread's keys: +0 and +8
+  const int krow = n0 + krow_local;
+
+  float dv[D / 2], dk[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) dv[i] = dk[i] = 0.f;
+
+  if (n_iters > 0) mbar_wait(kv_full, 0);
+  for (int it = 0; it < n_iters; ++it) {
+    const int s = it % S;
+    const int h = kvh * p.group + it / m_count, m0 = (m_start + it % m_count) * BM;
+    mbar_wait(qdo_full(s), (it / S) & 1);
+
+    // Sᵀ = K Qᵀ, dPᵀ = V dOᵀ: this consumer's 64 keys x BM queries, D/16 k-steps each.
+    float st[BM / 2], dpt[BM / 2];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t off = (kk / 4) * BN * 128 + 64 * c * 128 + (kk % 4) * 32;
+      const uint32_t qoff = (kk / 4) * BM * 128 + (kk % 4) * 32;
+      Wgmma<T, BM>::template ss<0, 0>(st, desc_k_major(sk + off), desc_k_major(sq(s) + qoff), kk > 0);
+    }
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t off = (kk / 4) * BN * 128 + 64 * c * 128 + (kk % 4) * 32;
+      const uint32_t qoff = (kk / 4) * BM * 128 + (kk % 4) * 32;
+      Wgmma<T, BM>::template ss<0, 0>(dpt, desc_k_major(sv + off), desc_k_major(sdo(s) + qoff), kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(st);
+    fence_regs(dpt);
+
+    // Pᵀ and dSᵀ in place; masked (or past seq_q / seq_kv) entries are 0.
+    const bool need_mask =
+        m0 + BM > p.seq_q || n0 + BN > p.seq_kv || (kCausal && n0 + BN - 1 > m0 + p.causal_offset);
+    const float* lse_row = p.lse + (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q;
+    const float* dsum_row = p.dsum + (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q_pad;
+#pragma unroll
+    for (int g = 0; g < BM / 8; ++g)
+#pragma unroll
+      for (int e1 = 0; e1 < 2; ++e1) {
+        const int q = m0 + 8 * g + 2 * (lane % 4) + e1;
+        const bool q_ok = q < p.seq_q;
+        const float lse = q_ok ? lse_row[q] : 0.f;
+        const float lse2 = lse * kLog2e;
+        const float dsum = dsum_row[q];  // zero past seq_q (preprocess)
+#pragma unroll
+        for (int e2 = 0; e2 < 2; ++e2) {
+          const int i = 4 * g + 2 * e2 + e1;
+          const int key = krow + 8 * e2;
+          bool ok = q_ok && lse != -__builtin_huge_valf();
+          if (need_mask) ok = ok && key < p.seq_kv && (!kCausal || key <= q + p.causal_offset);
+          const float pv = ok ? attn_mma::exp2_approx(fmaf(st[i], p.scale_log2, -lse2)) : 0.f;
+          st[i] = pv;
+          dpt[i] = pv * (dpt[i] - dsum);
+        }
+      }
+    // As A fragments (k = queries): query groups 2kk and 2kk+1 of the accumulators.
+    uint32_t pa[BM / 16][4], dsa[BM / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        pa[kk][r] = Elem<T>::pack2(st[8 * kk + 2 * r], st[8 * kk + 2 * r + 1]);
+        dsa[kk][r] = Elem<T>::pack2(dpt[8 * kk + 2 * r], dpt[8 * kk + 2 * r + 1]);
+      }
+    // dSᵀ to shared memory, [key][query] in 64-query panels, for this tile's dQ.
+#pragma unroll
+    for (int g = 0; g < BM / 8; ++g)
+#pragma unroll
+      for (int e2 = 0; e2 < 2; ++e2) {
+        const int r = krow_local + 8 * e2;
+        const uint32_t chunk = static_cast<uint32_t>((g % 8) ^ (r % 8));
+        attn_mma::st_shared_b32(sds + (g / 8) * BN * 128 + r * 128 + chunk * 16 + (lane % 4) * 4,
+                                dsa[g / 2][(g % 2) * 2 + e2]);
+      }
+    fence_proxy_async();
+
+    // dV += Pᵀ dO, dK += dSᵀ Q: k = queries (16 per step, 2 KiB of a panel), N = D.
+    fence_regs(dv);
+    fence_regs(dk);
+    fence_regs(pa);
+    fence_regs(dsa);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk)
+      Wgmma<T, D>::template rs<1>(dv, pa[kk], desc_mn_major(sdo(s) + kk * 2048, BM * 128), 1);
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk)
+      Wgmma<T, D>::template rs<1>(dk, dsa[kk], desc_mn_major(sq(s) + kk * 2048, BM * 128), 1);
+    wgmma_commit();
+
+    // Both consumers' dSᵀ are in shared memory (and the last tile's dQ reduction has read its
+    // shared memory: the thread that issued it waited before arriving here).
+    named_bar_sync(1, 256);
+
+    // dQ_tile (BM x D) = dS K: A = dS, read M-major from dSᵀ; B = K, MN-major (k = keys).
+    float dq[Cfg::kDqN / 2];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      const uint32_t a = sds + (Cfg::kSplitM ? c * BN * 128 : 0) + kk * 2048;
+      const uint32_t bk = sk + (Cfg::kSplitM ? 0 : c * (Cfg::kDqN / 64) * BN * 128) + kk * 2048;
+      Wgmma<T, Cfg::kDqN>::template ss<1, 1>(dq, desc_mn_major(a, BN * 128),
+                                             desc_mn_major(bk, BN * 128), kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();  // dV, dK and dQ have landed: the stage and dSᵀ are free
+    fence_regs(dq);
+    fence_regs(dv);
+    fence_regs(dk);
+    if (signals) mbar_arrive(qdo_empty(s));
+
+    // The dQ tile to shared memory (float32, row-major [BM][D] like the accumulator) ...
+#pragma unroll
+    for (int i = 0; i < Cfg::kDqN / 2; i += 2) {
+      const int row = (Cfg::kSplitM ? 64 * c : 0) + 16 * warp + lane / 4 + ((i & 2) ? 8 : 0);
+      const int col = (Cfg::kSplitM ? 0 : c * Cfg::kDqN) + 8 * (i / 4) + 2 * (lane % 4);
+      const uint32_t addr = sdq + static_cast<uint32_t>(row * D + col) * 4;
+      attn_mma::st_shared_f32(addr, dq[i]);
+      attn_mma::st_shared_f32(addr + 4, dq[i + 1]);
+    }
+    fence_proxy_async();
+    named_bar_sync(2, 256);
+    // ... and added into the accumulator by one bulk reduction.
+    if (c == 0 && signals) {
+      float* dst = p.dq_accum + ((static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q_pad + m0) * D;
+      bulk_reduce_add_f32(dst, sdq, Cfg::kDqBytes);
+      tma_store_commit();
+      tma_store_wait_read();
+    }
+  }
+
+  // dK = scale · dSᵀ Q, dV: this consumer's 64 keys, columns below head_dim, rows below seq_kv.
+  T* dk_out = static_cast<T*>(p.dk);
+  T* dv_out = static_cast<T*>(p.dv);
+#pragma unroll
+  for (int i = 0; i < D / 2; i += 2) {
+    const int key = krow + ((i & 2) ? 8 : 0);
+    const int col = 8 * (i / 4) + 2 * (lane % 4);
+    if (key < p.seq_kv && col < p.head_dim) {
+      const int64_t off = ((static_cast<int64_t>(b) * p.seq_kv + key) * p.heads_kv + kvh) * p.head_dim + col;
+      *reinterpret_cast<uint32_t*>(dk_out + off) = Elem<T>::pack2(dk[i] * p.scale, dk[i + 1] * p.scale);
+      *reinterpret_cast<uint32_t*>(dv_out + off) = Elem<T>::pack2(dv[i], dv[i + 1]);
+    }
+  }
+#else
+  __trap();
+#endif
+}
+
+using attnbench::Capabilities;
+using attnbench::Device;
+using attnbench::DType;
+using attnbench::Options;
+using attnbench::Pass;
+using attnbench::Problem;
+using attnbench::Support;
+
+constexpr int bwd_padded_head_dim(int d) { return d <= 64 ? 64 : 128; }
+
+// f(main kernel, Cfg{}, TypeTag) for the problem's (dtype, padded head_dim, causal).
+template <class F>
+void dispatch(const Problem& pr, F&& f) {
+  attn_mma::dispatch_dtype(pr.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto with_d = [&](auto d) {
+      using Cfg = typename bwd_wgmma::BwdTile<decltype(d)::value>::type;
+      if (pr.causal)
+        f(flash_bwd_wgmma_kernel<T, Cfg, true>, Cfg{}, tag);
+      else
+        f(flash_bwd_wgmma_kernel<T, Cfg, false>, Cfg{}, tag);
+    };
+    if (bwd_padded_head_dim(pr.head_dim) == 64)
+      with_d(std::integral_constant<int, 64>{});
+    else
+      with_d(std::integral_constant<int, 128>{});
+  });
+}
+
+std::size_t dsum_bytes(const Problem& p) {
+  return static_cast<std::size_t>(p.batch) * p.heads_q * bwd_wgmma::seq_q_pad(p.seq_q) * 4;
+}
+std::size_t dq_accum_bytes(const Problem& p) {
+  return dsum_bytes(p) * bwd_padded_head_dim(p.head_dim);
+}
+// The dQ accumulator starts 256-byte aligned after D.
+std::size_t dq_accum_offset(const Problem& p) { return (dsum_bytes(p) + 255) / 256 * 256; }
+
+class FlashBwdWgmma final : public attnbench::Implementation {
+ public:
+  std::string name() const override { return "cuda.flash_bwd_wgmma"; }
+  Device device() const override { return Device::cuda; }
+  std::string summary() const override {
+    return "FlashAttention-3-class backward (sm_90a): TMA, wgmma, dQ by bulk reduce-add";
+  }
+  Capabilities capabilities() const override {
+    Capabilities c;
+    c.dtypes = {DType::f16, DType::bf16};
+    c.min_head_dim = 8;
+    c.max_head_dim = 128;
+    c.head_dim_multiple = 8;
+    c.causal = true;
+    c.gqa = true;
+    c.forward = false;
+    c.backward = true;
+    c.fwd_partner = "cuda.flash_fwd_wgmma";
+    return c;
+  }
+
+  Support supports_extra(const Problem& p, Pass) const override {
+    if (p.heads_kv > 65535 || p.batch > 65535) {
+      return Support::no("heads_kv and batch must be <= 65535 (grid y/z)");
+    }
+    std::string why;
+    dispatch(p, [&](auto kernel, auto, auto) { why = sm90a_missing(kernel); });
+    if (!why.empty()) return Support::no(why);
+    const int smem = attn_mma::max_smem_per_block(why);
+    if (smem < 0) return Support::no(why);
+    int need = 0;
+    dispatch(p, [&](auto, auto cfg, auto) { need = decltype(cfg)::kSmemBytes; });
+    if (smem < need) {
+      return Support::no("needs " + std::to_string(need) +
+                         " bytes of shared memory per block, the device allows " + std::to_string(smem));
+    }
+    return Support::yes();
+  }
+
+  std::size_t workspace_bytes(const Problem& p, Pass pass, const Options&) const override {
+    return pass == Pass::fwd ? 0 : dq_accum_offset(p) + dq_accum_bytes(p);
+  }
+
+  void prepare(const Problem& p, Pass, const Options&) const override {
+    dispatch(p, [&](auto kernel, auto cfg, auto) {
+      attn_mma::set_dynamic_smem(kernel, decltype(cfg)::kSmemBytes);
+    });
+  }
+
+  void backward(const attnbench::BwdArgs& a) const override {
+    const Problem& pr = a.p;
+    const std::size_t need = dq_accum_offset(pr) + dq_accum_bytes(pr);
+    if (a.workspace_bytes < need || a.workspace == nullptr) {
+      throw std::invalid_argument("cuda.flash_bwd_wgmma: workspace of " + std::to_string(a.workspace_bytes) +
+                                  " bytes, needs " + std::to_string(need));
+    }
+    const bool bf16 = pr.dtype == DType::bf16;
+    const int sq_pad = bwd_wgmma::seq_q_pad(pr.seq_q);
+    const int d_pad = bwd_padded_head_dim(pr.head_dim);
+    auto* ws = static_cast<unsigned char*>(a.workspace);
+    float* dsum = reinterpret_cast<float*>(ws);
+    float* dq_accum = reinterpret_cast<float*>(ws + dq_accum_offset(pr));
+    dispatch(pr, [&](auto kernel, auto cfg, auto tag) {
+      using Cfg = decltype(cfg);
+      using T = typename decltype(tag)::type;
+      launch_memset_zero(dq_accum, dq_accum_bytes(pr), a.stream);
+      const int64_t rows = static_cast<int64_t>(pr.batch) * pr.heads_q * sq_pad;
+      const int pre_blocks = static_cast<int>(std::min<int64_t>((rows + 7) / 8, 65535));
+      attn_hopper::launch(bwd_preprocess_kernel<T>, dim3(pre_blocks), dim3(256), 0, a.stream, static_cast<const T*>(a.o),
+             static_cast<const T*>(a.dout), dsum, pr.seq_q, sq_pad, pr.heads_q, pr.head_dim, rows);
+      const TensorMap tq = make_bshd_map(a.q, bf16, pr.batch, pr.seq_q, pr.heads_q, pr.head_dim, Cfg::kBlockM);
+      const TensorMap tdo =
+          make_bshd_map(a.dout, bf16, pr.batch, pr.seq_q, pr.heads_q, pr.head_dim, Cfg::kBlockM);
+      const TensorMap tk = make_bshd_map(a.k, bf16, pr.batch, pr.seq_kv, pr.heads_kv, pr.head_dim, Cfg::kBlockN);
+      const TensorMap tv = make_bshd_map(a.v, bf16, pr.batch, pr.seq_kv, pr.heads_kv, pr.head_dim, Cfg::kBlockN);
+      BwdParams p{};
+      p.lse = a.lse;
+      p.dsum = dsum;
+      p.dq_accum = dq_accum;
+      p.dk = a.dk;
+      p.dv = a.dv;
+      p.seq_q = pr.seq_q;
+      p.seq_kv = pr.seq_kv;
+      p.seq_q_pad = sq_pad;
+      p.heads_q = pr.heads_q;
+      p.heads_kv = pr.heads_kv;
+      p.group = pr.group();
+      p.head_dim = pr.head_dim;
+      p.causal_offset = pr.seq_kv - pr.seq_q;
+      p.num_m_blocks = (pr.seq_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
+      p.scale = static_cast<float>(pr.effective_scale());
+      p.scale_log2 = static_cast<float>(pr.effective_scale() * 1.4426950408889634);
+      const dim3 grid((pr.seq_kv + Cfg::kBlockN - 1) / Cfg::kBlockN, pr.heads_kv, pr.batch);
+      attn_hopper::launch(kernel, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, a.stream, tq, tk, tv, tdo, p);
+      const int64_t pairs = static_cast<int64_t>(pr.batch) * pr.seq_q * pr.heads_q * (pr.head_dim / 2);
+      const int post_blocks = static_cast<int>(std::min<int64_t>((pairs + 255) / 256, 65535));
+      attn_hopper::launch(bwd_postprocess_kernel<T>, dim3(post_blocks), dim3(256), 0, a.stream, dq_accum,
+             static_cast<T*>(a.dq), pr.seq_q, sq_pad, pr.heads_q, pr.head_dim, d_pad, p.scale, pairs);
+    });
+  }
+};
+
+}  // namespace
+}  // namespace attn_hopper
+
+ATTNBENCH_REGISTER(attn_hopper::FlashBwdWgmma)
