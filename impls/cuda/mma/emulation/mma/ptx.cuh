@@ -31,6 +31,7 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __align__(x)
+using std::fminf;
 using std::max;
 using std::min;
 
@@ -352,6 +353,10 @@ inline int tid_x_unhoisted() {
 }
 inline float exp2_approx(float x) {
   return std::exp2(x);
+}
+inline float mul_rn(float a, float b) {
+  volatile float r = a * b;  // a store: not contracted with the caller's subtraction
+  return r;
 }
 inline float shfl_xor(float x, int m) {
   emu::exchange_in(&x, 4);

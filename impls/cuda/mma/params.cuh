@@ -1,0 +1,48 @@
+// The parameters of the mma.sync attention kernels (flash_fwd_mma.cu, flash_bwd_mma.cu): one
+// struct for the family, its sizes built from the Problem by make_params(); each call fills in
+// the tensors it passes. The forward's fields come first, in the order its kernel had them.
+#pragma once
+
+#include "attnbench/problem.hpp"
+
+namespace attn_mma {
+
+struct MmaParams {
+  const void* q;  // [B, Sq, Hq, d]
+  const void* k;  // [B, Skv, Hkv, d]
+  const void* v;  // [B, Skv, Hkv, d]
+  void* o;        // [B, Sq, Hq, d]: written by the forward, read by the backward
+  float* lse;     // [B, Hq, Sq], natural log: likewise
+  int seq_q, seq_kv, heads_q, heads_kv, group;
+  int causal;
+  int causal_offset;  // seq_kv - seq_q: row i sees keys j <= i + causal_offset
+  float scale_log2;   // softmax scale * log2(e)
+  // Backward only.
+  const void* dout;  // [B, Sq, Hq, d]
+  void* dq;          // [B, Sq, Hq, d]
+  void* dk;          // [B, Skv, Hkv, d]
+  void* dv;          // [B, Skv, Hkv, d]
+  float* delta;      // [B, Hq, Sq] workspace: rowsum(dO * O)
+  float* dq_accum;   // [B, Sq, Hq, d] workspace, float32; null in deterministic mode
+  int batch;
+  int head_dim;  // d; the kernel's tile width D >= d (columns d..D are padding)
+  float scale;   // softmax scale
+};
+
+inline MmaParams make_params(const attnbench::Problem& pr) {
+  MmaParams p{};
+  p.seq_q = pr.seq_q;
+  p.seq_kv = pr.seq_kv;
+  p.heads_q = pr.heads_q;
+  p.heads_kv = pr.heads_kv;
+  p.group = pr.group();
+  p.causal = pr.causal ? 1 : 0;
+  p.causal_offset = pr.seq_kv - pr.seq_q;
+  p.scale_log2 = static_cast<float>(pr.effective_scale() * 1.4426950408889634);
+  p.batch = pr.batch;
+  p.head_dim = pr.head_dim;
+  p.scale = static_cast<float>(pr.effective_scale());
+  return p;
+}
+
+}  // namespace attn_mma
