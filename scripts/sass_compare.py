@@ -59,12 +59,12 @@ def key(mangled):
         out += k[i:m.start()] + "ANON"
         i = m.start() + len(m.group(1)) + int(m.group(1))
     k = out + k[i:]
-    for m in list(re.finditer(r"(?<!\d)(\d+)([A-Za-z_]\w*)", k))[::-1]:  # <length><name>
+    for m in list(re.finditer(r"(?<!\d)(?=(\d+)([A-Za-z_]\w*))", k))[::-1]:  # <length><name>
         n = int(m.group(1))
         name = m.group(2)[:n]
         if len(name) == n and name.endswith("Params"):
             k = k[:m.start()] + "P" + k[m.start() + len(m.group(1)) + n:]
-    return k
+    return re.sub(r"NS\d*_", "NS_", k)  # substitution indices shift when namespaces move
 
 
 def main():
@@ -74,7 +74,14 @@ def main():
     ap.add_argument("--cuobjdump", default=os.environ.get("CUOBJDUMP", "cuobjdump"))
     ap.add_argument("--arch", default="sm_90a")
     ap.add_argument("--show", type=int, default=0, help="print up to N differing lines per kernel")
+    ap.add_argument("--ignore-param-offsets", action="store_true",
+                    help="treat c[0x0][offset] (kernel parameters) as equal whatever the offset: "
+                         "for a params struct whose fields moved")
+    ap.add_argument("--sub", action="append", default=[], metavar="REGEX=REPL",
+                    help="rewrite the AFTER kernels' keys (e.g. a template argument added since: "
+                         "'Lb0EE=E' maps <..., false> back onto the old instantiation); repeatable")
     a = ap.parse_args()
+    subs = [tuple(x.split("=", 1)) for x in a.sub]
     for obj in sorted(glob.glob(os.path.join(a.before, "*.o"))):
         base = os.path.basename(obj)
         other = os.path.join(a.after, base)
@@ -82,8 +89,17 @@ def main():
             print(f"{base}: only before")
             continue
         kb, ka = dump(obj, a.cuobjdump, a.arch), dump(other, a.cuobjdump, a.arch)
+        if a.ignore_param_offsets:
+            for ks in (kb, ka):
+                for n in ks:
+                    ks[n] = [re.sub(r"c\[0x0\]\[0x[0-9a-f]+\]", "c[0x0][PARAM]", l) for l in ks[n]]
         mb = {key(n): n for n in kb}
-        ma = {key(n): n for n in ka}
+        ma = {}
+        for n in ka:
+            k = key(n)
+            for pat, rep in subs:
+                k = re.sub(pat, rep, k)
+            ma[k] = n
         same = changed = 0
         for k in sorted(set(mb) | set(ma)):
             if k not in ma:

@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(256) bwd_preprocess_kernel(const MmaParams p) 
   const int64_t row = gid / kLanes;  // BSH order: row = (b * Sq + i) * Hq + h
   const int col = static_cast<int>(gid % kLanes) * 8;
   float acc = 0.f;
-  if (row < rows && col < dh) {
+  if (row < rows && (!kPadded || col < dh)) {
     const uint4 a = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.dout) + row * dh + col);
     const uint4 c = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.o) + row * dh + col);
     const uint32_t av[4] = {a.x, a.y, a.z, a.w}, cv[4] = {c.x, c.y, c.z, c.w};
@@ -122,9 +122,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   constexpr int kSM = Cfg::kSdpRows / 16, kSN = Cfg::kSdpCols / 8;  // S, dP warp fragments
   constexpr int kKM = Cfg::kDkvRows / 16, kKN = Cfg::kDkvCols / 8;  // dK, dV warp fragments
   constexpr int kQM = Cfg::kDqRows / 16, kQN = Cfg::kDqCols / 8;    // dQ warp fragments
-  using KTile = SmemTile<BN, D>;  // K, V: [key][d]
-  using QTile = SmemTile<BM, D>;  // Q, dO: [query][d]
-  using PTile = SmemTile<BM, BN>;  // P, dS: [query][key]
+  using KTile = SmemTile<BN, D>;                                    // K, V: [key][d]
+  using QTile = SmemTile<BM, D>;                                    // Q, dO: [query][d]
+  using PTile = SmemTile<BM, BN>;                                   // P, dS: [query][key]
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int n_block = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
@@ -150,20 +150,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   auto load_q_tile = [&](int h, int m0, int stage) {
     const int64_t q_off = static_cast<int64_t>(b * p.seq_q + m0) * q_stride + h * dh;
     const uint32_t qs = static_cast<uint32_t>(stage) * QTile::kBytes;
-    load_tile_async<kThreads>(QTile{q_base + qs}, static_cast<const T*>(p.q) + q_off, q_stride,
-                              p.seq_q - m0, tid, dh);
-    load_tile_async<kThreads>(QTile{do_base + qs}, static_cast<const T*>(p.dout) + q_off, q_stride,
-                              p.seq_q - m0, tid, dh);
+    load_tile_async<kThreads, kPadded>(QTile{q_base + qs}, static_cast<const T*>(p.q) + q_off,
+                                       q_stride, p.seq_q - m0, tid, dh);
+    load_tile_async<kThreads, kPadded>(QTile{do_base + qs}, static_cast<const T*>(p.dout) + q_off,
+                                       q_stride, p.seq_q - m0, tid, dh);
     const int64_t l_off = static_cast<int64_t>(b * p.heads_q + h) * p.seq_q + m0;
     const uint32_t ls = static_cast<uint32_t>(stage) * BM * 4;
     load_vec_async<kThreads, BM>(lse_base + ls, p.lse + l_off, p.seq_q - m0, tid);
     load_vec_async<kThreads, BM>(delta_base + ls, p.delta + l_off, p.seq_q - m0, tid);
   };
 
-  load_tile_async<kThreads>(sK, static_cast<const T*>(p.k) + kv_offset(), kv_stride, keys_valid,
-                            tid, dh);
-  load_tile_async<kThreads>(sV, static_cast<const T*>(p.v) + kv_offset(), kv_stride, keys_valid,
-                            tid, dh);
+  load_tile_async<kThreads, kPadded>(sK, static_cast<const T*>(p.k) + kv_offset(), kv_stride,
+                                     keys_valid, tid, dh);
+  load_tile_async<kThreads, kPadded>(sV, static_cast<const T*>(p.v) + kv_offset(), kv_stride,
+                                     keys_valid, tid, dh);
   int h = kvh * p.group, m0 = m_begin * BM;
   if (total > 0) load_q_tile(h, m0, 0);
   cp_async_commit();
@@ -179,10 +179,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   // ldmatrix cursors (stage 0 of the Q/dO ring; stage 1 is + QTile::kBytes).
   const LdsmPtr pq_a = ldsm_p1(QTile{q_base}, sm * Cfg::kSdpRows, 0, lane);  // A: Q / dO rows
   const LdsmPtr pk_b = ldsm_p2(sK, sn * Cfg::kSdpCols, 0, lane);  // B[n = key][k = d]; V: + kBytes
-  const LdsmPtr ppt_a = ldsm_p2(sP, 0, kn * Cfg::kDkvRows, lane);  // A^T: P[query][key]; dS: + kBytes
+  const LdsmPtr ppt_a =
+      ldsm_p2(sP, 0, kn * Cfg::kDkvRows, lane);  // A^T: P[query][key]; dS: + kBytes
   const LdsmPtr pq_b = ldsm_p1(QTile{q_base}, 0, kd * Cfg::kDkvCols, lane);  // B[k = query][n = d]
-  const LdsmPtr pds_a = ldsm_p1(sdS, qm * Cfg::kDqRows, 0, lane);  // A: dS[query][key]
-  const LdsmPtr pk_t = ldsm_p1(sK, 0, qd * Cfg::kDqCols, lane);    // B[k = key][n = d]
+  const LdsmPtr pds_a = ldsm_p1(sdS, qm * Cfg::kDqRows, 0, lane);            // A: dS[query][key]
+  const LdsmPtr pk_t = ldsm_p1(sK, 0, qd * Cfg::kDqCols, lane);              // B[k = key][n = d]
 
   float dk_acc[kKM][kKN][4], dv_acc[kKM][kKN][4];
   zero(dk_acc);
@@ -272,11 +273,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
           const int row = m0 + qm * Cfg::kDqRows + 16 * mt + (lane >> 2) + 8 * hf;
           if (row < p.seq_q) {
             const int col = qd * Cfg::kDqCols + 2 * (lane & 3);
-            float* acc = p.dq_accum + static_cast<int64_t>(b * p.seq_q + row) * q_stride + h * dh +
-                         col;
+            float* acc =
+                p.dq_accum + static_cast<int64_t>(b * p.seq_q + row) * q_stride + h * dh + col;
 #pragma unroll
             for (int nt = 0; nt < kQN; ++nt) {
-              if (col + nt * 8 < dh)
+              if (!kPadded || col + nt * 8 < dh)
                 atomic_add_f32x2(acc + nt * 8, dq[mt][nt][2 * hf], dq[mt][nt][2 * hf + 1]);
             }
           }
@@ -305,10 +306,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   __syncthreads();
   constexpr int kER = Cfg::kEpilogueRows;
   const int64_t off = kv_offset() + static_cast<int64_t>(warp) * kER * kv_stride;
-  store_rows_warp<kER>(sK, warp * kER, static_cast<T*>(p.dk) + off, kv_stride,
-                       keys_valid - warp * kER, lane, dh);
-  store_rows_warp<kER>(sV, warp * kER, static_cast<T*>(p.dv) + off, kv_stride,
-                       keys_valid - warp * kER, lane, dh);
+  store_rows_warp<kER, kPadded>(sK, warp * kER, static_cast<T*>(p.dk) + off, kv_stride,
+                                keys_valid - warp * kER, lane, dh);
+  store_rows_warp<kER, kPadded>(sV, warp * kER, static_cast<T*>(p.dv) + off, kv_stride,
+                                keys_valid - warp * kER, lane, dh);
 }
 
 // ---- 3a. dQ accumulator -> dtype ----------------------------------------------------------------
@@ -365,7 +366,7 @@ __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
   if (n_tiles == 0) {  // no row sees a key: dQ = 0
     for (int c = tid; c < BM * (D / 8); c += kThreads) {
       const int row = c / (D / 8), col = (c % (D / 8)) * 8;
-      if (row < rows_valid && col < dh)
+      if (row < rows_valid && (!kPadded || col < dh))
         *reinterpret_cast<uint4*>(dq_out + row * q_stride + col) = uint4{0, 0, 0, 0};
     }
     return;
@@ -386,11 +387,12 @@ __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
   const uint32_t k_base = smem + 2 * QTile::kBytes;
   const uint32_t v_base = k_base + 2 * KTile::kBytes;
 
-  load_tile_async<kThreads>(sQ, static_cast<const T*>(p.q) + q_off, q_stride, rows_valid, tid, dh);
-  load_tile_async<kThreads>(sdO, static_cast<const T*>(p.dout) + q_off, q_stride, rows_valid, tid,
-                            dh);
-  load_tile_async<kThreads>(KTile{k_base}, k, kv_stride, p.seq_kv, tid, dh);
-  load_tile_async<kThreads>(KTile{v_base}, v, kv_stride, p.seq_kv, tid, dh);
+  load_tile_async<kThreads, kPadded>(sQ, static_cast<const T*>(p.q) + q_off, q_stride, rows_valid,
+                                     tid, dh);
+  load_tile_async<kThreads, kPadded>(sdO, static_cast<const T*>(p.dout) + q_off, q_stride,
+                                     rows_valid, tid, dh);
+  load_tile_async<kThreads, kPadded>(KTile{k_base}, k, kv_stride, p.seq_kv, tid, dh);
+  load_tile_async<kThreads, kPadded>(KTile{v_base}, v, kv_stride, p.seq_kv, tid, dh);
   cp_async_commit();
 
   const LdsmPtr pq = ldsm_p1(sQ, warp_row0, 0, lane);       // A: this warp's Q rows
@@ -410,10 +412,10 @@ __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
     if (j + 1 < n_tiles) {
       const int n1 = n0 + BN;
       const uint32_t st = static_cast<uint32_t>((j + 1) & 1) * KTile::kBytes;
-      load_tile_async<kThreads>(KTile{k_base + st}, k + n1 * kv_stride, kv_stride, p.seq_kv - n1,
-                                tid, dh);
-      load_tile_async<kThreads>(KTile{v_base + st}, v + n1 * kv_stride, kv_stride, p.seq_kv - n1,
-                                tid, dh);
+      load_tile_async<kThreads, kPadded>(KTile{k_base + st}, k + n1 * kv_stride, kv_stride,
+                                         p.seq_kv - n1, tid, dh);
+      load_tile_async<kThreads, kPadded>(KTile{v_base + st}, v + n1 * kv_stride, kv_stride,
+                                         p.seq_kv - n1, tid, dh);
       cp_async_commit();
     }
     const uint32_t st = static_cast<uint32_t>(j & 1) * KTile::kBytes;
@@ -458,8 +460,8 @@ __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
   __syncwarp();
   store_c<T, kDN>(sQ, warp_row0, 0, dq[0], lane);
   __syncwarp();
-  store_rows_warp<16>(sQ, warp_row0, dq_out + warp_row0 * q_stride, q_stride,
-                      rows_valid - warp_row0, lane, dh);
+  store_rows_warp<16, kPadded>(sQ, warp_row0, dq_out + warp_row0 * q_stride, q_stride,
+                               rows_valid - warp_row0, lane, dh);
 }
 
 // ---- host ---------------------------------------------------------------------------------------

@@ -80,7 +80,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
   if (n_tiles == 0) {  // no row of the block sees any key: O = 0, LSE = -inf
     for (int c = tid; c < BM * (D / 8); c += kThreads) {
       const int row = c / (D / 8), col = (c % (D / 8)) * 8;
-      if (row < rows_valid && col < dh)
+      if (row < rows_valid && (!kPadded || col < dh))
         *reinterpret_cast<uint4*>(o + row * q_stride + col) = uint4{0, 0, 0, 0};
     }
     for (int r = tid; r < BM; r += kThreads) {
@@ -99,9 +99,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
   const LdsmPtr pk0 = ldsm_p2(KVTile{k_base}, 0, 0, lane);
   const LdsmPtr pv0 = ldsm_p1(KVTile{v_base}, 0, 0, lane);
 
-  load_tile_async<kThreads>(sQ, q, q_stride, rows_valid, tid, dh);
-  load_tile_async<kThreads>(KVTile{k_base}, k, kv_stride, p.seq_kv, tid, dh);
-  load_tile_async<kThreads>(KVTile{v_base}, v, kv_stride, p.seq_kv, tid, dh);
+  load_tile_async<kThreads, kPadded>(sQ, q, q_stride, rows_valid, tid, dh);
+  load_tile_async<kThreads, kPadded>(KVTile{k_base}, k, kv_stride, p.seq_kv, tid, dh);
+  load_tile_async<kThreads, kPadded>(KVTile{v_base}, v, kv_stride, p.seq_kv, tid, dh);
   cp_async_commit();
 
   float acc_o[MT][kON][4];
@@ -131,10 +131,10 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
       const int n1 = n0 + BN;
       const uint32_t st = static_cast<uint32_t>((j + 1) & 1) * KVTile::kBytes;
       const int t = tid_x_unhoisted();
-      load_tile_async<kThreads>(KVTile{k_base + st}, k + n1 * kv_stride, kv_stride, p.seq_kv - n1,
-                                t, dh);
-      load_tile_async<kThreads>(KVTile{v_base + st}, v + n1 * kv_stride, kv_stride, p.seq_kv - n1,
-                                t, dh);
+      load_tile_async<kThreads, kPadded>(KVTile{k_base + st}, k + n1 * kv_stride, kv_stride,
+                                         p.seq_kv - n1, t, dh);
+      load_tile_async<kThreads, kPadded>(KVTile{v_base + st}, v + n1 * kv_stride, kv_stride,
+                                         p.seq_kv - n1, t, dh);
       cp_async_commit();
     }
     const uint32_t st = static_cast<uint32_t>(j & 1) * KVTile::kBytes;
@@ -173,8 +173,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
         // A row that has seen no visible key yet keeps max -inf: its alpha is 0 and its
         // exponent base 0, so masked scores give exp2(-inf) = 0 rather than NaN. An unchanged
         // max gives alpha = exp2(0) = 1.
-        const float alpha =
-            row_max[mt][hf] == kNegInf ? 0.f : exp2_approx(row_max[mt][hf] - mx);
+        const float alpha = row_max[mt][hf] == kNegInf ? 0.f : exp2_approx(row_max[mt][hf] - mx);
         row_max[mt][hf] = mx;
         const float base = mx == kNegInf ? 0.f : mx;
         float sum = 0.f;
@@ -199,8 +198,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
     gemm_rs_nn<T, KVTile>(acc_o, pa, LdsmPtr(pv0, st));
   }
 
-  // Epilogue: O /= l, LSE = (max of s * scale_log2 + log2 l) * ln 2; O goes through this warp's own Q
-  // rows in shared memory (no other warp reads them) to be stored 16 bytes per lane.
+  // Epilogue: O /= l, LSE = (max of s * scale_log2 + log2 l) * ln 2; O goes through this warp's own
+  // Q rows in shared memory (no other warp reads them) to be stored 16 bytes per lane.
   constexpr float kLn2 = 0.69314718055994530942f;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
@@ -222,8 +221,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) store_c<T, kON>(sQ, warp_row0 + mt * 16, 0, acc_o[mt], lane);
   __syncwarp();
-  store_rows_warp<16 * MT>(sQ, warp_row0, o + warp_row0 * q_stride, q_stride,
-                           rows_valid - warp_row0, lane, dh);
+  store_rows_warp<16 * MT, kPadded>(sQ, warp_row0, o + warp_row0 * q_stride, q_stride,
+                                    rows_valid - warp_row0, lane, dh);
 }
 
 int fwd_smem_bytes(int head_dim) {
@@ -268,8 +267,8 @@ class FlashFwdMma final : public attnbench::Implementation {
     if (smem < fwd_smem_bytes(p.head_dim)) {
       return Support::no("needs " + std::to_string(fwd_smem_bytes(p.head_dim)) +
                          " bytes of shared memory per block (head_dim tile " +
-                         std::to_string(FwdHeadDims::tile(p.head_dim)) +
-                         "), the device allows " + std::to_string(smem));
+                         std::to_string(FwdHeadDims::tile(p.head_dim)) + "), the device allows " +
+                         std::to_string(smem));
     }
     return Support::yes();
   }

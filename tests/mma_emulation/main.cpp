@@ -92,19 +92,19 @@ bool check(const Implementation& impl, const Implementation& naive, const Proble
            const CaseInputs& in, const Reference& ref, const Options& opts) {
   const Support s = impl.supports(p, pass);
   if (!s) {
-    std::printf("  %s %s: SKIP %s\n", impl.name().c_str(), std::string(to_string(pass)).c_str(), s.reason.c_str());
+    std::printf("  %s %s: SKIP %s\n", impl.name().c_str(), std::string(to_string(pass)).c_str(),
+                s.reason.c_str());
     return false;
   }
   const auto t0 = std::chrono::steady_clock::now();
   const Outputs out = run(impl, p, pass, in, ref, opts);
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const Outputs base = run(naive, p, pass, in, ref, {});
   const Verdict v = verify(p, pass, out, &base, ref);
   std::string opt;
   for (const auto& [k, x] : opts) opt += " " + k + "=" + std::to_string(x);
-  std::printf("  %s %s%s (%.1f s): %s\n", impl.name().c_str(), std::string(to_string(pass)).c_str(), opt.c_str(), secs,
-              v.ok ? "ok" : "FAIL");
+  std::printf("  %s %s%s (%.1f s): %s\n", impl.name().c_str(), std::string(to_string(pass)).c_str(),
+              opt.c_str(), secs, v.ok ? "ok" : "FAIL");
   for (const OutputReport& r : v.outputs) {
     std::printf("    %-3s max_abs %.3g  bound %.3g  naive %.3g  ratio %.2f  rel_l2 %.3g%s%s\n",
                 r.name.c_str(), r.max_abs, r.bound, r.naive_max_abs, r.ratio, r.rel_l2,

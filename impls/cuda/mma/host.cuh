@@ -16,7 +16,7 @@ namespace attn_mma {
 template <class... KArgs>
 void set_dynamic_smem(void (*kernel)(KArgs...), int bytes) {
   ATTN_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
 // Opt-in shared memory per block of the current device, or -1 (and `why`) if it cannot be read.

@@ -3,6 +3,8 @@
 // the tensors it passes. The forward's fields come first, in the order its kernel had them.
 #pragma once
 
+#include <cstdint>
+
 #include "attnbench/problem.hpp"
 
 namespace attn_mma {
@@ -24,10 +26,14 @@ struct MmaParams {
   void* dv;          // [B, Skv, Hkv, d]
   float* delta;      // [B, Hq, Sq] workspace: rowsum(dO * O)
   float* dq_accum;   // [B, Sq, Hq, d] workspace, float32; null in deterministic mode
-  int batch;
-  int head_dim;  // d; the kernel's tile width D >= d (columns d..D are padding)
-  float scale;   // softmax scale
+  // 16 bits each keep the struct at 128 bytes: past that ptxas generates different (here: other
+  // and untimed) code for the forward kernel, whose fields are the first 72 bytes. supports_extra
+  // refuses batch > 65535; head_dim <= 256.
+  std::uint16_t batch;
+  std::uint16_t head_dim;  // d; the kernel's tile width D >= d (columns d..D are padding)
+  float scale;             // softmax scale
 };
+static_assert(sizeof(MmaParams) <= 128, "see batch and head_dim");
 
 inline MmaParams make_params(const attnbench::Problem& pr) {
   MmaParams p{};
@@ -39,8 +45,8 @@ inline MmaParams make_params(const attnbench::Problem& pr) {
   p.causal = pr.causal ? 1 : 0;
   p.causal_offset = pr.seq_kv - pr.seq_q;
   p.scale_log2 = static_cast<float>(pr.effective_scale() * 1.4426950408889634);
-  p.batch = pr.batch;
-  p.head_dim = pr.head_dim;
+  p.batch = static_cast<std::uint16_t>(pr.batch);
+  p.head_dim = static_cast<std::uint16_t>(pr.head_dim);
   p.scale = static_cast<float>(pr.effective_scale());
   return p;
 }

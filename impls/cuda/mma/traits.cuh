@@ -150,11 +150,10 @@ template <int kHeadDim>
 struct BwdTraits;
 
 // Main: 128 keys x 128-query tiles. S, dP: 4 x 2 warps of 32 queries x 64 keys (64 + 64
-// registers); dK, dV: 4 x 2 warps of 32 keys x 32 columns (32 + 32); dQ: 8 warps of 16 queries x 64.
-// 255 registers, no spill; smem 162 KiB: 1 block (8 warps) per SM.
-// Measured (tune_bwd, H200, bwd TFLOP/s at 2k/8k/16k): 232/245/247, against 218/229/230 for the
-// 16-keys-per-warp kernel below and 210/220/221 for variant "a2".
-// Rejected:
+// registers); dK, dV: 4 x 2 warps of 32 keys x 32 columns (32 + 32); dQ: 8 warps of 16 queries
+// x 64. 255 registers, no spill; smem 162 KiB: 1 block (8 warps) per SM. Measured (tune_bwd, H200,
+// bwd TFLOP/s at 2k/8k/16k): 232/245/247, against 218/229/230 for the 16-keys-per-warp kernel below
+// and 210/220/221 for variant "a2". Rejected:
 //  - 16 keys per warp, 64-query tiles, 8 warps (the kernel until 2026-11-29): each warp computes
 //    S^T = K_w Q^T and dP^T for its own 16 keys, so P^T and dS^T stay in registers as the A operand
 //    of dV and dK; but every warp reads all of Q and dO twice per tile (1.7 mma per ldmatrix):
