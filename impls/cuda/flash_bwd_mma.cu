@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(256) bwd_preprocess_kernel(const MmaParams p) 
 // (query head, query tile) pair: S = Q K^T and dP = dO V^T in kSdpRows x kSdpCols warp tiles,
 // P = exp2(S scale log2e - LSE log2e), dS = P (dP - D); P and dS to shared memory ([query][key]);
 // then dQ = dS K (float32 atomics), dV += P^T dO, dK += dS^T Q, with dK, dV in registers.
-template <class T, class Cfg, bool kPadded>
+template <class T, class Cfg, bool kPadded, bool kCausal>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     flash_bwd_main_kernel(const MmaParams p) {
   constexpr int D = Cfg::kHeadDim, BN = Cfg::kBlockN, BM = Cfg::kBlockM;
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   const int64_t kv_stride = static_cast<int64_t>(p.heads_kv) * dh;
   auto kv_offset = [&] { return static_cast<int64_t>(b * p.seq_kv + n0) * kv_stride + kvh * dh; };
 
-  const int m_begin = p.causal ? max(0, n0 - p.causal_offset) / BM : 0;
+  const int m_begin = kCausal ? max(0, n0 - p.causal_offset) / BM : 0;
   const int m_tiles = (p.seq_q + BM - 1) / BM;
   const int tiles_per_head = max(0, m_tiles - m_begin);
   const int total = tiles_per_head * p.group;
@@ -213,7 +213,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     const uint32_t ds = delta_base + static_cast<uint32_t>(stage) * BM * 4;
 
     const bool need_mask =
-        keys_valid < BN || m0 + BM > p.seq_q || (p.causal && m0 + p.causal_offset < n0 + BN - 1);
+        keys_valid < BN || m0 + BM > p.seq_q || (kCausal && m0 + p.causal_offset < n0 + BN - 1);
     // S = Q K^T and dP = dO V^T for this warp's tile.
     float s[kSM][kSN][4], dp[kSM][kSN][4];
     zero(s);
@@ -241,7 +241,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
           for (int e = 0; e < 4; ++e) {
             const int key = skey + nt * 8 + (e & 1);
             const int query = m0 + r0 + (e >= 2 ? 8 : 0);
-            if (key >= p.seq_kv || query >= p.seq_q || (p.causal && key > query + p.causal_offset))
+            if (key >= p.seq_kv || query >= p.seq_q || (kCausal && key > query + p.causal_offset))
               c[e] = 0.f;
           }
         }
@@ -334,7 +334,7 @@ __global__ void __launch_bounds__(256)
 // grid (ceil(Sq / kDqBlockM), Hq, B), kDqThreads threads. Warp w owns query rows [16 w, 16 w + 16)
 // of the block and loops over the visible key tiles (2-stage ring): S = Q K^T, P from LSE,
 // dP = dO V^T, dS = P (dP - D), dQ += dS K with dS taken from the accumulators.
-template <class T, class Tr, bool kPadded>
+template <class T, class Tr, bool kPadded, bool kCausal>
 __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
     flash_bwd_dq_kernel(const MmaParams p) {
   constexpr int D = Tr::kHeadDim, BM = Tr::kDqBlockM, BN = Tr::kDqBlockN;
@@ -345,7 +345,7 @@ __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
   using KTile = SmemTile<BN, D>;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int m_block = p.causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : blockIdx.x;
+  const int m_block = kCausal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : blockIdx.x;
   const int h = blockIdx.y, b = blockIdx.z, kvh = h / p.group;
   const int m0 = m_block * BM;
   const int rows_valid = p.seq_q - m0;
@@ -361,7 +361,7 @@ __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
   T* dq_out = static_cast<T*>(p.dq) + q_off;
 
   int n_end = p.seq_kv;
-  if (p.causal) n_end = max(0, min(p.seq_kv, m0 + BM + p.causal_offset));
+  if constexpr (kCausal) n_end = max(0, min(p.seq_kv, m0 + BM + p.causal_offset));
   const int n_tiles = (n_end + BN - 1) / BN;
   if (n_tiles == 0) {  // no row sees a key: dQ = 0
     for (int c = tid; c < BM * (D / 8); c += kThreads) {
@@ -427,7 +427,7 @@ __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
     for (int nt = 0; nt < kSN; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[0][nt][e] = prob(s[0][nt][e], sl2, lse2[e >> 1]);
-    const bool need_mask = n0 + BN > p.seq_kv || (p.causal && n0 + BN - 1 > m0 + p.causal_offset);
+    const bool need_mask = n0 + BN > p.seq_kv || (kCausal && n0 + BN - 1 > m0 + p.causal_offset);
     if (need_mask) {
 #pragma unroll
       for (int nt = 0; nt < kSN; ++nt)
@@ -435,7 +435,7 @@ __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
         for (int e = 0; e < 4; ++e) {
           const int row = m0 + warp_row0 + (lane >> 2) + (e >= 2 ? 8 : 0);
           const int col = n0 + nt * 8 + 2 * (lane & 3) + (e & 1);
-          if (col >= p.seq_kv || (p.causal && col > row + p.causal_offset)) s[0][nt][e] = 0.f;
+          if (col >= p.seq_kv || (kCausal && col > row + p.causal_offset)) s[0][nt][e] = 0.f;
         }
     }
 
@@ -488,7 +488,7 @@ bool deterministic(const Options& o) {
   return it != o.end() && it->second != 0;
 }
 
-template <class T, int D, bool kPadded>
+template <class T, int D, bool kPadded, bool kCausal>
 void run_bwd(const MmaParams& p, bool det, void* stream) {
   using Tr = BwdTraits<D>;
   const int64_t rows = static_cast<int64_t>(p.batch) * p.seq_q * p.heads_q;
@@ -497,13 +497,13 @@ void run_bwd(const MmaParams& p, bool det, void* stream) {
          dim3(static_cast<unsigned>((pre_threads + 255) / 256)), dim3(256), 0, stream, p);
   using Main = typename Tr::Main;
   const dim3 grid((p.seq_kv + Main::kBlockN - 1) / Main::kBlockN, p.heads_kv, p.batch);
-  launch(flash_bwd_main_kernel<T, Main, kPadded>, grid, dim3(Main::kThreads), Main::kSmemBytes,
-         stream, p);
+  launch(flash_bwd_main_kernel<T, Main, kPadded, kCausal>, grid, dim3(Main::kThreads),
+         Main::kSmemBytes, stream, p);
   if (det) {
     using Dq = typename Tr::Dq;
     const dim3 grid_dq((p.seq_q + Dq::kDqBlockM - 1) / Dq::kDqBlockM, p.heads_q, p.batch);
-    launch(flash_bwd_dq_kernel<T, Dq, kPadded>, grid_dq, dim3(Dq::kDqThreads), Dq::kDqSmemBytes,
-           stream, p);
+    launch(flash_bwd_dq_kernel<T, Dq, kPadded, kCausal>, grid_dq, dim3(Dq::kDqThreads),
+           Dq::kDqSmemBytes, stream, p);
   } else {
     const int64_t n8 = rows * p.head_dim / 8;
     const int64_t blocks = std::min<int64_t>((n8 + 255) / 256, 132 * 16);
@@ -565,11 +565,13 @@ class FlashBwdMma final : public attnbench::Implementation {
 
   void prepare(const Problem& p, Pass pass, const Options&) const override {
     if (pass == Pass::fwd) return;
-    dispatch_mma<BwdHeadDims>(p, [&](auto e, auto d, auto padded) {
+    dispatch_mma<BwdHeadDims>(p, [&](auto e, auto d, auto padded, auto causal) {
       using T = typename decltype(e)::type;
       using Tr = BwdTraits<d.value>;
-      set_dynamic_smem(flash_bwd_main_kernel<T, typename Tr::Main, padded>, Tr::Main::kSmemBytes);
-      set_dynamic_smem(flash_bwd_dq_kernel<T, typename Tr::Dq, padded>, Tr::Dq::kDqSmemBytes);
+      set_dynamic_smem(flash_bwd_main_kernel<T, typename Tr::Main, padded, causal>,
+                       Tr::Main::kSmemBytes);
+      set_dynamic_smem(flash_bwd_dq_kernel<T, typename Tr::Dq, padded, causal>,
+                       Tr::Dq::kDqSmemBytes);
     });
   }
 
@@ -603,8 +605,8 @@ class FlashBwdMma final : public attnbench::Implementation {
     p.dq_accum =
         det ? nullptr
             : reinterpret_cast<float*>(static_cast<unsigned char*>(a.workspace) + delta_bytes(pr));
-    dispatch_mma<BwdHeadDims>(pr, [&](auto e, auto d, auto padded) {
-      run_bwd<typename decltype(e)::type, d.value, padded>(p, det, a.stream);
+    dispatch_mma<BwdHeadDims>(pr, [&](auto e, auto d, auto padded, auto causal) {
+      run_bwd<typename decltype(e)::type, d.value, padded, causal>(p, det, a.stream);
     });
   }
 };

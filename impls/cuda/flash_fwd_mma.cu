@@ -6,8 +6,9 @@
 // softmax in the log2 domain (scale * log2(e) folded into one FFMA before ex2), and O += P V with
 // P taken straight from the S accumulators as A fragments (no shared-memory round trip). O is
 // rescaled by exp2(m_old - m_new) per tile and divided by the row sum once at the end.
-// Causal (bottom-right: query i sees key j iff j <= i + seq_kv - seq_q): tiles that no row of the
-// block sees are never loaded; only tiles that cross the diagonal or the seq_kv tail are masked.
+// Causal (bottom-right: query i sees key j iff j <= i + seq_kv - seq_q; a template parameter, so
+// the non-causal kernels carry none of it): tiles that no row of the block sees are never
+// loaded; only tiles that cross the diagonal or the seq_kv tail are masked.
 // GQA/MQA: head h reads K/V head h / (heads_q / heads_kv) in place. Blocks of one (batch, head)
 // are adjacent in launch order, and heads of one group are adjacent, so K/V stay in L2.
 // Passes over HBM: Q, O once; K, V once per query block (mostly L2 hits for the other blocks of the
@@ -40,7 +41,7 @@ constexpr float kNegInf = -__builtin_huge_valf();
 
 // grid (ceil(Sq / kBlockM), Hq, B), kThreads threads, Tr::kSmemBytes of dynamic shared memory.
 // kPadded: head_dim d < D (the tile width); else d == D and every column test folds away.
-template <class T, class Tr, bool kPadded>
+template <class T, class Tr, bool kPadded, bool kCausal>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
     flash_fwd_kernel(const MmaParams p) {
   constexpr int D = Tr::kHeadDim, BM = Tr::kBlockM, BN = Tr::kBlockN, MT = Tr::kMTiles;
@@ -54,7 +55,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // Causal: the last row blocks see the most keys; launch them first so that the short ones fill
   // the tail of the grid.
-  const int m_block = p.causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : blockIdx.x;
+  const int m_block = kCausal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : blockIdx.x;
   const int h = blockIdx.y, b = blockIdx.z, kvh = h / p.group;
   const int m0 = m_block * BM;
   const int rows_valid = p.seq_q - m0;
@@ -74,7 +75,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
 
   // Keys [0, n_end) are visible to at least one row of [m0, m0 + BM).
   int n_end = p.seq_kv;
-  if (p.causal) n_end = max(0, min(p.seq_kv, m0 + BM + p.causal_offset));
+  if constexpr (kCausal) n_end = max(0, min(p.seq_kv, m0 + BM + p.causal_offset));
   const int n_tiles = (n_end + BN - 1) / BN;
 
   if (n_tiles == 0) {  // no row of the block sees any key: O = 0, LSE = -inf
@@ -143,7 +144,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
     gemm_ss_nt<T, QTile, KVTile, D / 16>(s, pq, LdsmPtr(pk0, st));
 
     // Masks only the tiles that reach past seq_kv or past the diagonal of the block's first row.
-    const bool need_mask = n0 + BN > p.seq_kv || (p.causal && n0 + BN - 1 > m0 + p.causal_offset);
+    const bool need_mask = n0 + BN > p.seq_kv || (kCausal && n0 + BN - 1 > m0 + p.causal_offset);
     if (need_mask) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
@@ -153,8 +154,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
           for (int e = 0; e < 4; ++e) {
             const int row = m0 + warp_row0 + mt * 16 + (lane >> 2) + (e >= 2 ? 8 : 0);
             const int col = n0 + nt * 8 + 2 * (lane & 3) + (e & 1);
-            if (col >= p.seq_kv || (p.causal && col > row + p.causal_offset))
-              s[mt][nt][e] = kNegInf;
+            if (col >= p.seq_kv || (kCausal && col > row + p.causal_offset)) s[mt][nt][e] = kNegInf;
           }
     }
 
@@ -274,9 +274,10 @@ class FlashFwdMma final : public attnbench::Implementation {
   }
 
   void prepare(const Problem& p, Pass, const Options&) const override {
-    dispatch_mma<FwdHeadDims>(p, [&](auto e, auto d, auto padded) {
+    dispatch_mma<FwdHeadDims>(p, [&](auto e, auto d, auto padded, auto causal) {
       using Tr = FwdTraits<d.value>;
-      set_dynamic_smem(flash_fwd_kernel<typename decltype(e)::type, Tr, padded>, Tr::kSmemBytes);
+      set_dynamic_smem(flash_fwd_kernel<typename decltype(e)::type, Tr, padded, causal>,
+                       Tr::kSmemBytes);
     });
   }
 
@@ -293,11 +294,11 @@ class FlashFwdMma final : public attnbench::Implementation {
         throw std::invalid_argument("cuda.flash_fwd_mma: q, k, v, o must be 16-byte aligned");
       }
     }
-    dispatch_mma<FwdHeadDims>(pr, [&](auto e, auto d, auto padded) {
+    dispatch_mma<FwdHeadDims>(pr, [&](auto e, auto d, auto padded, auto causal) {
       using Tr = FwdTraits<d.value>;
       const dim3 grid((pr.seq_q + Tr::kBlockM - 1) / Tr::kBlockM, pr.heads_q, pr.batch);
-      launch(flash_fwd_kernel<typename decltype(e)::type, Tr, padded>, grid, dim3(Tr::kThreads),
-             Tr::kSmemBytes, a.stream, p);
+      launch(flash_fwd_kernel<typename decltype(e)::type, Tr, padded, causal>, grid,
+             dim3(Tr::kThreads), Tr::kSmemBytes, a.stream, p);
     });
   }
 };

@@ -1,6 +1,6 @@
 // The parameters of the mma.sync attention kernels (flash_fwd_mma.cu, flash_bwd_mma.cu): one
 // struct for the family, its sizes built from the Problem by make_params(); each call fills in
-// the tensors it passes. The forward's fields come first, in the order its kernel had them.
+// the tensors it passes. Causal is not here: it is a template parameter of every kernel.
 #pragma once
 
 #include <cstdint>
@@ -16,8 +16,7 @@ struct MmaParams {
   void* o;        // [B, Sq, Hq, d]: written by the forward, read by the backward
   float* lse;     // [B, Hq, Sq], natural log: likewise
   int seq_q, seq_kv, heads_q, heads_kv, group;
-  int causal;
-  int causal_offset;  // seq_kv - seq_q: row i sees keys j <= i + causal_offset
+  int causal_offset;  // seq_kv - seq_q: causal row i sees keys j <= i + causal_offset
   float scale_log2;   // softmax scale * log2(e)
   // Backward only.
   const void* dout;  // [B, Sq, Hq, d]
@@ -42,7 +41,6 @@ inline MmaParams make_params(const attnbench::Problem& pr) {
   p.heads_q = pr.heads_q;
   p.heads_kv = pr.heads_kv;
   p.group = pr.group();
-  p.causal = pr.causal ? 1 : 0;
   p.causal_offset = pr.seq_kv - pr.seq_q;
   p.scale_log2 = static_cast<float>(pr.effective_scale() * 1.4426950408889634);
   p.batch = static_cast<std::uint16_t>(pr.batch);

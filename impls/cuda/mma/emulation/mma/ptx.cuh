@@ -1,7 +1,7 @@
 // CPU emulation of mma/ptx.cuh: the same primitives, executed by one ucontext fiber per CUDA
 // thread, so that the mma kernels' index math (fragment layouts, swizzle, cp.async ring, masks,
 // tails) can be tested without a GPU. Build: compile a kernel .cu as C++ with this directory
-// (impls/cuda/mma/emulation) ahead of impls/cuda on the include path; see selftest.cuh.
+// (impls/cuda/mma/emulation) ahead of impls/cuda on the include path; see tests/mma_emulation/.
 //
 // Semantics kept: warp collectives (ldmatrix, mma.m16n8k16, shuffles) exchange data between the
 // 32 lanes exactly as the PTX ISA fragment tables say; cp.async copies land in shared memory only
