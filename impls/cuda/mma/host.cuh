@@ -8,6 +8,7 @@
 #include <string>
 
 #include "check.hpp"
+#include "mma/dispatch.cuh"
 #include "mma/ptx.cuh"
 
 namespace attn_mma {

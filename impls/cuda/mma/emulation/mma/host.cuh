@@ -6,6 +6,7 @@
 #include <string>
 
 #include "attnbench/dtype.hpp"
+#include "mma/dispatch.cuh"
 #include "mma/ptx.cuh"
 namespace attn_mma {
 inline std::map<const void*, int>& smem_attr() {
