@@ -392,8 +392,8 @@ Outputs run_one(const Implementation& impl, const Problem& p, Pass pass, const C
 }  // namespace
 
 Verdict check_impl(const Implementation& impl, const Problem& p, Pass pass, std::uint64_t seed,
-                   VerifyMode mode, const Options& opts) {
-  const CaseInputs in = make_inputs(p, seed);
+                   VerifyMode mode, const Options& opts, Distribution dist) {
+  const CaseInputs in = make_inputs(p, seed, dist);
   const bool need_fwd = pass != Pass::bwd, need_bwd = pass != Pass::fwd;
   // The backward's O/LSE inputs need the full forward reference; compute it whenever affordable.
   const Reference ref = compute_reference(in, mode, need_fwd, need_bwd, seed);

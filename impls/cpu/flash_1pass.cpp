@@ -106,9 +106,17 @@ void forward_tile(const FwdArgs& a, Tiles t, int b, int h, int i0, const Scratch
         continue;
       }
       auto vis = row.head(nv);
-      const float m_new = std::max(s.m[r], scale * vis.maxCoeff());  // = max of the scaled scores
-      const float corr = std::exp(s.m[r] - m_new);  // 0 on the row's first visible tile
-      vis = (vis * scale - m_new).exp();
+      // Scaled scores are stored before the max is taken, so the max is one of them and its
+      // exp(s - m) is exp(0) = 1. Scaling inside the exp (s * scale - m) may be contracted to
+      // an FMA, whose residual at the max is up to half an ulp of s * scale: at |s * scale| ~
+      // 1e9 (--scale 1e8) exp of that overflows, and O became inf / inf = NaN.
+      vis *= scale;
+      const float m_new = std::max(s.m[r], vis.maxCoeff());
+      // m_new = -inf: every visible score so far is -inf; exponents then use 0 instead of
+      // m_new, as -inf - -inf is NaN. Equal maxima need no rescale (inf - inf would be NaN).
+      const float m_use = m_new == kNegInf ? 0.0f : m_new;
+      const float corr = s.m[r] == m_new ? 1.0f : std::exp(s.m[r] - m_use);  // 0 on the first tile
+      vis = (vis - m_use).exp();
       row.tail(bc - nv).setZero();
       s.l[r] = s.l[r] * corr + vis.sum();
       if (corr != 1.0f) o_acc.row(r) *= corr;

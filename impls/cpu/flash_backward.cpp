@@ -104,7 +104,10 @@ void tile_ds(const BwdArgs& a, const float* dsum, int b, int h, int i0, int br, 
   for (int r = 0; r < br; ++r) {
     const int nv = std::isinf(lse[r]) ? 0 : visible_in_tile(p, i0 + r, j0, bc);
     auto row = row_array(s.p, bc, r, bc);
-    row.head(nv) = (row.head(nv) * scale - lse[r]).exp();
+    // P = exp(S - LSE) <= 1. The exponent is clamped at 0: an FMA of s * scale - LSE, or an
+    // LSE rounded to float32, can put it above 0 by up to an ulp of LSE, which at |LSE| ~ 1e9
+    // (--scale 1e8) overflows exp; the clamp keeps P finite (and exact wherever it was <= 1).
+    row.head(nv) = (row.head(nv) * scale - lse[r]).min(0.0f).exp();
     row.tail(bc - nv).setZero();
   }
   if (dv) gemm(*dv, pm.transpose(), cmat(dout, br, d), true);

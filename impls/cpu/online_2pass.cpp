@@ -75,8 +75,14 @@ void forward_rows(const FwdArgs& a, int b, int h, int i0, const Scratch& s) {
       const int nv = visible_in_tile(p, i0 + r, j0, bc);
       if (nv == 0) continue;
       auto vis = row_array(s.s, bc, r, nv);
-      const float m_new = std::max(s.m[r], scale * vis.maxCoeff());
-      s.l[r] = s.l[r] * std::exp(s.m[r] - m_new) + (vis * scale - m_new).exp().sum();
+      // Scaled before the max (and in pass 2 before the exp), so that the max score's exponent
+      // is exactly 0; see cpu.flash_1pass for why scaling inside the exp overflows at large
+      // scales. -inf - -inf and inf - inf are kept out of the rescale as there.
+      vis *= scale;
+      const float m_new = std::max(s.m[r], vis.maxCoeff());
+      const float m_use = m_new == kNegInf ? 0.0f : m_new;
+      const float corr = s.m[r] == m_new ? 1.0f : std::exp(s.m[r] - m_use);
+      s.l[r] = s.l[r] * corr + (vis - m_use).exp().sum();
       s.m[r] = m_new;
     }
   }
@@ -93,8 +99,11 @@ void forward_rows(const FwdArgs& a, int b, int h, int i0, const Scratch& s) {
     for (int r = 0; r < br; ++r) {
       const int nv = visible_in_tile(p, i0 + r, j0, bc);
       auto row = row_array(s.s, bc, r, bc);
-      if (nv > 0) row.head(nv) = (row.head(nv) * scale - s.m[r]).exp() / s.l[r];
-      row.tail(bc - nv).setZero();
+      if (nv > 0 && s.l[r] > 0) {  // l = 0: all visible scores were -inf, the row sees nothing
+        row.head(nv) *= scale;  // the same scaled scores as pass 1, bit for bit
+        row.head(nv) = (row.head(nv) - s.m[r]).exp() / s.l[r];
+      }
+      row.tail(s.l[r] > 0 ? bc - nv : bc).setZero();
     }
     gemm(o_acc, sc, cmat(v, bc, d), true);
   }

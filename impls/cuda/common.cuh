@@ -1,10 +1,10 @@
 // Shared helpers of the CUDA implementations (impls/cuda/*.cu):
-//   - checked calls: ATTN_CUDA_CHECK / ATTN_CUDA_CHECK_LAUNCH / ATTN_CUBLAS_CHECK throw
-//     std::runtime_error("file:line: call: error string"), which the harness records as a FAIL;
+//   - checked calls: ATTN_CUDA_CHECK (check.hpp) with cuBLAS statuses too;
 //   - dtype traits: attnbench::DType -> float / __half / __nv_bfloat16, load-as-float and
-//     store-from-float on the device, and a static dispatch switch over the dtype;
-//   - the head_dim bucket switch and the CUDA-core tile traits (one struct per head_dim bucket),
-//     plus the tile helpers the CUDA-core kernels share (flash_fwd, flash_bwd, online_2pass);
+//     store-from-float on the device, and dispatch_dtype over the three dtypes (dispatch.hpp);
+//   - the CUDA-core kernels' head_dim tiles (CcHeadDims) and tile traits (one struct per tile),
+//     their params struct (CcParams, make_cc_params), plus the tile helpers they share
+//     (flash_fwd, flash_bwd, online_2pass);
 //   - small kernels several implementations need: D = rowsum(dO * O), float -> dtype conversion;
 //   - workspace carving.
 #pragma once
@@ -21,40 +21,15 @@
 #include <string>
 
 #include "attnbench/implementation.hpp"
+#include "check.hpp"
+#include "dispatch.hpp"
 
 namespace attnbench::cuda {
 
-// ---- checked calls ---------------------------------------------------------------------------
-
-[[noreturn]] inline void throw_cuda_error(const char* file, int line, const char* what,
-                                          const char* msg) {
-  throw std::runtime_error(std::string(file) + ":" + std::to_string(line) + ": " + what + ": " +
-                           msg);
+// For ATTN_CUDA_CHECK on cuBLAS calls.
+inline std::string call_error(cublasStatus_t s) {
+  return s == CUBLAS_STATUS_SUCCESS ? std::string() : std::string(cublasGetStatusString(s));
 }
-
-}  // namespace attnbench::cuda
-
-#define ATTN_CUDA_CHECK(call)                                             \
-  do {                                                                    \
-    const cudaError_t attn_err_ = (call);                                 \
-    if (attn_err_ != cudaSuccess)                                         \
-      ::attnbench::cuda::throw_cuda_error(__FILE__, __LINE__, #call,      \
-                                          cudaGetErrorString(attn_err_)); \
-  } while (0)
-
-// After a <<<...>>> launch: catches bad configurations (too much shared memory, too many
-// threads) at once; faults inside the kernel surface at the harness's synchronisation.
-#define ATTN_CUDA_CHECK_LAUNCH() ATTN_CUDA_CHECK(cudaGetLastError())
-
-#define ATTN_CUBLAS_CHECK(call)                                             \
-  do {                                                                      \
-    const cublasStatus_t attn_st_ = (call);                                 \
-    if (attn_st_ != CUBLAS_STATUS_SUCCESS)                                  \
-      ::attnbench::cuda::throw_cuda_error(__FILE__, __LINE__, #call,        \
-                                          cublasGetStatusString(attn_st_)); \
-  } while (0)
-
-namespace attnbench::cuda {
 
 inline cudaStream_t stream_of(void* s) {
   return static_cast<cudaStream_t>(s);
@@ -107,24 +82,11 @@ __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
 }
 
-template <int N>
-struct IntTag {
-  static constexpr int value = N;
-};
-
-// The one switch from the run-time dtype to compile time: f(DTypeTraits<t>{}), whose ::type is
-// the element type.
+// f(DTypeTraits<t>{}) for any of the three dtypes (dispatch.hpp's switch); ::type is the
+// element type.
 template <class F>
 decltype(auto) dispatch_dtype(DType t, F&& f) {
-  switch (t) {
-    case DType::f32:
-      return f(DTypeTraits<DType::f32>{});
-    case DType::f16:
-      return f(DTypeTraits<DType::f16>{});
-    case DType::bf16:
-      return f(DTypeTraits<DType::bf16>{});
-  }
-  throw std::invalid_argument("unknown dtype");
+  return dispatch_dtype<DTypeTraits, DType::f32, DType::f16, DType::bf16>(t, static_cast<F&&>(f));
 }
 
 inline cudaDataType_t cuda_data_type(DType t) {
@@ -133,27 +95,15 @@ inline cudaDataType_t cuda_data_type(DType t) {
 
 // ---- head_dim buckets and CUDA-core tile traits -----------------------------------------------
 //
-// The CUDA-core kernels are compiled for four head_dim buckets (32, 64, 128, 256); a head_dim
-// runs in the smallest bucket that holds it, the columns past head_dim being zero in shared
+// The CUDA-core kernels are compiled for four head_dim tiles (32, 64, 128, 256); a head_dim
+// runs in the smallest tile that holds it, the columns past head_dim being zero in shared
 // memory (loads stop at head_dim, so the score work is exact; P·V does the padded columns too).
-// Four buckets rather than one per multiple of 8 keep the build within CI's budget.
-
-inline int head_dim_bucket(int d) {
-  return d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 256;
-}
+// Four tiles rather than one per multiple of 8 keep the build within CI's budget.
+using CcHeadDims = HeadDims<32, 64, 128, 256>;
 
 template <class F>
 decltype(auto) dispatch_head_dim(int d, F&& f) {
-  switch (head_dim_bucket(d)) {
-    case 32:
-      return f(IntTag<32>{});
-    case 64:
-      return f(IntTag<64>{});
-    case 128:
-      return f(IntTag<128>{});
-    default:
-      return f(IntTag<256>{});
-  }
+  return CcHeadDims::dispatch(d, static_cast<F&&>(f));
 }
 
 // The thread layout of every CUDA-core kernel: a row of a tile belongs to a group of 16 lanes
@@ -218,6 +168,45 @@ inline constexpr int kStrideQK = DB + 4;
 
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
+
+// The parameters of the CUDA-core kernels (flash_fwd, online_2pass, flash_bwd): one struct for
+// the family, sizes from the Problem by make_cc_params(); each call fills in its tensors. The
+// forward's fields come first, in the order its kernel had them (its SASS is unchanged); at most
+// 128 bytes (past that ptxas generates other code for the same kernel).
+struct CcParams {
+  const void* q;  // [B, Sq, Hq, D]
+  const void* k;  // [B, Skv, Hkv, D]
+  const void* v;  // [B, Skv, Hkv, D]
+  void* o;        // [B, Sq, Hq, D]
+  float* lse;     // [B, Hq, Sq], natural log (read by the backward)
+  int sq, skv, hq, hkv, group, d;
+  bool causal;
+  float scale_log2;  // scale * log2(e): scores are kept in the log2 domain
+  float2* ml;        // online_2pass: [B, Hq, Sq] (running max in the log2 domain, sum)
+  // Backward.
+  const void* dout;
+  const float* dd;  // [B, Hq, Sq]: rowsum(dO * O)
+  float* dq_acc;    // [B, Sq, Hq, D], unscaled
+  void* dk;         // group 1: [B, Skv, Hkv, D] in the dtype; else float partials [B, Skv, Hq, D]
+  void* dv;
+  bool partial;
+  float scale;
+};
+static_assert(sizeof(CcParams) <= 128, "see CcParams");
+
+inline CcParams make_cc_params(const Problem& p) {
+  CcParams c{};
+  c.sq = p.seq_q;
+  c.skv = p.seq_kv;
+  c.hq = p.heads_q;
+  c.hkv = p.heads_kv;
+  c.group = p.group();
+  c.d = p.head_dim;
+  c.causal = p.causal;
+  c.scale = static_cast<float>(p.effective_scale());
+  c.scale_log2 = c.scale * kLog2e;
+  return c;
+}
 
 // Keys [0, causal_limit) are visible to query row i (bottom-right aligned causal mask).
 __host__ __device__ __forceinline__ int causal_limit(int i, int sq, int skv, bool causal) {
@@ -373,7 +362,7 @@ inline void launch_row_dot(const T* o, const T* dout, float* dd, const Problem& 
   const auto blocks = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
   row_dot_kernel<T>
       <<<blocks, kWarps * 32, 0, st>>>(o, dout, dd, rows, p.seq_q, p.heads_q, p.head_dim);
-  ATTN_CUDA_CHECK_LAUNCH();
+  ATTN_CUDA_CHECK(cudaGetLastError());
 }
 
 // dst[i] = mul * src[i] rounded to T.
@@ -396,7 +385,7 @@ template <class T>
 inline void launch_scale_convert(const float* src, T* dst, std::int64_t n, float mul,
                                  cudaStream_t st) {
   scale_convert_kernel<T><<<elementwise_blocks(n, 256), 256, 0, st>>>(src, dst, n, mul);
-  ATTN_CUDA_CHECK_LAUNCH();
+  ATTN_CUDA_CHECK(cudaGetLastError());
 }
 
 // ---- workspace carving

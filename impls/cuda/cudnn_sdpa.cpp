@@ -66,13 +66,6 @@ namespace {
 
 #ifdef ATTNBENCH_HAVE_CUDNN_HEADERS
 
-void cuda_check(cudaError_t e, const char* what, const char* file, int line) {
-  if (e == cudaSuccess) return;
-  throw std::runtime_error(std::string(what) + " failed at " + file + ":" + std::to_string(line) +
-                           ": " + cudaGetErrorString(e));
-}
-#define ATTN_CUDA_CHECK(call) cuda_check((call), #call, __FILE__, __LINE__)
-
 constexpr std::int64_t kAlign = 256;
 std::int64_t align_up(std::int64_t n) {
   return (n + kAlign - 1) / kAlign * kAlign;
@@ -118,7 +111,7 @@ class State {
     auto it = handles_.find(device);
     if (it != handles_.end()) return it->second;
     cudnnHandle_t h = nullptr;
-    ATTN_CUDNN_CHECK(cudnn::api().Create(&h));
+    ATTN_CUDA_CHECK(cudnn::api().Create(&h));
     handles_.emplace(device, h);
     return h;
   }
@@ -295,7 +288,7 @@ class CudnnSdpa final : public Implementation {
     std::lock_guard lock(state().mu);
     Entry& e = ready(a.p, false, a.workspace_bytes);
     cudnnHandle_t h = state().handle(current_device());
-    ATTN_CUDNN_CHECK(cudnn::api().SetStream(h, static_cast<cudaStream_t>(a.stream)));
+    ATTN_CUDA_CHECK(cudnn::api().SetStream(h, static_cast<cudaStream_t>(a.stream)));
     const std::array<cudnn::Plan::Binding, 5> buffers{{
         {cudnn::kQ, const_cast<void*>(a.q)},
         {cudnn::kK, const_cast<void*>(a.k)},
@@ -312,7 +305,7 @@ class CudnnSdpa final : public Implementation {
     Entry& e = ready(a.p, true, a.workspace_bytes);
     cudnnHandle_t h = state().handle(current_device());
     const auto stream = static_cast<cudaStream_t>(a.stream);
-    ATTN_CUDNN_CHECK(cudnn::api().SetStream(h, stream));
+    ATTN_CUDA_CHECK(cudnn::api().SetStream(h, stream));
     // Workspace: [plan workspace | D (softmax sum) | dQ accumulator], each 256-byte aligned.
     auto* extra = static_cast<char*>(a.workspace) + align_up(e.plan->workspace_bytes());
     void* dq_accum = extra + cudnn::sdpa_bwd_dq_accum_offset(e.shape);

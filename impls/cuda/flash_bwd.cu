@@ -31,23 +31,6 @@
 namespace attnbench::cuda {
 namespace {
 
-struct BwdParams {
-  const void* q;
-  const void* k;
-  const void* v;
-  const void* dout;
-  const float* lse;  // [B, Hq, Sq], natural log
-  const float* dd;   // [B, Hq, Sq]
-  float* dq_acc;     // [B, Sq, Hq, D], unscaled
-  void* dk;          // group 1: [B, Skv, Hkv, D] in the dtype; else float partials [B, Skv, Hq, D]
-  void* dv;
-  int sq, skv, hq, hkv, group, d;
-  bool causal;
-  bool partial;
-  float scale;
-  float scale_log2;
-};
-
 template <int DB>
 constexpr std::size_t bwd_smem_bytes() {
   using Tile = CcBwdTile<DB>;
@@ -58,7 +41,7 @@ constexpr std::size_t bwd_smem_bytes() {
 
 // q, dout, dq: [B, Sq, Hq, D]; k, v, dk, dv: [B, Skv, Hkv, D]. Grid (ceil(Skv/Bc), Hq, B).
 template <class T, int DB>
-__global__ void __launch_bounds__(CcBwdTile<DB>::kThreads, 1) flash_bwd_kernel(BwdParams p) {
+__global__ void __launch_bounds__(CcBwdTile<DB>::kThreads, 1) flash_bwd_kernel(CcParams p) {
   using Tile = CcBwdTile<DB>;
   constexpr int NT = Tile::kThreads, BC = Tile::kBlockC, BR = Tile::kBlockR;
   constexpr int NE = DB / kGroup, SQK = kStrideQK<DB>, SP = BC + 4;
@@ -133,7 +116,9 @@ __global__ void __launch_bounds__(CcBwdTile<DB>::kThreads, 1) flash_bwd_kernel(B
 #pragma unroll
       for (int c = 0; c < NCA; ++c) {
         const int jj = t + kGroup * c;
-        const float pr = j0 + jj < lim ? exp2f(s[r][c] * p.scale_log2 - l2) : 0.f;
+        // P <= 1: the exponent is clamped at 0, as an FMA or the float32 LSE can put it above 0
+        // by an ulp of LSE, which past |LSE| ~ 2^24 (--scale 1e8) overflowed exp2.
+        const float pr = j0 + jj < lim ? exp2f(fminf(s[r][c] * p.scale_log2 - l2, 0.f)) : 0.f;
         p_s[ri * SP + jj] = pr;
         ds_s[ri * SP + jj] = pr * (dp[r][c] - dr);
       }
@@ -221,7 +206,7 @@ __global__ void group_sum_kernel(const float* __restrict__ part_k, const float* 
 }
 
 struct KernelInfo {
-  void (*fn)(BwdParams) = nullptr;
+  void (*fn)(CcParams) = nullptr;
   std::size_t smem = 0;
   int block_c = 0, threads = 0;
 };
@@ -267,30 +252,22 @@ void run_backward(const BwdArgs& a, const KernelInfo& k) {
       cudaMemsetAsync(dq_acc, 0, static_cast<std::size_t>(p.q_elems()) * sizeof(float), st));
   launch_row_dot<T>(static_cast<const T*>(a.o), static_cast<const T*>(a.dout), dd, p, st);
 
-  const float scale = static_cast<float>(p.effective_scale());
-  BwdParams bp{a.q,
-               a.k,
-               a.v,
-               a.dout,
-               a.lse,
-               dd,
-               dq_acc,
-               partial ? static_cast<void*>(part_k) : a.dk,
-               partial ? static_cast<void*>(part_v) : a.dv,
-               p.seq_q,
-               p.seq_kv,
-               p.heads_q,
-               p.heads_kv,
-               p.group(),
-               p.head_dim,
-               p.causal,
-               partial,
-               scale,
-               scale * kLog2e};
+  CcParams bp = make_cc_params(p);
+  const float scale = bp.scale;
+  bp.q = a.q;
+  bp.k = a.k;
+  bp.v = a.v;
+  bp.dout = a.dout;
+  bp.lse = const_cast<float*>(a.lse);  // read only here
+  bp.dd = dd;
+  bp.dq_acc = dq_acc;
+  bp.dk = partial ? static_cast<void*>(part_k) : a.dk;
+  bp.dv = partial ? static_cast<void*>(part_v) : a.dv;
+  bp.partial = partial;
   const dim3 grid(static_cast<unsigned>((p.seq_kv + k.block_c - 1) / k.block_c),
                   static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
   k.fn<<<grid, k.threads, k.smem, st>>>(bp);
-  ATTN_CUDA_CHECK_LAUNCH();
+  ATTN_CUDA_CHECK(cudaGetLastError());
 
   launch_scale_convert<T>(dq_acc, static_cast<T*>(a.dq), p.q_elems(), scale, st);
   if (partial) {
@@ -298,7 +275,7 @@ void run_backward(const BwdArgs& a, const KernelInfo& k) {
     group_sum_kernel<T><<<elementwise_blocks(n, 256), 256, 0, st>>>(
         part_k, part_v, static_cast<T*>(a.dk), static_cast<T*>(a.dv), n, p.heads_kv, p.group(),
         p.head_dim);
-    ATTN_CUDA_CHECK_LAUNCH();
+    ATTN_CUDA_CHECK(cudaGetLastError());
   }
 }
 

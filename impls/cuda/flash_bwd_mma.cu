@@ -31,8 +31,14 @@
 // dQ accumulator: one float32 read-modify-write per key block. Writes dQ, dK, dV (dtype).
 // Extra memory (workspace): D, 4 B * B * Hq * Sq; plus the dQ accumulator, 4 B * B * Sq * Hq * d,
 // unless deterministic.
-// Limits: f16/bf16; head_dim 64 and 128 (256: dK + dV of 128 keys over 8 warps would need 256
-// registers per thread); any seq >= 1; rows whose LSE is -inf (no visible key) get dQ = 0.
+// Large logits: P = exp2(S scale log2e - LSE log2e) <= 1 is clamped at exponent 0; an FMA there,
+// or an LSE rounded to float32, can put the exponent above 0 by an ulp of LSE, which past
+// |LSE| ~ 2^24 overflowed ex2.
+// Limits: f16/bf16; head_dim any multiple of 8 up to 256, run in the tile 64, 128 or 256 that
+// holds it (BwdHeadDims; columns past head_dim zero-filled on load, never stored or added); tile
+// 256 takes 64-key blocks (dK + dV of 128 keys x 256 over 8 warps would need 256 registers per
+// thread) and 209 KiB of shared memory (sm_90 only); any seq >= 1; rows whose LSE is -inf (no
+// visible key) get dQ = 0.
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
@@ -43,6 +49,7 @@
 // Angle brackets: found through the include path, so that the CPU emulation build
 // (impls/cuda/mma/emulation) can put its own mma/ptx.cuh and mma/host.cuh first.
 #include <mma/host.cuh>
+#include <mma/params.cuh>
 #include <mma/tile.cuh>
 #include <mma/traits.cuh>
 
@@ -52,45 +59,33 @@ namespace {
 constexpr float kInf = __builtin_huge_valf();
 constexpr float kLog2e = 1.4426950408889634f;
 
-struct BwdParams {
-  const void* q;     // [B, Sq, Hq, D]
-  const void* k;     // [B, Skv, Hkv, D]
-  const void* v;     // [B, Skv, Hkv, D]
-  const void* o;     // [B, Sq, Hq, D]
-  const void* dout;  // [B, Sq, Hq, D]
-  const float* lse;  // [B, Hq, Sq], natural log
-  void* dq;          // [B, Sq, Hq, D]
-  void* dk;          // [B, Skv, Hkv, D]
-  void* dv;          // [B, Skv, Hkv, D]
-  float* delta;      // [B, Hq, Sq] workspace: rowsum(dO * O)
-  float* dq_accum;   // [B, Sq, Hq, D] workspace, float32; null in deterministic mode
-  int batch, seq_q, seq_kv, heads_q, heads_kv, group;
-  int causal;
-  int causal_offset;  // seq_kv - seq_q: row i sees keys j <= i + causal_offset
-  float scale;        // softmax scale
-  float scale_log2;   // scale * log2(e)
-};
-
 // LSE (natural log) -> the log2-domain offset of P = exp2(S * scale_log2 - offset). A row that
 // sees no key has LSE = -inf; +inf makes its P exactly 0 instead of NaN.
 __device__ __forceinline__ float lse_to_log2(float lse) {
   return lse == -kInf ? kInf : lse * kLog2e;
 }
 
+// P = exp2(s * scale_log2 - lse2), its exponent clamped at 0 (P <= 1; see the header).
+__device__ __forceinline__ float prob(float s, float scale_log2, float lse2) {
+  return exp2_approx(fminf(fmaf(s, scale_log2, -lse2), 0.f));
+}
+
 // ---- 1. preprocess ------------------------------------------------------------------------------
-// One row (b, i, h) per D/8 lanes, 8 elements per lane. grid: ceil(rows * D/8 / 256), 256 threads.
-template <class T, int D>
-__global__ void __launch_bounds__(256) bwd_preprocess_kernel(const BwdParams p) {
+// One row (b, i, h) per D/8 lanes, 8 elements per lane (lanes past head_dim idle).
+// grid: ceil(rows * D/8 / 256), 256 threads.
+template <class T, int D, bool kPadded>
+__global__ void __launch_bounds__(256) bwd_preprocess_kernel(const MmaParams p) {
   constexpr int kLanes = D / 8;
+  const int dh = kPadded ? p.head_dim : D;
   static_assert(kLanes <= 32 && (kLanes & (kLanes - 1)) == 0, "a row within one warp");
   const int64_t rows = static_cast<int64_t>(p.batch) * p.seq_q * p.heads_q;
   const int64_t gid = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x;
   const int64_t row = gid / kLanes;  // BSH order: row = (b * Sq + i) * Hq + h
   const int col = static_cast<int>(gid % kLanes) * 8;
   float acc = 0.f;
-  if (row < rows) {
-    const uint4 a = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.dout) + row * D + col);
-    const uint4 c = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.o) + row * D + col);
+  if (row < rows && (!kPadded || col < dh)) {
+    const uint4 a = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.dout) + row * dh + col);
+    const uint4 c = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.o) + row * dh + col);
     const uint32_t av[4] = {a.x, a.y, a.z, a.w}, cv[4] = {c.x, c.y, c.z, c.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -98,7 +93,7 @@ __global__ void __launch_bounds__(256) bwd_preprocess_kernel(const BwdParams p) 
       acc += x.x * y.x + x.y * y.y;
     }
     if (p.dq_accum) {
-      float4* z = reinterpret_cast<float4*>(p.dq_accum + row * D + col);
+      float4* z = reinterpret_cast<float4*>(p.dq_accum + row * dh + col);
       z[0] = make_float4(0.f, 0.f, 0.f, 0.f);
       z[1] = make_float4(0.f, 0.f, 0.f, 0.f);
     }
@@ -118,27 +113,28 @@ __global__ void __launch_bounds__(256) bwd_preprocess_kernel(const BwdParams p) 
 // (query head, query tile) pair: S = Q K^T and dP = dO V^T in kSdpRows x kSdpCols warp tiles,
 // P = exp2(S scale log2e - LSE log2e), dS = P (dP - D); P and dS to shared memory ([query][key]);
 // then dQ = dS K (float32 atomics), dV += P^T dO, dK += dS^T Q, with dK, dV in registers.
-template <class T, class Cfg>
+template <class T, class Cfg, bool kPadded, bool kCausal>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
-    flash_bwd_main_kernel(const BwdParams p) {
+    flash_bwd_main_kernel(const MmaParams p) {
   constexpr int D = Cfg::kHeadDim, BN = Cfg::kBlockN, BM = Cfg::kBlockM;
+  const int dh = kPadded ? p.head_dim : D;  // columns of the tensors
   constexpr int kThreads = Cfg::kThreads;
   constexpr int kSM = Cfg::kSdpRows / 16, kSN = Cfg::kSdpCols / 8;  // S, dP warp fragments
   constexpr int kKM = Cfg::kDkvRows / 16, kKN = Cfg::kDkvCols / 8;  // dK, dV warp fragments
   constexpr int kQM = Cfg::kDqRows / 16, kQN = Cfg::kDqCols / 8;    // dQ warp fragments
-  using KTile = SmemTile<BN, D>;  // K, V: [key][d]
-  using QTile = SmemTile<BM, D>;  // Q, dO: [query][d]
-  using PTile = SmemTile<BM, BN>;  // P, dS: [query][key]
+  using KTile = SmemTile<BN, D>;                                    // K, V: [key][d]
+  using QTile = SmemTile<BM, D>;                                    // Q, dO: [query][d]
+  using PTile = SmemTile<BM, BN>;                                   // P, dS: [query][key]
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int n_block = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
   const int n0 = n_block * BN;
   const int keys_valid = p.seq_kv - n0;
-  const int64_t q_stride = static_cast<int64_t>(p.heads_q) * D;
-  const int64_t kv_stride = static_cast<int64_t>(p.heads_kv) * D;
-  auto kv_offset = [&] { return static_cast<int64_t>(b * p.seq_kv + n0) * kv_stride + kvh * D; };
+  const int64_t q_stride = static_cast<int64_t>(p.heads_q) * dh;
+  const int64_t kv_stride = static_cast<int64_t>(p.heads_kv) * dh;
+  auto kv_offset = [&] { return static_cast<int64_t>(b * p.seq_kv + n0) * kv_stride + kvh * dh; };
 
-  const int m_begin = p.causal ? max(0, n0 - p.causal_offset) / BM : 0;
+  const int m_begin = kCausal ? max(0, n0 - p.causal_offset) / BM : 0;
   const int m_tiles = (p.seq_q + BM - 1) / BM;
   const int tiles_per_head = max(0, m_tiles - m_begin);
   const int total = tiles_per_head * p.group;
@@ -152,22 +148,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   const uint32_t delta_base = lse_base + 2 * BM * 4;
 
   auto load_q_tile = [&](int h, int m0, int stage) {
-    const int64_t q_off = static_cast<int64_t>(b * p.seq_q + m0) * q_stride + h * D;
+    const int64_t q_off = static_cast<int64_t>(b * p.seq_q + m0) * q_stride + h * dh;
     const uint32_t qs = static_cast<uint32_t>(stage) * QTile::kBytes;
-    load_tile_async<kThreads>(QTile{q_base + qs}, static_cast<const T*>(p.q) + q_off, q_stride,
-                              p.seq_q - m0, tid);
-    load_tile_async<kThreads>(QTile{do_base + qs}, static_cast<const T*>(p.dout) + q_off, q_stride,
-                              p.seq_q - m0, tid);
+    load_tile_async<kThreads, kPadded>(QTile{q_base + qs}, static_cast<const T*>(p.q) + q_off,
+                                       q_stride, p.seq_q - m0, tid, dh);
+    load_tile_async<kThreads, kPadded>(QTile{do_base + qs}, static_cast<const T*>(p.dout) + q_off,
+                                       q_stride, p.seq_q - m0, tid, dh);
     const int64_t l_off = static_cast<int64_t>(b * p.heads_q + h) * p.seq_q + m0;
     const uint32_t ls = static_cast<uint32_t>(stage) * BM * 4;
     load_vec_async<kThreads, BM>(lse_base + ls, p.lse + l_off, p.seq_q - m0, tid);
     load_vec_async<kThreads, BM>(delta_base + ls, p.delta + l_off, p.seq_q - m0, tid);
   };
 
-  load_tile_async<kThreads>(sK, static_cast<const T*>(p.k) + kv_offset(), kv_stride, keys_valid,
-                            tid);
-  load_tile_async<kThreads>(sV, static_cast<const T*>(p.v) + kv_offset(), kv_stride, keys_valid,
-                            tid);
+  load_tile_async<kThreads, kPadded>(sK, static_cast<const T*>(p.k) + kv_offset(), kv_stride,
+                                     keys_valid, tid, dh);
+  load_tile_async<kThreads, kPadded>(sV, static_cast<const T*>(p.v) + kv_offset(), kv_stride,
+                                     keys_valid, tid, dh);
   int h = kvh * p.group, m0 = m_begin * BM;
   if (total > 0) load_q_tile(h, m0, 0);
   cp_async_commit();
@@ -183,10 +179,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   // ldmatrix cursors (stage 0 of the Q/dO ring; stage 1 is + QTile::kBytes).
   const LdsmPtr pq_a = ldsm_p1(QTile{q_base}, sm * Cfg::kSdpRows, 0, lane);  // A: Q / dO rows
   const LdsmPtr pk_b = ldsm_p2(sK, sn * Cfg::kSdpCols, 0, lane);  // B[n = key][k = d]; V: + kBytes
-  const LdsmPtr ppt_a = ldsm_p2(sP, 0, kn * Cfg::kDkvRows, lane);  // A^T: P[query][key]; dS: + kBytes
+  const LdsmPtr ppt_a =
+      ldsm_p2(sP, 0, kn * Cfg::kDkvRows, lane);  // A^T: P[query][key]; dS: + kBytes
   const LdsmPtr pq_b = ldsm_p1(QTile{q_base}, 0, kd * Cfg::kDkvCols, lane);  // B[k = query][n = d]
-  const LdsmPtr pds_a = ldsm_p1(sdS, qm * Cfg::kDqRows, 0, lane);  // A: dS[query][key]
-  const LdsmPtr pk_t = ldsm_p1(sK, 0, qd * Cfg::kDqCols, lane);    // B[k = key][n = d]
+  const LdsmPtr pds_a = ldsm_p1(sdS, qm * Cfg::kDqRows, 0, lane);            // A: dS[query][key]
+  const LdsmPtr pk_t = ldsm_p1(sK, 0, qd * Cfg::kDqCols, lane);              // B[k = key][n = d]
 
   float dk_acc[kKM][kKN][4], dv_acc[kKM][kKN][4];
   zero(dk_acc);
@@ -216,7 +213,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     const uint32_t ds = delta_base + static_cast<uint32_t>(stage) * BM * 4;
 
     const bool need_mask =
-        keys_valid < BN || m0 + BM > p.seq_q || (p.causal && m0 + p.causal_offset < n0 + BN - 1);
+        keys_valid < BN || m0 + BM > p.seq_q || (kCausal && m0 + p.causal_offset < n0 + BN - 1);
     // S = Q K^T and dP = dO V^T for this warp's tile.
     float s[kSM][kSN][4], dp[kSM][kSN][4];
     zero(s);
@@ -233,10 +230,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
 #pragma unroll
       for (int nt = 0; nt < kSN; ++nt) {
         float* c = s[mt][nt];
-        c[0] = exp2_approx(fmaf(c[0], sl2, -l0));
-        c[1] = exp2_approx(fmaf(c[1], sl2, -l0));
-        c[2] = exp2_approx(fmaf(c[2], sl2, -l1));
-        c[3] = exp2_approx(fmaf(c[3], sl2, -l1));
+        c[0] = prob(c[0], sl2, l0);
+        c[1] = prob(c[1], sl2, l0);
+        c[2] = prob(c[2], sl2, l1);
+        c[3] = prob(c[3], sl2, l1);
         // Zero P where the key is past seq_kv, the query past seq_q, or the pair is causally
         // masked; only tiles that reach a tail or cross the diagonal need it.
         if (need_mask) {
@@ -244,7 +241,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
           for (int e = 0; e < 4; ++e) {
             const int key = skey + nt * 8 + (e & 1);
             const int query = m0 + r0 + (e >= 2 ? 8 : 0);
-            if (key >= p.seq_kv || query >= p.seq_q || (p.causal && key > query + p.causal_offset))
+            if (key >= p.seq_kv || query >= p.seq_q || (kCausal && key > query + p.causal_offset))
               c[e] = 0.f;
           }
         }
@@ -275,11 +272,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
         for (int hf = 0; hf < 2; ++hf) {
           const int row = m0 + qm * Cfg::kDqRows + 16 * mt + (lane >> 2) + 8 * hf;
           if (row < p.seq_q) {
-            float* acc = p.dq_accum + static_cast<int64_t>(b * p.seq_q + row) * q_stride + h * D +
-                         qd * Cfg::kDqCols + 2 * (lane & 3);
+            const int col = qd * Cfg::kDqCols + 2 * (lane & 3);
+            float* acc =
+                p.dq_accum + static_cast<int64_t>(b * p.seq_q + row) * q_stride + h * dh + col;
 #pragma unroll
             for (int nt = 0; nt < kQN; ++nt) {
-              atomic_add_f32x2(acc + nt * 8, dq[mt][nt][2 * hf], dq[mt][nt][2 * hf + 1]);
+              if (!kPadded || col + nt * 8 < dh)
+                atomic_add_f32x2(acc + nt * 8, dq[mt][nt][2 * hf], dq[mt][nt][2 * hf + 1]);
             }
           }
         }
@@ -291,8 +290,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     m0 = m_next;
   }
 
-  // Epilogue: dK (times scale) and dV through shared memory (the K and V tiles), then 16 rows per
-  // warp with 16-byte stores. Rows past seq_kv are not stored.
+  // Epilogue: dK (times scale) and dV through shared memory (the K and V tiles), then
+  // kEpilogueRows rows per warp with 16-byte stores. Rows past seq_kv are not stored.
   cp_async_wait<0>();  // (total == 0: the K/V loads were never waited for)
   __syncthreads();     // every warp is done reading K and V
 #pragma unroll
@@ -305,11 +304,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     store_c<T, kKN>(sV, kn * Cfg::kDkvRows + 16 * mt, kd * Cfg::kDkvCols, dv_acc[mt], lane);
   }
   __syncthreads();
-  const int64_t off = kv_offset() + static_cast<int64_t>(warp) * 16 * kv_stride;
-  store_rows_warp<16>(sK, warp * 16, static_cast<T*>(p.dk) + off, kv_stride, keys_valid - warp * 16,
-                      lane);
-  store_rows_warp<16>(sV, warp * 16, static_cast<T*>(p.dv) + off, kv_stride, keys_valid - warp * 16,
-                      lane);
+  constexpr int kER = Cfg::kEpilogueRows;
+  const int64_t off = kv_offset() + static_cast<int64_t>(warp) * kER * kv_stride;
+  store_rows_warp<kER, kPadded>(sK, warp * kER, static_cast<T*>(p.dk) + off, kv_stride,
+                                keys_valid - warp * kER, lane, dh);
+  store_rows_warp<kER, kPadded>(sV, warp * kER, static_cast<T*>(p.dv) + off, kv_stride,
+                                keys_valid - warp * kER, lane, dh);
 }
 
 // ---- 3a. dQ accumulator -> dtype ----------------------------------------------------------------
@@ -334,37 +334,39 @@ __global__ void __launch_bounds__(256)
 // grid (ceil(Sq / kDqBlockM), Hq, B), kDqThreads threads. Warp w owns query rows [16 w, 16 w + 16)
 // of the block and loops over the visible key tiles (2-stage ring): S = Q K^T, P from LSE,
 // dP = dO V^T, dS = P (dP - D), dQ += dS K with dS taken from the accumulators.
-template <class T, class Tr>
-__global__ void __launch_bounds__(Tr::kDqThreads, 2) flash_bwd_dq_kernel(const BwdParams p) {
+template <class T, class Tr, bool kPadded, bool kCausal>
+__global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
+    flash_bwd_dq_kernel(const MmaParams p) {
   constexpr int D = Tr::kHeadDim, BM = Tr::kDqBlockM, BN = Tr::kDqBlockN;
+  const int dh = kPadded ? p.head_dim : D;
   constexpr int kThreads = Tr::kDqThreads;
   constexpr int kSN = BN / 8, kDN = D / 8;
   using QTile = SmemTile<BM, D>;
   using KTile = SmemTile<BN, D>;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int m_block = p.causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : blockIdx.x;
+  const int m_block = kCausal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : blockIdx.x;
   const int h = blockIdx.y, b = blockIdx.z, kvh = h / p.group;
   const int m0 = m_block * BM;
   const int rows_valid = p.seq_q - m0;
   const int warp_row0 = warp * 16;
-  const int64_t q_stride = static_cast<int64_t>(p.heads_q) * D;
-  const int64_t kv_stride = static_cast<int64_t>(p.heads_kv) * D;
+  const int64_t q_stride = static_cast<int64_t>(p.heads_q) * dh;
+  const int64_t kv_stride = static_cast<int64_t>(p.heads_kv) * dh;
   const int64_t q_off =
-      (static_cast<int64_t>(b) * p.seq_q + m0) * q_stride + static_cast<int64_t>(h) * D;
+      (static_cast<int64_t>(b) * p.seq_q + m0) * q_stride + static_cast<int64_t>(h) * dh;
   const int64_t kv_off =
-      static_cast<int64_t>(b) * p.seq_kv * kv_stride + static_cast<int64_t>(kvh) * D;
+      static_cast<int64_t>(b) * p.seq_kv * kv_stride + static_cast<int64_t>(kvh) * dh;
   const T* k = static_cast<const T*>(p.k) + kv_off;
   const T* v = static_cast<const T*>(p.v) + kv_off;
   T* dq_out = static_cast<T*>(p.dq) + q_off;
 
   int n_end = p.seq_kv;
-  if (p.causal) n_end = max(0, min(p.seq_kv, m0 + BM + p.causal_offset));
+  if constexpr (kCausal) n_end = max(0, min(p.seq_kv, m0 + BM + p.causal_offset));
   const int n_tiles = (n_end + BN - 1) / BN;
   if (n_tiles == 0) {  // no row sees a key: dQ = 0
     for (int c = tid; c < BM * (D / 8); c += kThreads) {
       const int row = c / (D / 8), col = (c % (D / 8)) * 8;
-      if (row < rows_valid)
+      if (row < rows_valid && (!kPadded || col < dh))
         *reinterpret_cast<uint4*>(dq_out + row * q_stride + col) = uint4{0, 0, 0, 0};
     }
     return;
@@ -385,10 +387,12 @@ __global__ void __launch_bounds__(Tr::kDqThreads, 2) flash_bwd_dq_kernel(const B
   const uint32_t k_base = smem + 2 * QTile::kBytes;
   const uint32_t v_base = k_base + 2 * KTile::kBytes;
 
-  load_tile_async<kThreads>(sQ, static_cast<const T*>(p.q) + q_off, q_stride, rows_valid, tid);
-  load_tile_async<kThreads>(sdO, static_cast<const T*>(p.dout) + q_off, q_stride, rows_valid, tid);
-  load_tile_async<kThreads>(KTile{k_base}, k, kv_stride, p.seq_kv, tid);
-  load_tile_async<kThreads>(KTile{v_base}, v, kv_stride, p.seq_kv, tid);
+  load_tile_async<kThreads, kPadded>(sQ, static_cast<const T*>(p.q) + q_off, q_stride, rows_valid,
+                                     tid, dh);
+  load_tile_async<kThreads, kPadded>(sdO, static_cast<const T*>(p.dout) + q_off, q_stride,
+                                     rows_valid, tid, dh);
+  load_tile_async<kThreads, kPadded>(KTile{k_base}, k, kv_stride, p.seq_kv, tid, dh);
+  load_tile_async<kThreads, kPadded>(KTile{v_base}, v, kv_stride, p.seq_kv, tid, dh);
   cp_async_commit();
 
   const LdsmPtr pq = ldsm_p1(sQ, warp_row0, 0, lane);       // A: this warp's Q rows
@@ -408,10 +412,10 @@ __global__ void __launch_bounds__(Tr::kDqThreads, 2) flash_bwd_dq_kernel(const B
     if (j + 1 < n_tiles) {
       const int n1 = n0 + BN;
       const uint32_t st = static_cast<uint32_t>((j + 1) & 1) * KTile::kBytes;
-      load_tile_async<kThreads>(KTile{k_base + st}, k + n1 * kv_stride, kv_stride, p.seq_kv - n1,
-                                tid);
-      load_tile_async<kThreads>(KTile{v_base + st}, v + n1 * kv_stride, kv_stride, p.seq_kv - n1,
-                                tid);
+      load_tile_async<kThreads, kPadded>(KTile{k_base + st}, k + n1 * kv_stride, kv_stride,
+                                         p.seq_kv - n1, tid, dh);
+      load_tile_async<kThreads, kPadded>(KTile{v_base + st}, v + n1 * kv_stride, kv_stride,
+                                         p.seq_kv - n1, tid, dh);
       cp_async_commit();
     }
     const uint32_t st = static_cast<uint32_t>(j & 1) * KTile::kBytes;
@@ -422,8 +426,8 @@ __global__ void __launch_bounds__(Tr::kDqThreads, 2) flash_bwd_dq_kernel(const B
 #pragma unroll
     for (int nt = 0; nt < kSN; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) s[0][nt][e] = exp2_approx(fmaf(s[0][nt][e], sl2, -lse2[e >> 1]));
-    const bool need_mask = n0 + BN > p.seq_kv || (p.causal && n0 + BN - 1 > m0 + p.causal_offset);
+      for (int e = 0; e < 4; ++e) s[0][nt][e] = prob(s[0][nt][e], sl2, lse2[e >> 1]);
+    const bool need_mask = n0 + BN > p.seq_kv || (kCausal && n0 + BN - 1 > m0 + p.causal_offset);
     if (need_mask) {
 #pragma unroll
       for (int nt = 0; nt < kSN; ++nt)
@@ -431,7 +435,7 @@ __global__ void __launch_bounds__(Tr::kDqThreads, 2) flash_bwd_dq_kernel(const B
         for (int e = 0; e < 4; ++e) {
           const int row = m0 + warp_row0 + (lane >> 2) + (e >= 2 ? 8 : 0);
           const int col = n0 + nt * 8 + 2 * (lane & 3) + (e & 1);
-          if (col >= p.seq_kv || (p.causal && col > row + p.causal_offset)) s[0][nt][e] = 0.f;
+          if (col >= p.seq_kv || (kCausal && col > row + p.causal_offset)) s[0][nt][e] = 0.f;
         }
     }
 
@@ -456,8 +460,8 @@ __global__ void __launch_bounds__(Tr::kDqThreads, 2) flash_bwd_dq_kernel(const B
   __syncwarp();
   store_c<T, kDN>(sQ, warp_row0, 0, dq[0], lane);
   __syncwarp();
-  store_rows_warp<16>(sQ, warp_row0, dq_out + warp_row0 * q_stride, q_stride,
-                      rows_valid - warp_row0, lane);
+  store_rows_warp<16, kPadded>(sQ, warp_row0, dq_out + warp_row0 * q_stride, q_stride,
+                               rows_valid - warp_row0, lane, dh);
 }
 
 // ---- host ---------------------------------------------------------------------------------------
@@ -484,22 +488,24 @@ bool deterministic(const Options& o) {
   return it != o.end() && it->second != 0;
 }
 
-template <class T, int D>
-void run_bwd(const BwdParams& p, bool det, void* stream) {
+template <class T, int D, bool kPadded, bool kCausal>
+void run_bwd(const MmaParams& p, bool det, void* stream) {
   using Tr = BwdTraits<D>;
   const int64_t rows = static_cast<int64_t>(p.batch) * p.seq_q * p.heads_q;
   const int64_t pre_threads = rows * (D / 8);
-  launch(bwd_preprocess_kernel<T, D>, dim3(static_cast<unsigned>((pre_threads + 255) / 256)),
-         dim3(256), 0, stream, p);
+  launch(bwd_preprocess_kernel<T, D, kPadded>,
+         dim3(static_cast<unsigned>((pre_threads + 255) / 256)), dim3(256), 0, stream, p);
   using Main = typename Tr::Main;
   const dim3 grid((p.seq_kv + Main::kBlockN - 1) / Main::kBlockN, p.heads_kv, p.batch);
-  launch(flash_bwd_main_kernel<T, Main>, grid, dim3(Main::kThreads), Main::kSmemBytes, stream, p);
+  launch(flash_bwd_main_kernel<T, Main, kPadded, kCausal>, grid, dim3(Main::kThreads),
+         Main::kSmemBytes, stream, p);
   if (det) {
     using Dq = typename Tr::Dq;
     const dim3 grid_dq((p.seq_q + Dq::kDqBlockM - 1) / Dq::kDqBlockM, p.heads_q, p.batch);
-    launch(flash_bwd_dq_kernel<T, Dq>, grid_dq, dim3(Dq::kDqThreads), Dq::kDqSmemBytes, stream, p);
+    launch(flash_bwd_dq_kernel<T, Dq, kPadded, kCausal>, grid_dq, dim3(Dq::kDqThreads),
+           Dq::kDqSmemBytes, stream, p);
   } else {
-    const int64_t n8 = rows * D / 8;
+    const int64_t n8 = rows * p.head_dim / 8;
     const int64_t blocks = std::min<int64_t>((n8 + 255) / 256, 132 * 16);
     launch(dq_convert_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, stream,
            static_cast<const float*>(p.dq_accum), static_cast<T*>(p.dq), n8, p.scale);
@@ -517,9 +523,9 @@ class FlashBwdMma final : public attnbench::Implementation {
   Capabilities capabilities() const override {
     Capabilities c;
     c.dtypes = {DType::f16, DType::bf16};
-    c.min_head_dim = 64;
-    c.max_head_dim = 256;
-    c.head_dim_multiple = 64;
+    c.min_head_dim = 8;
+    c.max_head_dim = BwdHeadDims::kMax;
+    c.head_dim_multiple = 8;  // 16-byte rows for cp.async
     c.causal = true;
     c.gqa = true;
     c.forward = false;
@@ -530,15 +536,6 @@ class FlashBwdMma final : public attnbench::Implementation {
   }
 
   Support supports_extra(const Problem& p, Pass) const override {
-    if (p.head_dim == 256) {
-      return Support::no(
-          "head_dim 256: dK + dV of 128 keys x 256 over 8 warps would need 256 "
-          "registers per thread (no backward instantiation)");
-    }
-    if (p.head_dim != 64 && p.head_dim != 128) {
-      return Support::no("head_dim " + std::to_string(p.head_dim) +
-                         ": instantiated for 64 and 128 only");
-    }
     if (p.heads_q > 65535 || p.batch > 65535) {
       return Support::no("heads_q and batch must be <= 65535 (grid y/z)");
     }
@@ -548,14 +545,14 @@ class FlashBwdMma final : public attnbench::Implementation {
     std::string why;
     const int smem = max_smem_per_block(why);
     if (smem < 0) return Support::no(why);
-    const int need = p.head_dim == 64
-                         ? std::max(BwdTraits<64>::Main::kSmemBytes, BwdTraits<64>::Dq::kDqSmemBytes)
-                         : std::max(BwdTraits<128>::Main::kSmemBytes,
-                                    BwdTraits<128>::Dq::kDqSmemBytes);
+    const int need = BwdHeadDims::dispatch(p.head_dim, [](auto d) {
+      using Tr = BwdTraits<d.value>;
+      return std::max(Tr::Main::kSmemBytes, Tr::Dq::kDqSmemBytes);
+    });
     if (smem < need) {
       return Support::no("needs " + std::to_string(need) +
-                         " bytes of shared memory per block, the "
-                         "device allows " +
+                         " bytes of shared memory per block (head_dim tile " +
+                         std::to_string(BwdHeadDims::tile(p.head_dim)) + "), the device allows " +
                          std::to_string(smem));
     }
     return Support::yes();
@@ -568,11 +565,13 @@ class FlashBwdMma final : public attnbench::Implementation {
 
   void prepare(const Problem& p, Pass pass, const Options&) const override {
     if (pass == Pass::fwd) return;
-    dispatch_dtype_head_dim<64, 128>(p, "cuda.flash_bwd_mma", [&](auto tag, auto d) {
-      using T = typename decltype(tag)::type;
-      using Tr = BwdTraits<decltype(d)::value>;
-      set_dynamic_smem(flash_bwd_main_kernel<T, typename Tr::Main>, Tr::Main::kSmemBytes);
-      set_dynamic_smem(flash_bwd_dq_kernel<T, typename Tr::Dq>, Tr::Dq::kDqSmemBytes);
+    dispatch_mma<BwdHeadDims>(p, [&](auto e, auto d, auto padded, auto causal) {
+      using T = typename decltype(e)::type;
+      using Tr = BwdTraits<d.value>;
+      set_dynamic_smem(flash_bwd_main_kernel<T, typename Tr::Main, padded, causal>,
+                       Tr::Main::kSmemBytes);
+      set_dynamic_smem(flash_bwd_dq_kernel<T, typename Tr::Dq, padded, causal>,
+                       Tr::Dq::kDqSmemBytes);
     });
   }
 
@@ -592,13 +591,13 @@ class FlashBwdMma final : public attnbench::Implementation {
         throw std::invalid_argument("cuda.flash_bwd_mma: tensors must be 16-byte aligned");
       }
     }
-    BwdParams p{};
+    MmaParams p = make_params(pr);
     p.q = a.q;
     p.k = a.k;
     p.v = a.v;
-    p.o = a.o;
+    p.o = const_cast<void*>(a.o);       // read only here
+    p.lse = const_cast<float*>(a.lse);  // likewise
     p.dout = a.dout;
-    p.lse = a.lse;
     p.dq = a.dq;
     p.dk = a.dk;
     p.dv = a.dv;
@@ -606,18 +605,8 @@ class FlashBwdMma final : public attnbench::Implementation {
     p.dq_accum =
         det ? nullptr
             : reinterpret_cast<float*>(static_cast<unsigned char*>(a.workspace) + delta_bytes(pr));
-    p.batch = pr.batch;
-    p.seq_q = pr.seq_q;
-    p.seq_kv = pr.seq_kv;
-    p.heads_q = pr.heads_q;
-    p.heads_kv = pr.heads_kv;
-    p.group = pr.group();
-    p.causal = pr.causal ? 1 : 0;
-    p.causal_offset = pr.seq_kv - pr.seq_q;
-    p.scale = static_cast<float>(pr.effective_scale());
-    p.scale_log2 = static_cast<float>(pr.effective_scale() * 1.4426950408889634);
-    dispatch_dtype_head_dim<64, 128>(pr, "cuda.flash_bwd_mma", [&](auto tag, auto d) {
-      run_bwd<typename decltype(tag)::type, decltype(d)::value>(p, det, a.stream);
+    dispatch_mma<BwdHeadDims>(pr, [&](auto e, auto d, auto padded, auto causal) {
+      run_bwd<typename decltype(e)::type, d.value, padded, causal>(p, det, a.stream);
     });
   }
 };

@@ -28,17 +28,6 @@
 namespace attnbench::cuda {
 namespace {
 
-struct FwdParams {
-  const void* q;
-  const void* k;
-  const void* v;
-  void* o;
-  float* lse;
-  int sq, skv, hq, hkv, group, d;
-  bool causal;
-  float scale_log2;  // scale * log2(e): scores are kept in the log2 domain
-};
-
 template <int DB, int BC>
 constexpr int block_rows() {
   return (CcFwdTile<DB>::kThreads / kGroup) * CcFwdTile<DB>::kRowsPerThread;
@@ -55,7 +44,7 @@ inline constexpr std::size_t kSmemCompileLimit = 227 * 1024;
 
 // q, o: [B, Sq, Hq, D]; k, v: [B, Skv, Hkv, D]; lse: [B, Hq, Sq]. Grid (ceil(Sq/Br), Hq, B).
 template <class T, int DB, int BC>
-__global__ void __launch_bounds__(CcFwdTile<DB>::kThreads, 1) flash_fwd_kernel(FwdParams p) {
+__global__ void __launch_bounds__(CcFwdTile<DB>::kThreads, 1) flash_fwd_kernel(CcParams p) {
   using Tile = CcFwdTile<DB>;
   constexpr int NT = Tile::kThreads, RT = Tile::kRowsPerThread, BR = block_rows<DB, BC>();
   constexpr int NC = BC / kGroup, NE = DB / kGroup, SQK = kStrideQK<DB>, SP = BC + 4;
@@ -159,7 +148,7 @@ __global__ void __launch_bounds__(CcFwdTile<DB>::kThreads, 1) flash_fwd_kernel(F
 }
 
 struct KernelInfo {
-  void (*fn)(FwdParams) = nullptr;
+  void (*fn)(CcParams) = nullptr;
   std::size_t smem = 0;
   int rows = 0;
   int threads = 0;
@@ -270,23 +259,16 @@ class CudaFlashFwd final : public Implementation {
     const Problem& p = a.p;
     const KernelInfo k = pick_kernel(p, block_c_of(p, a.options));
     configure(k);  // a no-op after prepare()
-    FwdParams fp{a.q,
-                 a.k,
-                 a.v,
-                 a.o,
-                 a.lse,
-                 p.seq_q,
-                 p.seq_kv,
-                 p.heads_q,
-                 p.heads_kv,
-                 p.group(),
-                 p.head_dim,
-                 p.causal,
-                 static_cast<float>(p.effective_scale()) * kLog2e};
+    CcParams fp = make_cc_params(p);
+    fp.q = a.q;
+    fp.k = a.k;
+    fp.v = a.v;
+    fp.o = a.o;
+    fp.lse = a.lse;
     const dim3 grid(static_cast<unsigned>((p.seq_q + k.rows - 1) / k.rows),
                     static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
     k.fn<<<grid, k.threads, k.smem, stream_of(a.stream)>>>(fp);
-    ATTN_CUDA_CHECK_LAUNCH();
+    ATTN_CUDA_CHECK(cudaGetLastError());
   }
 };
 

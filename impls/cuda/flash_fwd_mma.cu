@@ -6,14 +6,20 @@
 // softmax in the log2 domain (scale * log2(e) folded into one FFMA before ex2), and O += P V with
 // P taken straight from the S accumulators as A fragments (no shared-memory round trip). O is
 // rescaled by exp2(m_old - m_new) per tile and divided by the row sum once at the end.
-// Causal (bottom-right: query i sees key j iff j <= i + seq_kv - seq_q): tiles that no row of the
-// block sees are never loaded; only tiles that cross the diagonal or the seq_kv tail are masked.
+// Causal (bottom-right: query i sees key j iff j <= i + seq_kv - seq_q; a template parameter, so
+// the non-causal kernels carry none of it): tiles that no row of the block sees are never
+// loaded; only tiles that cross the diagonal or the seq_kv tail are masked.
 // GQA/MQA: head h reads K/V head h / (heads_q / heads_kv) in place. Blocks of one (batch, head)
 // are adjacent in launch order, and heads of one group are adjacent, so K/V stay in L2.
 // Passes over HBM: Q, O once; K, V once per query block (mostly L2 hits for the other blocks of the
 // same head). Writes O (dtype) and LSE (float32, natural log). Extra memory: none.
-// Limits: f16/bf16; head_dim 64, 128, 256 (256 needs 194 KiB of shared memory: sm_90);
-// any seq >= 1; rows that see no key give O = 0 and LSE = -inf.
+// Large logits: the exponents are differences of rounded products (s * scale_log2 - the row's
+// max of them), never an FMA of s * scale_log2 - max, whose residual at the max alone is half an
+// ulp of the product: past |s * scale_log2| ~ 2^24 that overflowed ex2 and O became NaN.
+// Limits: f16/bf16; head_dim any multiple of 8 up to 256, run in the tile 64, 128 or 256 that
+// holds it (FwdHeadDims: the columns past head_dim are zero-filled on load and never stored);
+// tile 256 needs 194 KiB of shared memory (sm_90); any seq >= 1; rows that see no key give O = 0
+// and LSE = -inf.
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
@@ -24,6 +30,7 @@
 // Angle brackets: found through the include path, so that the CPU emulation build
 // (impls/cuda/mma/emulation) can put its own mma/ptx.cuh and mma/host.cuh first.
 #include <mma/host.cuh>
+#include <mma/params.cuh>
 #include <mma/tile.cuh>
 #include <mma/traits.cuh>
 
@@ -32,23 +39,13 @@ namespace {
 
 constexpr float kNegInf = -__builtin_huge_valf();
 
-struct FwdParams {
-  const void* q;  // [B, Sq, Hq, D]
-  const void* k;  // [B, Skv, Hkv, D]
-  const void* v;  // [B, Skv, Hkv, D]
-  void* o;        // [B, Sq, Hq, D]
-  float* lse;     // [B, Hq, Sq]
-  int seq_q, seq_kv, heads_q, heads_kv, group;
-  int causal;
-  int causal_offset;  // seq_kv - seq_q: row i sees keys j <= i + causal_offset
-  float scale_log2;   // softmax scale * log2(e)
-};
-
 // grid (ceil(Sq / kBlockM), Hq, B), kThreads threads, Tr::kSmemBytes of dynamic shared memory.
-template <class T, class Tr>
+// kPadded: head_dim d < D (the tile width); else d == D and every column test folds away.
+template <class T, class Tr, bool kPadded, bool kCausal>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
-    flash_fwd_kernel(const FwdParams p) {
+    flash_fwd_kernel(const MmaParams p) {
   constexpr int D = Tr::kHeadDim, BM = Tr::kBlockM, BN = Tr::kBlockN, MT = Tr::kMTiles;
+  const int dh = kPadded ? p.head_dim : D;  // columns of the tensors
   constexpr int kThreads = Tr::kThreads;
   constexpr int kSN = BN / 8;  // n-tiles of a warp's S
   constexpr int kON = D / 8;   // n-tiles of a warp's O
@@ -58,18 +55,18 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // Causal: the last row blocks see the most keys; launch them first so that the short ones fill
   // the tail of the grid.
-  const int m_block = p.causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : blockIdx.x;
+  const int m_block = kCausal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : blockIdx.x;
   const int h = blockIdx.y, b = blockIdx.z, kvh = h / p.group;
   const int m0 = m_block * BM;
   const int rows_valid = p.seq_q - m0;
   const int warp_row0 = warp * 16 * MT;
 
-  const int64_t q_stride = static_cast<int64_t>(p.heads_q) * D;
-  const int64_t kv_stride = static_cast<int64_t>(p.heads_kv) * D;
+  const int64_t q_stride = static_cast<int64_t>(p.heads_q) * dh;
+  const int64_t kv_stride = static_cast<int64_t>(p.heads_kv) * dh;
   const int64_t q_off =
-      (static_cast<int64_t>(b) * p.seq_q + m0) * q_stride + static_cast<int64_t>(h) * D;
+      (static_cast<int64_t>(b) * p.seq_q + m0) * q_stride + static_cast<int64_t>(h) * dh;
   const int64_t kv_off =
-      static_cast<int64_t>(b) * p.seq_kv * kv_stride + static_cast<int64_t>(kvh) * D;
+      static_cast<int64_t>(b) * p.seq_kv * kv_stride + static_cast<int64_t>(kvh) * dh;
   const T* q = static_cast<const T*>(p.q) + q_off;
   const T* k = static_cast<const T*>(p.k) + kv_off;
   const T* v = static_cast<const T*>(p.v) + kv_off;
@@ -78,13 +75,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
 
   // Keys [0, n_end) are visible to at least one row of [m0, m0 + BM).
   int n_end = p.seq_kv;
-  if (p.causal) n_end = max(0, min(p.seq_kv, m0 + BM + p.causal_offset));
+  if constexpr (kCausal) n_end = max(0, min(p.seq_kv, m0 + BM + p.causal_offset));
   const int n_tiles = (n_end + BN - 1) / BN;
 
   if (n_tiles == 0) {  // no row of the block sees any key: O = 0, LSE = -inf
     for (int c = tid; c < BM * (D / 8); c += kThreads) {
       const int row = c / (D / 8), col = (c % (D / 8)) * 8;
-      if (row < rows_valid) *reinterpret_cast<uint4*>(o + row * q_stride + col) = uint4{0, 0, 0, 0};
+      if (row < rows_valid && (!kPadded || col < dh))
+        *reinterpret_cast<uint4*>(o + row * q_stride + col) = uint4{0, 0, 0, 0};
     }
     for (int r = tid; r < BM; r += kThreads) {
       if (r < rows_valid) lse[r] = kNegInf;
@@ -102,14 +100,16 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
   const LdsmPtr pk0 = ldsm_p2(KVTile{k_base}, 0, 0, lane);
   const LdsmPtr pv0 = ldsm_p1(KVTile{v_base}, 0, 0, lane);
 
-  load_tile_async<kThreads>(sQ, q, q_stride, rows_valid, tid);
-  load_tile_async<kThreads>(KVTile{k_base}, k, kv_stride, p.seq_kv, tid);
-  load_tile_async<kThreads>(KVTile{v_base}, v, kv_stride, p.seq_kv, tid);
+  load_tile_async<kThreads, kPadded>(sQ, q, q_stride, rows_valid, tid, dh);
+  load_tile_async<kThreads, kPadded>(KVTile{k_base}, k, kv_stride, p.seq_kv, tid, dh);
+  load_tile_async<kThreads, kPadded>(KVTile{v_base}, v, kv_stride, p.seq_kv, tid, dh);
   cp_async_commit();
 
   float acc_o[MT][kON][4];
   zero(acc_o);
-  float row_max[MT][2];  // per thread: rows g and g + 8 of each m-tile
+  // Per thread, rows g and g + 8 of each m-tile: the row's running max of the log2-domain scores
+  // s * scale_log2 (each rounded), the base every exponent of the row is taken from.
+  float row_max[MT][2];
   // This lane's partial row sums (its columns only; the quad is summed at the end) live in shared
   // memory, slot (mt, hf) at rs + 4 * ((2 mt + hf) * kThreads + tid): they are touched once per
   // tile, and at 32 rows per warp the 4 registers they would hold are the ones ptxas spills.
@@ -132,10 +132,10 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
       const int n1 = n0 + BN;
       const uint32_t st = static_cast<uint32_t>((j + 1) & 1) * KVTile::kBytes;
       const int t = tid_x_unhoisted();
-      load_tile_async<kThreads>(KVTile{k_base + st}, k + n1 * kv_stride, kv_stride, p.seq_kv - n1,
-                                t);
-      load_tile_async<kThreads>(KVTile{v_base + st}, v + n1 * kv_stride, kv_stride, p.seq_kv - n1,
-                                t);
+      load_tile_async<kThreads, kPadded>(KVTile{k_base + st}, k + n1 * kv_stride, kv_stride,
+                                         p.seq_kv - n1, t, dh);
+      load_tile_async<kThreads, kPadded>(KVTile{v_base + st}, v + n1 * kv_stride, kv_stride,
+                                         p.seq_kv - n1, t, dh);
       cp_async_commit();
     }
     const uint32_t st = static_cast<uint32_t>(j & 1) * KVTile::kBytes;
@@ -144,7 +144,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
     gemm_ss_nt<T, QTile, KVTile, D / 16>(s, pq, LdsmPtr(pk0, st));
 
     // Masks only the tiles that reach past seq_kv or past the diagonal of the block's first row.
-    const bool need_mask = n0 + BN > p.seq_kv || (p.causal && n0 + BN - 1 > m0 + p.causal_offset);
+    const bool need_mask = n0 + BN > p.seq_kv || (kCausal && n0 + BN - 1 > m0 + p.causal_offset);
     if (need_mask) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
@@ -154,8 +154,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
           for (int e = 0; e < 4; ++e) {
             const int row = m0 + warp_row0 + mt * 16 + (lane >> 2) + (e >= 2 ? 8 : 0);
             const int col = n0 + nt * 8 + 2 * (lane & 3) + (e & 1);
-            if (col >= p.seq_kv || (p.causal && col > row + p.causal_offset))
-              s[mt][nt][e] = kNegInf;
+            if (col >= p.seq_kv || (kCausal && col > row + p.causal_offset)) s[mt][nt][e] = kNegInf;
           }
     }
 
@@ -164,23 +163,25 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
-        float mx = row_max[mt][hf];
+        float mx = kNegInf;
 #pragma unroll
         for (int nt = 0; nt < kSN; ++nt)
           mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hf], s[mt][nt][2 * hf + 1]));
-        mx = quad_max(mx);
+        // Rounding is monotonic, so the max of the rounded products is the rounded product of
+        // the max: the max score's exponent is exactly 0 and every other one <= 0.
+        mx = fmaxf(row_max[mt][hf], mul_rn(quad_max(mx), sl2));
         // A row that has seen no visible key yet keeps max -inf: its alpha is 0 and its
-        // exponent base 0, so masked scores give exp2(-inf) = 0 rather than NaN.
-        const float alpha =
-            row_max[mt][hf] == kNegInf ? 0.f : exp2_approx((row_max[mt][hf] - mx) * sl2);
+        // exponent base 0, so masked scores give exp2(-inf) = 0 rather than NaN. An unchanged
+        // max gives alpha = exp2(0) = 1.
+        const float alpha = row_max[mt][hf] == kNegInf ? 0.f : exp2_approx(row_max[mt][hf] - mx);
         row_max[mt][hf] = mx;
-        const float base = mx == kNegInf ? 0.f : mx * sl2;
+        const float base = mx == kNegInf ? 0.f : mx;
         float sum = 0.f;
 #pragma unroll
         for (int nt = 0; nt < kSN; ++nt)
 #pragma unroll
           for (int e = 2 * hf; e < 2 * hf + 2; ++e) {
-            s[mt][nt][e] = exp2_approx(fmaf(s[mt][nt][e], sl2, -base));
+            s[mt][nt][e] = exp2_approx(mul_rn(s[mt][nt][e], sl2) - base);
             sum += s[mt][nt][e];
           }
         const uint32_t rs_slot = rs + 4 * (2 * mt + hf) * kThreads;
@@ -197,8 +198,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
     gemm_rs_nn<T, KVTile>(acc_o, pa, LdsmPtr(pv0, st));
   }
 
-  // Epilogue: O /= l, LSE = (m * scale_log2 + log2 l) * ln 2; O goes through this warp's own Q
-  // rows in shared memory (no other warp reads them) to be stored 16 bytes per lane.
+  // Epilogue: O /= l, LSE = (max of s * scale_log2 + log2 l) * ln 2; O goes through this warp's own
+  // Q rows in shared memory (no other warp reads them) to be stored 16 bytes per lane.
   constexpr float kLn2 = 0.69314718055994530942f;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
@@ -213,35 +214,19 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
       }
       const int row = warp_row0 + mt * 16 + (lane >> 2) + 8 * hf;
       if ((lane & 3) == 0 && row < rows_valid) {
-        lse[row] = l > 0.f ? (row_max[mt][hf] * sl2 + log2f(l)) * kLn2 : kNegInf;
+        lse[row] = l > 0.f ? (row_max[mt][hf] + log2f(l)) * kLn2 : kNegInf;
       }
     }
   __syncwarp();
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) store_c<T, kON>(sQ, warp_row0 + mt * 16, 0, acc_o[mt], lane);
   __syncwarp();
-  store_rows_warp<16 * MT>(sQ, warp_row0, o + warp_row0 * q_stride, q_stride,
-                           rows_valid - warp_row0, lane);
-}
-
-template <class T, int D>
-void launch_fwd(const FwdParams& p, int batch, void* stream) {
-  using Tr = FwdTraits<D>;
-  const dim3 grid((p.seq_q + Tr::kBlockM - 1) / Tr::kBlockM, p.heads_q, batch);
-  launch(flash_fwd_kernel<T, Tr>, grid, dim3(Tr::kThreads), Tr::kSmemBytes, stream, p);
+  store_rows_warp<16 * MT, kPadded>(sQ, warp_row0, o + warp_row0 * q_stride, q_stride,
+                                    rows_valid - warp_row0, lane, dh);
 }
 
 int fwd_smem_bytes(int head_dim) {
-  switch (head_dim) {
-    case 64:
-      return FwdTraits<64>::kSmemBytes;
-    case 128:
-      return FwdTraits<128>::kSmemBytes;
-    case 256:
-      return FwdTraits<256>::kSmemBytes;
-    default:
-      return 0;
-  }
+  return FwdHeadDims::dispatch(head_dim, [](auto d) { return FwdTraits<d.value>::kSmemBytes; });
 }
 
 using attnbench::Capabilities;
@@ -262,9 +247,9 @@ class FlashFwdMma final : public attnbench::Implementation {
   Capabilities capabilities() const override {
     Capabilities c;
     c.dtypes = {DType::f16, DType::bf16};
-    c.min_head_dim = 64;
-    c.max_head_dim = 256;
-    c.head_dim_multiple = 64;
+    c.min_head_dim = 8;
+    c.max_head_dim = FwdHeadDims::kMax;
+    c.head_dim_multiple = 8;  // 16-byte rows for cp.async
     c.causal = true;
     c.gqa = true;
     c.forward = true;
@@ -273,10 +258,6 @@ class FlashFwdMma final : public attnbench::Implementation {
   }
 
   Support supports_extra(const Problem& p, Pass) const override {
-    if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) {
-      return Support::no("head_dim " + std::to_string(p.head_dim) +
-                         ": instantiated for 64, 128 and 256 only");
-    }
     if (p.heads_q > 65535 || p.batch > 65535) {
       return Support::no("heads_q and batch must be <= 65535 (grid y/z)");
     }
@@ -285,43 +266,39 @@ class FlashFwdMma final : public attnbench::Implementation {
     if (smem < 0) return Support::no(why);
     if (smem < fwd_smem_bytes(p.head_dim)) {
       return Support::no("needs " + std::to_string(fwd_smem_bytes(p.head_dim)) +
-                         " bytes of shared memory per block, the device allows " +
+                         " bytes of shared memory per block (head_dim tile " +
+                         std::to_string(FwdHeadDims::tile(p.head_dim)) + "), the device allows " +
                          std::to_string(smem));
     }
     return Support::yes();
   }
 
   void prepare(const Problem& p, Pass, const Options&) const override {
-    dispatch_dtype_head_dim<64, 128, 256>(p, "cuda.flash_fwd_mma", [&](auto tag, auto d) {
-      using T = typename decltype(tag)::type;
-      using Tr = FwdTraits<decltype(d)::value>;
-      set_dynamic_smem(flash_fwd_kernel<T, Tr>, Tr::kSmemBytes);
+    dispatch_mma<FwdHeadDims>(p, [&](auto e, auto d, auto padded, auto causal) {
+      using Tr = FwdTraits<d.value>;
+      set_dynamic_smem(flash_fwd_kernel<typename decltype(e)::type, Tr, padded, causal>,
+                       Tr::kSmemBytes);
     });
   }
 
   void forward(const attnbench::FwdArgs& a) const override {
     const Problem& pr = a.p;
-    FwdParams p{};
+    MmaParams p = make_params(pr);
     p.q = a.q;
     p.k = a.k;
     p.v = a.v;
     p.o = a.o;
     p.lse = a.lse;
-    p.seq_q = pr.seq_q;
-    p.seq_kv = pr.seq_kv;
-    p.heads_q = pr.heads_q;
-    p.heads_kv = pr.heads_kv;
-    p.group = pr.group();
-    p.causal = pr.causal ? 1 : 0;
-    p.causal_offset = pr.seq_kv - pr.seq_q;
-    p.scale_log2 = static_cast<float>(pr.effective_scale() * 1.4426950408889634);
     for (const void* ptr : {a.q, a.k, a.v, static_cast<const void*>(a.o)}) {
       if (reinterpret_cast<std::uintptr_t>(ptr) % 16 != 0) {
         throw std::invalid_argument("cuda.flash_fwd_mma: q, k, v, o must be 16-byte aligned");
       }
     }
-    dispatch_dtype_head_dim<64, 128, 256>(pr, "cuda.flash_fwd_mma", [&](auto tag, auto d) {
-      launch_fwd<typename decltype(tag)::type, decltype(d)::value>(p, pr.batch, a.stream);
+    dispatch_mma<FwdHeadDims>(pr, [&](auto e, auto d, auto padded, auto causal) {
+      using Tr = FwdTraits<d.value>;
+      const dim3 grid((pr.seq_q + Tr::kBlockM - 1) / Tr::kBlockM, pr.heads_q, pr.batch);
+      launch(flash_fwd_kernel<typename decltype(e)::type, Tr, padded, causal>, grid,
+             dim3(Tr::kThreads), Tr::kSmemBytes, a.stream, p);
     });
   }
 };

@@ -23,18 +23,6 @@
 namespace attnbench::cuda {
 namespace {
 
-struct Params {
-  const void* q;
-  const void* k;
-  const void* v;
-  void* o;
-  float* lse;
-  float2* ml;  // [B, Hq, Sq]: (running max in the log2 domain, sum)
-  int sq, skv, hq, hkv, group, d;
-  bool causal;
-  float scale_log2;
-};
-
 template <int DB>
 constexpr int kRows = (CcFwdTile<DB>::kThreads / kGroup) * CcFwdTile<DB>::kRowsPerThread;
 template <int DB>
@@ -58,7 +46,7 @@ struct Block {
   std::int64_t kv_row;
   const T *kg, *vg;
 
-  __device__ Block(const Params& p, float* q_s) {
+  __device__ Block(const CcParams& p, float* q_s) {
     q0 = static_cast<int>(gridDim.x - 1 - blockIdx.x) * BR;  // heavy causal tiles first
     h = static_cast<int>(blockIdx.y);
     b = static_cast<int>(blockIdx.z);
@@ -77,14 +65,14 @@ struct Block {
     load_tile<BR, DB, kStrideQK<DB>, NT>(q_s, qg, q0, q_rows, static_cast<std::int64_t>(p.hq) * p.d,
                                          p.d, p.scale_log2);
   }
-  __device__ std::int64_t stat_index(const Params& p, int row) const {
+  __device__ std::int64_t stat_index(const CcParams& p, int row) const {
     return (static_cast<std::int64_t>(b) * p.hq + h) * p.sq + row;
   }
 };
 
 // Pass 1. q: [B, Sq, Hq, D]; k: [B, Skv, Hkv, D]; ml, lse: [B, Hq, Sq]. Grid (ceil(Sq/Br), Hq, B).
 template <class T, int DB>
-__global__ void __launch_bounds__(CcFwdTile<DB>::kThreads, 1) online_stats_kernel(Params p) {
+__global__ void __launch_bounds__(CcFwdTile<DB>::kThreads, 1) online_stats_kernel(CcParams p) {
   using Blk = Block<T, DB>;
   constexpr int RT = Blk::RT, BC = kBc<DB>, NC = BC / kGroup, SQK = kStrideQK<DB>;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -143,7 +131,7 @@ __global__ void __launch_bounds__(CcFwdTile<DB>::kThreads, 1) online_stats_kerne
 
 // Pass 2. v, o as q/k above. Grid (ceil(Sq/Br), Hq, B).
 template <class T, int DB>
-__global__ void __launch_bounds__(CcFwdTile<DB>::kThreads, 1) online_out_kernel(Params p) {
+__global__ void __launch_bounds__(CcFwdTile<DB>::kThreads, 1) online_out_kernel(CcParams p) {
   using Blk = Block<T, DB>;
   constexpr int RT = Blk::RT, BR = Blk::BR, BC = kBc<DB>, NC = BC / kGroup, NE = DB / kGroup;
   constexpr int SQK = kStrideQK<DB>, SP = BC + 4;
@@ -203,8 +191,8 @@ __global__ void __launch_bounds__(CcFwdTile<DB>::kThreads, 1) online_out_kernel(
 }
 
 struct Kernels {
-  void (*stats)(Params) = nullptr;
-  void (*out)(Params) = nullptr;
+  void (*stats)(CcParams) = nullptr;
+  void (*out)(CcParams) = nullptr;
   std::size_t stats_smem = 0, out_smem = 0;
   int rows = 0, threads = 0;
 };
@@ -272,20 +260,20 @@ class CudaOnline2Pass final : public Implementation {
     const Kernels k = pick(p);
     configure(k);  // a no-op after prepare()
     WorkspaceCarver ws(a.workspace, a.workspace_bytes);
-    Params prm{a.q,       a.k,
-               a.v,       a.o,
-               a.lse,     ws.take<float2>(static_cast<std::size_t>(p.lse_elems())),
-               p.seq_q,   p.seq_kv,
-               p.heads_q, p.heads_kv,
-               p.group(), p.head_dim,
-               p.causal,  static_cast<float>(p.effective_scale()) * kLog2e};
+    CcParams prm = make_cc_params(p);
+    prm.q = a.q;
+    prm.k = a.k;
+    prm.v = a.v;
+    prm.o = a.o;
+    prm.lse = a.lse;
+    prm.ml = ws.take<float2>(static_cast<std::size_t>(p.lse_elems()));
     const dim3 grid(static_cast<unsigned>((p.seq_q + k.rows - 1) / k.rows),
                     static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
     const cudaStream_t st = stream_of(a.stream);
     k.stats<<<grid, k.threads, k.stats_smem, st>>>(prm);
-    ATTN_CUDA_CHECK_LAUNCH();
+    ATTN_CUDA_CHECK(cudaGetLastError());
     k.out<<<grid, k.threads, k.out_smem, st>>>(prm);
-    ATTN_CUDA_CHECK_LAUNCH();
+    ATTN_CUDA_CHECK(cudaGetLastError());
   }
 };
 

@@ -9,9 +9,14 @@
 //      2 re-reads the row (an L2 hit: the rows in flight are a few MB) and writes P; keys past a
 //      causal row's limit are neither read nor exp'd, only written as 0;
 //   3. O = P V: one more strided-batched GEMM.
-// Backward: recompute S (GEMM), dP = dO Vᵀ (GEMM), D = rowsum(dO ∘ O), then one fused
-// elementwise kernel P = exp(S − LSE) (masked), dS = P ∘ (dP − D), overwriting S by P and dP by
-// dS in the dtype; then dV = Pᵀ dO, dQ = scale · dS K, dK = scale · dSᵀ Q (GEMMs).
+// Backward: recompute S (GEMM) and P from it with the forward's softmax kernel (S overwritten by
+// P in the dtype, the LSE to scratch), dP = dO Vᵀ (GEMM), D = rowsum(dO ∘ O), then one
+// elementwise kernel dS = P ∘ (dP − D) over dP; then dV = Pᵀ dO, dQ = scale · dS K,
+// dK = scale · dSᵀ Q (GEMMs). Why not P = exp(S − LSE) with the forward's LSE (this file until
+// 2026-12): S is stored rounded to the dtype, and at |S| ~ 30 (outlier inputs) a bf16 rounding
+// of up to 0.06 goes straight into the exponent of the dominant P (6%), which the LSE does not
+// cancel; renormalising the row, as the forward and the naive baseline do, leaves the dominant
+// P exactly 1 / sum (dV was 4-9x the naive error at seq_q 1, seq_kv 4097, bf16, outliers).
 // Heads: BSHD tensors are addressed in place through leading dimensions (row stride heads·D);
 // cuBLAS batches one stride, so a GEMM is either one call per (batch, group index g) batched over
 // the kv heads, or one call per query head batched over the batch — whichever makes fewer calls.
@@ -19,7 +24,7 @@
 // f16/bf16 that accumulation goes to a float32 workspace, converted once at the end. K and V are
 // never copied.
 // Passes over HBM (forward): S written (N²), read twice and P written (N²), P read (N²).
-// Extra memory: forward B·Hq·Sq·Skv elements of the dtype; backward twice that, one float per
+// Extra memory: forward B·Hq·Sq·Skv elements of the dtype; backward twice that, two floats per
 // query row, and for GQA in f16/bf16 two float32 copies of dK/dV; plus cuBLAS's 32 MiB workspace,
 // handed to it from ours (cublasSetWorkspace) so no call allocates and the memory is counted.
 // The cuBLAS handle is created in prepare(). f32 inputs use CUBLAS_COMPUTE_32F (no TF32).
@@ -112,30 +117,24 @@ __global__ void mask_softmax_kernel(T* __restrict__ s, float* __restrict__ lse, 
   if (threadIdx.x == 0) lse[row] = ms.l > 0.f ? ms.m + logf(ms.l) : kNegInf;
 }
 
-// s_p: S in, P out; dp_ds: dP in, dS out; all [rows, Skv] in the dtype. lse, dd: [rows] float32.
+// prob: P (masked entries 0); dp_ds: dP in, dS = P (dP - D) out; both [rows, Skv] in the dtype.
+// dd: [rows] float32. One block per row; vectors past the row's visible keys are written as 0.
 template <class T, int VEC>
-__global__ void softmax_grad_kernel(T* __restrict__ s_p, T* __restrict__ dp_ds,
-                                    const float* __restrict__ lse, const float* __restrict__ dd,
-                                    int sq, int skv, bool causal) {
+__global__ void softmax_grad_kernel(const T* __restrict__ prob, T* __restrict__ dp_ds,
+                                    const float* __restrict__ dd, int sq, int skv, bool causal) {
   const std::int64_t row = blockIdx.x;
   const int lim = causal_limit(static_cast<int>(row % sq), sq, skv, causal);
-  const float l = lse[row], dr = dd[row];
+  const float dr = dd[row];
   const int nvec = skv / VEC;
   for (int v = static_cast<int>(threadIdx.x); v < nvec; v += static_cast<int>(blockDim.x)) {
     const std::int64_t off = row * skv + static_cast<std::int64_t>(v) * VEC;
-    auto* sp = reinterpret_cast<Pack<T, VEC>*>(s_p + off);
     auto* gp = reinterpret_cast<Pack<T, VEC>*>(dp_ds + off);
     Pack<T, VEC> sv, gv;
     const bool any = v * VEC < lim;
-    if (any) sv = *sp, gv = *gp;
+    if (any) sv = *reinterpret_cast<const Pack<T, VEC>*>(prob + off), gv = *gp;
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      const float p = any && v * VEC + e < lim ? expf(to_float(sv.v[e]) - l) : 0.f;
-      const float ds = any ? p * (to_float(gv.v[e]) - dr) : 0.f;
-      sv.v[e] = from_float<T>(p);
-      gv.v[e] = from_float<T>(ds);
-    }
-    *sp = sv;
+    for (int e = 0; e < VEC; ++e)
+      gv.v[e] = from_float<T>(any ? to_float(sv.v[e]) * (to_float(gv.v[e]) - dr) : 0.f);
     *gp = gv;
   }
 }
@@ -192,9 +191,9 @@ struct Gemm {
   void operator()(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
                   const void* A, int lda, long long sa, const void* B, int ldb, long long sb,
                   float beta, void* C, cudaDataType_t c, int ldc, long long sc, int batch) const {
-    ATTN_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, &alpha, A, ab, lda, sa, B, ab,
-                                                 ldb, sb, &beta, C, c, ldc, sc, batch,
-                                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    ATTN_CUDA_CHECK(cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, &alpha, A, ab, lda, sa, B, ab,
+                                               ldb, sb, &beta, C, c, ldc, sc, batch,
+                                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
 };
 
@@ -229,29 +228,29 @@ void launch_softmax(const Problem& p, T* s, float* lse, cudaStream_t st) {
     mask_softmax_kernel<T, 1>
         <<<rows, row_threads(p.seq_kv), 0, st>>>(s, lse, p.seq_q, p.seq_kv, p.causal);
   }
-  ATTN_CUDA_CHECK_LAUNCH();
+  ATTN_CUDA_CHECK(cudaGetLastError());
 }
 
 template <class T>
-void launch_softmax_grad(const Problem& p, T* s_p, T* dp_ds, const float* lse, const float* dd,
+void launch_softmax_grad(const Problem& p, const T* prob, T* dp_ds, const float* dd,
                          cudaStream_t st) {
   constexpr int kVec = 16 / sizeof(T);
   const auto rows = static_cast<unsigned>(p.lse_elems());
   if (p.seq_kv % kVec == 0) {
     softmax_grad_kernel<T, kVec><<<rows, row_threads(p.seq_kv / kVec), 0, st>>>(
-        s_p, dp_ds, lse, dd, p.seq_q, p.seq_kv, p.causal);
+        prob, dp_ds, dd, p.seq_q, p.seq_kv, p.causal);
   } else {
     softmax_grad_kernel<T, 1>
-        <<<rows, row_threads(p.seq_kv), 0, st>>>(s_p, dp_ds, lse, dd, p.seq_q, p.seq_kv, p.causal);
+        <<<rows, row_threads(p.seq_kv), 0, st>>>(prob, dp_ds, dd, p.seq_q, p.seq_kv, p.causal);
   }
-  ATTN_CUDA_CHECK_LAUNCH();
+  ATTN_CUDA_CHECK(cudaGetLastError());
 }
 
 // Binds the handle to the call's stream and to the cuBLAS piece of our workspace (cublasSetStream
 // resets the workspace, so the order matters).
 void bind(cublasHandle_t handle, cudaStream_t st, WorkspaceCarver& ws) {
-  ATTN_CUBLAS_CHECK(cublasSetStream(handle, st));
-  ATTN_CUBLAS_CHECK(cublasSetWorkspace(handle, ws.take<char>(kCublasWorkspace), kCublasWorkspace));
+  ATTN_CUDA_CHECK(cublasSetStream(handle, st));
+  ATTN_CUDA_CHECK(cublasSetWorkspace(handle, ws.take<char>(kCublasWorkspace), kCublasWorkspace));
 }
 
 template <class T>
@@ -286,6 +285,7 @@ void run_backward(cublasHandle_t handle, const BwdArgs& a) {
   T* s = ws.take<T>(score_elems(p));
   T* g = ws.take<T>(score_elems(p));
   float* dd = ws.take<float>(static_cast<std::size_t>(p.lse_elems()));
+  float* lse_scratch = ws.take<float>(static_cast<std::size_t>(p.lse_elems()));
   const bool f32acc = gqa_float_accum(p);
   float* dk_acc = f32acc ? ws.take<float>(static_cast<std::size_t>(p.kv_elems())) : nullptr;
   float* dv_acc = f32acc ? ws.take<float>(static_cast<std::size_t>(p.kv_elems())) : nullptr;
@@ -295,9 +295,10 @@ void run_backward(cublasHandle_t handle, const BwdArgs& a) {
   const std::size_t acc_es = f32acc ? sizeof(float) : es;
 
   scores_gemm(gemm, p, a.q, a.k, s, scale);
+  launch_softmax<T>(p, s, lse_scratch, st);  // s: P, exactly the forward's (a.lse is not read)
   scores_gemm(gemm, p, a.dout, a.v, g, 1.f);
   launch_row_dot<T>(static_cast<const T*>(a.o), static_cast<const T*>(a.dout), dd, p, st);
-  launch_softmax_grad<T>(p, s, g, a.lse, dd, st);
+  launch_softmax_grad<T>(p, s, g, dd, st);
 
   const int ldq = p.heads_q * p.head_dim, ldkv = p.heads_kv * p.head_dim;
   for_each_head_batch(p, [&](const HeadBatch& hb) {
@@ -346,7 +347,7 @@ class CudaStandardCublas final : public Implementation {
     const std::size_t rows = static_cast<std::size_t>(p.lse_elems()) * sizeof(float);
     const std::size_t acc =
         gqa_float_accum(p) ? static_cast<std::size_t>(p.kv_elems()) * sizeof(float) : 0;
-    return carve_bytes({kCublasWorkspace, s, s, rows, acc, acc});
+    return carve_bytes({kCublasWorkspace, s, s, rows, rows, acc, acc});
   }
   void prepare(const Problem&, Pass, const Options&) const override { handle(); }
   void forward(const FwdArgs& a) const override {
@@ -362,7 +363,7 @@ class CudaStandardCublas final : public Implementation {
   // Created on first use (prepare() runs before any timed call). Never destroyed: the registry
   // outlives main(), and destroying a handle after the CUDA runtime has shut down is an error.
   cublasHandle_t handle() const {
-    if (!handle_) ATTN_CUBLAS_CHECK(cublasCreate(&handle_));
+    if (!handle_) ATTN_CUDA_CHECK(cublasCreate(&handle_));
     return handle_;
   }
   mutable cublasHandle_t handle_ = nullptr;

@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <string>
 
+#include "check.hpp"
+
 namespace attnbench::cudnn {
 
 // The cuDNN entry points this project uses, resolved with dlsym. decltype keeps each pointer's
@@ -50,6 +52,11 @@ std::string version_text(std::size_t v);
 
 }  // namespace attnbench::cudnn
 
-#define ATTN_CUDNN_CHECK(call) ::attnbench::cudnn::check((call), #call, __FILE__, __LINE__)
+namespace attnbench::cuda {
+// For ATTN_CUDA_CHECK on cuDNN calls.
+inline std::string call_error(cudnnStatus_t s) {
+  return s == CUDNN_STATUS_SUCCESS ? std::string() : cudnn::status_text(s);
+}
+}  // namespace attnbench::cuda
 
 #endif  // ATTNBENCH_HAVE_CUDNN_HEADERS

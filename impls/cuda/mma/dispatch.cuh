@@ -1,48 +1,47 @@
-// Run-time (dtype, head_dim) to compile-time dispatch for the mma kernels. Host-only, shared by
-// mma/host.cuh and its CPU emulation (emulation/mma/host.cuh); half_t and bfloat_t come from
-// whichever mma/ptx.cuh is in use.
+// The mma kernels' side of the static switch (impls/cuda/dispatch.hpp): the element type of each
+// 16-bit dtype, and dispatch_mma, which turns a Problem into a kernel's template arguments.
+// Host-only; included by mma/host.cuh and by its CPU emulation (emulation/mma/host.cuh), so
+// half_t and bfloat_t come from whichever mma/ptx.cuh is in use.
 #pragma once
 
-#include <stdexcept>
-#include <string>
-#include <type_traits>
-
 #include "attnbench/problem.hpp"
+#include "dispatch.hpp"
 #include "mma/ptx.cuh"
 
 namespace attn_mma {
 
-template <class T>
-struct TypeTag {
-  using type = T;
+// Element type of a 16-bit dtype (f32 has none: the mma kernels refuse it in Capabilities).
+template <attnbench::DType>
+struct MmaElem;
+template <>
+struct MmaElem<attnbench::DType::f16> {
+  using type = half_t;
+};
+template <>
+struct MmaElem<attnbench::DType::bf16> {
+  using type = bfloat_t;
 };
 
-// f(TypeTag<element type>{}) for the 16-bit dtypes; f32 is rejected by Capabilities before this.
+// f(MmaElem<dtype>{}) for the 16-bit dtypes; f32 is refused by Capabilities before this.
 template <class F>
-void dispatch_dtype(attnbench::DType t, F&& f) {
-  switch (t) {
-    case attnbench::DType::f16:
-      f(TypeTag<half_t>{});
-      return;
-    case attnbench::DType::bf16:
-      f(TypeTag<bfloat_t>{});
-      return;
-    case attnbench::DType::f32:
-      break;
-  }
-  throw std::invalid_argument("mma kernels: dtype " + std::string(attnbench::to_string(t)) +
-                              " has no instantiation");
+decltype(auto) dispatch_dtype(attnbench::DType t, F&& f) {
+  using attnbench::DType;
+  return attnbench::cuda::dispatch_dtype<MmaElem, DType::f16, DType::bf16>(t, static_cast<F&&>(f));
 }
 
-// f(TypeTag<T>{}, std::integral_constant<int, D>{}) for the (dtype, head_dim) instantiated, where
-// head_dim is one of Ds...; `who` names the implementation in the error for any other.
-template <int... Ds, class F>
-void dispatch_dtype_head_dim(const attnbench::Problem& pr, const char* who, F&& f) {
-  dispatch_dtype(pr.dtype, [&](auto tag) {
-    const bool found = ((pr.head_dim == Ds ? (f(tag, std::integral_constant<int, Ds>{}), true)
-                                           : false) ||
-                        ...);
-    if (!found) throw std::invalid_argument(std::string(who) + ": head_dim has no instantiation");
+// f(MmaElem<dtype>{}, IntTag<tile>{}, std::bool_constant<head_dim != tile>{},
+// std::bool_constant<causal>{}) for problem pr: the instantiation of a kernel whose tiles are HDs
+// that runs pr. Causal selects code in the kernels (launch order, the visible range of tiles,
+// the masks), so it is a template parameter too.
+template <class HDs, class F>
+decltype(auto) dispatch_mma(const attnbench::Problem& pr, F&& f) {
+  return dispatch_dtype(pr.dtype, [&](auto e) {
+    return HDs::dispatch(pr.head_dim, [&](auto d) {
+      return attnbench::cuda::dispatch_bool(pr.head_dim != d.value, [&](auto padded) {
+        return attnbench::cuda::dispatch_bool(pr.causal,
+                                              [&](auto causal) { return f(e, d, padded, causal); });
+      });
+    });
   });
 }
 

@@ -176,6 +176,13 @@ __device__ __forceinline__ float exp2_approx(float x) {
   return y;
 }
 
+// a * b rounded, never contracted with a following add into an FMA: the softmax exponents are
+// differences of such products, so that the row max's exponent is exactly 0 (see
+// flash_fwd_mma.cu).
+__device__ __forceinline__ float mul_rn(float a, float b) {
+  return __fmul_rn(a, b);
+}
+
 // Reductions over the 4 lanes of a quad (the lanes that share a row of an mma C fragment).
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));

@@ -43,11 +43,12 @@ struct SmemTile {
 // ---- global -> shared ---------------------------------------------------------------------------
 
 // Starts the asynchronous copy of rows [0, kRows) of a row-major global tile (row stride `stride`
-// elements, 16-byte aligned rows) into `tile`; rows >= valid_rows are zero-filled. Called by all
-// kThreads threads of the block (tid = threadIdx.x).
-template <int kThreads, class Tile, class T>
+// elements, 16-byte aligned rows) into `tile`; rows >= valid_rows are zero-filled, and with
+// kMaskCols so are columns >= valid_cols (a multiple of 8: a head_dim below the tile width).
+// Called by all kThreads threads of the block (tid = threadIdx.x).
+template <int kThreads, bool kMaskCols = false, class Tile, class T>
 __device__ __forceinline__ void load_tile_async(Tile tile, const T* g, int64_t stride,
-                                                int valid_rows, int tid) {
+                                                int valid_rows, int tid, int valid_cols = 0) {
   // Thread tid copies chunk tid % kChunksPerRow of rows tid / kChunksPerRow + i * kRowsPerPass:
   // the addresses are affine in i (the swizzle key row % 8 does not change), so a thread keeps
   // one shared and one global address instead of one per chunk.
@@ -60,7 +61,7 @@ __device__ __forceinline__ void load_tile_async(Tile tile, const T* g, int64_t s
   const T* src = g + row0 * stride + col;
 #pragma unroll
   for (int i = 0; i < Tile::kRows / kRowsPerPass; ++i) {
-    const bool ok = row0 + i * kRowsPerPass < valid_rows;
+    const bool ok = row0 + i * kRowsPerPass < valid_rows && (!kMaskCols || col < valid_cols);
     cp_async_16(dst + i * kRowsPerPass * Tile::kRowBytes, ok ? src + i * kRowsPerPass * stride : g,
                 ok);
   }
@@ -247,10 +248,10 @@ __device__ __forceinline__ void store_c(Tile tile, int row0, int col0, const flo
 }
 
 // One warp copies rows [row0, row0 + kRows) of a tile to global rows g + i * stride (i < valid
-// rows), 16 bytes per lane and instruction.
-template <int kRows, class Tile, class T>
+// rows; with kMaskCols, columns < valid_cols), 16 bytes per lane and instruction.
+template <int kRows, bool kMaskCols = false, class Tile, class T>
 __device__ __forceinline__ void store_rows_warp(Tile tile, int row0, T* g, int64_t stride,
-                                                int valid_rows, int lane) {
+                                                int valid_rows, int lane, int valid_cols = 0) {
   constexpr int kChunks = kRows * Tile::kChunksPerRow;
   static_assert(kChunks % 32 == 0, "whole warp-wide stores");
 #pragma unroll
@@ -258,7 +259,7 @@ __device__ __forceinline__ void store_rows_warp(Tile tile, int row0, T* g, int64
     const int c = lane + 32 * i;
     const int row = c / Tile::kChunksPerRow;
     const int col = (c % Tile::kChunksPerRow) * 8;
-    if (row < valid_rows) {
+    if (row < valid_rows && (!kMaskCols || col < valid_cols)) {
       *reinterpret_cast<uint4*>(g + row * stride + col) =
           ld_shared_b128(tile.addr(row0 + row, col));
     }

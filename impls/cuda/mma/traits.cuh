@@ -3,7 +3,16 @@
 //
 // Register budget (255 per thread) is what bounds these choices: per thread a warp tile of
 // R rows x C columns of float accumulators costs R*C/32 registers.
+//
+// The head_dim tiles instantiated for each kernel are declared here once (FwdHeadDims,
+// BwdHeadDims); capabilities, supports() and the dispatch of flash_{fwd,bwd}_mma.cu derive from
+// them. A head_dim below a tile (any multiple of 8) runs in the next tile up, as FlashAttention-2
+// does: the columns past head_dim are zero-filled on load (cp.async with src-size 0) and never
+// stored, so the products over them add exact zeros. Tiles are multiples of 64 columns because
+// the (row % 8) swizzle needs 8 chunks per row.
 #pragma once
+
+#include "dispatch.hpp"
 
 namespace attn_mma {
 
@@ -55,6 +64,8 @@ struct FwdTraits<128> : FwdConfig<128, 4, 2, 64, 2> {};
 template <>
 struct FwdTraits<256> : FwdConfig<256, 8, 1, 64, 1> {};
 
+using FwdHeadDims = attnbench::cuda::HeadDims<64, 128, 256>;
+
 // ---- backward -----------------------------------------------------------------------------------
 // Main kernel (FlashAttention-2's warp layout): a block owns kBlockN = 128 keys of one (batch, kv
 // head) and streams query tiles of kBlockM rows (Q, dO, LSE, D) through a 2-stage ring. Its 8 warps
@@ -65,13 +76,14 @@ struct FwdTraits<256> : FwdConfig<256, 8, 1, 64, 1> {};
 //   dQ = dS K:                  kDqWarpsM (queries) x 8 / kDqWarpsM (head_dim) warp tiles.
 // Warp tiles of 2 m16 rows reuse every B fragment for 2 mma: fewer ldmatrix per mma, which is what
 // bounds this kernel (docs/tuning_flash_mma.md, steps 11-12).
-template <int kHeadDim_, int kBlockM_, int kSdpWarpsM_, int kDkvWarpsN_, int kDqWarpsM_,
-          int kMinBlocksPerSm_>
+template <int kHeadDim_, int kBlockN_, int kBlockM_, int kSdpWarpsM_, int kDkvWarpsN_,
+          int kDqWarpsM_, int kMinBlocksPerSm_>
 struct BwdMainConfig {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kWarps = 8;
   static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kBlockN = 16 * kWarps;  // the epilogue stores 16 rows per warp
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kEpilogueRows = kBlockN / kWarps;  // dK, dV rows each warp stores
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kMinBlocksPerSm = kMinBlocksPerSm_;
   static constexpr int kSdpWarpsM = kSdpWarpsM_;
@@ -89,14 +101,17 @@ struct BwdMainConfig {
   static_assert(kSdpRows % 16 == 0 && kSdpCols % 16 == 0, "S warp tile: whole m16 / n16 pairs");
   static_assert(kDkvRows % 16 == 0 && kDkvCols % 16 == 0, "dK/dV warp tile");
   static_assert(kDqRows % 16 == 0 && kDqCols % 16 == 0, "dQ warp tile");
-  static_assert(kBlockM % 64 == 0 && kHeadDim % 64 == 0, "swizzled tiles need >= 64 columns");
+  static_assert(kBlockM % 64 == 0 && kBlockN % 64 == 0 && kHeadDim % 64 == 0,
+                "swizzled tiles need >= 64 columns");
+  static_assert(kEpilogueRows % 8 == 0, "whole 8-row groups per warp in the epilogue");
 };
 
 // Deterministic dQ kernel: a block owns kDqBlockM = 16 * kDqWarps query rows (16 per warp) and
 // streams key tiles of kDqBlockN.
-template <int kHeadDim_, int kDqWarps_, int kDqBlockN_>
+template <int kHeadDim_, int kDqWarps_, int kDqBlockN_, int kDqMinBlocksPerSm_ = 2>
 struct BwdDqConfig {
   static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kDqMinBlocksPerSm = kDqMinBlocksPerSm_;
   static constexpr int kDqWarps = kDqWarps_;
   static constexpr int kDqThreads = 32 * kDqWarps;
   static constexpr int kDqBlockM = 16 * kDqWarps;
@@ -108,11 +123,10 @@ template <int kHeadDim>
 struct BwdTraits;
 
 // Main: 128 keys x 128-query tiles. S, dP: 4 x 2 warps of 32 queries x 64 keys (64 + 64
-// registers); dK, dV: 4 x 2 warps of 32 keys x 32 columns (32 + 32); dQ: 8 warps of 16 queries x 64.
-// 255 registers, no spill; smem 162 KiB: 1 block (8 warps) per SM.
-// Measured (tune_bwd, H200, bwd TFLOP/s at 2k/8k/16k): 232/245/247, against 218/229/230 for the
-// 16-keys-per-warp kernel below and 210/220/221 for variant "a2".
-// Rejected:
+// registers); dK, dV: 4 x 2 warps of 32 keys x 32 columns (32 + 32); dQ: 8 warps of 16 queries
+// x 64. 255 registers, no spill; smem 162 KiB: 1 block (8 warps) per SM. Measured (tune_bwd, H200,
+// bwd TFLOP/s at 2k/8k/16k): 232/245/247, against 218/229/230 for the 16-keys-per-warp kernel below
+// and 210/220/221 for variant "a2". Rejected:
 //  - 16 keys per warp, 64-query tiles, 8 warps (the kernel until 2026-11-29): each warp computes
 //    S^T = K_w Q^T and dP^T for its own 16 keys, so P^T and dS^T stay in registers as the A operand
 //    of dV and dK; but every warp reads all of Q and dO twice per tile (1.7 mma per ldmatrix):
@@ -123,7 +137,7 @@ struct BwdTraits;
 //    than the 16-keys-per-warp kernel.
 template <>
 struct BwdTraits<64> {
-  using Main = BwdMainConfig<64, 128, 4, 4, 8, 1>;
+  using Main = BwdMainConfig<64, 128, 128, 4, 4, 8, 1>;
   using Dq = BwdDqConfig<64, 4, 64>;
 };
 
@@ -136,12 +150,25 @@ struct BwdTraits<64> {
 // 256 registers); 128-query tiles (S and dP 64 registers each on top of dK + dV's 128).
 template <>
 struct BwdTraits<128> {
-  using Main = BwdMainConfig<128, 64, 2, 4, 4, 1>;
+  using Main = BwdMainConfig<128, 128, 64, 2, 4, 4, 1>;
   using Dq = BwdDqConfig<128, 4, 64>;
 };
 
-// head_dim 256 has no backward instantiation: with 8 warps, dK + dV of 128 keys x 256 are 256
-// registers per thread before any other value; it would need 64-key blocks (half the reuse of Q
-// and dO) or dK/dV split over two passes.
+// Main: 64 keys x 64-query tiles (FlashAttention-2's sm80 d256 block): with 8 warps, dK + dV of
+// 128 keys x 256 would be 256 registers per thread before any other value, so the key block is
+// halved (half the reuse of Q and dO per block; each warp stores 8 rows of dK and dV). S, dP:
+// 2 x 4 warps of 32 queries x 16 keys (16 + 16 registers); dK, dV: 2 x 4 warps of 32 keys x 64
+// columns (64 + 64); dQ: 2 x 4 warps of 32 x 64 (64, transient). Smem 209 KiB (K, V 64; Q, dO
+// 2 stages 128; P, dS 16): 1 block per SM, sm_90 only (sm_80's 163 KiB is too small:
+// supports_extra skips it there). Not timed yet.
+// Dq: 8 warps of 16 queries x 256 (128 registers of dQ), 32-key tiles (with 4 warps a 256-column
+// tile has 4 rows per cp.async pass, below the swizzle's 8); 192 KiB, 1 block per SM.
+template <>
+struct BwdTraits<256> {
+  using Main = BwdMainConfig<256, 64, 64, 2, 2, 2, 1>;
+  using Dq = BwdDqConfig<256, 8, 32, 1>;
+};
+
+using BwdHeadDims = attnbench::cuda::HeadDims<64, 128, 256>;
 
 }  // namespace attn_mma

@@ -6,10 +6,9 @@
 #include <string>
 
 #include "attnbench/dtype.hpp"
-#include "mma/ptx.cuh"
 #include "mma/dispatch.cuh"
+#include "mma/ptx.cuh"
 namespace attn_mma {
-#define ATTN_MMA_CHECK(call) (call)
 inline std::map<const void*, int>& smem_attr() {
   static std::map<const void*, int> m;
   return m;

@@ -1,7 +1,7 @@
 // CPU emulation of mma/ptx.cuh: the same primitives, executed by one ucontext fiber per CUDA
 // thread, so that the mma kernels' index math (fragment layouts, swizzle, cp.async ring, masks,
 // tails) can be tested without a GPU. Build: compile a kernel .cu as C++ with this directory
-// (impls/cuda/mma/emulation) ahead of impls/cuda on the include path; see selftest.cuh.
+// (impls/cuda/mma/emulation) ahead of impls/cuda on the include path; see tests/mma_emulation/.
 //
 // Semantics kept: warp collectives (ldmatrix, mma.m16n8k16, shuffles) exchange data between the
 // 32 lanes exactly as the PTX ISA fragment tables say; cp.async copies land in shared memory only
@@ -31,6 +31,7 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __align__(x)
+using std::fminf;
 using std::max;
 using std::min;
 
@@ -352,6 +353,10 @@ inline int tid_x_unhoisted() {
 }
 inline float exp2_approx(float x) {
   return std::exp2(x);
+}
+inline float mul_rn(float a, float b) {
+  volatile float r = a * b;  // a store: not contracted with the caller's subtraction
+  return r;
 }
 inline float shfl_xor(float x, int m) {
   emu::exchange_in(&x, 4);

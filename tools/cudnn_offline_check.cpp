@@ -2,9 +2,9 @@
 // that is not there, so a machine without a GPU can tell whether cuDNN's fused-attention engines
 // accept the graphs (attribute names, types, shapes, strides, the pattern itself).
 //
-// Compiled into the implementation library this file is empty; it becomes a program only with
-// -DATTNBENCH_CUDNN_OFFLINE_CHECK (docs/peers.md has the command). It needs cuDNN >= 9.8 (device
-// descriptions) and libcuda.so.1 resolvable: the CUDA toolkit's stub library is enough, since the
+// A developer tool, in no CMake target: docs/peers.md has the command that builds it (with
+// -DATTNBENCH_CUDNN_OFFLINE_CHECK, without which this file is empty) from impls/cuda/cudnn/.
+// It needs cuDNN >= 9.8 (device descriptions) and libcuda.so.1 resolvable: the CUDA toolkit's stub library is enough, since the
 // check stops where cuDNN, having compiled an engine's kernel with NVRTC, tries to load it onto
 // the GPU. A configuration that fails only there (CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER) passed
 // every support check; any other failure is reported with cuDNN's message.
