@@ -261,7 +261,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           const int key = krow + 8 * e2;
           bool ok = q_ok && lse != -__builtin_huge_valf();
           if (need_mask) ok = ok && key < p.seq_kv && (!kCausal || key <= q + p.causal_offset);
-          const float pv = ok ? attn_mma::exp2_approx(fmaf(st[i], p.scale_log2, -lse2)) : 0.f;
+          // The exponent is <= 0 in exact arithmetic; clamped so that rounding at huge scales
+          // cannot push P past 1 (or to inf).
+          const float pv = ok ? attn_mma::exp2_approx(fminf(fmaf(st[i], p.scale_log2, -lse2), 0.f)) : 0.f;
           st[i] = pv;
           dpt[i] = pv * (dpt[i] - dsum);
         }

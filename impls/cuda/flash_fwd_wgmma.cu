@@ -249,16 +249,31 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // scores give exp2(-inf) = 0, never (-inf) - (-inf) = NaN.
       alpha[hf] = row_max[hf] == kNegInf ? 0.f : attn_mma::exp2_approx((row_max[hf] - mx) * sl2);
       row_max[hf] = mx;
-      const float base_l2 = mx == kNegInf ? 0.f : mx * sl2;
       float sum = 0.f;
+      const float base_l2 = mx == kNegInf ? 0.f : attn_mma::mul_rn(mx, sl2);
+      // One FFMA per score: its exponent for the max score is the rounding residual of
+      // mx * scale_log2 (half an ulp), which cancels in O / l and LSE and is harmless below 2^30.
+      // Past that (huge scales) it could overflow ex2: then the scores are scaled with the same
+      // rounding as the max (rounding is monotonic), so the max's exponent is exactly 0.
+      if (fabsf(base_l2) < 0x1p30f) {
 #pragma unroll
-      for (int g = 0; g < BN / 8; ++g)
+        for (int g = 0; g < BN / 8; ++g)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& x = s[4 * g + 2 * hf + e];
-          x = attn_mma::exp2_approx(fmaf(x, sl2, -base_l2));
-          sum += x;
-        }
+          for (int e = 0; e < 2; ++e) {
+            float& x = s[4 * g + 2 * hf + e];
+            x = attn_mma::exp2_approx(fmaf(x, sl2, -base_l2));
+            sum += x;
+          }
+      } else {
+#pragma unroll
+        for (int g = 0; g < BN / 8; ++g)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float& x = s[4 * g + 2 * hf + e];
+            x = attn_mma::exp2_approx(attn_mma::mul_rn(x, sl2) - base_l2);
+            sum += x;
+          }
+      }
       row_sum[hf] = row_sum[hf] * alpha[hf] + sum;
     }
   };
@@ -353,7 +368,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     const int row = trow + 8 * hf;
     if (lane % 4 == 0 && row < p.seq_q) {
       p.lse[(static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q + row] =
-          l > 0.f ? (row_max[hf] * sl2 + log2f(l)) * kLn2 : kNegInf;
+          l > 0.f ? (attn_mma::mul_rn(row_max[hf], sl2) + log2f(l)) * kLn2 : kNegInf;
     }
   }
   // This warpgroup's Q stage is idle now (its last Q K^T has completed): O goes there in the same

@@ -78,6 +78,7 @@ struct Case {
   bool causal;
   DType t;
   Distribution dist;
+  double scale = 0;  // 0: 1/sqrt(head_dim)
 };
 
 }  // namespace
@@ -102,6 +103,8 @@ int main() {
       {1, 2, 2, 33, 140, 96, true, hf, out},      // padded head_dim 96 -> 128
       {1, 1, 1, 64, 64, 80, false, bf, nrm},      // padded head_dim 80 -> 128
       {1, 2, 2, 40, 520, 128, false, hf, out},    // 5 kv tiles: stages reused twice
+      {1, 2, 2, 64, 200, 128, true, bf, nrm, 1e8},  // huge logits: no overflow in ex2
+      {1, 2, 2, 64, 130, 64, false, hf, nrm, 500},  // large f16 logits
   };
   int failed = 0;
   for (const Case& c : cases) {
@@ -114,6 +117,7 @@ int main() {
     p.head_dim = c.d;
     p.causal = c.causal;
     p.dtype = c.t;
+    p.scale = c.scale;
     const std::string label = p.label() + (c.dist == out ? "_outlier" : "");
     if (const Support s = impl->supports(p, Pass::fwd); !s) {
       std::printf("FAIL %s: not supported: %s\n", label.c_str(), s.reason.c_str());

@@ -63,7 +63,7 @@ inline TensorMap make_bshd_map(const void* base, bool bf16, int batch, int seq, 
 
 // Zeroes `bytes` of device memory on `stream` (a cudaStream_t).
 inline void launch_memset_zero(void* dst, std::size_t bytes, void* stream) {
-  ATTN_MMA_CHECK(cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(stream)));
+  ATTN_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(stream)));
 }
 
 // Empty when `kernel` has sm_90a machine code for the current device, else why not.
