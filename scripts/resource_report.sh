@@ -41,7 +41,7 @@ compile() {  # file arch -> $tmp/<id>.log
   local f="$1" arch="$2" id
   id="$(echo "$f-$arch" | tr '/.' '__')"
   local cc="${arch#sm_}"
-  if ! "$NVCC" -std=c++20 -O3 -DNDEBUG -I"$root/harness/include" -I"$root/impls/cuda" \
+  if ! "$NVCC" -std=c++20 -O3 -DNDEBUG -I"$root/core/include" -I"$root/impls/cuda" \
       -gencode="arch=compute_${cc},code=${arch}" --expt-relaxed-constexpr -lineinfo \
       --Werror=all-warnings -Xcompiler=-Wall,-Wextra,-Werror -Xptxas -v \
       -c "$root/$f" -o "$tmp/$id.o" > "$tmp/$id.log" 2>&1; then

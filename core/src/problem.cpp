@@ -1,3 +1,4 @@
+// Problem: sizes, the causal mask (first_invisible_key), FLOPs, the case label and validate().
 #include "attnbench/problem.hpp"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// Implementation::supports (Capabilities, then supports_extra), the registry of every
+// implementation (filled by ATTNBENCH_REGISTER at static initialisation) and its glob matcher.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
