@@ -24,7 +24,6 @@
 
 #include "attnbench/context.hpp"
 #include "attnbench/results.hpp"
-#include "attnbench/table.hpp"
 
 #ifndef ATTNBENCH_EXE
 #error "ATTNBENCH_EXE (the attnbench binary) must be defined by the build"

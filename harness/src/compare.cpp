@@ -8,9 +8,11 @@
 #include <map>
 #include <ostream>
 
+#include "attnbench/render.hpp"
+
 namespace attnbench {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -81,15 +83,15 @@ std::vector<std::string> context_warnings(const ResultsFile& a, const ResultsFil
   return w;
 }
 
-struct Verdict {
+struct RowVerdict {
   std::vector<std::string> regress;  // reasons; any makes the row a regression
   bool faster = false;
   bool slower_in_noise = false;  // beyond the threshold but within the runs' noise
 };
 
-Verdict judge(const ResultRow& b, const ResultRow& n, const CompareOptions& o, double& worst_growth,
+RowVerdict judge(const ResultRow& b, const ResultRow& n, const CompareOptions& o, double& worst_growth,
               std::string& worst_output) {
-  Verdict v;
+  RowVerdict v;
   if (b.time && n.time) {
     const double bm = b.time->median_ms, nm = n.time->median_ms;
     const double noise = spread(*b.time) + spread(*n.time);
@@ -102,12 +104,12 @@ Verdict judge(const ResultRow& b, const ResultRow& n, const CompareOptions& o, d
       v.faster = true;
     }
   }
-  if (b.status == "pass" && n.status != "pass") v.regress.push_back("pass->" + n.status);
+  if (b.status == Status::pass && n.status != Status::pass) v.regress.push_back(std::string("pass->") + to_string(n.status));
 
   worst_growth = NAN;
   for (const auto& ne : n.outputs) {
     const auto it = std::find_if(b.outputs.begin(), b.outputs.end(),
-                                 [&](const OutputError& e) { return e.name == ne.name; });
+                                 [&](const OutputReport& e) { return e.name == ne.name; });
     if (it == b.outputs.end() || !std::isfinite(it->max_abs)) continue;
     const double floor = std::isfinite(it->atol) ? it->atol / 4 : 0;
     const double denom = std::max(it->max_abs, floor);
@@ -128,7 +130,7 @@ Verdict judge(const ResultRow& b, const ResultRow& n, const CompareOptions& o, d
 }
 
 std::string row_name(const ResultRow& r) {
-  return r.case_label + " " + r.impl_label() + " " + r.pass +
+  return r.case_label + " " + r.impl_label() + " " + std::string(to_string(r.pass)) +
          (r.device.empty() ? "" : " (" + r.device + ")");
 }
 
@@ -178,7 +180,7 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
     ++s.matched;
     double growth = NAN;
     std::string worst;
-    const Verdict v = judge(b, *n, o, growth, worst);
+    const RowVerdict v = judge(b, *n, o, growth, worst);
     const bool timed = b.time && n->time;
     if (timed && b.time->hot != n->time->hot) ++hot_mismatch;
     const double ratio = timed ? n->time->median_ms / b.time->median_ms : NAN;
@@ -188,15 +190,16 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
       verdict = "REGRESSED:";
       for (const auto& r : v.regress) verdict += " " + r;
       regressions.push_back(row_name(b) + ":" + verdict.substr(verdict.find(':') + 1));
-    } else if (v.faster || (b.status != "pass" && n->status == "pass")) {
+    } else if (v.faster || (b.status != Status::pass && n->status == Status::pass)) {
       ++s.improved;
       verdict = v.faster ? "faster" : "fixed";
     } else {
       verdict = v.slower_in_noise ? "ok (slower, within noise)" : "ok";
     }
-    const std::string status = b.status == n->status ? b.status : b.status + " -> " + n->status;
+    const std::string status = b.status == n->status ? to_string(b.status)
+                               : std::string(to_string(b.status)) + " -> " + to_string(n->status);
     t.rows.push_back({b.case_label, b.impl_label() + (multi_device ? " (" + b.device + ")" : ""),
-                      b.pass, b.time ? fmt_ms(b.time->median_ms) : "-",
+                      std::string(to_string(b.pass)), b.time ? fmt_ms(b.time->median_ms) : "-",
                       n->time ? fmt_ms(n->time->median_ms) : "-", fmt_x(ratio), fmt_x(1 / ratio),
                       std::isnan(growth) ? "-" : fmt_x(growth), status, verdict});
   }

@@ -25,6 +25,7 @@
 #include "attnbench/context.hpp"
 #include "attnbench/execute.hpp"
 #include "attnbench/expand.hpp"
+#include "attnbench/results.hpp"
 #include "attnbench/runner.hpp"
 #include "attnbench/table.hpp"
 
@@ -330,24 +331,11 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
 
   RunOptions ro;
   if (!a.resume.empty()) {
-    // The same config (after the overrides; --case may differ) and the same mode, or nothing runs.
+    // Read here (a bad file is bad input); run_config checks that it may be resumed.
     try {
-      ro.resume = read_results_json(a.resume);
-    } catch (const std::exception& e) {
+      ro.resume = load_results(a.resume);
+    } catch (const ResultsError& e) {
       err << "attnbench run: --resume = " << a.resume << ": " << e.what() << "\n";
-      return kBadInput;
-    }
-    const nlohmann::json& ctx = ro.resume["context"];
-    const std::string hash = ctx.is_object() ? ctx.value("config_hash", "") : "";
-    if (hash != cfg.hash()) {
-      err << "attnbench run: --resume = " << a.resume << ": written by another config (config_hash '" << hash
-          << "', this run's '" << cfg.hash() << "'): resume with the same config and overrides\n";
-      return kBadInput;
-    }
-    const bool old_profile = ctx.is_object() && ctx.value("profile", false);
-    if (old_profile != a.profile) {
-      err << "attnbench run: --resume = " << a.resume << ": written " << (old_profile ? "with" : "without")
-          << " --profile, this run is " << (a.profile ? "with" : "without") << " it\n";
       return kBadInput;
     }
     ro.resume_path = a.resume;

@@ -1,3 +1,5 @@
+// The results file's row model and its writer (docs/results_schema.md); the readers and the
+// --resume checks are in results_reader.cpp.
 #include "attnbench/results.hpp"
 
 #include <fcntl.h>
@@ -9,9 +11,6 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <limits>
-#include <sstream>
 #include <stdexcept>
 
 namespace attnbench {
@@ -34,20 +33,37 @@ double pass_flops(const Problem& p, Pass pass) {
   return 0;
 }
 
-double RowResult::max_ratio() const {
+double ResultRow::max_ratio() const {
   double m = 0;
   for (const auto& o : outputs) m = std::max(m, o.ratio);
   return m;
 }
 
-std::optional<double> RowResult::tflops() const {
-  if (!time || !(time->median_ms > 0)) return std::nullopt;
+std::optional<double> ResultRow::tflops() const {
+  if (tflops_in_file) return tflops_in_file;
+  if (!time || !(time->median_ms > 0) || !(flops > 0)) return std::nullopt;
   return flops / (time->median_ms * 1e-3) / 1e12;
+}
+
+std::string ResultRow::key() const {
+  return case_label + "|" + impl + "|" + std::string(to_string(pass)) + "|" + nlohmann::json(params).dump() + "|" +
+         device;
+}
+
+std::string ResultRow::impl_label() const {
+  if (params.empty()) return impl;
+  std::string s = impl + " [";
+  bool first = true;
+  for (const auto& [k, v] : params) {
+    s += (first ? "" : ", ") + k + "=" + std::to_string(v);
+    first = false;
+  }
+  return s + "]";
 }
 
 namespace {
 
-// JSON has no NaN or Inf: store them as null (table.cpp reads null back as NaN).
+// JSON has no NaN or Inf: store them as null (the reader reads null back as NaN).
 nlohmann::ordered_json num(double x) {
   if (!std::isfinite(x)) return nullptr;
   return x;
@@ -69,7 +85,7 @@ nlohmann::ordered_json problem_to_json(const Problem& p) {
   return j;
 }
 
-nlohmann::ordered_json row_to_json(const RowResult& r) {
+nlohmann::ordered_json row_to_json(const ResultRow& r) {
   nlohmann::ordered_json j;
   j["case"] = r.case_label;
   j["case_index"] = r.case_index;
@@ -125,64 +141,11 @@ nlohmann::ordered_json row_to_json(const RowResult& r) {
     j["memory"] = std::move(m);
   }
   j["nvtx"] = r.nvtx;
+  if (!r.extra.empty()) j["extra"] = r.extra;
   return j;
 }
 
-void measurements_from_json(const nlohmann::json& j, RowResult& r) {
-  const auto number = [](const nlohmann::json& o, const char* k) {
-    return o.contains(k) && o[k].is_number() ? o[k].get<double>() : std::numeric_limits<double>::quiet_NaN();
-  };
-  const std::string status = j.value("status", "");
-  r.status = status == "pass" ? Status::pass : status == "skip" ? Status::skip : Status::fail;
-  r.reason = j.value("reason", "");
-  if (j.contains("verify") && j["verify"].is_object()) {
-    const nlohmann::json& v = j["verify"];
-    r.verified = true;
-    const std::string mode = v.value("mode", "off");
-    r.verify_mode = mode == "full" ? VerifyMode::full : mode == "sampled" ? VerifyMode::sampled : VerifyMode::off;
-    r.baseline = v.value("baseline", "");
-    if (v.contains("outputs") && v["outputs"].is_array()) {
-      for (const nlohmann::json& o : v["outputs"]) {
-        OutputReport rep;
-        rep.name = o.value("name", "");
-        rep.checked = o.value("checked", std::int64_t{0});
-        rep.nonfinite = o.value("nonfinite", std::int64_t{0});
-        rep.max_abs = number(o, "max_abs");
-        rep.rel_l2 = number(o, "rel_l2");
-        rep.naive_max_abs = number(o, "naive_max_abs");
-        rep.atol = number(o, "atol");
-        rep.bound = number(o, "bound");
-        rep.ratio = number(o, "ratio");
-        rep.ok = o.value("ok", false);
-        rep.why = o.value("why", "");
-        r.outputs.push_back(std::move(rep));
-      }
-    }
-  }
-  if (j.contains("time") && j["time"].is_object()) {
-    const nlohmann::json& t = j["time"];
-    TimeResult tr;
-    tr.median_ms = number(t, "median_ms");
-    tr.min_ms = number(t, "min_ms");
-    tr.mean_ms = number(t, "mean_ms");
-    tr.cv = number(t, "cv");
-    tr.repetitions = t.value("repetitions", 1);
-    tr.iterations = t.value("iterations", std::int64_t{0});
-    tr.hot = t.value("hot", false);
-    r.time = tr;
-  }
-  if (j.contains("memory") && j["memory"].is_object()) {
-    const nlohmann::json& m = j["memory"];
-    MemoryResult mr;
-    mr.io_bytes = m.value("io_bytes", std::int64_t{0});
-    mr.workspace_bytes = m.value("workspace_bytes", std::int64_t{0});
-    if (m.contains("peak_bytes") && m["peak_bytes"].is_number()) mr.peak_bytes = m["peak_bytes"].get<std::int64_t>();
-    mr.peak_method = m.value("peak_method", "");
-    r.memory = mr;
-  }
-}
-
-nlohmann::ordered_json results_to_json(const RunResults& r) {
+nlohmann::ordered_json results_to_json(const ResultsFile& r) {
   nlohmann::ordered_json j;
   j["schema"] = kResultsSchema;
   j["complete"] = r.complete;
@@ -257,27 +220,9 @@ void write_file_atomic(const std::string& path, const std::string& text) {
   }
 }
 
-void write_results(const std::string& path, const RunResults& r) {
+void write_results(const std::string& path, const ResultsFile& r) {
   // replace: a command line or host name with invalid UTF-8 must not lose the results.
   write_file_atomic(path, results_to_json(r).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
-}
-
-nlohmann::json read_results_json(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw std::runtime_error("cannot open '" + path + "'");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw std::runtime_error("'" + path + "' is not JSON: " + e.what());
-  }
-  if (!j.is_object() || !j.contains("schema") || j["schema"] != kResultsSchema) {
-    throw std::runtime_error("'" + path + "' is not an attnbench results file (schema " +
-                             std::string(kResultsSchema) + ")");
-  }
-  return j;
 }
 
 }  // namespace attnbench

@@ -29,6 +29,7 @@
 #include "attnbench/execute.hpp"
 #include "attnbench/npy.hpp"
 #include "attnbench/nvtx.hpp"
+#include "attnbench/render.hpp"
 
 namespace attnbench {
 
@@ -282,8 +283,8 @@ double run_ms(const BRun& r) {
   return r.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(r.time_unit) * 1e3;
 }
 
-std::optional<TimeResult> time_from(const Collected& c, bool hot) {
-  TimeResult t;
+std::optional<TimeStats> time_from(const Collected& c, bool hot) {
+  TimeStats t;
   t.hot = hot;
   std::vector<double> per_rep;
   for (const BRun& r : c.iterations) {
@@ -335,7 +336,7 @@ class Runner {
   const RunOptions& opts_;
   std::ostream& out_;
   std::ostream& err_;
-  RunResults results_;
+  ResultsFile results_;
   std::vector<PlannedRow> plan_;
   std::vector<std::size_t> timed_;  // indices into plan_/results_.rows of rows to time
   std::string cuda_broken_;         // set once a sticky CUDA error was seen
@@ -343,20 +344,20 @@ class Runner {
   bool dump_failed_ = false;
   bool cuda_present_ = false;  // asked once: the CUDA runtime's device query is not free
   // --resume: the earlier file's rows to keep, by call name (impl, options, case, pass).
-  std::map<std::string, const nlohmann::json*> kept_;
+  std::map<std::string, const ResultRow*> kept_;
   std::size_t reused_ = 0;
 
   void build_plan();
   void run_case(std::size_t first, std::size_t last);
-  RowResult run_row(const PlannedRow& pr, CaseState& cs);
+  ResultRow run_row(const PlannedRow& pr, CaseState& cs);
   void time_rows();
   void save(bool final_write);
-  void progress(const PlannedRow& pr, const RowResult& r);
+  void progress(const PlannedRow& pr, const ResultRow& r);
   void dump(const PlannedRow& pr, CaseState& cs, const Outputs& outs);
   void index_resumed_rows();
 
-  RowResult blank_row(const PlannedRow& pr) const {
-    RowResult r;
+  ResultRow blank_row(const PlannedRow& pr) const {
+    ResultRow r;
     r.case_label = pr.problem->label();
     r.case_index = pr.case_index;
     r.problem = *pr.problem;
@@ -411,7 +412,7 @@ void Runner::build_plan() {
   }
 }
 
-void Runner::progress(const PlannedRow& pr, const RowResult& r) {
+void Runner::progress(const PlannedRow& pr, const ResultRow& r) {
   ++done_;
   if (opts_.quiet) return;
   err_ << "[" << done_ << "/" << plan_.size() << "] " << pr.impl->name();
@@ -463,8 +464,8 @@ void Runner::dump(const PlannedRow& pr, CaseState& cs, const Outputs& outs) {
   if (outs.dv.numel > 0) write_npy((dir / (stem + "dV.npy")).string(), outs.dv.data(), p.dtype, ks);
 }
 
-RowResult Runner::run_row(const PlannedRow& pr, CaseState& cs) {
-  RowResult r = blank_row(pr);
+ResultRow Runner::run_row(const PlannedRow& pr, CaseState& cs) {
+  ResultRow r = blank_row(pr);
   const Problem& p = *pr.problem;
   const Implementation& impl = *pr.impl;
   const Device dev = impl.device();
@@ -509,7 +510,7 @@ RowResult Runner::run_row(const PlannedRow& pr, CaseState& cs) {
       buf.call(pr.pass);
       buf.synchronize();
     }
-    MemoryResult mem;
+    MemoryStats mem;
     mem.io_bytes = buf.io_bytes();
     mem.workspace_bytes = buf.workspace_bytes();
     mem.peak_bytes = probe.end();
@@ -561,13 +562,8 @@ RowResult Runner::run_row(const PlannedRow& pr, CaseState& cs) {
 }
 
 void Runner::index_resumed_rows() {
-  if (!opts_.resume.is_object() || !opts_.resume.contains("rows") || !opts_.resume["rows"].is_array()) return;
-  for (const nlohmann::json& row : opts_.resume["rows"]) {
-    if (!row.is_object() || !row.contains("nvtx") || !row["nvtx"].is_string()) continue;
-    const std::string status = row.value("status", "");
-    const bool timed = row.contains("time") && row["time"].is_object() && row["time"].contains("median_ms") &&
-                       row["time"]["median_ms"].is_number();
-    if (status == "fail" || (status == "pass" && (opts_.profile || timed))) kept_[row["nvtx"].get<std::string>()] = &row;
+  for (const ResultRow& row : opts_.resume.rows) {
+    if (!row.nvtx.empty() && kept_on_resume(row, opts_.profile)) kept_[row.nvtx] = &row;
   }
 }
 
@@ -575,7 +571,7 @@ void Runner::run_case(std::size_t first, std::size_t last) {
   const PlannedRow& head = plan_[first];
   const Problem& p = *head.problem;
   std::vector<std::string> reasons(last - first);
-  std::vector<const nlohmann::json*> kept(last - first, nullptr);
+  std::vector<const ResultRow*> kept(last - first, nullptr);
   bool need_fwd = false, need_bwd = false, any = false;
   for (std::size_t i = first; i < last; ++i) {
     if (auto it = kept_.find(plan_[i].name); it != kept_.end()) {
@@ -604,10 +600,10 @@ void Runner::run_case(std::size_t first, std::size_t last) {
   for (std::size_t i = first; i < last; ++i) {
     if (g_interrupted) return;
     const PlannedRow& pr = plan_[i];
-    RowResult r;
-    if (const nlohmann::json* j = kept[i - first]) {
+    ResultRow r;
+    if (const ResultRow* earlier = kept[i - first]) {
       r = blank_row(pr);  // the plan's identity (the call name matched), the file's measurements
-      measurements_from_json(*j, r);
+      copy_measurements(*earlier, r);
       ++reused_;
       progress(pr, r);
       results_.rows.push_back(std::move(r));
@@ -769,7 +765,7 @@ void Runner::time_rows() {
     auto it = by_name.find(name);
     auto c = collected.find(name);
     if (it == by_name.end() || c == collected.end()) return;
-    RowResult& r = results_.rows[it->second];
+    ResultRow& r = results_.rows[it->second];
     if (!c->second.error.empty()) {
       // Not timed because of something else (an interrupt, or another implementation's sticky
       // CUDA error): the row keeps its verdict and says why it has no time.
@@ -801,7 +797,7 @@ void Runner::time_rows() {
 
 void Runner::save(bool final_write) {
   if (opts_.out_path.empty()) return;
-  RunResults snapshot_meta;
+  ResultsFile snapshot_meta;
   if (!final_write) {
     // Written after every case, so a crash or a kill leaves the rows measured so far.
     const bool complete = results_.complete;
@@ -838,16 +834,9 @@ int Runner::run() {
   ctx["rows_planned"] = plan_.size();
   ctx["multi_gpu"] = "CUDA rows run on device 0 only";
   if (!opts_.resume_path.empty()) {
-    // Rows of another build would mix two binaries' numbers under one revision.
-    const nlohmann::json& r = opts_.resume;
-    const std::string old_rev = r.is_object() && r.contains("context") && r["context"].is_object()
-                                    ? r["context"].value("git_revision", "")
-                                    : "";
-    const std::string rev = ctx.value("git_revision", "");
-    if (old_rev != rev) {
-      throw std::runtime_error("--resume = " + opts_.resume_path + ": written by git revision '" + old_rev +
-                               "', this build is '" + rev + "': rerun instead of mixing two builds' rows");
-    }
+    const std::string why = resume_refusal(opts_.resume, opts_.resume_path, cfg_.hash(),
+                                           opts_.profile, ctx.value("git_revision", ""));
+    if (!why.empty()) throw std::runtime_error(why);
     index_resumed_rows();
     ctx["resumed_from"] = opts_.resume_path;
   }
@@ -884,91 +873,11 @@ int Runner::run() {
     return 130;
   }
   const bool any_fail = std::any_of(results_.rows.begin(), results_.rows.end(),
-                                    [](const RowResult& r) { return r.status == Status::fail; });
+                                    [](const ResultRow& r) { return r.status == Status::fail; });
   return any_fail ? 1 : 0;
 }
 
-// ---- The final table --------------------------------------------------------------------------
-
-std::string fmt(const char* f, double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, x);
-  return buf;
-}
-
-std::string tflops_text(double t) { return t >= 10 ? fmt("%.1f", t) : t >= 0.1 ? fmt("%.3f", t) : fmt("%.5f", t); }
-
 }  // namespace
-
-void print_run_table(const RunResults& res, std::ostream& out) {
-  const std::vector<std::string> header{"case", "impl", "pass", "status", "err/naive", "median ms",
-                                        "TFLOP/s", "ws MiB", "note"};
-  std::vector<std::vector<std::string>> rows;
-  // Skipped rows are counted by reason below the table, not listed: in a sweep they are
-  // mostly "no backward pass" or "no CUDA device", and would bury the rows that ran.
-  std::map<std::string, int> skipped;
-  int n_pass = 0, n_fail = 0, n_skip = 0;
-  for (const RowResult& r : res.rows) {
-    (r.status == Status::pass ? n_pass : r.status == Status::fail ? n_fail : n_skip)++;
-    if (r.status == Status::skip) {
-      ++skipped[r.reason];
-      continue;
-    }
-    std::string impl = r.impl;
-    if (!r.params.empty()) {
-      impl += " [";
-      bool first = true;
-      for (const auto& [k, v] : r.params) {
-        impl += (first ? "" : ",") + k + "=" + std::to_string(v);
-        first = false;
-      }
-      impl += "]";
-    }
-    std::string ratio = "-";
-    if (r.verified && r.verify_mode != VerifyMode::off && !r.outputs.empty() && !r.baseline.empty()) {
-      ratio = fmt("%.2f", r.max_ratio());
-    }
-    std::string note = r.reason;
-    if (note.size() > 70) note = note.substr(0, 67) + "...";
-    if (r.status == Status::pass && r.verified) note = to_string(r.verify_mode);
-    const auto tf = r.tflops();
-    rows.push_back({r.case_label, impl, std::string(to_string(r.pass)),
-                    r.status == Status::fail ? "FAIL" : to_string(r.status), ratio,
-                    r.time ? fmt("%.3f", r.time->median_ms) : "-", tf ? tflops_text(*tf) : "-",
-                    r.memory ? fmt("%.1f", static_cast<double>(r.memory->workspace_bytes) / (1 << 20)) : "-",
-                    note});
-  }
-  std::vector<std::size_t> w(header.size());
-  for (std::size_t c = 0; c < header.size(); ++c) {
-    w[c] = header[c].size();
-    for (const auto& r : rows) w[c] = std::max(w[c], r[c].size());
-  }
-  // Numbers right-aligned, text left-aligned; the last column is not padded.
-  auto numeric = [](std::size_t c) { return c >= 4 && c <= 7; };
-  auto line = [&](const std::vector<std::string>& cells) {
-    for (std::size_t c = 0; c < cells.size(); ++c) {
-      if (c + 1 == cells.size()) {
-        out << cells[c];
-        break;
-      }
-      out << (numeric(c) ? std::right : std::left) << std::setw(static_cast<int>(w[c])) << cells[c] << "  ";
-    }
-    out << std::left << "\n";
-  };
-  out << "\n";
-  line(header);
-  std::vector<std::string> rule;
-  for (std::size_t c = 0; c < header.size(); ++c) rule.push_back(std::string(c + 1 == header.size() ? 4 : w[c], '-'));
-  line(rule);
-  for (const auto& r : rows) line(r);
-  std::vector<std::pair<int, std::string>> by_count;
-  for (const auto& [why, n] : skipped) by_count.emplace_back(n, why);
-  std::stable_sort(by_count.begin(), by_count.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (const auto& [n, why] : by_count) out << "skipped " << n << (n == 1 ? " row: " : " rows: ") << why << "\n";
-  out << res.rows.size() << " rows: " << n_pass << " pass, " << n_fail << " fail, " << n_skip << " skip";
-  if (!res.complete) out << "; INCOMPLETE: " << res.stop_reason;
-  out << "\n";
-}
 
 int run_config(const Config& config, const RunOptions& opts, std::ostream& out, std::ostream& err) {
   Runner r(config, opts, out, err);

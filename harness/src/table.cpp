@@ -1,346 +1,30 @@
-// Results reader (schema attnbench.results/1, with messages that name the JSON path) and the
-// `attnbench table` renderer. The layout of the tables is described in table.hpp.
+// `attnbench table`: a results file rendered as the papers' tables. The layout of the tables is
+// described in table.hpp; the file is read by results.hpp's typed reader.
 #include "attnbench/table.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <limits>
 #include <map>
 #include <ostream>
 #include <set>
 #include <sstream>
 #include <tuple>
 
+#include "attnbench/render.hpp"
+#include "attnbench/results.hpp"
+
 namespace attnbench {
 
-using nlohmann::json;
-
-// ============================================================================ reader
+using ojson = nlohmann::ordered_json;
 
 namespace {
 
-constexpr const char* kSchema = "attnbench.results/1";
-
-std::string short_dump(const json& v) {
-  std::string s = v.dump();
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
-}
-
-[[noreturn]] void bad(const std::string& origin, const std::string& path, const std::string& what) {
-  throw ResultsError(origin + ": " + path + ": " + what);
-}
-
 // Looks up a key of an object; null when absent.
-const json* find(const json& obj, const char* key) {
+const ojson* find(const ojson& obj, const char* key) {
   const auto it = obj.find(key);
   return it == obj.end() ? nullptr : &*it;
 }
-
-struct Reader {
-  const std::string& origin;
-
-  const json& object(const json& parent, const char* key, const std::string& path) const {
-    const json* v = find(parent, key);
-    if (!v) bad(origin, path + "." + key, "missing (expected an object)");
-    if (!v->is_object()) bad(origin, path + "." + key, "expected an object, got " + short_dump(*v));
-    return *v;
-  }
-  std::string str(const json& parent, const char* key, const std::string& path, bool required,
-                  const std::string& fallback = "") const {
-    const json* v = find(parent, key);
-    if (!v || v->is_null()) {
-      if (required) bad(origin, path + "." + key, "missing (expected a string)");
-      return fallback;
-    }
-    if (!v->is_string()) bad(origin, path + "." + key, "expected a string, got " + short_dump(*v));
-    return v->get<std::string>();
-  }
-  // JSON has no NaN: the writer stores NaN and Inf as null, which reads back as NaN here.
-  double num(const json& parent, const char* key, const std::string& path, bool required,
-             double fallback = 0) const {
-    const json* v = find(parent, key);
-    if (!v) {
-      if (required) bad(origin, path + "." + key, "missing (expected a number)");
-      return fallback;
-    }
-    if (v->is_null()) return std::numeric_limits<double>::quiet_NaN();
-    if (!v->is_number()) bad(origin, path + "." + key, "expected a number, got " + short_dump(*v));
-    return v->get<double>();
-  }
-  std::int64_t integer(const json& parent, const char* key, const std::string& path, bool required,
-                       std::int64_t fallback = 0) const {
-    const json* v = find(parent, key);
-    if (!v || v->is_null()) {
-      if (required) bad(origin, path + "." + key, "missing (expected an integer)");
-      return fallback;
-    }
-    if (v->is_number_integer()) return v->get<std::int64_t>();
-    if (v->is_number_float()) {  // tolerate 1.0e9 written by other tools, not 1.5
-      const double d = v->get<double>();
-      if (std::isfinite(d) && d == std::floor(d)) return static_cast<std::int64_t>(d);
-    }
-    bad(origin, path + "." + key, "expected an integer, got " + short_dump(*v));
-  }
-  bool boolean(const json& parent, const char* key, const std::string& path, bool required,
-               bool fallback = false) const {
-    const json* v = find(parent, key);
-    if (!v) {
-      if (required) bad(origin, path + "." + key, "missing (expected true or false)");
-      return fallback;
-    }
-    if (!v->is_boolean())
-      bad(origin, path + "." + key, "expected true or false, got " + short_dump(*v));
-    return v->get<bool>();
-  }
-  void one_of(const std::string& value, std::initializer_list<const char*> allowed,
-              const std::string& path) const {
-    for (const char* a : allowed)
-      if (value == a) return;
-    std::string list;
-    for (const char* a : allowed) list += std::string(list.empty() ? "" : ", ") + a;
-    bad(origin, path, "\"" + value + "\" is not one of " + list);
-  }
-
-  ResultRow row(const json& r, const std::string& path) const {
-    if (!r.is_object()) bad(origin, path, "expected an object, got " + short_dump(r));
-    ResultRow row;
-    row.case_label = str(r, "case", path, true);
-    row.case_index = static_cast<int>(integer(r, "case_index", path, false, -1));
-    const json& p = object(r, "problem", path);
-    const std::string pp = path + ".problem";
-    row.problem.batch = static_cast<int>(integer(p, "batch", pp, true));
-    row.problem.heads_q = static_cast<int>(integer(p, "heads_q", pp, true));
-    row.problem.heads_kv = static_cast<int>(integer(p, "heads_kv", pp, true));
-    row.problem.seq_q = static_cast<int>(integer(p, "seq_q", pp, true));
-    row.problem.seq_kv = static_cast<int>(integer(p, "seq_kv", pp, true));
-    row.problem.head_dim = static_cast<int>(integer(p, "head_dim", pp, true));
-    row.problem.causal = boolean(p, "causal", pp, true);
-    row.problem.scale = num(p, "scale", pp, false);
-    row.problem.dtype = str(p, "dtype", pp, true);
-    if (const json* params = find(r, "params"); params && !params->is_null()) {
-      if (!params->is_object())
-        bad(origin, path + ".params", "expected an object, got " + short_dump(*params));
-      row.params = *params;
-    }
-    row.impl = str(r, "impl", path, true);
-    row.device = str(r, "device", path, false);
-    row.pass = str(r, "pass", path, true);
-    one_of(row.pass, {"fwd", "bwd", "fwd_bwd"}, path + ".pass");
-    row.status = str(r, "status", path, true);
-    one_of(row.status, {"pass", "fail", "skip"}, path + ".status");
-    row.reason = str(r, "reason", path, false);
-
-    if (const json* v = find(r, "verify"); v && !v->is_null()) {
-      const std::string vp = path + ".verify";
-      if (!v->is_object()) bad(origin, vp, "expected an object, got " + short_dump(*v));
-      row.verify_mode = str(*v, "mode", vp, false);
-      if (const json* outs = find(*v, "outputs"); outs && !outs->is_null()) {
-        if (!outs->is_array())
-          bad(origin, vp + ".outputs", "expected an array, got " + short_dump(*outs));
-        for (std::size_t i = 0; i < outs->size(); ++i) {
-          const json& o = (*outs)[i];
-          const std::string op = vp + ".outputs[" + std::to_string(i) + "]";
-          if (!o.is_object()) bad(origin, op, "expected an object, got " + short_dump(o));
-          OutputError e;
-          e.name = str(o, "name", op, true);
-          e.max_abs = num(o, "max_abs", op, true);
-          e.rel_l2 = num(o, "rel_l2", op, false);
-          e.atol = num(o, "atol", op, false);
-          e.nonfinite = integer(o, "nonfinite", op, false);
-          e.ok = boolean(o, "ok", op, false, true);
-          row.outputs.push_back(e);
-        }
-      }
-    }
-    if (const json* t = find(r, "time"); t && !t->is_null()) {
-      const std::string tp = path + ".time";
-      if (!t->is_object()) bad(origin, tp, "expected an object, got " + short_dump(*t));
-      TimeStats ts;
-      ts.median_ms = num(*t, "median_ms", tp, true);
-      if (ts.median_ms < 0 || std::isinf(ts.median_ms))
-        bad(origin, tp + ".median_ms",
-            "expected a time >= 0, got " + short_dump((*t)["median_ms"]));
-      ts.min_ms = num(*t, "min_ms", tp, false, ts.median_ms);
-      ts.mean_ms = num(*t, "mean_ms", tp, false, ts.median_ms);
-      ts.cv = num(*t, "cv", tp, false, 0);
-      if (!std::isfinite(ts.min_ms)) ts.min_ms = ts.median_ms;
-      if (!std::isfinite(ts.cv)) ts.cv = 0;
-      ts.repetitions = static_cast<int>(integer(*t, "repetitions", tp, false));
-      ts.hot = boolean(*t, "hot", tp, false);
-      if (!std::isnan(ts.median_ms)) row.time = ts;  // null (NaN when written): not measured
-    }
-    row.flops = num(r, "flops", path, false);
-    if (const json* t = find(r, "tflops"); t && !t->is_null())
-      row.tflops = num(r, "tflops", path, true);
-    if (const json* m = find(r, "memory"); m && !m->is_null()) {
-      const std::string mp = path + ".memory";
-      if (!m->is_object()) bad(origin, mp, "expected an object, got " + short_dump(*m));
-      MemoryStats ms;
-      ms.io_bytes = integer(*m, "io_bytes", mp, false);
-      ms.workspace_bytes = integer(*m, "workspace_bytes", mp, false);
-      ms.peak_bytes = integer(*m, "peak_bytes", mp, false);
-      row.memory = ms;
-    }
-    if (const json* e = find(r, "extra"); e && !e->is_null()) {
-      if (!e->is_object())
-        bad(origin, path + ".extra", "expected an object, got " + short_dump(*e));
-      row.extra = *e;
-    }
-    return row;
-  }
-};
-
-std::string param_text(const json& v) {
-  return v.is_string() ? v.get<std::string>() : v.dump();
-}
-
-}  // namespace
-
-std::string ResultRow::key() const {
-  return case_label + "|" + impl + "|" + pass + "|" + params.dump() + "|" + device;
-}
-
-std::string ResultRow::impl_label() const {
-  if (params.empty()) return impl;
-  std::string s = impl + " [";
-  bool first = true;
-  for (const auto& [k, v] : params.items()) {
-    s += (first ? "" : ", ") + k + "=" + param_text(v);
-    first = false;
-  }
-  return s + "]";
-}
-
-ResultsFile parse_results(const json& j, const std::string& origin) {
-  const Reader rd{origin};
-  if (!j.is_object()) bad(origin, "$", "expected a results object, got " + short_dump(j));
-  const std::string schema = rd.str(j, "schema", "$", true);
-  if (schema != kSchema) {
-    bad(origin, "$.schema", "\"" + schema + "\" is not supported (expected \"" + kSchema + "\")");
-  }
-  ResultsFile f;
-  f.path = origin;
-  f.complete = rd.boolean(j, "complete", "$", false, true);
-  f.stop_reason = rd.str(j, "stop_reason", "$", false);
-  f.context = rd.object(j, "context", "$");
-  const json* rows = find(j, "rows");
-  if (!rows) bad(origin, "$.rows", "missing (expected an array)");
-  if (!rows->is_array()) bad(origin, "$.rows", "expected an array, got " + short_dump(*rows));
-  f.rows.reserve(rows->size());
-  for (std::size_t i = 0; i < rows->size(); ++i) {
-    f.rows.push_back(rd.row((*rows)[i], "$.rows[" + std::to_string(i) + "]"));
-  }
-  return f;
-}
-
-ResultsFile load_results(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ResultsError(path + ": cannot open the file");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    throw ResultsError(path + ": not valid JSON: " + e.what());
-  }
-  return parse_results(j, path);
-}
-
-std::string device_name(const json& context) {
-  if (const json* devs = find(context, "devices"); devs && devs->is_array() && !devs->empty()) {
-    const json& d0 = (*devs)[0];
-    if (d0.is_object())
-      if (const json* n = find(d0, "name"); n && n->is_string()) return n->get<std::string>();
-  }
-  if (const json* c = find(context, "cpu"); c && c->is_string() && !c->get<std::string>().empty())
-    return c->get<std::string>();
-  return "unknown device";
-}
-
-// ============================================================================ text tables
-
-namespace {
-
-// Display width: UTF-8 continuation bytes take no column.
-std::size_t width(const std::string& s) {
-  std::size_t w = 0;
-  for (const char c : s) w += (static_cast<unsigned char>(c) & 0xc0) != 0x80;
-  return w;
-}
-
-std::string md_cell(const std::string& s) {
-  std::string r;
-  for (const char c : s) {
-    if (c == '|') r += '\\';
-    r += c == '\n' ? ' ' : c;
-  }
-  return r;
-}
-
-bool numeric_like(const std::string& s) {
-  if (s.empty() || s == "skip" || s == "FAIL" || s == "inf") return true;
-  const char c = s[0];
-  return (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '+';
-}
-
-}  // namespace
-
-void render_markdown(const TextTable& t, std::ostream& out) {
-  if (!t.title.empty()) out << "### " << t.title << "\n\n";
-  const std::size_t ncol = t.header.size();
-  std::vector<std::size_t> w(ncol, 3);
-  for (std::size_t c = 0; c < ncol; ++c) w[c] = std::max(w[c], width(md_cell(t.header[c])));
-  for (const auto& r : t.rows)
-    for (std::size_t c = 0; c < ncol && c < r.size(); ++c)
-      w[c] = std::max(w[c], width(md_cell(r[c])));
-  // Columns of numbers (and their skip/FAIL/- markers) right-aligned, text left-aligned.
-  std::vector<bool> right(ncol, true);
-  for (const auto& r : t.rows)
-    for (std::size_t c = 0; c < ncol && c < r.size(); ++c)
-      right[c] = right[c] && numeric_like(r[c]);
-  if (ncol) right[0] = false;  // the row label
-  auto line = [&](const std::vector<std::string>& cells) {
-    out << "|";
-    for (std::size_t c = 0; c < ncol; ++c) {
-      const std::string s = c < cells.size() ? md_cell(cells[c]) : "";
-      const std::string pad(w[c] - width(s), ' ');
-      out << " " << (right[c] ? pad + s : s + pad) << " |";
-    }
-    out << "\n";
-  };
-  line(t.header);
-  out << "|";
-  for (std::size_t c = 0; c < ncol; ++c)
-    out << (right[c] ? std::string(w[c] + 1, '-') + ":" : ":" + std::string(w[c] + 1, '-')) << "|";
-  out << "\n";
-  for (const auto& r : t.rows) line(r);
-  if (!t.note.empty()) out << "\n" << t.note << "\n";
-  out << "\n";
-}
-
-std::string csv_escape(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string r = "\"";
-  for (const char c : s) r += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return r + "\"";
-}
-
-void render_csv(const TextTable& t, std::ostream& out) {
-  auto line = [&](const std::vector<std::string>& cells) {
-    for (std::size_t c = 0; c < cells.size(); ++c) out << (c ? "," : "") << csv_escape(cells[c]);
-    out << "\n";
-  };
-  if (!t.title.empty()) line({t.title});
-  line(t.header);
-  for (const auto& r : t.rows) line(r);
-  out << "\n";
-}
-
-// ============================================================================ attnbench table
-
-namespace {
 
 // Three significant figures without exponents for the magnitudes these tables hold.
 std::string fmt(double v) {
@@ -368,10 +52,6 @@ std::string fmt_ratio(double v) {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-int pass_rank(const std::string& p) {
-  return p == "fwd" ? 0 : p == "bwd" ? 1 : 2;
-}
-
 using GroupKey = std::tuple<int, int, bool, std::string>;  // pass, head_dim, causal, dtype
 
 // One table group: its cases (columns) and row labels (implementations).
@@ -382,7 +62,7 @@ struct Group {
   std::string dtype;
   std::vector<const ResultRow*> rows;
   std::vector<std::string> cases;                                        // column order
-  std::map<std::string, const ProblemFields*> prob;                      // case -> problem
+  std::map<std::string, const Problem*> prob;                      // case -> problem
   std::vector<std::string> labels;                                       // row order (file order)
   std::map<std::string, std::string> impl_of;                            // label -> impl name
   std::map<std::pair<std::string, std::string>, const ResultRow*> cell;  // (label, case)
@@ -393,16 +73,16 @@ struct Group {
 
 struct Field {
   const char* name;
-  double (*get)(const ProblemFields&);
+  double (*get)(const Problem&);
 };
 // Order of priority when sorting columns: the sequence lengths are the usual swept axis.
 const Field kFields[] = {
-    {"skv", [](const ProblemFields& p) { return double(p.seq_kv); }},
-    {"sq", [](const ProblemFields& p) { return double(p.seq_q); }},
-    {"b", [](const ProblemFields& p) { return double(p.batch); }},
-    {"hq", [](const ProblemFields& p) { return double(p.heads_q); }},
-    {"hkv", [](const ProblemFields& p) { return double(p.heads_kv); }},
-    {"scale", [](const ProblemFields& p) { return p.scale; }},
+    {"skv", [](const Problem& p) { return double(p.seq_kv); }},
+    {"sq", [](const Problem& p) { return double(p.seq_q); }},
+    {"b", [](const Problem& p) { return double(p.batch); }},
+    {"hq", [](const Problem& p) { return double(p.heads_q); }},
+    {"hkv", [](const Problem& p) { return double(p.heads_kv); }},
+    {"scale", [](const Problem& p) { return p.scale; }},
 };
 constexpr int kNumFields = 6;
 
@@ -423,7 +103,7 @@ void name_columns(Group& g) {
   for (const auto& c : g.cases) square = square && g.prob[c]->seq_q == g.prob[c]->seq_kv;
   const bool seq_varies = varies[0] || varies[1];
 
-  auto describe = [&](const ProblemFields& p, bool want_varying) {
+  auto describe = [&](const Problem& p, bool want_varying) {
     std::vector<std::string> parts;
     // Columns show seq when it varies, or when nothing does; otherwise the title does.
     const bool others_vary = varies[2] || varies[3] || varies[4] || varies[5];
@@ -465,11 +145,12 @@ std::vector<Group> make_groups(const ResultsFile& f, const std::string& baseline
 
   std::map<GroupKey, Group> groups;
   for (const auto& r : f.rows) {
-    Group& g = groups[{pass_rank(r.pass), r.problem.head_dim, r.problem.causal, r.problem.dtype}];
-    g.pass = r.pass;
+    const std::string dtype(to_string(r.problem.dtype));
+    Group& g = groups[{static_cast<int>(r.pass), r.problem.head_dim, r.problem.causal, dtype}];
+    g.pass = to_string(r.pass);
     g.head_dim = r.problem.head_dim;
     g.causal = r.problem.causal;
-    g.dtype = r.problem.dtype;
+    g.dtype = dtype;
     g.rows.push_back(&r);
     if (!g.prob.count(r.case_label)) {
       g.prob[r.case_label] = &r.problem;
@@ -524,23 +205,21 @@ const ResultRow* find_cell(const Group& g, const std::string& label, const std::
 }
 
 bool timed_pass(const ResultRow* r) {
-  return r && r->status == "pass" && r->time;
+  return r && r->status == Status::pass && r->time;
 }
 
 std::string status_cell(const ResultRow* r) {
   if (!r) return "";
-  if (r->status == "skip") return "skip";
-  if (r->status == "fail") return "FAIL";
+  if (r->status == Status::skip) return "skip";
+  if (r->status == Status::fail) return "FAIL";
   return "";
 }
 
 double metric_value(const ResultRow& r, const std::string& metric) {
   if (metric == "ms") return r.time ? r.time->median_ms : NAN;
   if (metric == "memory")
-    return r.memory && r.memory->peak_bytes > 0 ? double(r.memory->peak_bytes) / kMiB : NAN;
-  if (r.tflops) return *r.tflops;
-  if (r.time && r.flops > 0) return r.flops / (r.time->median_ms * 1e-3) / 1e12;
-  return NAN;
+    return r.memory && r.memory->peak_bytes.value_or(0) > 0 ? double(*r.memory->peak_bytes) / kMiB : NAN;
+  return r.tflops().value_or(NAN);
 }
 
 double speedup(const ResultRow* base, const ResultRow* r) {
@@ -549,17 +228,17 @@ double speedup(const ResultRow* base, const ResultRow* r) {
 }
 
 double footprint(const ResultRow* r) {
-  if (!r || !r->memory || r->status == "skip") return NAN;
+  if (!r || !r->memory || r->status == Status::skip) return NAN;
   return double(r->memory->io_bytes + r->memory->workspace_bytes);
 }
 double peak(const ResultRow* r) {
-  if (!r || !r->memory || r->status == "skip" || r->memory->peak_bytes <= 0) return NAN;
-  return double(r->memory->peak_bytes);
+  if (!r || !r->memory || r->status == Status::skip || r->memory->peak_bytes.value_or(0) <= 0) return NAN;
+  return double(*r->memory->peak_bytes);
 }
 double hbm_bytes(const ResultRow* r) {
   if (!r) return NAN;
-  const json* rd = find(r->extra, "hbm_read_bytes");
-  const json* wr = find(r->extra, "hbm_write_bytes");
+  const ojson* rd = find(r->extra, "hbm_read_bytes");
+  const ojson* wr = find(r->extra, "hbm_write_bytes");
   if (!rd || !wr || !rd->is_number() || !wr->is_number()) return NAN;
   return rd->get<double>() + wr->get<double>();
 }
@@ -601,7 +280,7 @@ std::vector<TextTable> group_tables(const Group& g, const TableOptions& o) {
     for (const auto& c : g.cases) {
       const ResultRow* r = find_cell(g, l, c);
       if (r && !any) any = r;
-      if (r && r->status != "skip" && !ran) ran = r;
+      if (r && r->status != Status::skip && !ran) ran = r;
     }
     if (ran)
       shown.push_back(l);
@@ -614,7 +293,7 @@ std::vector<TextTable> group_tables(const Group& g, const TableOptions& o) {
   // CPU rates are far below 1 TFLOP/s: print GFLOP/s then.
   double top = 0;
   for (const ResultRow* r : g.rows)
-    if (r->status == "pass" && std::isfinite(metric_value(*r, o.metric)))
+    if (r->status == Status::pass && std::isfinite(metric_value(*r, o.metric)))
       top = std::max(top, metric_value(*r, o.metric));
   const bool giga = o.metric == "tflops" && top > 0 && top < 1;
   const char* unit = o.metric == "ms"       ? "median ms"
@@ -730,10 +409,10 @@ void render_long(const std::vector<Group>& groups, std::ostream& out) {
       const ResultRow* b =
           g.baseline_label.empty() ? nullptr : find_cell(g, g.baseline_label, r->case_label);
       const auto& p = r->problem;
-      t.rows.push_back({r->pass,
+      t.rows.push_back({std::string(to_string(r->pass)),
                         std::to_string(p.head_dim),
                         p.causal ? "true" : "false",
-                        p.dtype,
+                        std::string(to_string(p.dtype)),
                         std::to_string(p.batch),
                         std::to_string(p.heads_q),
                         std::to_string(p.heads_kv),
@@ -741,9 +420,9 @@ void render_long(const std::vector<Group>& groups, std::ostream& out) {
                         std::to_string(p.seq_kv),
                         r->case_label,
                         r->impl,
-                        r->params.empty() ? "" : r->params.dump(),
+                        r->params.empty() ? "" : nlohmann::json(r->params).dump(),
                         r->device,
-                        r->status,
+                        to_string(r->status),
                         r->reason,
                         num(r->time ? r->time->median_ms : NAN),
                         num(r->time ? r->time->min_ms : NAN),
@@ -768,9 +447,9 @@ void render_long(const std::vector<Group>& groups, std::ostream& out) {
 }
 
 std::string context_line(const ResultsFile& f, bool cpu_only) {
-  const json& c = f.context;
+  const ojson& c = f.context;
   auto s = [&](const char* k) {
-    const json* v = find(c, k);
+    const ojson* v = find(c, k);
     return v && v->is_string() ? v->get<std::string>() : std::string();
   };
   std::string dev = cpu_only && !s("cpu").empty() ? s("cpu") : device_name(c);
@@ -778,7 +457,7 @@ std::string context_line(const ResultsFile& f, bool cpu_only) {
   if (!s("date").empty()) line += ", " + s("date");
   if (!s("build_type").empty()) line += ", " + s("build_type");
   if (!s("git_revision").empty()) {
-    const json* d = find(c, "git_dirty");
+    const ojson* d = find(c, "git_dirty");
     line += ", git " + s("git_revision").substr(0, 12) +
             (d && d->is_boolean() && d->get<bool>() ? " (dirty)" : "");
   }
@@ -819,7 +498,7 @@ int run_table(const TableOptions& o, std::ostream& out, std::ostream& err) {
   bool cpu_only = true;
   for (const auto& r : f.rows) cpu_only = cpu_only && r.device.rfind("cuda", 0) != 0;
   if (o.format == "markdown") {
-    const json* name = find(f.context, "config_name");
+    const ojson* name = find(f.context, "config_name");
     out << "## attnbench results"
         << (name && name->is_string() ? ": " + name->get<std::string>() : "") << "\n\n"
         << context_line(f, cpu_only) << "\n\n";

@@ -198,7 +198,7 @@ PeerVerdict PeerCase::check(Pass pass, const Outputs& outputs, const std::vector
 }
 
 nlohmann::ordered_json peer_verdict_json(const PeerVerdict& v) {
-  RowResult r;  // row_to_json writes the verify block: one writer of the schema
+  ResultRow r;  // row_to_json writes the verify block: one writer of the schema
   r.verified = true;
   r.verify_mode = v.mode;
   r.baseline = v.baseline;

@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "attnbench/table.hpp"
+#include "attnbench/results.hpp"
 
 namespace attnbench {
 

@@ -1,11 +1,16 @@
-// The results of a run (docs/results_schema.md): rows, their JSON form, and the atomic writer.
-//
-// The typed reader used by `compare` and `table` lives in table.hpp (parse_results); this file
-// only writes, plus a plain JSON reader that checks the schema tag.
+// The results file (docs/results_schema.md): its one row model, the atomic writer, the two
+// readers and the checks of `run --resume`. Everything in C++ that writes or reads a results file
+// goes through this module:
+//   - the run loop fills ResultRows and writes them (write_results, after every case);
+//   - `table`, `compare` and `run --resume` read a file back into the same rows (load_results:
+//     strict, a malformed file is a ResultsError naming the file, the JSON path and the value);
+//   - tests and tools that want the JSON itself use read_results_json (lenient: any JSON object
+//     with the schema tag).
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -16,74 +21,119 @@
 
 namespace attnbench {
 
+// The schema tag: its one definition in the C++ code (scripts/results_io.py holds Python's).
 inline constexpr const char* kResultsSchema = "attnbench.results/1";
 
 enum class Status { pass, fail, skip };
 const char* to_string(Status s);
 
-struct TimeResult {
+struct TimeStats {
   double median_ms = 0, min_ms = 0, mean_ms = 0;
-  double cv = 0;              // stddev / mean over the repetitions (0 with one repetition)
+  double cv = 0;                // stddev / mean over the repetitions (0 with one repetition)
   int repetitions = 1;
   std::int64_t iterations = 0;  // timed calls per repetition
-  bool hot = false;           // caches not flushed between calls
+  bool hot = false;             // caches not flushed between calls
 };
 
-struct MemoryResult {
-  std::int64_t io_bytes = 0;         // inputs + outputs of the pass
-  std::int64_t workspace_bytes = 0;  // what the implementation asked for
+struct MemoryStats {
+  std::int64_t io_bytes = 0;               // inputs + outputs of the pass
+  std::int64_t workspace_bytes = 0;        // what the implementation asked for
   std::optional<std::int64_t> peak_bytes;  // absent when it could not be measured
-  std::string peak_method;           // how peak_bytes was measured (see the schema doc)
+  std::string peak_method;                 // how peak_bytes was measured (see the schema doc)
 };
 
-struct RowResult {
-  std::string case_label;
-  int case_index = 0;
-  Problem problem;
+// One (case, implementation, option set, pass) of a run.
+struct ResultRow {
+  // What ran: from the run's plan, or read from the file.
+  std::string case_label;  // "case": Problem::label()
+  int case_index = -1;     // -1 when the file has none
+  Problem problem;         // scale: the one used (0 only when a file omits it)
   Options params;
   std::string impl, device;  // device: "cpu" or "cuda:<index>"
   Pass pass = Pass::fwd;
+  double flops = 0;
+  std::string nvtx;  // the NVTX range of its calls
+
+  // What it gave.
   Status status = Status::pass;
   std::string reason;  // why fail/skip
-  // Verification: absent for skipped rows that never ran.
-  bool verified = false;
+  bool verified = false;                     // "verify" present: absent for rows that never ran
   VerifyMode verify_mode = VerifyMode::off;  // full | sampled | off, as resolved
   std::string baseline;                      // the naive implementation errors are compared to
   std::vector<OutputReport> outputs;
-  std::optional<TimeResult> time;
-  double flops = 0;
-  std::optional<MemoryResult> memory;
-  std::string nvtx;
+  std::optional<TimeStats> time;
+  std::optional<MemoryStats> memory;
+  // Merged in by tools after the run (ncu's HBM bytes); a run writes none, --resume keeps none.
+  nlohmann::ordered_json extra = nlohmann::ordered_json::object();
+  // The file's own "tflops", as read; a run leaves it empty and tflops() computes it.
+  std::optional<double> tflops_in_file;
 
   double max_ratio() const;  // worst OutputReport::ratio, 0 when none
+  // The schema's "tflops": tflops_in_file when read, else flops / median time when timed.
   std::optional<double> tflops() const;
+  // (case, impl, pass, params, device): what compare matches rows on.
+  std::string key() const;
+  // impl, plus " [k=v, ...]" when params are given.
+  std::string impl_label() const;
 };
 
 // FlashAttention convention: fwd, bwd = 2.5 x fwd, fwd_bwd = 3.5 x fwd.
 double pass_flops(const Problem& p, Pass pass);
 
-struct RunResults {
+struct ResultsFile {
+  std::string path;  // where it was read from; "" for a run's own results
   bool complete = true;
   std::string stop_reason;
   nlohmann::ordered_json context = nlohmann::ordered_json::object();
-  std::vector<RowResult> rows;
+  std::vector<ResultRow> rows;
 };
 
+// ---- Writer ----------------------------------------------------------------------------------
+
 nlohmann::ordered_json problem_to_json(const Problem& p);
-nlohmann::ordered_json row_to_json(const RowResult& r);
-// The inverse of row_to_json for what a run measured: status, reason, verify, time, memory (null
-// numbers back as NaN). The row's identity (case, problem, impl, params, pass, flops, nvtx) stays
-// the caller's. Used by `run --resume` to keep an earlier file's rows.
-void measurements_from_json(const nlohmann::json& j, RowResult& r);
-nlohmann::ordered_json results_to_json(const RunResults& r);
+nlohmann::ordered_json row_to_json(const ResultRow& r);
+nlohmann::ordered_json results_to_json(const ResultsFile& f);
 
 // Writes text to path atomically: a temporary file in the same folder, fsync, rename (and an
 // fsync of the folder), so a reader never sees half a file. Creates missing parent folders.
 // Throws std::runtime_error naming the path.
 void write_file_atomic(const std::string& path, const std::string& text);
-void write_results(const std::string& path, const RunResults& r);
+void write_results(const std::string& path, const ResultsFile& f);
 
-// Reads a results file as JSON and checks its "schema" tag. Throws std::runtime_error.
+// ---- Readers ---------------------------------------------------------------------------------
+
+// A file that cannot be read, is not JSON, or does not follow the schema. The message names the
+// file, the JSON path and the offending value.
+struct ResultsError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Strict: every row typed, as the writer wrote it. origin names the source in messages (a path,
+// or "<fixture>"). Throws ResultsError.
+ResultsFile parse_results(const nlohmann::ordered_json& j, const std::string& origin);
+ResultsFile load_results(const std::string& path);
+
+// Lenient: the file as JSON, after checking its schema tag only. Throws ResultsError.
 nlohmann::json read_results_json(const std::string& path);
+
+// context.devices[0].name, else the CPU model, else "unknown device".
+std::string device_name(const nlohmann::ordered_json& context);
+
+// ---- run --resume ----------------------------------------------------------------------------
+
+// Why a run (its config_hash, --profile, and git revision) must not resume `earlier`, read from
+// `path`: another config, another mode or another build would mix two runs' rows under one
+// context. "" when it may. The message starts with "--resume = <path>: ".
+std::string resume_refusal(const ResultsFile& earlier, const std::string& path,
+                           const std::string& config_hash, bool profile,
+                           const std::string& git_revision);
+
+// Whether a resumed run keeps an earlier row as it is: a FAIL, or a PASS with a time (any PASS
+// when profiling, which times nothing). SKIP rows and untimed PASS rows run again.
+bool kept_on_resume(const ResultRow& earlier, bool profile);
+
+// A kept row: the earlier row's measurements (status, reason, verification, time, memory) under
+// the plan's identity of the row (`to`: case, problem, impl, params, pass, flops, nvtx).
+void copy_measurements(const ResultRow& from, ResultRow& to);
 
 }  // namespace attnbench

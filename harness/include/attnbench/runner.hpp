@@ -18,8 +18,6 @@
 #include <set>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "attnbench/config.hpp"
 #include "attnbench/results.hpp"
 
@@ -35,11 +33,11 @@ struct RunOptions {
   // --benchmark_* flags given on the command line (names without dashes, e.g.
   // "benchmark_repetitions"): they win over the config's timing settings.
   std::set<std::string> benchmark_flags;
-  // --resume: an earlier results file of the same config (checked by run_config's caller: same
-  // config_hash and profile mode). Its FAIL rows and its PASS rows with a time (any PASS row when
-  // profiling) are kept; the others (SKIP, untimed, missing) run. Null when not resuming.
+  // --resume: an earlier results file, read from resume_path ("" when not resuming). run_config
+  // refuses it (throws, before writing anything) unless it is of the same config, mode and build
+  // (resume_refusal); its rows that kept_on_resume() accepts are kept, the others run.
   std::string resume_path;
-  nlohmann::json resume;
+  ResultsFile resume;
 };
 
 // Reason of the SKIP rows of CUDA implementations on a machine without a usable GPU.
@@ -50,9 +48,5 @@ inline constexpr const char* kNoCudaDevice = "no CUDA device";
 // file is then written with complete=false). Throws std::runtime_error when the results file
 // cannot be written before the run starts.
 int run_config(const Config& config, const RunOptions& opts, std::ostream& out, std::ostream& err);
-
-// The readable table printed at the end of a run: every row that ran; skipped rows are counted
-// by reason below it (the results file has each one).
-void print_run_table(const RunResults& results, std::ostream& out);
 
 }  // namespace attnbench

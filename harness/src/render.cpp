@@ -1,0 +1,179 @@
+// Text tables (markdown and CSV) and the table printed at the end of a run.
+#include "attnbench/render.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <iomanip>
+#include <map>
+#include <ostream>
+
+namespace attnbench {
+
+namespace {
+
+// Display width: UTF-8 continuation bytes take no column.
+std::size_t width(const std::string& s) {
+  std::size_t w = 0;
+  for (const char c : s) w += (static_cast<unsigned char>(c) & 0xc0) != 0x80;
+  return w;
+}
+
+std::string md_cell(const std::string& s) {
+  std::string r;
+  for (const char c : s) {
+    if (c == '|') r += '\\';
+    r += c == '\n' ? ' ' : c;
+  }
+  return r;
+}
+
+bool numeric_like(const std::string& s) {
+  if (s.empty() || s == "skip" || s == "FAIL" || s == "inf") return true;
+  const char c = s[0];
+  return (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '+';
+}
+
+}  // namespace
+
+void render_markdown(const TextTable& t, std::ostream& out) {
+  if (!t.title.empty()) out << "### " << t.title << "\n\n";
+  const std::size_t ncol = t.header.size();
+  std::vector<std::size_t> w(ncol, 3);
+  for (std::size_t c = 0; c < ncol; ++c) w[c] = std::max(w[c], width(md_cell(t.header[c])));
+  for (const auto& r : t.rows)
+    for (std::size_t c = 0; c < ncol && c < r.size(); ++c)
+      w[c] = std::max(w[c], width(md_cell(r[c])));
+  // Columns of numbers (and their skip/FAIL/- markers) right-aligned, text left-aligned.
+  std::vector<bool> right(ncol, true);
+  for (const auto& r : t.rows)
+    for (std::size_t c = 0; c < ncol && c < r.size(); ++c)
+      right[c] = right[c] && numeric_like(r[c]);
+  if (ncol) right[0] = false;  // the row label
+  auto line = [&](const std::vector<std::string>& cells) {
+    out << "|";
+    for (std::size_t c = 0; c < ncol; ++c) {
+      const std::string s = c < cells.size() ? md_cell(cells[c]) : "";
+      const std::string pad(w[c] - width(s), ' ');
+      out << " " << (right[c] ? pad + s : s + pad) << " |";
+    }
+    out << "\n";
+  };
+  line(t.header);
+  out << "|";
+  // Streamed piece by piece: ":" + std::string(...) trips GCC 12's false -Wrestrict here.
+  for (std::size_t c = 0; c < ncol; ++c) {
+    const std::string dashes(w[c] + 1, '-');
+    if (right[c])
+      out << dashes << ":|";
+    else
+      out << ":" << dashes << "|";
+  }
+  out << "\n";
+  for (const auto& r : t.rows) line(r);
+  if (!t.note.empty()) out << "\n" << t.note << "\n";
+  out << "\n";
+}
+
+std::string csv_escape(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string r = "\"";
+  for (const char c : s) r += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return r + "\"";
+}
+
+void render_csv(const TextTable& t, std::ostream& out) {
+  auto line = [&](const std::vector<std::string>& cells) {
+    for (std::size_t c = 0; c < cells.size(); ++c) out << (c ? "," : "") << csv_escape(cells[c]);
+    out << "\n";
+  };
+  if (!t.title.empty()) line({t.title});
+  line(t.header);
+  for (const auto& r : t.rows) line(r);
+  out << "\n";
+}
+
+// ---- The table at the end of a run -----------------------------------------------------------
+
+namespace {
+
+std::string fmt(const char* f, double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, x);
+  return buf;
+}
+
+std::string tflops_text(double t) { return t >= 10 ? fmt("%.1f", t) : t >= 0.1 ? fmt("%.3f", t) : fmt("%.5f", t); }
+
+}  // namespace
+
+void print_run_table(const ResultsFile& res, std::ostream& out) {
+  const std::vector<std::string> header{"case", "impl", "pass", "status", "err/naive", "median ms",
+                                        "TFLOP/s", "ws MiB", "note"};
+  std::vector<std::vector<std::string>> rows;
+  // Skipped rows are counted by reason below the table, not listed: in a sweep they are
+  // mostly "no backward pass" or "no CUDA device", and would bury the rows that ran.
+  std::map<std::string, int> skipped;
+  int n_pass = 0, n_fail = 0, n_skip = 0;
+  for (const ResultRow& r : res.rows) {
+    (r.status == Status::pass ? n_pass : r.status == Status::fail ? n_fail : n_skip)++;
+    if (r.status == Status::skip) {
+      ++skipped[r.reason];
+      continue;
+    }
+    std::string impl = r.impl;
+    if (!r.params.empty()) {
+      impl += " [";
+      bool first = true;
+      for (const auto& [k, v] : r.params) {
+        impl += (first ? "" : ",") + k + "=" + std::to_string(v);
+        first = false;
+      }
+      impl += "]";
+    }
+    std::string ratio = "-";
+    if (r.verified && r.verify_mode != VerifyMode::off && !r.outputs.empty() && !r.baseline.empty()) {
+      ratio = fmt("%.2f", r.max_ratio());
+    }
+    std::string note = r.reason;
+    if (note.size() > 70) note = note.substr(0, 67) + "...";
+    if (r.status == Status::pass && r.verified) note = to_string(r.verify_mode);
+    const auto tf = r.tflops();
+    rows.push_back({r.case_label, impl, std::string(to_string(r.pass)),
+                    r.status == Status::fail ? "FAIL" : to_string(r.status), ratio,
+                    r.time ? fmt("%.3f", r.time->median_ms) : "-", tf ? tflops_text(*tf) : "-",
+                    r.memory ? fmt("%.1f", static_cast<double>(r.memory->workspace_bytes) / (1 << 20)) : "-",
+                    note});
+  }
+  std::vector<std::size_t> w(header.size());
+  for (std::size_t c = 0; c < header.size(); ++c) {
+    w[c] = header[c].size();
+    for (const auto& r : rows) w[c] = std::max(w[c], r[c].size());
+  }
+  // Numbers right-aligned, text left-aligned; the last column is not padded.
+  auto numeric = [](std::size_t c) { return c >= 4 && c <= 7; };
+  auto line = [&](const std::vector<std::string>& cells) {
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+      if (c + 1 == cells.size()) {
+        out << cells[c];
+        break;
+      }
+      out << (numeric(c) ? std::right : std::left) << std::setw(static_cast<int>(w[c])) << cells[c] << "  ";
+    }
+    out << std::left << "\n";
+  };
+  out << "\n";
+  line(header);
+  std::vector<std::string> rule;
+  for (std::size_t c = 0; c < header.size(); ++c) rule.push_back(std::string(c + 1 == header.size() ? 4 : w[c], '-'));
+  line(rule);
+  for (const auto& r : rows) line(r);
+  std::vector<std::pair<int, std::string>> by_count;
+  for (const auto& [why, n] : skipped) by_count.emplace_back(n, why);
+  std::stable_sort(by_count.begin(), by_count.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const auto& [n, why] : by_count) out << "skipped " << n << (n == 1 ? " row: " : " rows: ") << why << "\n";
+  out << res.rows.size() << " rows: " << n_pass << " pass, " << n_fail << " fail, " << n_skip << " skip";
+  if (!res.complete) out << "; INCOMPLETE: " << res.stop_reason;
+  out << "\n";
+}
+
+}  // namespace attnbench
