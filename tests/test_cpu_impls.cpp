@@ -23,6 +23,7 @@
 #include "attnbench/implementation.hpp"
 #include "attnbench/tensors.hpp"
 #include "attnbench/verify.hpp"
+#include "check_impl.hpp"
 
 // Heap allocations are counted by interposing malloc (glibc only; sanitizers own malloc).
 #if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
@@ -162,7 +163,7 @@ TEST_P(CpuImpl, MatchesReference) {
   const Case& c = GetParam();
   const Support s = c.impl->supports(c.p, c.pass);
   if (!s) GTEST_SKIP() << s.reason;
-  const Verdict v = check_impl(*c.impl, c.p, c.pass, kSeed, VerifyMode::full, c.opts, c.dist);
+  const Verdict v = test::check_impl(*c.impl, c.p, c.pass, kSeed, VerifyMode::full, c.opts, c.dist);
   EXPECT_TRUE(v.ok) << c.impl->name() << " " << c.p.label() << " " << to_string(c.pass) << ": "
                     << v.failure();
 }
@@ -187,7 +188,7 @@ TEST(NaiveThreePass, RelativeErrorWithinDtypeBound) {
     const double bound = t == DType::f32 ? 1e-5 : t == DType::f16 ? 5e-3 : 4e-2;
     for (const Problem& p : {make_problem(1, 4, 2, 129, 129, 64, false, t), make_problem(2, 2, 1, 100, 160, 128, true, t)}) {
       for (Pass pass : {Pass::fwd, Pass::bwd}) {
-        const Verdict v = check_impl(*naive, p, pass, kSeed);
+        const Verdict v = test::check_impl(*naive, p, pass, kSeed);
         EXPECT_TRUE(v.ok) << v.failure();
         for (const OutputReport& o : v.outputs) {
           EXPECT_LT(o.rel_l2, bound) << p.label() << " " << to_string(pass) << " " << o.name;

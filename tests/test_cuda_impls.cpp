@@ -27,6 +27,7 @@
 #include "attnbench/implementation.hpp"
 #include "attnbench/tensors.hpp"
 #include "attnbench/verify.hpp"
+#include "check_impl.hpp"
 
 namespace attnbench {
 namespace {
@@ -92,7 +93,7 @@ bool check_one(const Implementation& impl, const Problem& p, Pass pass, const Op
     return false;
   }
   try {
-    const Verdict v = check_impl(impl, p, pass, kSeed, VerifyMode::full, opts, dist);
+    const Verdict v = test::check_impl(impl, p, pass, kSeed, VerifyMode::full, opts, dist);
     EXPECT_TRUE(v.ok) << what << ": " << v.failure();
     EXPECT_FALSE(v.outputs.empty()) << what << ": no output was verified";
     for (const OutputReport& r : v.outputs) {

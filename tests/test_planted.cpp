@@ -27,6 +27,7 @@
 #include "attnbench/runner.hpp"
 #include "attnbench/tensors.hpp"
 #include "attnbench/verify.hpp"
+#include "check_impl.hpp"
 #include "planted/planted.hpp"
 #include "test_util.hpp"
 
@@ -72,7 +73,7 @@ std::string describe(const Verdict& v) {
 // The verdict is not ok, exactly `wrong` failed, and failure() names each of them.
 void expect_caught(const char* name, const Problem& p, Pass pass, const Names& wrong,
                    VerifyMode mode = VerifyMode::full, const Options& opts = {}) {
-  const Verdict v = check_impl(impl(name), p, pass, kSeed, mode, opts);
+  const Verdict v = test::check_impl(impl(name), p, pass, kSeed, mode, opts);
   EXPECT_FALSE(v.ok) << name << " passed " << p.label() << " " << to_string(pass) << "\n" << describe(v);
   EXPECT_EQ(failed(v), wrong) << name << " " << p.label() << " " << to_string(pass) << "\n" << describe(v);
   const std::string f = v.failure();
@@ -82,7 +83,7 @@ void expect_caught(const char* name, const Problem& p, Pass pass, const Names& w
 }
 
 void expect_ok(const char* name, const Problem& p, Pass pass, VerifyMode mode = VerifyMode::full) {
-  const Verdict v = check_impl(impl(name), p, pass, kSeed, mode);
+  const Verdict v = test::check_impl(impl(name), p, pass, kSeed, mode);
   EXPECT_TRUE(v.ok) << name << " " << p.label() << " " << to_string(pass) << "\n" << describe(v);
 }
 
@@ -134,7 +135,7 @@ TEST(Planted, MissingLse) {
     expect_caught("cpu.planted_lse_garbage", p, Pass::fwd, {"LSE"});
   }
   // An unwritten LSE is reported as unwritten (NaN poison), not as a large error.
-  const Verdict v = check_impl(impl("cpu.planted_lse_unwritten"), shapes()[0], Pass::fwd, kSeed);
+  const Verdict v = test::check_impl(impl("cpu.planted_lse_unwritten"), shapes()[0], Pass::fwd, kSeed);
   const auto lse = std::find_if(v.outputs.begin(), v.outputs.end(), [](const auto& o) { return o.name == "LSE"; });
   ASSERT_NE(lse, v.outputs.end());
   EXPECT_EQ(lse->nonfinite, shapes()[0].lse_elems());
@@ -149,7 +150,7 @@ TEST(Planted, UnscaledGradients) {
 
 TEST(Planted, OneUnwrittenTile) {
   for (const Problem& p : shapes()) {
-    const Verdict v = check_impl(impl("cpu.planted_unwritten_tile"), p, Pass::fwd, kSeed);
+    const Verdict v = test::check_impl(impl("cpu.planted_unwritten_tile"), p, Pass::fwd, kSeed);
     EXPECT_FALSE(v.ok) << p.label();
     EXPECT_EQ(failed(v), Names{"O"}) << describe(v);
     // Exactly the 16x16 tile is reported as unwritten.
@@ -170,7 +171,7 @@ TEST(Planted, WrongRowFarFromTheSampledRowsIsCaughtInSampledMode) {
   for (std::int64_t i : ref.o.idx) {
     ASSERT_FALSE(i >= first && i < first + p.head_dim) << "the seed samples the planted row; pick another seed";
   }
-  const Verdict v = check_impl(impl("cpu.planted_far_row"), p, Pass::fwd, kSeed, VerifyMode::sampled);
+  const Verdict v = test::check_impl(impl("cpu.planted_far_row"), p, Pass::fwd, kSeed, VerifyMode::sampled);
   EXPECT_FALSE(v.ok) << describe(v);
   EXPECT_EQ(failed(v), Names{"O~naive"}) << describe(v);  // the sampled "O" itself looks fine
   EXPECT_NE(v.failure().find("O~naive: "), std::string::npos);
@@ -185,7 +186,7 @@ TEST(Planted, RaceThatCorruptsOneRowSometimes) {
   constexpr int kRuns = 20;
   int corrupted = 0;
   for (int run = 0; run < kRuns; ++run) {
-    const Verdict v = check_impl(impl("cpu.planted_race"), p, Pass::fwd, kSeed);
+    const Verdict v = test::check_impl(impl("cpu.planted_race"), p, Pass::fwd, kSeed);
     const int lost = planted::race_last_lost();
     // The assertion does not depend on the schedule: a corrupted run fails, a clean one passes.
     if (lost > 0) {
@@ -201,7 +202,7 @@ TEST(Planted, RaceThatCorruptsOneRowSometimes) {
   // Forced interleaving: a lost update every time, caught every time.
   Options force{{"force", 1}};
   for (int run = 0; run < 5; ++run) {
-    const Verdict v = check_impl(impl("cpu.planted_race"), p, Pass::fwd, kSeed, VerifyMode::full, force);
+    const Verdict v = test::check_impl(impl("cpu.planted_race"), p, Pass::fwd, kSeed, VerifyMode::full, force);
     ASSERT_GT(planted::race_last_lost(), 0);
     EXPECT_FALSE(v.ok);
     EXPECT_EQ(failed(v), (Names{"O", "LSE"})) << describe(v);

@@ -1,3 +1,5 @@
+// Device memory (DeviceOps: host memory for the CPU, cudaMalloc for CUDA), the buffers of one case
+// and the calls of an implementation on them.
 #include "attnbench/execute.hpp"
 
 #include <cstdlib>
@@ -111,6 +113,24 @@ int cuda_device_count() {
   return n;
 #else
   return 0;
+#endif
+}
+
+bool cuda_context_broken(std::string& why) {
+#ifdef ATTNBENCH_WITH_CUDA
+  // A sticky error survives a second synchronize.
+  if (cudaDeviceSynchronize() == cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  cudaGetLastError();
+  const cudaError_t e = cudaDeviceSynchronize();
+  if (e == cudaSuccess) return false;
+  why = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+  return true;
+#else
+  (void)why;
+  return false;
 #endif
 }
 

@@ -1,3 +1,5 @@
+// The verification rule (verify.hpp): the float64 reference of a case, full or sampled, and the
+// comparison of an implementation's outputs with it and with the naive baseline.
 #include "attnbench/verify.hpp"
 
 #include <algorithm>
@@ -7,7 +9,6 @@
 #include <random>
 #include <sstream>
 
-#include "attnbench/execute.hpp"
 #include "attnbench/reference.hpp"
 
 namespace attnbench {
@@ -366,45 +367,6 @@ Verdict verify(const Problem& p, Pass pass, const Outputs& impl, const Outputs* 
     }
   }
   return v;
-}
-
-namespace {
-
-// One poisoned call of impl on inputs; for a standalone backward, O and LSE come from the
-// reference (full mode) or from the implementation's own forward (sampled mode).
-Outputs run_one(const Implementation& impl, const Problem& p, Pass pass, const CaseInputs& in,
-                const Reference& ref, const Options& opts) {
-  CaseBuffers buf(impl, p, pass, opts);
-  buf.upload_inputs(in);
-  if (pass == Pass::bwd) {
-    if (!ref.lse_in.empty()) {
-      buf.upload_fwd_outputs(ref.o_in, ref.lse_in);
-    } else {
-      buf.produce_fwd_outputs();
-    }
-  }
-  buf.poison_outputs();
-  buf.call(pass);
-  buf.synchronize();
-  return buf.download();
-}
-
-}  // namespace
-
-Verdict check_impl(const Implementation& impl, const Problem& p, Pass pass, std::uint64_t seed,
-                   VerifyMode mode, const Options& opts, Distribution dist) {
-  const CaseInputs in = make_inputs(p, seed, dist);
-  const bool need_fwd = pass != Pass::bwd, need_bwd = pass != Pass::fwd;
-  // The backward's O/LSE inputs need the full forward reference; compute it whenever affordable.
-  const Reference ref = compute_reference(in, mode, need_fwd, need_bwd, seed);
-  const Outputs out = run_one(impl, p, pass, in, ref, opts);
-  const Implementation* base = naive_baseline(impl.device());
-  if (base == &impl && opts.empty()) return verify(p, pass, out, &out, ref);  // its own baseline
-  std::unique_ptr<Outputs> naive;
-  if (base && base->supports(p, pass)) {
-    naive = std::make_unique<Outputs>(run_one(*base, p, pass, in, ref, {}));
-  }
-  return verify(p, pass, out, naive.get(), ref);
 }
 
 }  // namespace attnbench

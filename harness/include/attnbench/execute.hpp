@@ -35,6 +35,10 @@ DeviceOps& device_ops(Device d);
 bool device_present(Device d);
 // Number of CUDA devices (0 without CUDA).
 int cuda_device_count();
+// After a CUDA call failed: whether the context is poisoned by a sticky error (an illegal address,
+// ...), which every later CUDA call would also report; why says which. Non-sticky errors are
+// cleared. False without CUDA.
+bool cuda_context_broken(std::string& why);
 
 // The bytes a pass reads and writes (Q, K, V, O, LSE; plus dO, dQ, dK, dV with a backward): the
 // results' memory.io_bytes, also printed by `attnbench expand`.

@@ -2,16 +2,17 @@
 //
 // Phase 1, per case: seeded inputs (made once, the same for every implementation), the float64
 // reference (once, full or sampled), the same-device naive baseline's outputs (once per device
-// and pass), then for each row: supports? (else SKIP with the reason), poisoned outputs, one
-// validation call inside its NVTX range, the verdict, the memory (I/O, workspace, measured peak)
-// and, with --dump, the tensors as .npy. A throwing implementation gives a FAIL row, an
-// allocation failure a SKIP row; the run goes on.
-// Phase 2: every row that passed is registered with Google Benchmark and timed there (CUDA:
-// events on the case's stream and an L2 flush before each call unless hot; CPU: wall clock);
-// a reporter collects the statistics, which are merged into the rows.
-// The results file is rewritten atomically after each case (complete=false) and at the end.
-// --resume: the rows of an earlier run of the same config that have a verdict (and, unless
-// profiling, a time) are kept as they are, and only the others run.
+// and pass), then for each row: supports? (else SKIP with the reason), the validation call
+// (validation.hpp: poisoned outputs, one call inside its NVTX range, the peak memory), the
+// verdict and, with --dump, the tensors as .npy (dump.hpp). A throwing implementation gives a
+// FAIL row, an allocation failure a SKIP row; the run goes on.
+// Phase 2: every row that passed is timed through Google Benchmark (timing.hpp: CUDA events and
+// an L2 flush before each call unless hot; CPU: wall clock), and its statistics merged into it.
+// The results file (results.hpp) is rewritten atomically after each case and each timed row
+// (complete=false) and at the end; then the table (render.hpp) is printed. Ctrl-C
+// (interrupt.hpp) finishes the current row and writes what was measured.
+// --resume: the rows of an earlier run of the same config, mode and build that have a verdict
+// (and, unless profiling, a time) are kept as they are, and only the others run.
 #pragma once
 
 #include <iosfwd>
@@ -45,8 +46,8 @@ inline constexpr const char* kNoCudaDevice = "no CUDA device";
 
 // Runs the config. Progress goes to err, the final table to out. Returns the exit code:
 // 0 every row passed or was skipped, 1 a row failed, 130 interrupted by SIGINT (the results
-// file is then written with complete=false). Throws std::runtime_error when the results file
-// cannot be written before the run starts.
+// file is then written with complete=false). Throws std::runtime_error, before any work, when
+// the results file cannot be written or opts.resume may not be resumed (resume_refusal).
 int run_config(const Config& config, const RunOptions& opts, std::ostream& out, std::ostream& err);
 
 }  // namespace attnbench

@@ -74,10 +74,4 @@ struct Verdict {
 Verdict verify(const Problem& p, Pass pass, const Outputs& impl, const Outputs* naive,
                const Reference& ref);
 
-// One-stop check used by tests: inputs from seed (and dist), the reference, the same-device
-// naive baseline, one poisoned call of impl, and the verdict.
-Verdict check_impl(const Implementation& impl, const Problem& p, Pass pass, std::uint64_t seed,
-                   VerifyMode mode = VerifyMode::full, const Options& opts = {},
-                   Distribution dist = Distribution::normal);
-
 }  // namespace attnbench
