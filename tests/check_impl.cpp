@@ -16,7 +16,9 @@ Verdict check_impl(const Implementation& impl, const Problem& p, Pass pass, std:
   // The backward's O/LSE inputs need the full forward reference; compute it whenever affordable.
   const Reference ref = compute_reference(in, mode, need_fwd, need_bwd, seed);
   auto call = [&](const Implementation& i, const Options& o) {
-    return validation_call(i, p, pass, o, in, ref, nvtx::call_range_name(i.name(), o, p.label(), pass)).outputs;
+    return validation_call(i, p, pass, o, in, ref,
+                           nvtx::call_range_name(i.name(), o, p.label(), pass))
+        .outputs;
   };
   const Outputs out = call(impl, opts);
   const Implementation* base = naive_baseline(impl.device());

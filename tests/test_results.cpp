@@ -97,24 +97,31 @@ TEST(Results, StrictReaderNamesThePath) {
     }
     return std::string("accepted");
   };
-  EXPECT_EQ(message("/rows/0/problem/dtype", "fp8"), "f.json: $.rows[0].problem.dtype: \"fp8\" is not one of f32, f16, bf16");
-  EXPECT_EQ(message("/rows/0/params/block_c", 1.5), "f.json: $.rows[0].params.block_c: expected an integer, got 1.5");
-  EXPECT_EQ(message("/rows/0/pass", "both"), "f.json: $.rows[0].pass: \"both\" is not one of fwd, bwd, fwd_bwd");
-  EXPECT_EQ(message("/rows/0/time/median_ms", -1), "f.json: $.rows[0].time.median_ms: expected a time >= 0, got -1");
+  EXPECT_EQ(message("/rows/0/problem/dtype", "fp8"),
+            "f.json: $.rows[0].problem.dtype: \"fp8\" is not one of f32, f16, bf16");
+  EXPECT_EQ(message("/rows/0/params/block_c", 1.5),
+            "f.json: $.rows[0].params.block_c: expected an integer, got 1.5");
+  EXPECT_EQ(message("/rows/0/pass", "both"),
+            "f.json: $.rows[0].pass: \"both\" is not one of fwd, bwd, fwd_bwd");
+  EXPECT_EQ(message("/rows/0/time/median_ms", -1),
+            "f.json: $.rows[0].time.median_ms: expected a time >= 0, got -1");
   EXPECT_EQ(message("/schema", "attnbench.results/0"),
-            "f.json: $.schema: \"attnbench.results/0\" is not supported (expected \"attnbench.results/1\")");
+            "f.json: $.schema: \"attnbench.results/0\" is not supported (expected "
+            "\"attnbench.results/1\")");
 }
 
 TEST(Results, ResumeRefusesAnotherConfigModeOrBuild) {
   const ResultsFile f = file_of({});
   EXPECT_EQ(resume_refusal(f, "x.json", "0123456789abcdef", false, "abc"), "");
-  EXPECT_EQ(resume_refusal(f, "x.json", "fedcba9876543210", false, "abc"),
-            "--resume = x.json: written by another config (config_hash '0123456789abcdef', this run's "
-            "'fedcba9876543210'): resume with the same config and overrides");
+  EXPECT_EQ(
+      resume_refusal(f, "x.json", "fedcba9876543210", false, "abc"),
+      "--resume = x.json: written by another config (config_hash '0123456789abcdef', this run's "
+      "'fedcba9876543210'): resume with the same config and overrides");
   EXPECT_EQ(resume_refusal(f, "x.json", "0123456789abcdef", true, "abc"),
             "--resume = x.json: written without --profile, this run is with it");
   EXPECT_EQ(resume_refusal(f, "x.json", "0123456789abcdef", false, "def"),
-            "--resume = x.json: written by git revision 'abc', this build is 'def': rerun instead of mixing two "
+            "--resume = x.json: written by git revision 'abc', this build is 'def': rerun instead "
+            "of mixing two "
             "builds' rows");
 }
 

@@ -14,16 +14,18 @@ namespace {
 
 std::string safe_file_part(std::string s) {
   for (char& c : s) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-' && c != '=' && c != '+') c = '_';
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-' &&
+        c != '=' && c != '+')
+      c = '_';
   }
   return s;
 }
 
 }  // namespace
 
-void dump_row(const std::string& dir_name, const Problem& p, const CaseInputs& in, const Reference& ref,
-              bool with_inputs, const std::string& impl, const Options& params, Pass pass,
-              const Outputs& outs) {
+void dump_row(const std::string& dir_name, const Problem& p, const CaseInputs& in,
+              const Reference& ref, bool with_inputs, const std::string& impl,
+              const Options& params, Pass pass, const Outputs& outs) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::path(dir_name) / p.label();
   fs::create_directories(dir);
@@ -36,7 +38,8 @@ void dump_row(const std::string& dir_name, const Problem& p, const CaseInputs& i
     write_npy((dir / "V.npy").string(), in.v.data(), p.dtype, ks);
     write_npy((dir / "dO.npy").string(), in.dout.data(), p.dtype, qs);
     // The float64 reference, rounded to float32, where it was computed in full.
-    auto ref_out = [&](const RefOutput& r, const char* name, const std::vector<std::int64_t>& shape) {
+    auto ref_out = [&](const RefOutput& r, const char* name,
+                       const std::vector<std::int64_t>& shape) {
       if (r.empty() || !r.idx.empty()) return;
       std::vector<float> f(r.val.begin(), r.val.end());
       write_npy((dir / name).string(), f.data(), DType::f32, shape);
@@ -51,7 +54,8 @@ void dump_row(const std::string& dir_name, const Problem& p, const CaseInputs& i
   for (const auto& [k, v] : params) stem += "+" + k + "=" + std::to_string(v);
   stem = safe_file_part(stem) + "." + std::string(to_string(pass)) + ".";
   if (outs.o.numel > 0) write_npy((dir / (stem + "O.npy")).string(), outs.o.data(), p.dtype, qs);
-  if (!outs.lse.empty()) write_npy((dir / (stem + "LSE.npy")).string(), outs.lse.data(), DType::f32, ls);
+  if (!outs.lse.empty())
+    write_npy((dir / (stem + "LSE.npy")).string(), outs.lse.data(), DType::f32, ls);
   if (outs.dq.numel > 0) write_npy((dir / (stem + "dQ.npy")).string(), outs.dq.data(), p.dtype, qs);
   if (outs.dk.numel > 0) write_npy((dir / (stem + "dK.npy")).string(), outs.dk.data(), p.dtype, ks);
   if (outs.dv.numel > 0) write_npy((dir / (stem + "dV.npy")).string(), outs.dv.data(), p.dtype, ks);

@@ -9,7 +9,9 @@ namespace {
 
 volatile std::sig_atomic_t g_interrupted = 0;
 
-extern "C" void on_sigint(int) { g_interrupted = 1; }
+extern "C" void on_sigint(int) {
+  g_interrupted = 1;
+}
 
 }  // namespace
 
@@ -22,8 +24,12 @@ SigintGuard::SigintGuard() {
   sigaction(SIGINT, &sa, &old_);
 }
 
-SigintGuard::~SigintGuard() { sigaction(SIGINT, &old_, nullptr); }
+SigintGuard::~SigintGuard() {
+  sigaction(SIGINT, &old_, nullptr);
+}
 
-bool interrupted() { return g_interrupted != 0; }
+bool interrupted() {
+  return g_interrupted != 0;
+}
 
 }  // namespace attnbench

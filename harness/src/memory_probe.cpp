@@ -27,7 +27,9 @@ std::int64_t proc_status_bytes(const char* key) {
 
 }  // namespace
 
-void PeakProbe::configure_process() { mallopt(M_MMAP_THRESHOLD, 1 << 20); }
+void PeakProbe::configure_process() {
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+}
 
 void PeakProbe::begin() {
   if (device_ == Device::cuda) {

@@ -46,8 +46,8 @@ std::optional<double> ResultRow::tflops() const {
 }
 
 std::string ResultRow::key() const {
-  return case_label + "|" + impl + "|" + std::string(to_string(pass)) + "|" + nlohmann::json(params).dump() + "|" +
-         device;
+  return case_label + "|" + impl + "|" + std::string(to_string(pass)) + "|" +
+         nlohmann::json(params).dump() + "|" + device;
 }
 
 std::string ResultRow::impl_label() const {

@@ -86,7 +86,8 @@ struct Reader {
       if (required) bad(origin, path + "." + key, "missing (expected true or false)");
       return fallback;
     }
-    if (!v->is_boolean()) bad(origin, path + "." + key, "expected true or false, got " + short_dump(*v));
+    if (!v->is_boolean())
+      bad(origin, path + "." + key, "expected true or false, got " + short_dump(*v));
     return v->get<bool>();
   }
   // The position of value in allowed; a message listing them otherwise.
@@ -126,12 +127,14 @@ struct Reader {
     row.verified = true;
     if (const ojson* m = find(v, "mode"); m && !m->is_null()) {
       constexpr VerifyMode modes[] = {VerifyMode::full, VerifyMode::sampled, VerifyMode::off};
-      row.verify_mode = modes[one_of(str(v, "mode", vp, true), {"full", "sampled", "off"}, vp + ".mode")];
+      row.verify_mode =
+          modes[one_of(str(v, "mode", vp, true), {"full", "sampled", "off"}, vp + ".mode")];
     }
     row.baseline = str(v, "baseline", vp, false);
     const ojson* outs = find(v, "outputs");
     if (!outs || outs->is_null()) return;
-    if (!outs->is_array()) bad(origin, vp + ".outputs", "expected an array, got " + short_dump(*outs));
+    if (!outs->is_array())
+      bad(origin, vp + ".outputs", "expected an array, got " + short_dump(*outs));
     for (std::size_t i = 0; i < outs->size(); ++i) {
       const ojson& o = (*outs)[i];
       const std::string op = vp + ".outputs[" + std::to_string(i) + "]";
@@ -176,7 +179,8 @@ struct Reader {
     MemoryStats ms;
     ms.io_bytes = integer(m, "io_bytes", mp, false);
     ms.workspace_bytes = integer(m, "workspace_bytes", mp, false);
-    if (const ojson* pk = find(m, "peak_bytes"); pk && !pk->is_null()) ms.peak_bytes = integer(*pk, mp + ".peak_bytes");
+    if (const ojson* pk = find(m, "peak_bytes"); pk && !pk->is_null())
+      ms.peak_bytes = integer(*pk, mp + ".peak_bytes");
     ms.peak_method = str(m, "peak_method", mp, false);
     return ms;
   }
@@ -188,24 +192,31 @@ struct Reader {
     row.case_index = static_cast<int>(integer(r, "case_index", path, false, -1));
     row.problem = problem(r, path);
     if (const ojson* params = find(r, "params"); params && !params->is_null()) {
-      if (!params->is_object()) bad(origin, path + ".params", "expected an object, got " + short_dump(*params));
+      if (!params->is_object())
+        bad(origin, path + ".params", "expected an object, got " + short_dump(*params));
       for (const auto& [k, v] : params->items()) row.params[k] = integer(v, path + ".params." + k);
     }
     row.impl = str(r, "impl", path, true);
     row.device = str(r, "device", path, false);
     constexpr Pass passes[] = {Pass::fwd, Pass::bwd, Pass::fwd_bwd};
-    row.pass = passes[one_of(str(r, "pass", path, true), {"fwd", "bwd", "fwd_bwd"}, path + ".pass")];
+    row.pass =
+        passes[one_of(str(r, "pass", path, true), {"fwd", "bwd", "fwd_bwd"}, path + ".pass")];
     constexpr Status statuses[] = {Status::pass, Status::fail, Status::skip};
-    row.status = statuses[one_of(str(r, "status", path, true), {"pass", "fail", "skip"}, path + ".status")];
+    row.status =
+        statuses[one_of(str(r, "status", path, true), {"pass", "fail", "skip"}, path + ".status")];
     row.reason = str(r, "reason", path, false);
-    if (const ojson* v = find(r, "verify"); v && !v->is_null()) verification(*v, path + ".verify", row);
+    if (const ojson* v = find(r, "verify"); v && !v->is_null())
+      verification(*v, path + ".verify", row);
     if (const ojson* t = find(r, "time"); t && !t->is_null()) row.time = time(*t, path + ".time");
     row.flops = num(r, "flops", path, false);
-    if (const ojson* t = find(r, "tflops"); t && !t->is_null()) row.tflops_in_file = num(r, "tflops", path, true);
-    if (const ojson* m = find(r, "memory"); m && !m->is_null()) row.memory = memory(*m, path + ".memory");
+    if (const ojson* t = find(r, "tflops"); t && !t->is_null())
+      row.tflops_in_file = num(r, "tflops", path, true);
+    if (const ojson* m = find(r, "memory"); m && !m->is_null())
+      row.memory = memory(*m, path + ".memory");
     row.nvtx = str(r, "nvtx", path, false);
     if (const ojson* e = find(r, "extra"); e && !e->is_null()) {
-      if (!e->is_object()) bad(origin, path + ".extra", "expected an object, got " + short_dump(*e));
+      if (!e->is_object())
+        bad(origin, path + ".extra", "expected an object, got " + short_dump(*e));
       row.extra = *e;
     }
     return row;
@@ -259,12 +270,15 @@ ResultsFile parse_results(const ojson& j, const std::string& origin) {
   return f;
 }
 
-ResultsFile load_results(const std::string& path) { return parse_results(parse_file<ojson>(path), path); }
+ResultsFile load_results(const std::string& path) {
+  return parse_results(parse_file<ojson>(path), path);
+}
 
 nlohmann::json read_results_json(const std::string& path) {
   nlohmann::json j = parse_file<nlohmann::json>(path);
   if (!j.is_object() || !j.contains("schema") || j["schema"] != kResultsSchema) {
-    throw ResultsError(path + ": not an attnbench results file (schema " + std::string(kResultsSchema) + ")");
+    throw ResultsError(path + ": not an attnbench results file (schema " +
+                       std::string(kResultsSchema) + ")");
   }
   return j;
 }
@@ -280,13 +294,14 @@ std::string device_name(const ojson& context) {
   return "unknown device";
 }
 
-std::string resume_refusal(const ResultsFile& earlier, const std::string& path, const std::string& config_hash,
-                           bool profile, const std::string& git_revision) {
+std::string resume_refusal(const ResultsFile& earlier, const std::string& path,
+                           const std::string& config_hash, bool profile,
+                           const std::string& git_revision) {
   const ojson& ctx = earlier.context;
   const std::string at = "--resume = " + path + ": ";
   if (const std::string hash = context_text(ctx, "config_hash"); hash != config_hash) {
-    return at + "written by another config (config_hash '" + hash + "', this run's '" + config_hash +
-           "'): resume with the same config and overrides";
+    return at + "written by another config (config_hash '" + hash + "', this run's '" +
+           config_hash + "'): resume with the same config and overrides";
   }
   const ojson* p = find(ctx, "profile");
   const bool old_profile = p && p->is_boolean() && p->get<bool>();
@@ -303,7 +318,8 @@ std::string resume_refusal(const ResultsFile& earlier, const std::string& path, 
 }
 
 bool kept_on_resume(const ResultRow& earlier, bool profile) {
-  return earlier.status == Status::fail || (earlier.status == Status::pass && (profile || earlier.time));
+  return earlier.status == Status::fail ||
+         (earlier.status == Status::pass && (profile || earlier.time));
 }
 
 void copy_measurements(const ResultRow& from, ResultRow& to) {

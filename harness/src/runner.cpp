@@ -180,8 +180,10 @@ void Runner::naive_outputs(const PlannedRow& pr, CaseState& cs) {
   } else {
     try {
       static const Options none;
-      const std::string range = nvtx::call_range_name(base->name(), none, p.label(), pr.pass) + ":baseline";
-      outs = std::make_shared<Outputs>(validation_call(*base, p, pr.pass, none, *cs.inputs, cs.ref, range).outputs);
+      const std::string range =
+          nvtx::call_range_name(base->name(), none, p.label(), pr.pass) + ":baseline";
+      outs = std::make_shared<Outputs>(
+          validation_call(*base, p, pr.pass, none, *cs.inputs, cs.ref, range).outputs);
     } catch (const std::exception& e) {
       cs.naive_note[key] = base->name() + " failed: " + e.what();
     }
@@ -201,7 +203,8 @@ ResultRow Runner::run_row(const PlannedRow& pr, CaseState& cs) {
   r.verify_mode = ref.mode;
   if (const Implementation* base = naive_baseline(dev)) r.baseline = base->name();
   try {
-    Validated call = validation_call(*pr.impl, p, pr.pass, *pr.params, *cs.inputs, ref, pr.name, true);
+    Validated call =
+        validation_call(*pr.impl, p, pr.pass, *pr.params, *cs.inputs, ref, pr.name, true);
     r.memory = call.memory;
     const Outputs& outs = call.outputs;
     const Outputs* naive = nullptr;
@@ -218,7 +221,8 @@ ResultRow Runner::run_row(const PlannedRow& pr, CaseState& cs) {
     if (!opts_.dump_dir.empty()) {
       // A full disk is not the implementation's failure: say so once and go on.
       try {
-        dump_row(opts_.dump_dir, p, *cs.inputs, ref, !cs.inputs_dumped, pr.impl->name(), *pr.params, pr.pass, outs);
+        dump_row(opts_.dump_dir, p, *cs.inputs, ref, !cs.inputs_dumped, pr.impl->name(), *pr.params,
+                 pr.pass, outs);
         cs.inputs_dumped = true;
       } catch (const std::exception& e) {
         if (!dump_failed_) err_ << "attnbench: --dump: " << e.what() << "\n";
@@ -395,12 +399,13 @@ void Runner::time_rows() {
       r.time = o.time;
     }
   };
-  if (!opts_.quiet) err_ << "timing " << timed_.size() << " rows with Google Benchmark\n" << std::flush;
-  const auto outcomes =
-      run_benchmarks(benchmarks, opts_.benchmark_flags, opts_.quiet, [&](const std::string& name, const TimingOutcome& o) {
-        apply(name, o);
-        save(false);
-      });
+  if (!opts_.quiet)
+    err_ << "timing " << timed_.size() << " rows with Google Benchmark\n" << std::flush;
+  const auto outcomes = run_benchmarks(benchmarks, opts_.benchmark_flags, opts_.quiet,
+                                       [&](const std::string& name, const TimingOutcome& o) {
+                                         apply(name, o);
+                                         save(false);
+                                       });
   slot->buf.reset();
   // Normally a no-op (each row was applied when done); it covers a benchmark whose last report
   // did not look final to the reporter (e.g. repetitions changed by a --benchmark_* flag).
@@ -443,8 +448,8 @@ int Runner::run() {
   ctx["rows_planned"] = plan_.size();
   ctx["multi_gpu"] = "CUDA rows run on device 0 only";
   if (!opts_.resume_path.empty()) {
-    const std::string why =
-        resume_refusal(opts_.resume, opts_.resume_path, cfg_.hash(), opts_.profile, ctx.value("git_revision", ""));
+    const std::string why = resume_refusal(opts_.resume, opts_.resume_path, cfg_.hash(),
+                                           opts_.profile, ctx.value("git_revision", ""));
     if (!why.empty()) throw std::runtime_error(why);
     for (const ResultRow& row : opts_.resume.rows) {
       if (!row.nvtx.empty() && kept_on_resume(row, opts_.profile)) kept_[row.nvtx] = &row;

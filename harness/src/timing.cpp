@@ -198,8 +198,8 @@ std::optional<TimeStats> time_from(const Collected& c, bool hot) {
 }  // namespace
 
 std::map<std::string, TimingOutcome> run_benchmarks(
-    const std::vector<TimedBenchmark>& benchmarks, const std::set<std::string>& benchmark_flags, bool quiet,
-    const std::function<void(const std::string&, const TimingOutcome&)>& on_done) {
+    const std::vector<TimedBenchmark>& benchmarks, const std::set<std::string>& benchmark_flags,
+    bool quiet, const std::function<void(const std::string&, const TimingOutcome&)>& on_done) {
   std::map<std::string, bool> hot;
   for (const TimedBenchmark& tb : benchmarks) {
     hot[tb.name] = tb.timing.hot;

@@ -7,16 +7,18 @@
 
 namespace attnbench {
 
-Validated validation_call(const Implementation& impl, const Problem& p, Pass pass, const Options& opts,
-                          const CaseInputs& in, const Reference& ref, const std::string& range,
-                          bool measure_peak) {
+Validated validation_call(const Implementation& impl, const Problem& p, Pass pass,
+                          const Options& opts, const CaseInputs& in, const Reference& ref,
+                          const std::string& range, bool measure_peak) {
   PeakProbe probe(impl.device());
   if (measure_peak) probe.begin();
   CaseBuffers buf(impl, p, pass, opts);
   buf.upload_inputs(in);
   if (pass == Pass::bwd) {
-    if (!ref.lse_in.empty()) buf.upload_fwd_outputs(ref.o_in, ref.lse_in);
-    else buf.produce_fwd_outputs();
+    if (!ref.lse_in.empty())
+      buf.upload_fwd_outputs(ref.o_in, ref.lse_in);
+    else
+      buf.produce_fwd_outputs();
   }
   buf.poison_outputs();
   {

@@ -9,12 +9,11 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "attnbench/implementation.hpp"
 #include "attnbench/verify.hpp"
@@ -29,7 +28,7 @@ const char* to_string(Status s);
 
 struct TimeStats {
   double median_ms = 0, min_ms = 0, mean_ms = 0;
-  double cv = 0;                // stddev / mean over the repetitions (0 with one repetition)
+  double cv = 0;  // stddev / mean over the repetitions (0 with one repetition)
   int repetitions = 1;
   std::int64_t iterations = 0;  // timed calls per repetition
   bool hot = false;             // caches not flushed between calls
@@ -56,7 +55,7 @@ struct ResultRow {
 
   // What it gave.
   Status status = Status::pass;
-  std::string reason;  // why fail/skip
+  std::string reason;                        // why fail/skip
   bool verified = false;                     // "verify" present: absent for rows that never ran
   VerifyMode verify_mode = VerifyMode::off;  // full | sampled | off, as resolved
   std::string baseline;                      // the naive implementation errors are compared to

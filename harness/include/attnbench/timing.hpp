@@ -62,7 +62,7 @@ struct TimingOutcome {
 // benchmark_flags: the --benchmark_* flags given (names without dashes), which win over the
 // settings. quiet: no Google Benchmark console output.
 std::map<std::string, TimingOutcome> run_benchmarks(
-    const std::vector<TimedBenchmark>& benchmarks, const std::set<std::string>& benchmark_flags, bool quiet,
-    const std::function<void(const std::string&, const TimingOutcome&)>& on_done);
+    const std::vector<TimedBenchmark>& benchmarks, const std::set<std::string>& benchmark_flags,
+    bool quiet, const std::function<void(const std::string&, const TimingOutcome&)>& on_done);
 
 }  // namespace attnbench

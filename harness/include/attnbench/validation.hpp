@@ -25,8 +25,8 @@ struct Validated {
 // range: the NVTX range of the call (nvtx::call_range_name). measure_peak: the device's memory
 // from before the buffers to after the call (memory_probe.hpp), as a row's peak_bytes.
 // Throws what the implementation or the buffers throw (OutOfMemory when they cannot be allocated).
-Validated validation_call(const Implementation& impl, const Problem& p, Pass pass, const Options& opts,
-                          const CaseInputs& in, const Reference& ref, const std::string& range,
-                          bool measure_peak = false);
+Validated validation_call(const Implementation& impl, const Problem& p, Pass pass,
+                          const Options& opts, const CaseInputs& in, const Reference& ref,
+                          const std::string& range, bool measure_peak = false);
 
 }  // namespace attnbench
