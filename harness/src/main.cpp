@@ -331,10 +331,11 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
 
   RunOptions ro;
   if (!a.resume.empty()) {
-    // Read here (a bad file is bad input); run_config checks that it may be resumed.
+    // Read here: a bad file is bad input. run_config refuses it unless it was written with the
+    // same config (after the overrides; --case may differ), mode and build (resume_refusal).
     try {
       ro.resume = load_results(a.resume);
-    } catch (const ResultsError& e) {
+    } catch (const std::exception& e) {
       err << "attnbench run: --resume = " << a.resume << ": " << e.what() << "\n";
       return kBadInput;
     }
