@@ -38,8 +38,9 @@ class CallTimer {
             const std::string& range);
 
  private:
-  void* start_ = nullptr;  // cudaEvent_t
-  void* stop_ = nullptr;
+  // cudaEvent_t; unused in a build without CUDA.
+  [[maybe_unused]] void* start_ = nullptr;
+  [[maybe_unused]] void* stop_ = nullptr;
 };
 
 // One benchmark to register: a row to time.
