@@ -167,28 +167,12 @@ void Runner::note_cuda_error(const std::string& where, const std::string& conseq
 
 // The same-device naive baseline's outputs, once per (device, pass) of the case.
 void Runner::naive_outputs(const PlannedRow& pr, CaseState& cs) {
-  const Problem& p = *pr.problem;
   const Device dev = pr.impl->device();
   const auto key = std::make_pair(dev, pr.pass);
   if (cs.ref.mode == VerifyMode::off || cs.naive.count(key)) return;
-  std::shared_ptr<Outputs> outs;
-  const Implementation* base = naive_baseline(dev);
-  if (!base) {
-    cs.naive_note[key] = "no " + std::string(to_string(dev)) + ".naive_3pass registered";
-  } else if (Support s = base->supports(p, pr.pass); !s) {
-    cs.naive_note[key] = base->name() + " cannot run this case: " + s.reason;
-  } else {
-    try {
-      static const Options none;
-      const std::string range =
-          nvtx::call_range_name(base->name(), none, p.label(), pr.pass) + ":baseline";
-      outs = std::make_shared<Outputs>(
-          validation_call(*base, p, pr.pass, none, *cs.inputs, cs.ref, range).outputs);
-    } catch (const std::exception& e) {
-      cs.naive_note[key] = base->name() + " failed: " + e.what();
-    }
-  }
-  cs.naive[key] = outs;
+  std::string note;
+  cs.naive[key] = attnbench::naive_outputs(dev, *pr.problem, pr.pass, *cs.inputs, cs.ref, note);
+  if (!note.empty()) cs.naive_note[key] = note;
 }
 
 ResultRow Runner::run_row(const PlannedRow& pr, CaseState& cs) {

@@ -38,4 +38,28 @@ Validated validation_call(const Implementation& impl, const Problem& p, Pass pas
   return v;
 }
 
+std::shared_ptr<Outputs> naive_outputs(Device device, const Problem& p, Pass pass,
+                                       const CaseInputs& in, const Reference& ref,
+                                       std::string& note) {
+  const Implementation* base = naive_baseline(device);
+  if (!base) {
+    note = "no " + std::string(to_string(device)) + ".naive_3pass registered";
+  } else if (Support s = base->supports(p, pass); !s) {
+    note = base->name() + " cannot run this case: " + s.reason;
+  } else if (!device_present(device)) {
+    note = base->name() + ": no " + std::string(to_string(device)) + " device";
+  } else {
+    try {
+      static const Options none;
+      const std::string range =
+          nvtx::call_range_name(base->name(), none, p.label(), pass) + ":baseline";
+      return std::make_shared<Outputs>(
+          validation_call(*base, p, pass, none, in, ref, range).outputs);
+    } catch (const std::exception& e) {
+      note = base->name() + " failed: " + e.what();
+    }
+  }
+  return nullptr;
+}
+
 }  // namespace attnbench

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "attnbench/execute.hpp"
 #include "attnbench/results.hpp"
+#include "attnbench/validation.hpp"
 
 namespace attnbench {
 
@@ -24,24 +24,6 @@ int positive_int(const json& p, const char* key) {
     bad(std::string("problem.") + key, v, "must be a positive integer");
   }
   return v.get<int>();
-}
-
-// One call of impl on the case's inputs, poisoned first, as the runner's validation call: the
-// naive baseline's outputs. A standalone backward reads O and LSE from the full reference, or
-// from the implementation's own forward when the reference is sampled.
-Outputs validation_call(const Implementation& impl, const Problem& p, Pass pass, const CaseInputs& in,
-                        const Reference& ref) {
-  static const Options none;
-  CaseBuffers buf(impl, p, pass, none);
-  buf.upload_inputs(in);
-  if (pass == Pass::bwd) {
-    if (!ref.lse_in.empty()) buf.upload_fwd_outputs(ref.o_in, ref.lse_in);
-    else buf.produce_fwd_outputs();
-  }
-  buf.poison_outputs();
-  buf.call(pass);
-  buf.synchronize();
-  return buf.download();
 }
 
 }  // namespace
@@ -146,21 +128,10 @@ const Reference& PeerCase::reference() {
 
 const Outputs* PeerCase::naive(Pass pass) {
   if (auto it = naive_.find(pass); it != naive_.end()) return it->second.get();
-  std::shared_ptr<Outputs> out;
-  const Implementation* base = naive_baseline(spec_.device);
-  if (!base) {
-    naive_note_[pass] = "no " + std::string(to_string(spec_.device)) + ".naive_3pass registered";
-  } else if (Support s = base->supports(spec_.problem, pass); !s) {
-    naive_note_[pass] = base->name() + " cannot run this case: " + s.reason;
-  } else if (!device_present(spec_.device)) {
-    naive_note_[pass] = base->name() + ": no " + std::string(to_string(spec_.device)) + " device";
-  } else {
-    try {
-      out = std::make_shared<Outputs>(validation_call(*base, spec_.problem, pass, inputs_, reference()));
-    } catch (const std::exception& e) {
-      naive_note_[pass] = base->name() + " failed: " + e.what();
-    }
-  }
+  std::string note;
+  std::shared_ptr<Outputs> out =
+      naive_outputs(spec_.device, spec_.problem, pass, inputs_, reference(), note);
+  if (!note.empty()) naive_note_[pass] = note;
   naive_[pass] = out;
   return out.get();
 }

@@ -4,9 +4,11 @@
 // reads (the reference's, rounded to the dtype, in full mode; else the implementation's own
 // forward), poisons every output with NaN (an element left unwritten then fails verification),
 // makes one call inside its NVTX range, waits for it, and downloads the outputs.
-// Used by the run loop (each row, and the naive baseline of a case) and by the tests' check_impl.
+// Used by the run loop (each row, and the naive baseline of a case), by the verification of a
+// peer's outputs (verify_outputs.hpp: its baseline) and by the tests' check_impl.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "attnbench/implementation.hpp"
@@ -28,5 +30,12 @@ struct Validated {
 Validated validation_call(const Implementation& impl, const Problem& p, Pass pass,
                           const Options& opts, const CaseInputs& in, const Reference& ref,
                           const std::string& range, bool measure_peak = false);
+
+// The verification rule's baseline: the validation call of the same device's naive 3-pass on
+// the case (NVTX range "<its call range>:baseline"). Null, with why in note, when there is none,
+// it cannot run the case, the device is absent, or it threw.
+std::shared_ptr<Outputs> naive_outputs(Device device, const Problem& p, Pass pass,
+                                       const CaseInputs& in, const Reference& ref,
+                                       std::string& note);
 
 }  // namespace attnbench
