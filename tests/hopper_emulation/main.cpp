@@ -20,18 +20,21 @@
 #include "attnbench/implementation.hpp"
 #include "attnbench/tensors.hpp"
 #include "attnbench/verify.hpp"
+// The emulator itself (emu::sched_seed): found first on this test's include path.
+#include "mma/ptx.cuh"
 
 using namespace attnbench;
 
 namespace {
 
-Outputs run_fwd(const Implementation& impl, const CaseInputs& in) {
+Outputs run_fwd(const Implementation& impl, const CaseInputs& in, const Options& opts = {}) {
   const Problem& p = in.p;
   Outputs out;
   out.o = HostTensor(p.dtype, p.q_elems());
   std::memset(out.o.data(), 0xFF, out.o.nbytes());  // NaN poison: unwritten elements fail
   out.lse.assign(static_cast<size_t>(p.lse_elems()), std::nanf(""));
-  std::vector<unsigned char> ws(impl.workspace_bytes(p, Pass::fwd, {}));
+  std::vector<unsigned char> ws(impl.workspace_bytes(p, Pass::fwd, opts));
+  std::memset(ws.data(), 0xFF, ws.size());  // the kernel must initialise what it reads
   FwdArgs a;
   a.p = p;
   a.workspace = ws.data();
@@ -103,6 +106,7 @@ int main() {
       {1, 2, 2, 33, 140, 96, true, hf, out},      // padded head_dim 96 -> 128
       {1, 1, 1, 64, 64, 80, false, bf, nrm},      // padded head_dim 80 -> 128
       {1, 2, 2, 40, 520, 128, false, hf, out},    // 5 kv tiles: stages reused twice
+      {2, 4, 2, 300, 300, 128, true, bf, nrm},    // persistent: 20 tiles of varied length in a row
       {1, 2, 2, 64, 200, 128, true, bf, nrm, 1e8},  // huge logits: no overflow in ex2
       {1, 2, 2, 64, 130, 64, false, hf, nrm, 500},  // large f16 logits
   };
@@ -128,14 +132,22 @@ int main() {
     const CaseInputs in = make_inputs(p, 1234, c.dist);
     const Reference ref = compute_reference(in, VerifyMode::full, true, false, 1);
     const Outputs base = run_fwd(*naive, in);
-    const Outputs got = run_fwd(*impl, in);
-    const Verdict v = verify(p, Pass::fwd, got, &base, ref);
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("%s %s (%.1f s)", v.ok ? "ok  " : "FAIL", label.c_str(), secs);
-    for (const OutputReport& r : v.outputs)
-      std::printf("  %s max_abs %.3g bound %.3g", r.name.c_str(), r.max_abs, r.bound);
-    std::printf("%s%s\n", v.ok ? "" : "  : ", v.failure().c_str());
-    if (!v.ok) ++failed;
+    // Both schedules (a block per tile; the persistent grid taking tiles from a counter), each
+    // with the emulator's threads in index order and in a random order every round.
+    for (const Options& opts : {Options{}, Options{{"persistent", 1}}})
+    for (const uint64_t seed : {uint64_t{0}, uint64_t{7}}) {
+      emu::sched_seed = seed;
+      const Outputs got = run_fwd(*impl, in, opts);
+      emu::sched_seed = 0;
+      const Verdict v = verify(p, Pass::fwd, got, &base, ref);
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("%s %s%s%s (%.1f s)", v.ok ? "ok  " : "FAIL", label.c_str(),
+                  opts.empty() ? "" : " persistent=1", seed ? " shuffled" : "", secs);
+      for (const OutputReport& r : v.outputs)
+        std::printf("  %s max_abs %.3g bound %.3g", r.name.c_str(), r.max_abs, r.bound);
+      std::printf("%s%s\n", v.ok ? "" : "  : ", v.failure().c_str());
+      if (!v.ok) ++failed;
+    }
   }
   // The backward (head_dim <= 128): the forward's odd shapes that fit, and two more.
   const Implementation* bwd = Registry::instance().find("cuda.flash_bwd_wgmma");
@@ -174,7 +186,9 @@ int main() {
     const CaseInputs in = make_inputs(p, 4321, c.dist);
     const Reference ref = compute_reference(in, VerifyMode::full, true, true, 1);
     const Outputs base = run_bwd(*naive, in, ref);
+    emu::sched_seed = 11;  // a random interleaving of the emulated threads (see ptx.cuh)
     const Outputs got = run_bwd(*bwd, in, ref);
+    emu::sched_seed = 0;
     const Verdict v = verify(p, Pass::bwd, got, &base, ref);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("%s %s (%.1f s)", v.ok ? "ok  " : "FAIL", label.c_str(), secs);
@@ -183,7 +197,7 @@ int main() {
     std::printf("%s%s\n", v.ok ? "" : "  : ", v.failure().c_str());
     if (!v.ok) ++bwd_failed;
   }
-  std::printf("%d of %zu forward and %d of %zu backward cases failed\n", failed, cases.size(),
+  std::printf("%d of %zu forward and %d of %zu backward cases failed\n", failed, 4 * cases.size(),
               bwd_failed, bwd_cases.size());
   return failed + bwd_failed;
 }

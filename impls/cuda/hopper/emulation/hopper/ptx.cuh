@@ -77,6 +77,9 @@ struct Named {
 };
 
 inline std::map<uint32_t, Mbar> bars;
+// TMA loads land at the next wait (lazy: a read before the wait sees stale data) or, when
+// emu::sched_seed is odd, at once (eager: a stage reused too early is overwritten under its reader).
+inline bool eager_landing() { return (emu::sched_seed & 1) != 0; }
 inline std::vector<Landing> landings;
 inline std::vector<ThreadOps> ops;
 inline std::map<int, Named> named;
@@ -312,6 +315,7 @@ inline void tma_load_4d(uint32_t dst, const void* tmap, uint32_t bar, int c0, in
     if (in) std::memcpy(&l.bytes[so], m.base + g, esz);
   });
   emu_h::landings.push_back(std::move(l));
+  if (emu_h::eager_landing()) emu_h::land_all();
 }
 inline void tma_store_4d(const void* tmap, uint32_t src, int c0, int c1, int c2, int c3) {
   const TensorMap& m = *static_cast<const TensorMap*>(tmap);
@@ -356,6 +360,23 @@ template <int N>
 inline void fence_regs(float (&)[N]) {}
 template <int N>
 inline void fence_regs(uint32_t (&)[N][4]) {}
+
+inline void st_shared_u32(uint32_t addr, uint32_t v) {
+  emu::check_smem(addr, 4, 4);
+  std::memcpy(&emu::smem[addr], &v, 4);
+}
+inline uint32_t ld_shared_u32(uint32_t addr) {
+  emu::check_smem(addr, 4, 4);
+  uint32_t v;
+  std::memcpy(&v, &emu::smem[addr], 4);
+  return v;
+}
+// Blocks run one after the other here, so the first block takes every tile of a persistent grid.
+inline int atomic_add_i32(int* p, int v) {
+  const int old = *p;
+  *p += v;
+  return old;
+}
 
 inline void named_bar_sync(int id, int threads) {
   auto& b = emu_h::named[id];
