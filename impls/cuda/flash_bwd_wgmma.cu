@@ -22,9 +22,10 @@
 // Shapes: any seq >= 1 (TMA zero-fills tails; masks cover them); head_dim any multiple of 8 up to
 // 128, on the 64 or 128 tile (zero-filled columns). Causal is bottom-right aligned.
 // Extra memory: 4 B · B · Hq · Sq_pad (D) + 4 B · B · Hq · Sq_pad · d_pad (the dQ accumulator).
+// Option deterministic=1: key blocks add into each query tile's dQ in their order (a turn counter
+// per 64 query rows), so dQ is the same bit for bit on every run; default 0, any order.
 // Limits: f16/bf16; sm_90a only; head_dim 256 is a SKIP (dK + dV of 64 keys × 256 would take 256
-// registers per thread: FlashAttention-3 swaps the dK/dV GEMM's operands there); no
-// deterministic mode yet (the dQ reductions of different key blocks land in any order).
+// registers per thread: FlashAttention-3 swaps the dK/dV GEMM's operands there).
 // Not yet overlapped: the next query tile's GEMMs wait for this tile's softmax and dQ (see
 // docs/tuning_flash_wgmma.md).
 #include <cmath>
@@ -89,6 +90,7 @@ struct BwdParams {
   const float* lse;  // [B, Hq, Sq]
   const float* dsum;  // [B, Hq, Sq_pad]
   float* dq_accum;    // [B, Hq, Sq_pad, D]
+  int* dq_turn;       // deterministic: [B, Hq, Sq_pad / 64], the key block whose dQ goes next
   void* dk;           // [B, Skv, Hkv, head_dim]
   void* dv;
   int seq_q, seq_kv, seq_q_pad, heads_q, heads_kv, group, head_dim;
@@ -143,7 +145,7 @@ __global__ void __launch_bounds__(256) bwd_postprocess_kernel(const float* dq_ac
 
 // grid (ceil(Skv / 128), Hkv, B), Cfg::kThreads threads, Cfg::kSmemBytes of dynamic smem.
 // tq/tdo: [B, Sq, Hq, head_dim], boxes of kBlockM rows; tk/tv: [B, Skv, Hkv, head_dim], 128 rows.
-template <class T, class Cfg, bool kCausal>
+template <class T, class Cfg, bool kCausal, bool kDeterministic>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     flash_bwd_wgmma_kernel(const __grid_constant__ TensorMap tq, const __grid_constant__ TensorMap tk,
                            const __grid_constant__ TensorMap tv, const __grid_constant__ TensorMap tdo,
@@ -338,9 +340,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     // ... and added into the accumulator by one bulk reduction.
     if (c == 0 && signals) {
       float* dst = p.dq_accum + ((static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q_pad + m0) * D;
-      bulk_reduce_add_f32(dst, sdq, Cfg::kDqBytes);
-      tma_store_commit();
-      tma_store_wait_read();
+      if constexpr (kDeterministic) {
+        // Key blocks add into a query tile in their order 0, 1, 2, ... (every block from 0 up to
+        // the last one reaching the tile visits it), so the float32 sums are the same every run.
+        int* turn = p.dq_turn + (static_cast<int64_t>(b) * p.heads_q + h) * (p.seq_q_pad / 64) + m0 / 64;
+        wait_turn(turn, n_block);
+        bulk_reduce_add_f32(dst, sdq, Cfg::kDqBytes);
+        tma_store_commit();
+        bulk_wait_complete();  // the sums are in global memory, not only read from shared memory
+        pass_turn_on(turn);
+      } else {
+        bulk_reduce_add_f32(dst, sdq, Cfg::kDqBytes);
+        tma_store_commit();
+        tma_store_wait_read();
+      }
     }
   }
 
@@ -372,17 +385,24 @@ using attnbench::Support;
 
 constexpr int bwd_padded_head_dim(int d) { return d <= 64 ? 64 : 128; }
 
-// f(main kernel, Cfg{}, TypeTag) for the problem's (dtype, padded head_dim, causal).
+// f(main kernel, Cfg{}, TypeTag) for the problem's (dtype, padded head_dim, causal) and mode.
 template <class F>
-void dispatch(const Problem& pr, F&& f) {
+void dispatch(const Problem& pr, bool deterministic, F&& f) {
   attn_mma::dispatch_dtype(pr.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     auto with_d = [&](auto d) {
       using Cfg = typename bwd_wgmma::BwdTile<decltype(d)::value>::type;
+      auto with_c = [&](auto causal) {
+        constexpr bool C = decltype(causal)::value;
+        if (deterministic)
+          f(flash_bwd_wgmma_kernel<T, Cfg, C, true>, Cfg{}, tag);
+        else
+          f(flash_bwd_wgmma_kernel<T, Cfg, C, false>, Cfg{}, tag);
+      };
       if (pr.causal)
-        f(flash_bwd_wgmma_kernel<T, Cfg, true>, Cfg{}, tag);
+        with_c(std::true_type{});
       else
-        f(flash_bwd_wgmma_kernel<T, Cfg, false>, Cfg{}, tag);
+        with_c(std::false_type{});
     };
     if (bwd_padded_head_dim(pr.head_dim) == 64)
       with_d(std::integral_constant<int, 64>{});
@@ -391,14 +411,23 @@ void dispatch(const Problem& pr, F&& f) {
   });
 }
 
+bool deterministic_option(const Options* o) {
+  if (!o) return false;
+  const auto it = o->find("deterministic");
+  return it != o->end() && it->second != 0;
+}
+
 std::size_t dsum_bytes(const Problem& p) {
   return static_cast<std::size_t>(p.batch) * p.heads_q * bwd_wgmma::seq_q_pad(p.seq_q) * 4;
 }
 std::size_t dq_accum_bytes(const Problem& p) {
   return dsum_bytes(p) * bwd_padded_head_dim(p.head_dim);
 }
-// The dQ accumulator starts 256-byte aligned after D.
+// The dQ accumulator starts 256-byte aligned after D; the deterministic mode's turn counters
+// (one per 64 query rows, zeroed with the accumulator) follow it.
 std::size_t dq_accum_offset(const Problem& p) { return (dsum_bytes(p) + 255) / 256 * 256; }
+std::size_t dq_turn_bytes(const Problem& p) { return dsum_bytes(p) / 64; }
+std::size_t zeroed_bytes(const Problem& p) { return dq_accum_bytes(p) + dq_turn_bytes(p); }
 
 class FlashBwdWgmma final : public attnbench::Implementation {
  public:
@@ -418,7 +447,16 @@ class FlashBwdWgmma final : public attnbench::Implementation {
     c.forward = false;
     c.backward = true;
     c.fwd_partner = "cuda.flash_fwd_wgmma";
+    c.options = {"deterministic"};
     return c;
+  }
+
+  Support supports_options(const Problem&, Pass, const Options& o) const override {
+    const auto it = o.find("deterministic");
+    if (it != o.end() && it->second != 0 && it->second != 1) {
+      return Support::no("deterministic must be 0 or 1, not " + std::to_string(it->second));
+    }
+    return Support::yes();
   }
 
   Support supports_extra(const Problem& p, Pass) const override {
@@ -426,12 +464,12 @@ class FlashBwdWgmma final : public attnbench::Implementation {
       return Support::no("heads_kv and batch must be <= 65535 (grid y/z)");
     }
     std::string why;
-    dispatch(p, [&](auto kernel, auto, auto) { why = sm90a_missing(kernel); });
+    dispatch(p, false, [&](auto kernel, auto, auto) { why = sm90a_missing(kernel); });
     if (!why.empty()) return Support::no(why);
     const int smem = attn_mma::max_smem_per_block(why);
     if (smem < 0) return Support::no(why);
     int need = 0;
-    dispatch(p, [&](auto, auto cfg, auto) { need = decltype(cfg)::kSmemBytes; });
+    dispatch(p, false, [&](auto, auto cfg, auto) { need = decltype(cfg)::kSmemBytes; });
     if (smem < need) {
       return Support::no("needs " + std::to_string(need) +
                          " bytes of shared memory per block, the device allows " + std::to_string(smem));
@@ -440,18 +478,18 @@ class FlashBwdWgmma final : public attnbench::Implementation {
   }
 
   std::size_t workspace_bytes(const Problem& p, Pass pass, const Options&) const override {
-    return pass == Pass::fwd ? 0 : dq_accum_offset(p) + dq_accum_bytes(p);
+    return pass == Pass::fwd ? 0 : dq_accum_offset(p) + zeroed_bytes(p);
   }
 
-  void prepare(const Problem& p, Pass, const Options&) const override {
-    dispatch(p, [&](auto kernel, auto cfg, auto) {
+  void prepare(const Problem& p, Pass, const Options& o) const override {
+    dispatch(p, deterministic_option(&o), [&](auto kernel, auto cfg, auto) {
       attn_mma::set_dynamic_smem(kernel, decltype(cfg)::kSmemBytes);
     });
   }
 
   void backward(const attnbench::BwdArgs& a) const override {
     const Problem& pr = a.p;
-    const std::size_t need = dq_accum_offset(pr) + dq_accum_bytes(pr);
+    const std::size_t need = dq_accum_offset(pr) + zeroed_bytes(pr);
     if (a.workspace_bytes < need || a.workspace == nullptr) {
       throw std::invalid_argument("cuda.flash_bwd_wgmma: workspace of " + std::to_string(a.workspace_bytes) +
                                   " bytes, needs " + std::to_string(need));
@@ -462,10 +500,11 @@ class FlashBwdWgmma final : public attnbench::Implementation {
     auto* ws = static_cast<unsigned char*>(a.workspace);
     float* dsum = reinterpret_cast<float*>(ws);
     float* dq_accum = reinterpret_cast<float*>(ws + dq_accum_offset(pr));
-    dispatch(pr, [&](auto kernel, auto cfg, auto tag) {
+    int* dq_turn = reinterpret_cast<int*>(ws + dq_accum_offset(pr) + dq_accum_bytes(pr));
+    dispatch(pr, deterministic_option(a.options), [&](auto kernel, auto cfg, auto tag) {
       using Cfg = decltype(cfg);
       using T = typename decltype(tag)::type;
-      launch_memset_zero(dq_accum, dq_accum_bytes(pr), a.stream);
+      launch_memset_zero(dq_accum, zeroed_bytes(pr), a.stream);
       const int64_t rows = static_cast<int64_t>(pr.batch) * pr.heads_q * sq_pad;
       const int pre_blocks = static_cast<int>(std::min<int64_t>((rows + 7) / 8, 65535));
       attn_hopper::launch(bwd_preprocess_kernel<T>, dim3(pre_blocks), dim3(256), 0, a.stream, static_cast<const T*>(a.o),
@@ -479,6 +518,7 @@ class FlashBwdWgmma final : public attnbench::Implementation {
       p.lse = a.lse;
       p.dsum = dsum;
       p.dq_accum = dq_accum;
+      p.dq_turn = dq_turn;
       p.dk = a.dk;
       p.dv = a.dv;
       p.seq_q = pr.seq_q;

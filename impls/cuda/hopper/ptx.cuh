@@ -170,6 +170,23 @@ __device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr) {
 }
 __device__ __forceinline__ int atomic_add_i32(int* p, int v) { return atomicAdd(p, v); }
 
+// A turn counter in global memory: wait until it reads `mine` (acquire), and pass it on (release,
+// after this thread's earlier writes, its bulk reductions included, are visible to the GPU).
+__device__ __forceinline__ void wait_turn(const int* turn, int mine) {
+  int v;
+  do {
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(turn) : "memory");
+  } while (v != mine);
+}
+__device__ __forceinline__ void pass_turn_on(int* turn) {
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+  asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(turn) : "memory");
+}
+// Waits until the committed bulk operations are complete (their global writes done too).
+__device__ __forceinline__ void bulk_wait_complete() {
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
+
 // ---- named barriers (id 0 is __syncthreads) -----------------------------------------------------
 
 __device__ __forceinline__ void named_bar_sync(int id, int threads) {

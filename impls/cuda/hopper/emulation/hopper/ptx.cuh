@@ -378,6 +378,13 @@ inline int atomic_add_i32(int* p, int v) {
   return old;
 }
 
+// Blocks run in launch order here, one at a time: the turn must already be ours.
+inline void wait_turn(const int* turn, int mine) {
+  if (*turn != mine) EMU_FAIL("turn counter at %d, block %d waits for it: would deadlock", *turn, mine);
+}
+inline void pass_turn_on(int* turn) { ++*turn; }
+inline void bulk_wait_complete() {}
+
 inline void named_bar_sync(int id, int threads) {
   auto& b = emu_h::named[id];
   const uint64_t g = b.gen;
