@@ -20,9 +20,9 @@
 // sees are never loaded; only tiles crossing the diagonal or seq_kv are masked; blocks are
 // launched longest first. GQA/MQA: head h reads K/V head h / (heads_q / heads_kv) through the TMA
 // coordinates; heads of a group are adjacent in the grid, so their K/V stay in L2.
-// Shapes: any seq >= 1 (TMA zero-fills rows past seq_q / seq_kv and clips the O store); head_dim any
-// multiple of 8 up to 256, run on the tile of the next width in {64, 128, 256} (TMA zero-fills the
-// columns past head_dim; the store drops them). Rows that see no key give O = 0 and LSE = -inf.
+// Shapes: any seq >= 1 (TMA zero-fills rows past seq_q / seq_kv and clips the O store); head_dim
+// any multiple of 8 up to 256, run on the tile of the next width in {64, 128, 256} (TMA zero-fills
+// the columns past head_dim; the store drops them). Rows that see no key give O = 0 and LSE = -inf.
 // Passes over HBM: Q and O once; K and V once per query block (mostly L2 hits for the other blocks
 // of the same kv head). Extra memory: none. Limits: f16/bf16; sm_90a only (other GPUs: SKIP).
 // Tiles per head_dim and what was tried: FwdTile below and docs/tuning_flash_wgmma.md.
@@ -115,13 +115,13 @@ __device__ __forceinline__ void pass_turn_to_self(int bar) {
 }
 
 struct FwdParams {
-  float* lse;  // [B, Hq, Sq]
-  void* o;     // [B, Sq, Hq, head_dim]: the persistent kernel stores O directly
+  float* lse;         // [B, Hq, Sq]
+  void* o;            // [B, Sq, Hq, head_dim]: the persistent kernel stores O directly
   int* tile_counter;  // persistent: the next tile to take (zeroed before the launch)
   int seq_q, seq_kv, heads_q, group, head_dim;
-  int causal_offset;  // seq_kv - seq_q: row i sees keys j <= i + causal_offset
+  int causal_offset;            // seq_kv - seq_q: row i sees keys j <= i + causal_offset
   int num_m_blocks, num_tiles;  // num_tiles = num_m_blocks * Hq * B
-  float scale_log2;   // softmax scale * log2(e)
+  float scale_log2;             // softmax scale * log2(e)
 };
 
 // Non-persistent: grid (num_m_blocks, Hq, B), one tile per block. Persistent: one block per SM
@@ -132,9 +132,10 @@ struct FwdParams {
 // tq/to: [B, Sq, Hq, head_dim], boxes of 64 rows; tk/tv: [B, Skv, Hkv, head_dim], kBlockN rows.
 template <class T, class Cfg, bool kCausal, bool kPersistent>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
-    flash_fwd_wgmma_kernel(const __grid_constant__ TensorMap tq, const __grid_constant__ TensorMap tk,
-                           const __grid_constant__ TensorMap tv, const __grid_constant__ TensorMap to,
-                           const FwdParams p) {
+    flash_fwd_wgmma_kernel(const __grid_constant__ TensorMap tq,
+                           const __grid_constant__ TensorMap tk,
+                           const __grid_constant__ TensorMap tv,
+                           const __grid_constant__ TensorMap to, const FwdParams p) {
 #if ATTN_HOPPER_DEVICE
   using Sh = Cfg;
   constexpr float kNegInf = -__builtin_huge_valf();
@@ -211,7 +212,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         mbar_arrive_expect_tx(q_full, Sh::kQBytes);
         for (int w = 0; w < NC; ++w)
           for (int pn = 0; pn < Sh::kPanels; ++pn)
-            tma_load_4d(sq + w * Sh::kQWgBytes + pn * 64 * 128, &tq, q_full, 64 * pn, h, m0 + 64 * w, b);
+            tma_load_4d(sq + w * Sh::kQWgBytes + pn * 64 * 128, &tq, q_full, 64 * pn, h,
+                        m0 + 64 * w, b);
         ++q_it;
         for (int j = 0; j < n_tiles; ++j, ++kv_it) {
           const int s = kv_it % S;
@@ -235,8 +237,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const int c = wg - 1;
   const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
   const bool signals = tid == 0;  // the thread that arrives on empty barriers for the warpgroup
-  int row0 = 0;   // first query row of this warpgroup in the tile
-  int trow = 0;   // this thread's rows: trow and trow + 8
+  int row0 = 0;                   // first query row of this warpgroup in the tile
+  int trow = 0;                   // this thread's rows: trow and trow + 8
   const uint32_t sq_c = sq + c * Sh::kQWgBytes;
   const float sl2 = p.scale_log2;
 
@@ -277,12 +279,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   };
   // Online softmax of s in place (s becomes exp2(scale_log2 * (s - max))); returns in alpha the
   // factor by which the rows' earlier O and sums shrink.
-  auto softmax = [&](float (&alpha)[2]) {
+  auto softmax = [&](float(&alpha)[2]) {
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
       float mx = row_max[hf];
 #pragma unroll
-      for (int g = 0; g < BN / 8; ++g) mx = fmaxf(mx, fmaxf(s[4 * g + 2 * hf], s[4 * g + 2 * hf + 1]));
+      for (int g = 0; g < BN / 8; ++g)
+        mx = fmaxf(mx, fmaxf(s[4 * g + 2 * hf], s[4 * g + 2 * hf + 1]));
       mx = attn_mma::quad_max(mx);
       // A row that has seen no visible key keeps max -inf: alpha 0 and exponent base 0, so masked
       // scores give exp2(-inf) = 0, never (-inf) - (-inf) = NaN.
@@ -326,7 +329,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       pa[kk][3] = Elem<T>::pack2(s[8 * kk + 6], s[8 * kk + 7]);
     }
   };
-  auto rescale = [&](const float (&alpha)[2]) {
+  auto rescale = [&](const float(&alpha)[2]) {
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] *= alpha[(i & 2) ? 1 : 0];
   };
@@ -422,7 +425,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       ++q_it;
     }
 
-    // ---- epilogue: O /= l, LSE = (max * scale_log2 + log2 l) * ln 2 ------------------------------
+    // ---- epilogue: O /= l, LSE = (max * scale_log2 + log2 l) * ln 2
+    // ------------------------------
     constexpr float kLn2 = 0.69314718055994530942f;
     float inv[2];
 #pragma unroll
@@ -444,7 +448,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         for (int hf = 0; hf < 2; ++hf) {
           const int row = trow + 8 * hf, col = 8 * g + 2 * (lane % 4);
           if (row < p.seq_q && col < p.head_dim) {
-            const int64_t off = ((static_cast<int64_t>(b) * p.seq_q + row) * p.heads_q + h) * p.head_dim + col;
+            const int64_t off =
+                ((static_cast<int64_t>(b) * p.seq_q + row) * p.heads_q + h) * p.head_dim + col;
             *reinterpret_cast<uint32_t*>(out + off) =
                 Elem<T>::pack2(o[4 * g + 2 * hf] * inv[hf], o[4 * g + 2 * hf + 1] * inv[hf]);
           }
@@ -460,8 +465,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           const int r = 16 * warp + lane / 4 + 8 * hf;
           const uint32_t chunk = static_cast<uint32_t>((g % 8) ^ (r % 8));
           const uint32_t addr = sq_c + (g / 8) * 64 * 128 + r * 128 + chunk * 16 + (lane % 4) * 4;
-          attn_mma::st_shared_b32(addr, Elem<T>::pack2(o[4 * g + 2 * hf] * inv[hf],
-                                                       o[4 * g + 2 * hf + 1] * inv[hf]));
+          attn_mma::st_shared_b32(
+              addr, Elem<T>::pack2(o[4 * g + 2 * hf] * inv[hf], o[4 * g + 2 * hf + 1] * inv[hf]));
         }
       fence_proxy_async();
       named_bar_sync(1 + c, 128);
@@ -488,7 +493,9 @@ using attnbench::Problem;
 using attnbench::Support;
 
 // The padded tile width of a head_dim: the next of 64, 128, 256.
-constexpr int padded_head_dim(int d) { return d <= 64 ? 64 : d <= 128 ? 128 : 256; }
+constexpr int padded_head_dim(int d) {
+  return d <= 64 ? 64 : d <= 128 ? 128 : 256;
+}
 
 // f(kernel, Cfg{}) for the problem's (dtype, padded head_dim, causal) and the persistent option.
 template <class F>
@@ -569,7 +576,8 @@ class FlashFwdWgmma final : public attnbench::Implementation {
     if (p.heads_q > 65535 || p.batch > 65535) {
       return Support::no("heads_q and batch must be <= 65535 (grid y/z)");
     }
-    if (static_cast<int64_t>(p.batch) * p.heads_q * ((p.seq_q + 63) / 64) > (int64_t{1} << 31) - 1) {
+    if (static_cast<int64_t>(p.batch) * p.heads_q * ((p.seq_q + 63) / 64) >
+        (int64_t{1} << 31) - 1) {
       return Support::no("more than 2^31 query tiles");
     }
     std::string why;
@@ -580,7 +588,8 @@ class FlashFwdWgmma final : public attnbench::Implementation {
     int need = 0;
     dispatch(p, false, [&](auto, auto cfg) { need = decltype(cfg)::kSmemBytes; });
     if (smem < need) {
-      return Support::no("needs " + std::to_string(need) + " bytes of shared memory per block, the device allows " +
+      return Support::no("needs " + std::to_string(need) +
+                         " bytes of shared memory per block, the device allows " +
                          std::to_string(smem));
     }
     return Support::yes();
@@ -601,12 +610,14 @@ class FlashFwdWgmma final : public attnbench::Implementation {
     }
     dispatch(pr, persistent, [&](auto kernel, auto cfg) {
       using Sh = decltype(cfg);
-      const TensorMap tq = make_bshd_map(a.q, bf16, pr.batch, pr.seq_q, pr.heads_q, pr.head_dim, 64);
+      const TensorMap tq =
+          make_bshd_map(a.q, bf16, pr.batch, pr.seq_q, pr.heads_q, pr.head_dim, 64);
       const TensorMap tk =
           make_bshd_map(a.k, bf16, pr.batch, pr.seq_kv, pr.heads_kv, pr.head_dim, Sh::kBlockN);
       const TensorMap tv =
           make_bshd_map(a.v, bf16, pr.batch, pr.seq_kv, pr.heads_kv, pr.head_dim, Sh::kBlockN);
-      const TensorMap to = make_bshd_map(a.o, bf16, pr.batch, pr.seq_q, pr.heads_q, pr.head_dim, 64);
+      const TensorMap to =
+          make_bshd_map(a.o, bf16, pr.batch, pr.seq_q, pr.heads_q, pr.head_dim, 64);
       FwdParams p{};
       p.lse = a.lse;
       p.o = a.o;
