@@ -327,6 +327,13 @@ class RingAttention final : public Implementation {
   void prepare(const Problem& p, Pass pass, const Options& o) const override {
     const int ranks = option_or(&o, "ranks", 1);
     const bool zigzag = option_or(&o, "zigzag", 1) != 0;
+    // The harness prepares a problem more than once (fwd then bwd for fwd_bwd; fwd again for the
+    // O and LSE of a standalone backward): the state is kept when it covers the pass, and a
+    // rebuilt one keeps covering the backward it covered.
+    const bool same = state_ && state_->p.label() == p.label() && state_->ranks == ranks &&
+                      state_->zigzag == zigzag;
+    if (same && (pass == Pass::fwd || state_->local_bwd)) return;
+    const bool with_bwd = pass != Pass::fwd || (same && state_->local_bwd);
     state_.reset();
     auto st = std::make_unique<State>();
     st->p = p;
@@ -339,7 +346,7 @@ class RingAttention final : public Implementation {
     st->local_fwd = pick_local(kLocalFwd, p, Pass::fwd, ranks, zigzag, why);
     if (!st->local_fwd && pass != Pass::bwd)
       throw std::invalid_argument("cuda.ring_attention: no local forward kernel: " + why);
-    if (pass != Pass::fwd) {
+    if (with_bwd) {
       st->local_bwd = pick_local(kLocalBwd, p, Pass::bwd, ranks, zigzag, why);
       if (!st->local_bwd) throw std::invalid_argument("cuda.ring_attention: no local backward kernel: " + why);
     }
@@ -359,7 +366,7 @@ class RingAttention final : public Implementation {
     const auto ks = ring::split_sequence(p.seq_kv, ranks, zigzag);
     const std::size_t es = dtype_size(p.dtype);
     const std::size_t nc = static_cast<std::size_t>(st->chunks);
-    const bool bwd = pass != Pass::fwd;
+    const bool bwd = with_bwd;
     for (int r = 0; r < ranks; ++r) {
       auto rk = std::make_unique<Rank>();
       rk->dev = r;
