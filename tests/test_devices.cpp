@@ -3,14 +3,20 @@
 // binary with the test hook ATTNBENCH_TEST_DEVICE_COUNT (docs/multi_gpu.md): real worker
 // processes on CPU rows, their parts, the merged file that table and compare read, a dead worker
 // (ATTNBENCH_TEST_KILL_WORKER) and the --resume that finishes its part.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <numeric>
 #include <set>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -268,6 +274,41 @@ TEST_F(DevicesE2E, ADeadWorkersPartIsResumable) {
   std::set<int> cases;
   for (const auto& row : done.rows) cases.insert(row.case_index);
   EXPECT_EQ(cases.size(), 3u);
+}
+
+// Ctrl-C (SIGINT to the parent): one SIGINT passed to each worker, which finishes its row and
+// writes its part; the merge is incomplete and the exit code 130.
+TEST_F(DevicesE2E, SigintReachesEveryWorkerAndTheMergeIsIncomplete) {
+  const std::string cfg = path("slow.json"), out = path("interrupted.json");
+  std::ofstream(cfg) << R"({"name": "slow", "implementations": ["cpu.naive_3pass"], "passes": ["fwd"],
+    "problem": {"head_dim": 16}, "sweep": {"product": {"seq": [8, 9, 10, 11, 12, 13, 14, 15, 16, 17]}},
+    "timing": {"min_time_s": 1.0, "repetitions": 3, "warmup_s": 0}})";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    ::execl(ATTNBENCH_EXE, ATTNBENCH_EXE, "run", cfg.c_str(), "--devices", "0,1", "--out", out.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Both parts appear once the workers' handlers are installed; then they are timing (1 s a row).
+  for (int i = 0; i < 200 && !(fs::exists(part_path(out, 0, 0)) && fs::exists(part_path(out, 1, 1))); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  const ResultsFile m = load_results(out);
+  EXPECT_FALSE(m.complete);
+  for (const auto& w : m.context.at("workers")) {
+    EXPECT_EQ(w.at("end").get<std::string>(), "was interrupted (exit 130)") << w.dump();
+    EXPECT_FALSE(w.at("complete").get<bool>()) << w.dump();
+  }
+  EXPECT_NE(m.stop_reason.find("interrupted (SIGINT)"), std::string::npos) << m.stop_reason;
 }
 
 TEST_F(DevicesE2E, RefusalsExitTwoNamingTheFlag) {

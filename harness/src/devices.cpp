@@ -151,7 +151,10 @@ std::string abnormal_end(const Worker& w) {
 int run_on_devices(const Config& cfg, const RunOptions& opts, const std::vector<int>& devices,
                    const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   namespace fs = std::filesystem;
-  SigintGuard guard;  // Ctrl-C reaches the workers (one process group); the parent merges after
+  // Ctrl-C: the workers are in process groups of their own, so a terminal's Ctrl-C reaches the
+  // parent alone, which passes exactly one SIGINT on to each worker (a second one would kill a
+  // worker before it writes its part) and merges what they wrote.
+  SigintGuard guard;
   nlohmann::ordered_json ctx = run_context(cfg, opts);
   if (!opts.resume_path.empty()) {
     const std::string why = resume_refusal(opts.resume, opts.resume_path, cfg.hash(), opts.profile,
@@ -193,6 +196,7 @@ int run_on_devices(const Config& cfg, const RunOptions& opts, const std::vector<
 
   const auto t0 = std::chrono::steady_clock::now();
   for (Worker& w : workers) {
+    if (interrupted()) break;       // Ctrl-C while starting: the rest are not started
     if (w.cases.empty()) continue;  // more GPUs than cases
     std::vector<std::string> argv_s{exe};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
@@ -216,7 +220,12 @@ int run_on_devices(const Config& cfg, const RunOptions& opts, const std::vector<
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, w.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    const int rc = ::posix_spawn(&w.pid, exe.c_str(), &fa, nullptr, argv_c.data(), env_c.data());
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);  // its own group
+    const int rc = ::posix_spawn(&w.pid, exe.c_str(), &fa, &attr, argv_c.data(), env_c.data());
+    posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&fa);
     if (rc != 0) {
       w.pid = -1;
@@ -234,10 +243,19 @@ int run_on_devices(const Config& cfg, const RunOptions& opts, const std::vector<
           << w.cases.size() << " cases, " << w.flops / 1e12 << " TFLOP, log " << w.log << "\n";
     }
   }
+  bool forwarded = false;
+  auto forward_sigint = [&] {
+    if (forwarded || !interrupted()) return;
+    forwarded = true;
+    for (const Worker& o : workers)
+      if (o.pid > 0 && !o.waited) ::kill(o.pid, SIGINT);
+  };
   for (Worker& w : workers) {
     if (w.pid <= 0) continue;
+    forward_sigint();  // a Ctrl-C while the workers were being started
     while (::waitpid(w.pid, &w.status, 0) < 0) {
       if (errno != EINTR) break;
+      forward_sigint();
     }
     w.waited = true;
     if (!opts.quiet) {
