@@ -156,10 +156,11 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
   int hot_mismatch = 0;  // timed rows whose L2 flushing differs: their times do not compare
   std::vector<std::string> regressions;  // repeated after the table, where a reader looks
 
-  // The device is shown only when the rows do not all run on the same one.
+  // The device kind is shown only when the rows do not all run on the same kind (rows are
+  // matched on the kind: a --devices sweep over cuda:0..N-1 compares with a one-GPU run).
   bool multi_device = false;
   for (const ResultRow& r : base.rows)
-    multi_device = multi_device || r.device != base.rows[0].device;
+    multi_device = multi_device || r.device_kind() != base.rows[0].device_kind();
 
   TextTable t;
   t.header = {"case",     "impl",    "pass",    "base ms", "new ms",
@@ -198,7 +199,7 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
     }
     const std::string status = b.status == n->status ? to_string(b.status)
                                : std::string(to_string(b.status)) + " -> " + to_string(n->status);
-    t.rows.push_back({b.case_label, b.impl_label() + (multi_device ? " (" + b.device + ")" : ""),
+    t.rows.push_back({b.case_label, b.impl_label() + (multi_device ? " (" + b.device_kind() + ")" : ""),
                       std::string(to_string(b.pass)), b.time ? fmt_ms(b.time->median_ms) : "-",
                       n->time ? fmt_ms(n->time->median_ms) : "-", fmt_x(ratio), fmt_x(1 / ratio),
                       std::isnan(growth) ? "-" : fmt_x(growth), status, verdict});

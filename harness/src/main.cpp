@@ -23,6 +23,7 @@
 #include "attnbench/compare.hpp"
 #include "attnbench/config.hpp"
 #include "attnbench/context.hpp"
+#include "attnbench/devices.hpp"
 #include "attnbench/execute.hpp"
 #include "attnbench/expand.hpp"
 #include "attnbench/results.hpp"
@@ -127,7 +128,24 @@ struct RunArgs {
   std::map<std::string, CLI::Option*> problem_opts;
   CLI::Option *verify_opt = nullptr, *seed_opt = nullptr, *causal_opt = nullptr;
   bool expand = false;  // `attnbench expand`: the same config and overrides, printed as cases
+  // run --devices (devices.hpp), and the hidden flags the parent gives its workers.
+  std::string devices;
+  CLI::Option* devices_opt = nullptr;
+  int worker_device = -1;
+  std::string worker_cases, worker_part;
 };
+
+// --worker-cases: "0,3,5" (written by the parent, so a bad value is a defect, still exit 2).
+std::optional<std::set<int>> parse_case_indices(const std::string& text) {
+  std::set<int> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    if (item.empty() || item.size() > 9 || item.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+    out.insert(std::stoi(item));
+  }
+  if (out.empty()) return std::nullopt;
+  return out;
+}
 
 std::optional<std::string> read_file(const std::string& path) {
   std::ifstream f(path);
@@ -176,7 +194,8 @@ bool ends_with_index_of(const std::string& path, const std::string& key) {
   return rest.empty() || (rest[0] == '/' && rest.find_first_not_of("0123456789", 1) == std::string::npos);
 }
 
-int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const std::string& command_line) {
+int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const std::string& command_line,
+            const std::vector<std::string>& raw_args) {
   std::ostream& err = std::cerr;
   const std::string who = a.expand ? "attnbench expand: " : "attnbench run: ";
   bool adhoc = false;
@@ -329,6 +348,39 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
 
   if (a.expand) return print_expanded(cfg, std::cout);  // expand.cpp
 
+  // --devices: checked before anything runs (devices.hpp). The workers get the same arguments.
+  const bool worker = !a.worker_part.empty();
+  std::vector<int> devices;
+  if (!worker && a.devices_opt->count() > 0) {
+    const char* fake = std::getenv(kFakeDeviceCountEnv);
+    const int count = fake && *fake ? std::atoi(fake) : cuda_device_count();
+    std::string why;
+    const auto parsed_devices = parse_devices(a.devices, count, why);
+    if (!parsed_devices) {
+      err << who << why << "\n";
+      return kBadInput;
+    }
+    devices = *parsed_devices;
+    if (!(fake && *fake)) {
+      // Workers would time CPU rows against each other on the same cores.
+      std::string cpu_impls;
+      for (const ConfigGroup& g : cfg.groups)
+        for (const ImplRun& ir : g.impls)
+          if (ir.impl->device() == Device::cpu && cpu_impls.find(ir.impl->name()) == std::string::npos)
+            cpu_impls += (cpu_impls.empty() ? "" : ", ") + ir.impl->name();
+      if (!cpu_impls.empty()) {
+        err << who << "--devices = " << a.devices << ": the config has CPU rows (" << cpu_impls
+            << "), which the workers would time against each other on the same cores: leave them "
+               "out (--impl 'cuda.*') or run them without --devices\n";
+        return kBadInput;
+      }
+    }
+    if (!a.dump.empty()) {
+      err << who << "--devices = " << a.devices << ": --dump is not supported with --devices\n";
+      return kBadInput;
+    }
+  }
+
   RunOptions ro;
   if (!a.resume.empty()) {
     // Read here: a bad file is bad input. run_config refuses it unless it was written with the
@@ -345,6 +397,19 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
   ro.out_path = !a.out.empty()      ? a.out
                 : !a.resume.empty() ? a.resume
                                     : "results/local/" + cfg.name + "-" + file_date_utc() + ".json";
+  if (worker) {
+    const auto cases = parse_case_indices(a.worker_cases);
+    if (!cases || a.worker_device < 0) {
+      err << who << "--worker-cases = " << a.worker_cases << ", --worker-device = " << a.worker_device
+          << ": not a worker's case list and device (these flags are for run --devices)\n";
+      return kBadInput;
+    }
+    ro.only_cases = *cases;
+    ro.cuda_device = a.worker_device;
+    ro.out_path = a.worker_part;
+    ro.worker_note = "worker of a --devices run: cases " + a.worker_cases + " only, CUDA rows on device " +
+                     std::to_string(a.worker_device) + " (the only GPU it sees)";
+  }
   ro.profile = a.profile;
   ro.quiet = a.quiet;
   ro.dump_dir = a.dump;
@@ -355,6 +420,7 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
               << " rows" << (a.profile ? " (profile: one call per row, no timing)" : "") << "\n";
   }
   try {
+    if (!devices.empty()) return run_on_devices(cfg, ro, devices, raw_args, std::cout, std::cerr);
     return run_config(cfg, ro, std::cout, std::cerr);
   } catch (const std::runtime_error& e) {
     err << "attnbench run: " << e.what() << "\n";
@@ -369,6 +435,7 @@ int main(int argc, char** argv) {
   std::vector<char*> gb_argv{argv[0]}, cli_argv{argv[0]};
   std::set<std::string> bench_flags;
   std::string command_line = "attnbench";
+  std::vector<std::string> raw_args(argv + 1, argv + argc);  // for the workers of run --devices
   for (int i = 1; i < argc; ++i) {
     const std::string s = argv[i];
     command_line += " " + shell_word(s);
@@ -463,6 +530,14 @@ Exit codes: 0 all rows pass or skip, 1 a row failed, 2 bad input, 130 interrupte
       ->type_name("FILE");
   run->add_option("--dump", ra.dump, "Write each verified case's tensors as .npy files under DIR")->type_name("DIR");
   run->add_flag("--quiet,-q", ra.quiet, "No progress lines and no Google Benchmark output; just the table");
+  ra.devices_opt = run->add_option("--devices", ra.devices,
+                                   "One worker process per GPU (all, or indices like 0,1,3) over a partition of the "
+                                   "cases balanced by FLOPs; the parts merge into --out (docs/multi_gpu.md)")
+                       ->type_name("all|LIST");
+  // Hidden: what the parent of a --devices run gives each worker (devices.hpp).
+  run->add_option("--worker-device", ra.worker_device)->group("");
+  run->add_option("--worker-cases", ra.worker_cases)->group("");
+  run->add_option("--worker-part", ra.worker_part)->group("");
 
   RunArgs ea;
   ea.expand = true;
@@ -511,9 +586,9 @@ Exit codes: 0 printed, 2 bad input (nothing printed).)");
   if (app.got_subcommand("list")) {
     print_list(std::cout);
   } else if (run->parsed()) {
-    rc = cmd_run(ra, bench_flags, command_line);
+    rc = cmd_run(ra, bench_flags, command_line, raw_args);
   } else if (exp->parsed()) {
-    rc = cmd_run(ea, bench_flags, command_line);
+    rc = cmd_run(ea, bench_flags, command_line, raw_args);
   } else if (cmp->parsed()) {
     rc = run_compare(co, std::cout, std::cerr);
   } else if (tab->parsed()) {

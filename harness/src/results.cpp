@@ -47,8 +47,10 @@ std::optional<double> ResultRow::tflops() const {
 
 std::string ResultRow::key() const {
   return case_label + "|" + impl + "|" + std::string(to_string(pass)) + "|" +
-         nlohmann::json(params).dump() + "|" + device;
+         nlohmann::json(params).dump() + "|" + device_kind();
 }
+
+std::string ResultRow::device_kind() const { return device.substr(0, device.find(':')); }
 
 std::string ResultRow::impl_label() const {
   if (params.empty()) return impl;

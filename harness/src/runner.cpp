@@ -41,7 +41,6 @@ struct PlannedRow {
   std::string name;  // NVTX range and benchmark name
 };
 
-std::string device_label(Device d) { return d == Device::cpu ? "cpu" : "cuda:0"; }
 
 // Everything phase 1 shares between the rows of one case.
 struct CaseState {
@@ -92,7 +91,7 @@ class Runner {
     r.problem = *pr.problem;
     r.params = *pr.params;
     r.impl = pr.impl->name();
-    r.device = device_label(pr.impl->device());
+    r.device = pr.impl->device() == Device::cpu ? "cpu" : "cuda:" + std::to_string(opts_.cuda_device);
     r.pass = pr.pass;
     r.flops = pass_flops(*pr.problem, pr.pass);
     r.nvtx = pr.name;
@@ -121,6 +120,10 @@ void Runner::build_plan() {
   int case_index = 0;
   for (const ConfigGroup& g : cfg_.groups) {
     for (const Problem& p : g.cases) {
+      if (!opts_.only_cases.empty() && !opts_.only_cases.count(case_index)) {
+        ++case_index;  // another worker's case (run --devices): indices stay the config's
+        continue;
+      }
       for (const ImplRun& ir : g.impls) {
         for (const Options& o : ir.option_sets) {
           for (Pass pass : g.passes) {
@@ -420,17 +423,8 @@ int Runner::run() {
   PeakProbe::configure_process();
 
   auto& ctx = results_.context;
-  ctx = collect_context();
-  ctx["config_path"] = opts_.config_path;
-  ctx["config_name"] = cfg_.name;
-  ctx["config_hash"] = cfg_.hash();
-  ctx["config"] = cfg_.json;
-  ctx["seed"] = cfg_.seed;
-  ctx["distribution"] = cfg_.distribution == Distribution::normal ? "normal" : "outlier";
-  ctx["command_line"] = opts_.command_line;
-  ctx["profile"] = opts_.profile;
+  ctx = run_context(cfg_, opts_);
   ctx["rows_planned"] = plan_.size();
-  ctx["multi_gpu"] = "CUDA rows run on device 0 only";
   if (!opts_.resume_path.empty()) {
     const std::string why = resume_refusal(opts_.resume, opts_.resume_path, cfg_.hash(),
                                            opts_.profile, ctx.value("git_revision", ""));
@@ -478,6 +472,20 @@ int Runner::run() {
 }
 
 }  // namespace
+
+nlohmann::ordered_json run_context(const Config& cfg, const RunOptions& opts) {
+  nlohmann::ordered_json ctx = collect_context();
+  ctx["config_path"] = opts.config_path;
+  ctx["config_name"] = cfg.name;
+  ctx["config_hash"] = cfg.hash();
+  ctx["config"] = cfg.json;
+  ctx["seed"] = cfg.seed;
+  ctx["distribution"] = cfg.distribution == Distribution::normal ? "normal" : "outlier";
+  ctx["command_line"] = opts.command_line;
+  ctx["profile"] = opts.profile;
+  ctx["multi_gpu"] = opts.worker_note.empty() ? "CUDA rows run on device 0 only" : opts.worker_note;
+  return ctx;
+}
 
 int run_config(const Config& config, const RunOptions& opts, std::ostream& out, std::ostream& err) {
   Runner r(config, opts, out, err);

@@ -135,11 +135,12 @@ void name_columns(Group& g) {
 }
 
 std::vector<Group> make_groups(const ResultsFile& f, const std::string& baseline) {
-  // An impl seen on more than one device gets "@device" in its label.
+  // An impl seen on more than one kind of device gets "@cpu" / "@cuda" in its label; the GPUs of
+  // a `run --devices` sweep (cuda:0 .. cuda:N-1) are one kind, so their rows share a column.
   std::map<std::string, std::set<std::string>> devices_of;
-  for (const auto& r : f.rows) devices_of[r.impl_label()].insert(r.device);
+  for (const auto& r : f.rows) devices_of[r.impl_label()].insert(r.device_kind());
   auto label_of = [&](const ResultRow& r) {
-    return devices_of[r.impl_label()].size() > 1 ? r.impl_label() + " @" + r.device
+    return devices_of[r.impl_label()].size() > 1 ? r.impl_label() + " @" + r.device_kind()
                                                  : r.impl_label();
   };
 

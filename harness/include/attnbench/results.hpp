@@ -70,8 +70,11 @@ struct ResultRow {
   double max_ratio() const;  // worst OutputReport::ratio, 0 when none
   // The schema's "tflops": tflops_in_file when read, else flops / median time when timed.
   std::optional<double> tflops() const;
-  // (case, impl, pass, params, device): what compare matches rows on.
+  // (case, impl, pass, params, device kind): what compare matches rows on. The kind ("cpu",
+  // "cuda"), not the index: the rows of a `run --devices` sweep, spread over cuda:0..N-1, match
+  // those of a one-GPU run (the context says which GPUs; compare warns when their model differs).
   std::string key() const;
+  std::string device_kind() const;  // "cuda" of "cuda:3
   // impl, plus " [k=v, ...]" when params are given.
   std::string impl_label() const;
 };
@@ -117,6 +120,14 @@ nlohmann::json read_results_json(const std::string& path);
 
 // context.devices[0].name, else the CPU model, else "unknown device".
 std::string device_name(const nlohmann::ordered_json& context);
+
+// ---- run --devices: the parts of one run ------------------------------------------------------
+
+// The parts written by the workers of one `run --devices` run (each a results file of its own
+// cases) as one file: every part's rows, in case order (a part's own order within a case);
+// complete when every part is; stop_reason names the parts that are not. The context is the
+// caller's. Throws ResultsError when a row (its NVTX call name) is in two parts.
+ResultsFile merge_parts(const std::vector<ResultsFile>& parts, nlohmann::ordered_json context);
 
 // ---- run --resume ----------------------------------------------------------------------------
 

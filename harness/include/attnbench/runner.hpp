@@ -39,7 +39,17 @@ struct RunOptions {
   // (resume_refusal); its rows that kept_on_resume() accepts are kept, the others run.
   std::string resume_path;
   ResultsFile resume;
+  // A worker of `run --devices` (devices.hpp): only the cases whose index (in the config's run
+  // order) is in only_cases run (all when empty); CUDA rows are labelled "cuda:<cuda_device>",
+  // the parent's index of the one GPU the worker sees; worker_note goes into the context.
+  std::set<int> only_cases;
+  int cuda_device = 0;
+  std::string worker_note;
 };
+
+// The context block of a run's results file: collect_context() and the run's config, seed,
+// command line and mode (shared by run_config and the parent of `run --devices`).
+nlohmann::ordered_json run_context(const Config& config, const RunOptions& opts);
 
 // Reason of the SKIP rows of CUDA implementations on a machine without a usable GPU.
 inline constexpr const char* kNoCudaDevice = "no CUDA device";
