@@ -8,10 +8,10 @@
 // seeded random shapes; in every dtype and every pass the implementation declares. Each case is
 // verified with the rule (verify.hpp) against the float64 reference and the same-device naive
 // 3-pass, and every output is also held to a dtype-based relative L2 bound (which checks the
-// baseline itself). Then faults are planted in the implementation's own outputs (a tile left
-// unwritten, one NaN, one wrong row) and the verdict must turn to FAIL on each: proof that the
-// bounds are tight enough on this case to see a broken kernel (a wrong row: where the case is
-// well-conditioned, see Case).
+// baseline itself). Then, on one case of each group, dtype and pass, faults are planted in the
+// implementation's own outputs (a tile left unwritten, one NaN, one wrong row) and the verdict
+// must turn to FAIL on each: proof that the bounds are tight enough there to see a broken kernel
+// (a wrong row: where the case is well-conditioned, see Case).
 #pragma once
 
 #include <cstdint>
@@ -73,6 +73,13 @@ struct Case {
   // f16 and bf16 at large scales, where the rule's bound (the baseline's error) is as large as the
   // outputs. An unwritten tile and a NaN must be caught everywhere.
   bool wrong_row = true;
+  // Whether faults are planted in this case's outputs: on the first case of each (implementation,
+  // group, dtype, pass), so every implementation proves each group's bounds in each dtype and pass
+  // (verifying every case three more times would double the suite's time).
+  bool plant = false;
+  // Whether the shape's reference is computed with the gradients at once: some case of the shape
+  // needs them (cases() sets it, so that a forward case before them does not compute it twice).
+  bool reference_gradients = false;
   std::string name() const;  // "cpu.flash_1pass fwd b2_hq2_hkv2_sq17_skv17_d40_bf16 outlier"
 };
 
