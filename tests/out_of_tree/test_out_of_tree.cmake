@@ -4,7 +4,8 @@
 # objects: only the example's own sources compile), then its executables run:
 #   - the installed attnbench lists the implementations;
 #   - attnbench-example lists its kernels beside attnbench's, `check --impl 'example.*'` passes
-#     (the CUDA kernel's cases SKIP without a GPU) and `run` verifies and times one problem;
+#     (the CUDA kernel's cases SKIP without a GPU), bad selections exit 2, and `run` verifies and
+#     times one problem;
 #   - attnbench-example_planted (the CPU kernel with one wrong row) fails `check`, exit code 1.
 # Variables: BUILD_DIR, EXAMPLE, WORK, BUILD_TYPE, GENERATOR, CXX, CUDA (empty without CUDA),
 # JOBS.
@@ -78,6 +79,10 @@ step("attnbench-example check --impl 'example.*'")
 run(0 ${build}/attnbench-example check --impl "example.*")
 expect_in("${out}" "attnbench check: PASS" "attnbench-example check")
 summary_line("${out}")
+
+run(2 ${build}/attnbench-example check --impl "nonexistent.*")
+expect_in("${out}" "matches no registered implementation" "check --impl nonexistent.*")
+run(2 ${build}/attnbench-example check --device gpu)
 
 step("attnbench-example run: one problem, verified and timed")
 run(0 ${build}/attnbench-example run --impl "example.*" --seq-q 65 --seq-kv 40 --heads-q 4 --heads-kv 2
