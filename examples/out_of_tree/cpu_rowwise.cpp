@@ -32,8 +32,12 @@ class CpuRowwise final : public Implementation {
  public:
   std::string name() const override { return "example.cpu_rowwise"; }
   Device device() const override { return Device::cpu; }
-  std::string summary() const override { return "out-of-tree example: one query row at a time, scores in a row buffer"; }
-  Capabilities capabilities() const override { return {}; }  // every dtype, head_dim 1..256, causal, GQA
+  std::string summary() const override {
+    return "out-of-tree example: one query row at a time, scores in a row buffer";
+  }
+  Capabilities capabilities() const override {
+    return {};
+  }  // every dtype, head_dim 1..256, causal, GQA
 
   std::size_t workspace_bytes(const Problem& p, Pass, const Options&) const override {
     return static_cast<std::size_t>(p.seq_kv) * sizeof(float);
@@ -42,13 +46,17 @@ class CpuRowwise final : public Implementation {
   // q, o: [B, Sq, Hq, d]; k, v: [B, Skv, Hkv, d]; lse: [B, Hq, Sq].
   void forward(const FwdArgs& a) const override {
     const Problem& p = a.p;
-    if (a.workspace_bytes < workspace_bytes(p, Pass::fwd, {})) throw std::runtime_error("workspace too small");
+    if (a.workspace_bytes < workspace_bytes(p, Pass::fwd, {}))
+      throw std::runtime_error("workspace too small");
     const int d = p.head_dim;
     const double scale = p.effective_scale();
     float* s = static_cast<float*>(a.workspace);
     float q[kMaxHeadDim];
-    double o[kMaxHeadDim];  // the sums over keys in float64: a long row in float32 loses more than the rule allows
-    auto kv_at = [&](int b, int j, int hk) { return ((static_cast<std::size_t>(b) * p.seq_kv + j) * p.heads_kv + hk) * d; };
+    double o[kMaxHeadDim];  // the sums over keys in float64: a long row in float32 loses more than
+                            // the rule allows
+    auto kv_at = [&](int b, int j, int hk) {
+      return ((static_cast<std::size_t>(b) * p.seq_kv + j) * p.heads_kv + hk) * d;
+    };
     for (int b = 0; b < p.batch; ++b) {
       for (int h = 0; h < p.heads_q; ++h) {
         const int hk = p.kv_head(h);
@@ -65,7 +73,8 @@ class CpuRowwise final : public Implementation {
           float m = -std::numeric_limits<float>::infinity();
           for (int j = 0; j < visible; ++j) {
             double dot = 0;
-            for (int c = 0; c < d; ++c) dot += q[c] * static_cast<double>(load_as_float(a.k, kv_at(b, j, hk) + c, p.dtype));
+            for (int c = 0; c < d; ++c)
+              dot += q[c] * static_cast<double>(load_as_float(a.k, kv_at(b, j, hk) + c, p.dtype));
             s[j] = static_cast<float>(scale * dot);
             m = std::max(m, s[j]);
           }
@@ -73,12 +82,15 @@ class CpuRowwise final : public Implementation {
           for (int j = 0; j < visible; ++j) {
             const float e = std::exp(s[j] - m);
             l += e;
-            for (int c = 0; c < d; ++c) o[c] += e * load_as_float(a.v, kv_at(b, j, hk) + c, p.dtype);
+            for (int c = 0; c < d; ++c)
+              o[c] += e * load_as_float(a.v, kv_at(b, j, hk) + c, p.dtype);
           }
           const double inv = visible > 0 ? 1.0 / l : 0.0;
-          for (int c = 0; c < d; ++c) store_from_float(a.o, qo + c, static_cast<float>(o[c] * inv), p.dtype);
+          for (int c = 0; c < d; ++c)
+            store_from_float(a.o, qo + c, static_cast<float>(o[c] * inv), p.dtype);
           a.lse[(static_cast<std::size_t>(b) * p.heads_q + h) * p.seq_q + i] =
-              visible > 0 ? m + static_cast<float>(std::log(l)) : -std::numeric_limits<float>::infinity();
+              visible > 0 ? m + static_cast<float>(std::log(l))
+                          : -std::numeric_limits<float>::infinity();
         }
       }
     }

@@ -30,12 +30,24 @@ using namespace attnbench;
 
 constexpr int kThreads = kMaxHeadDim;  // one output column per thread, one key per thread per tile
 
-__device__ __forceinline__ float to_float(float x) { return x; }
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ void store(float* p, float x) { *p = x; }
-__device__ __forceinline__ void store(__half* p, float x) { *p = __float2half_rn(x); }
-__device__ __forceinline__ void store(__nv_bfloat16* p, float x) { *p = __float2bfloat16_rn(x); }
+__device__ __forceinline__ float to_float(float x) {
+  return x;
+}
+__device__ __forceinline__ float to_float(__half x) {
+  return __half2float(x);
+}
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+__device__ __forceinline__ void store(float* p, float x) {
+  *p = x;
+}
+__device__ __forceinline__ void store(__half* p, float x) {
+  *p = __float2half_rn(x);
+}
+__device__ __forceinline__ void store(__nv_bfloat16* p, float x) {
+  *p = __float2bfloat16_rn(x);
+}
 
 struct Dims {
   int hq, hkv, sq, skv, d;
@@ -45,9 +57,9 @@ struct Dims {
 
 // q, o: [B, Sq, Hq, d]; k, v: [B, Skv, Hkv, d]; lse: [B, Hq, Sq]. Block (i, h, b).
 template <class T>
-__global__ void __launch_bounds__(kThreads) rowwise_kernel(const T* __restrict__ q, const T* __restrict__ k,
-                                                           const T* __restrict__ v, T* __restrict__ o,
-                                                           float* __restrict__ lse, Dims n) {
+__global__ void __launch_bounds__(kThreads)
+    rowwise_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                   T* __restrict__ o, float* __restrict__ lse, Dims n) {
   __shared__ float sq[kMaxHeadDim];
   __shared__ float ss[kThreads];
   const int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
@@ -78,22 +90,33 @@ __global__ void __launch_bounds__(kThreads) rowwise_kernel(const T* __restrict__
     for (int x = 0; x < count; ++x) {
       const float e = expf(ss[x] - m_new);
       l += e;
-      if (t < n.d) acc += e * to_float(v[((static_cast<long long>(b) * n.skv + j0 + x) * n.hkv + hk) * n.d + t]);
+      if (t < n.d)
+        acc +=
+            e * to_float(v[((static_cast<long long>(b) * n.skv + j0 + x) * n.hkv + hk) * n.d + t]);
     }
     m = m_new;
     __syncthreads();  // ss is rewritten by the next tile
   }
   if (t < n.d) store(o + q_row + t, l > 0 ? acc / l : 0.0f);
-  if (t == 0) lse[(static_cast<long long>(b) * n.hq + h) * n.sq + i] = l > 0 ? m + logf(l) : -INFINITY;
+  if (t == 0)
+    lse[(static_cast<long long>(b) * n.hq + h) * n.sq + i] = l > 0 ? m + logf(l) : -INFINITY;
 }
 
 template <class T>
 void launch(const FwdArgs& a) {
   const Problem& p = a.p;
-  const Dims n{p.heads_q, p.heads_kv, p.seq_q, p.seq_kv, p.head_dim, p.causal, static_cast<float>(p.effective_scale())};
-  const dim3 grid(static_cast<unsigned>(p.seq_q), static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
+  const Dims n{p.heads_q,
+               p.heads_kv,
+               p.seq_q,
+               p.seq_kv,
+               p.head_dim,
+               p.causal,
+               static_cast<float>(p.effective_scale())};
+  const dim3 grid(static_cast<unsigned>(p.seq_q), static_cast<unsigned>(p.heads_q),
+                  static_cast<unsigned>(p.batch));
   rowwise_kernel<T><<<grid, kThreads, 0, static_cast<cudaStream_t>(a.stream)>>>(
-      static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v), static_cast<T*>(a.o), a.lse, n);
+      static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v),
+      static_cast<T*>(a.o), a.lse, n);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
     throw std::runtime_error(std::string("example.cuda_rowwise launch: ") + cudaGetErrorString(e));
 }
@@ -102,19 +125,27 @@ class CudaRowwise final : public Implementation {
  public:
   std::string name() const override { return "example.cuda_rowwise"; }
   Device device() const override { return Device::cuda; }
-  std::string summary() const override { return "out-of-tree example: one block per query row, online softmax"; }
-  Capabilities capabilities() const override { return {}; }  // every dtype, head_dim 1..256, causal, GQA
+  std::string summary() const override {
+    return "out-of-tree example: one block per query row, online softmax";
+  }
+  Capabilities capabilities() const override {
+    return {};
+  }  // every dtype, head_dim 1..256, causal, GQA
 
   Support supports_extra(const Problem& p, Pass) const override {
-    if (p.heads_q > 65535 || p.batch > 65535) return Support::no("grid.y (heads_q) and grid.z (batch) must be <= 65535");
+    if (p.heads_q > 65535 || p.batch > 65535)
+      return Support::no("grid.y (heads_q) and grid.z (batch) must be <= 65535");
     return Support::yes();
   }
 
   void forward(const FwdArgs& a) const override {
     switch (a.p.dtype) {
-      case DType::f32: return launch<float>(a);
-      case DType::f16: return launch<__half>(a);
-      case DType::bf16: return launch<__nv_bfloat16>(a);
+      case DType::f32:
+        return launch<float>(a);
+      case DType::f16:
+        return launch<__half>(a);
+      case DType::bf16:
+        return launch<__nv_bfloat16>(a);
     }
   }
 };

@@ -42,8 +42,8 @@ struct Tally {
   }
   std::string text() const {
     std::ostringstream s;
-    s << passed << " passed, " << failed << " failed, " << skipped << " skipped; planted faults caught "
-      << caught << "/" << planted;
+    s << passed << " passed, " << failed << " failed, " << skipped
+      << " skipped; planted faults caught " << caught << "/" << planted;
     return s.str();
   }
 };
@@ -66,7 +66,8 @@ std::vector<const Implementation*> select(const CheckOptions& o) {
 bool case_selected(const CheckOptions& o, const conformance::Case& c) {
   if (o.cases.empty()) return true;
   const std::string label = c.shape.p.label();
-  return std::any_of(o.cases.begin(), o.cases.end(), [&](const std::string& g) { return glob_match(g, label); });
+  return std::any_of(o.cases.begin(), o.cases.end(),
+                     [&](const std::string& g) { return glob_match(g, label); });
 }
 
 }  // namespace
@@ -92,14 +93,15 @@ int run_check(const CheckOptions& o, std::ostream& out, std::ostream& err) {
     return 2;
   }
   if (!o.quiet) {
-    err << "attnbench check: " << impls.size() << " implementation" << (impls.size() == 1 ? "" : "s") << ", "
-        << plan.size() << " cases (the conformance suite: " << conformance::shapes().size()
+    err << "attnbench check: " << impls.size() << " implementation"
+        << (impls.size() == 1 ? "" : "s") << ", " << plan.size()
+        << " cases (the conformance suite: " << conformance::shapes().size()
         << " shapes in the dtypes and passes each declares)\n";
   }
 
   const Clock::time_point t0 = Clock::now();
   Clock::time_point last = t0;
-  std::map<std::string, Tally> tally;                            // per implementation
+  std::map<std::string, Tally> tally;                              // per implementation
   std::map<std::string, std::map<std::string, int>> skip_reasons;  // per implementation
   std::string cuda_broken;  // set once a sticky CUDA error was seen
   for (std::size_t n = 0; n < plan.size(); ++n) {
@@ -129,14 +131,15 @@ int run_check(const CheckOptions& o, std::ostream& out, std::ostream& err) {
         break;
       case Result::Status::fail:
         ++t.failed;
-        out << "FAIL " << c.name() << " [" << conformance::to_string(c.shape.group) << "]: " << r.reason << "\n";
+        out << "FAIL " << c.name() << " [" << conformance::to_string(c.shape.group)
+            << "]: " << r.reason << "\n";
         out.flush();
         break;
     }
     if (!o.quiet && seconds_since(last) >= 10.0 && n + 1 < plan.size()) {
       last = Clock::now();
-      err << "  [" << n + 1 << "/" << plan.size() << "] " << c.name() << " (" << fixed1(seconds_since(t0))
-          << " s)\n";
+      err << "  [" << n + 1 << "/" << plan.size() << "] " << c.name() << " ("
+          << fixed1(seconds_since(t0)) << " s)\n";
     }
   }
   Tally all;
@@ -155,9 +158,10 @@ int run_check(const CheckOptions& o, std::ostream& out, std::ostream& err) {
     }
   }
   out << "attnbench check: " << (all.failed > 0 ? "FAIL" : "PASS") << ": " << impls.size()
-      << " implementation" << (impls.size() == 1 ? "" : "s") << ", " << plan.size() << " cases: " << all.text()
-      << " (" << fixed1(seconds_since(t0)) << " s)\n";
-  if (all.passed == 0 && all.failed == 0) out << "attnbench check: note: every case was skipped: nothing was checked\n";
+      << " implementation" << (impls.size() == 1 ? "" : "s") << ", " << plan.size()
+      << " cases: " << all.text() << " (" << fixed1(seconds_since(t0)) << " s)\n";
+  if (all.passed == 0 && all.failed == 0)
+    out << "attnbench check: note: every case was skipped: nothing was checked\n";
   return all.failed > 0 ? 1 : 0;
 }
 

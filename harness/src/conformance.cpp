@@ -8,11 +8,11 @@
 #include <exception>
 #include <limits>
 #include <map>
-#include <set>
-#include <tuple>
 #include <memory>
 #include <random>
+#include <set>
 #include <sstream>
+#include <tuple>
 #include <utility>
 
 #include "attnbench/execute.hpp"
@@ -27,7 +27,8 @@ std::shared_ptr<const Outputs> call_outputs(const Implementation& impl, const Pr
                                             const Options& opts, const CaseInputs& in,
                                             const Reference& ref) {
   const std::string range = nvtx::call_range_name(impl.name(), opts, p.label(), pass);
-  return std::make_shared<const Outputs>(validation_call(impl, p, pass, opts, in, ref, range).outputs);
+  return std::make_shared<const Outputs>(
+      validation_call(impl, p, pass, opts, in, ref, range).outputs);
 }
 
 // The same-device naive baseline's outputs; null when there is none or it cannot run the case.
@@ -47,7 +48,8 @@ Verdict check_impl(const Implementation& impl, const Problem& p, Pass pass, std:
   const Reference ref = compute_reference(in, mode, pass != Pass::bwd, pass != Pass::fwd, seed);
   const std::shared_ptr<const Outputs> out = call_outputs(impl, p, pass, opts, in, ref);
   const bool own = naive_baseline(impl.device()) == &impl && opts.empty();  // its own baseline
-  const std::shared_ptr<const Outputs> naive = own ? out : baseline(impl.device(), p, pass, in, ref);
+  const std::shared_ptr<const Outputs> naive =
+      own ? out : baseline(impl.device(), p, pass, in, ref);
   return verify(p, pass, *out, naive.get(), ref);
 }
 
@@ -55,13 +57,20 @@ namespace conformance {
 
 std::string_view to_string(Group g) {
   switch (g) {
-    case Group::odd_shapes: return "odd_shapes";
-    case Group::grouped: return "grouped";
-    case Group::causal_rect: return "causal_rect";
-    case Group::custom_scale: return "custom_scale";
-    case Group::large_scale: return "large_scale";
-    case Group::outlier: return "outlier";
-    case Group::random: return "random";
+    case Group::odd_shapes:
+      return "odd_shapes";
+    case Group::grouped:
+      return "grouped";
+    case Group::causal_rect:
+      return "causal_rect";
+    case Group::custom_scale:
+      return "custom_scale";
+    case Group::large_scale:
+      return "large_scale";
+    case Group::outlier:
+      return "outlier";
+    case Group::random:
+      return "random";
   }
   return "?";
 }
@@ -71,7 +80,8 @@ namespace {
 constexpr DType kDTypes[] = {DType::f32, DType::f16, DType::bf16};
 
 // q: [b, sq, hq, d], k/v: [b, skv, hkv, d].
-Problem problem(int b, int hq, int hkv, int sq, int skv, int d, bool causal, DType t, double scale = 0) {
+Problem problem(int b, int hq, int hkv, int sq, int skv, int d, bool causal, DType t,
+                double scale = 0) {
   Problem p;
   p.batch = b;
   p.heads_q = hq;
@@ -87,18 +97,22 @@ Problem problem(int b, int hq, int hkv, int sq, int skv, int d, bool causal, DTy
 
 std::vector<Shape> make_shapes() {
   std::vector<Shape> v;
-  auto add = [&](Group g, const Problem& p, Distribution dist = Distribution::normal) { v.push_back({p, g, dist}); };
+  auto add = [&](Group g, const Problem& p, Distribution dist = Distribution::normal) {
+    v.push_back({p, g, dist});
+  };
   // Sequence tails x head_dims, MHA, batch 2 (batch strides), causal and not.
   for (DType t : kDTypes)
     for (int s : {1, 17, 129})
       for (int d : {16, 40, 64, 80, 96, 128, 256})
-        for (bool causal : {false, true}) add(Group::odd_shapes, problem(2, 2, 2, s, s, d, causal, t));
+        for (bool causal : {false, true})
+          add(Group::odd_shapes, problem(2, 2, 2, s, s, d, causal, t));
   // GQA 8:2 and MQA 8:1, square and rectangular, causal and not.
   for (DType t : kDTypes) {
     for (int hkv : {2, 1})
       for (auto [sq, skv] : {std::pair{33, 33}, std::pair{65, 40}, std::pair{17, 130}})
         for (int d : {40, 64})
-          for (bool causal : {false, true}) add(Group::grouped, problem(2, 8, hkv, sq, skv, d, causal, t));
+          for (bool causal : {false, true})
+            add(Group::grouped, problem(2, 8, hkv, sq, skv, d, causal, t));
     for (bool causal : {false, true}) {
       add(Group::grouped, problem(1, 8, 2, 65, 65, 64, causal, t));
       add(Group::grouped, problem(2, 8, 1, 40, 72, 32, causal, t));
@@ -108,8 +122,9 @@ std::vector<Shape> make_shapes() {
   // with no visible key (O = 0, LSE = -inf); seq_q < seq_kv shifts the diagonal right. The same
   // rectangles without the mask.
   for (DType t : kDTypes) {
-    for (auto [sq, skv] : {std::pair{17, 129}, std::pair{1, 64}, std::pair{129, 17}, std::pair{64, 1},
-                           std::pair{100, 37}, std::pair{37, 100}, std::pair{200, 199}})
+    for (auto [sq, skv] :
+         {std::pair{17, 129}, std::pair{1, 64}, std::pair{129, 17}, std::pair{64, 1},
+          std::pair{100, 37}, std::pair{37, 100}, std::pair{200, 199}})
       for (int d : {64, 128}) add(Group::causal_rect, problem(1, 2, 1, sq, skv, d, true, t));
     for (bool causal : {false, true}) {
       add(Group::causal_rect, problem(1, 2, 1, 33, 100, 64, causal, t));
@@ -167,9 +182,9 @@ std::vector<Shape> make_shapes() {
 // One output of a pass, as the verdict names it, with its layout.
 struct Tensor {
   const char* name;
-  HostTensor* t = nullptr;           // O, dQ, dK, dV
-  std::vector<float>* lse = nullptr; // LSE
-  int batch, rows, heads, cols;      // [batch, rows, heads, cols]; LSE: [batch, heads, rows], cols 1
+  HostTensor* t = nullptr;            // O, dQ, dK, dV
+  std::vector<float>* lse = nullptr;  // LSE
+  int batch, rows, heads, cols;  // [batch, rows, heads, cols]; LSE: [batch, heads, rows], cols 1
   std::int64_t numel() const { return static_cast<std::int64_t>(batch) * rows * heads * cols; }
   std::int64_t index(int b, int r, int h, int c) const {
     if (lse) return (static_cast<std::int64_t>(b) * heads + h) * rows + r;
@@ -177,12 +192,18 @@ struct Tensor {
   }
   double get(std::int64_t i) const { return lse ? (*lse)[static_cast<std::size_t>(i)] : t->get(i); }
   void set(std::int64_t i, double x) {
-    if (lse) (*lse)[static_cast<std::size_t>(i)] = static_cast<float>(x);
-    else t->set(i, static_cast<float>(x));
+    if (lse)
+      (*lse)[static_cast<std::size_t>(i)] = static_cast<float>(x);
+    else
+      t->set(i, static_cast<float>(x));
   }
-  void poison(std::int64_t i) {  // the harness's NaN poison, as a call that never wrote it leaves it
-    if (lse) std::memset(&(*lse)[static_cast<std::size_t>(i)], 0xff, sizeof(float));
-    else std::memset(t->bytes.data() + static_cast<std::size_t>(i) * dtype_size(t->dtype), 0xff, dtype_size(t->dtype));
+  void poison(
+      std::int64_t i) {  // the harness's NaN poison, as a call that never wrote it leaves it
+    if (lse)
+      std::memset(&(*lse)[static_cast<std::size_t>(i)], 0xff, sizeof(float));
+    else
+      std::memset(t->bytes.data() + static_cast<std::size_t>(i) * dtype_size(t->dtype), 0xff,
+                  dtype_size(t->dtype));
   }
 };
 
@@ -252,9 +273,12 @@ std::vector<Pass> declared_passes(const Implementation& impl) {
 
 double rel_l2_bound(DType t) {
   switch (t) {
-    case DType::f32: return 1e-4;
-    case DType::f16: return 2e-2;
-    case DType::bf16: return 1e-1;
+    case DType::f32:
+      return 1e-4;
+    case DType::f16:
+      return 2e-2;
+    case DType::bf16:
+      return 1e-1;
   }
   return 0;
 }
@@ -273,7 +297,8 @@ std::vector<Case> cases(const std::vector<const Implementation*>& impls) {
     const std::size_t first = v.size();
     for (const Implementation* impl : impls) {
       const Capabilities caps = impl->capabilities();
-      if (std::find(caps.dtypes.begin(), caps.dtypes.end(), s.p.dtype) == caps.dtypes.end()) continue;
+      if (std::find(caps.dtypes.begin(), caps.dtypes.end(), s.p.dtype) == caps.dtypes.end())
+        continue;
       const bool baseline = naive_baseline(impl->device()) == impl;
       for (Pass pass : declared_passes(*impl)) {
         const bool large = s.group == Group::large_scale, narrow = s.p.dtype != DType::f32;
@@ -284,13 +309,16 @@ std::vector<Case> cases(const std::vector<const Implementation*>& impls) {
         v.push_back(c);
       }
     }
-    const bool bwd = std::any_of(v.begin() + first, v.end(), [](const Case& c) { return c.pass != Pass::fwd; });
+    const bool bwd =
+        std::any_of(v.begin() + first, v.end(), [](const Case& c) { return c.pass != Pass::fwd; });
     for (auto it = v.begin() + first; it != v.end(); ++it) it->reference_gradients = bwd;
   }
   return v;
 }
 
-std::vector<Case> cases(const Implementation& impl) { return cases(std::vector<const Implementation*>{&impl}); }
+std::vector<Case> cases(const Implementation& impl) {
+  return cases(std::vector<const Implementation*>{&impl});
+}
 
 namespace {
 
@@ -308,7 +336,8 @@ struct ShapeCache {
 
 ShapeCache& prepare(const Shape& s, bool need_bwd, std::uint64_t seed) {
   static ShapeCache cache;
-  const std::string key = s.p.label() + (s.dist == Distribution::outlier ? ":outlier:" : ":normal:") +
+  const std::string key = s.p.label() +
+                          (s.dist == Distribution::outlier ? ":outlier:" : ":normal:") +
                           std::to_string(seed);
   if (cache.key != key) {
     cache = ShapeCache{};  // the previous shape's buffers go first
@@ -316,7 +345,8 @@ ShapeCache& prepare(const Shape& s, bool need_bwd, std::uint64_t seed) {
     cache.key = key;
   }
   if (!cache.ref || (need_bwd && !cache.ref_bwd)) {
-    cache.ref = std::make_shared<const Reference>(compute_reference(*cache.in, VerifyMode::full, true, need_bwd, seed));
+    cache.ref = std::make_shared<const Reference>(
+        compute_reference(*cache.in, VerifyMode::full, true, need_bwd, seed));
     cache.ref_bwd = need_bwd;
   }
   return cache;
@@ -383,12 +413,14 @@ Result check_case(const Case& c, std::uint64_t seed) {
       const Verdict v = verify(p, c.pass, planted, naive.get(), *ref);
       for (const Tensor& t : ts) {
         ++r.planted;
-        const bool caught = std::any_of(v.outputs.begin(), v.outputs.end(),
-                                        [&](const OutputReport& o) { return !o.ok && o.name == t.name; });
+        const bool caught =
+            std::any_of(v.outputs.begin(), v.outputs.end(),
+                        [&](const OutputReport& o) { return !o.ok && o.name == t.name; });
         if (caught) {
           ++r.planted_caught;
         } else {
-          problems.push_back(std::string("planted fault not caught: ") + fault_name(f) + " in " + t.name);
+          problems.push_back(std::string("planted fault not caught: ") + fault_name(f) + " in " +
+                             t.name);
         }
       }
     }

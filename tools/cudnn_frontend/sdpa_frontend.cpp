@@ -5,19 +5,19 @@
 // before it may replace that code; until then cuda.cudnn_sdpa stays the implementation.
 //
 // Built only with -DATTNBENCH_CUDNN_FRONTEND_INCLUDE=DIR (the include/ folder of PyPI's
-// nvidia-cudnn-frontend wheel, 1.32.0 tried) in a CUDA build with cudnn.h: CMake then adds this file
-// to attn_impls_cuda with the frontend's headers as system headers (they do not compile under
+// nvidia-cudnn-frontend wheel, 1.32.0 tried) in a CUDA build with cudnn.h: CMake then adds this
+// file to attn_impls_cuda with the frontend's headers as system headers (they do not compile under
 // -Werror otherwise) and NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING, so libcudnn is still dlopen'd:
 // by cudnn/loader.cpp (ATTNBENCH_CUDNN_LIB, libcudnn.so.9, libcudnn.so), whose handle the frontend
 // is given. Without cuDNN every case is a SKIP saying why, as for cuda.cudnn_sdpa.
 //
 // Algorithm, passes, outputs, extra memory: cuDNN's, as cuda.cudnn_sdpa's header describes them;
-// the graphs are the frontend's own lowering of SDPA (with its version workarounds) instead of ours.
-// Layouts: BSHD tensors as [b, h, s, d] with strides (s·h·d, d, h·d, 1); Stats (attnbench's LSE)
-// as [b, hq, sq, 1] float32. Causal: bottom-right (the frontend's DiagonalAlignment_t::BOTTOM_RIGHT);
-// seq_q > seq_kv is a SKIP as for cuda.cudnn_sdpa (rows that see no key must be O = 0, LSE = -inf).
-// Plans: built once per (problem, pass, device) and cached; a call sets the stream, binds the
-// pointers into the plan's cached variant map and executes.
+// the graphs are the frontend's own lowering of SDPA (with its version workarounds) instead of
+// ours. Layouts: BSHD tensors as [b, h, s, d] with strides (s·h·d, d, h·d, 1); Stats (attnbench's
+// LSE) as [b, hq, sq, 1] float32. Causal: bottom-right (the frontend's
+// DiagonalAlignment_t::BOTTOM_RIGHT); seq_q > seq_kv is a SKIP as for cuda.cudnn_sdpa (rows that
+// see no key must be O = 0, LSE = -inf). Plans: built once per (problem, pass, device) and cached;
+// a call sets the stream, binds the pointers into the plan's cached variant map and executes.
 // Limits: f16 and bf16; head_dim a multiple of 8 up to 256; what cuDNN rejects is a SKIP with its
 // message.
 #include <cstdint>
@@ -33,9 +33,8 @@
 
 #if defined(ATTNBENCH_HAVE_CUDNN_HEADERS) && defined(NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING)
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
-
 #include <cudnn_frontend.h>
+#include <dlfcn.h>
 
 #include "cudnn/loader.hpp"
 
@@ -55,12 +54,12 @@ struct Plan {
   std::shared_ptr<fe::graph::Graph> graph;
   std::int64_t workspace = 0;
   std::unordered_map<std::int64_t, void*> pack;  // the pointers of the last call, rebound each call
-  std::string error;                              // set when cuDNN cannot run the case
+  std::string error;                             // set when cuDNN cannot run the case
 };
 
 // q: [b, sq, hq, d] seen as [b, hq, sq, d]; k, v: [b, skv, hkv, d] seen as [b, hkv, skv, d].
-std::shared_ptr<fe::graph::Tensor_attributes> bshd(fe::graph::Graph& g, const char* name, Uid uid, int b,
-                                                   int h, int s, int d) {
+std::shared_ptr<fe::graph::Tensor_attributes> bshd(fe::graph::Graph& g, const char* name, Uid uid,
+                                                   int b, int h, int s, int d) {
   return g.tensor(fe::graph::Tensor_attributes()
                       .set_name(name)
                       .set_uid(uid)
@@ -68,15 +67,20 @@ std::shared_ptr<fe::graph::Tensor_attributes> bshd(fe::graph::Graph& g, const ch
                       .set_stride({std::int64_t{s} * h * d, d, std::int64_t{h} * d, 1}));
 }
 
-void output_bshd(const std::shared_ptr<fe::graph::Tensor_attributes>& t, Uid uid, int b, int h, int s, int d) {
-  t->set_output(true).set_uid(uid).set_dim({b, h, s, d}).set_stride({std::int64_t{s} * h * d, d, std::int64_t{h} * d, 1});
+void output_bshd(const std::shared_ptr<fe::graph::Tensor_attributes>& t, Uid uid, int b, int h,
+                 int s, int d) {
+  t->set_output(true)
+      .set_uid(uid)
+      .set_dim({b, h, s, d})
+      .set_stride({std::int64_t{s} * h * d, d, std::int64_t{h} * d, 1});
 }
 
 cudnnHandle_t handle_for_device() {
   static std::mutex m;
   static std::map<int, cudnnHandle_t> handles;
   int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) throw std::runtime_error("cuda.cudnn_fe_sdpa: no CUDA device");
+  if (cudaGetDevice(&dev) != cudaSuccess)
+    throw std::runtime_error("cuda.cudnn_fe_sdpa: no CUDA device");
   std::lock_guard<std::mutex> lock(m);
   auto it = handles.find(dev);
   if (it != handles.end()) return it->second;
@@ -94,12 +98,18 @@ Plan build(const Problem& p, bool bwd) {
   const cudnnHandle_t handle = handle_for_device();
   const auto io = p.dtype == DType::f16 ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16;
   auto g = std::make_shared<fe::graph::Graph>();
-  g->set_io_data_type(io).set_intermediate_data_type(fe::DataType_t::FLOAT).set_compute_data_type(fe::DataType_t::FLOAT);
-  const int b = p.batch, hq = p.heads_q, hkv = p.heads_kv, sq = p.seq_q, skv = p.seq_kv, d = p.head_dim;
-  auto q = bshd(*g, "Q", kQ, b, hq, sq, d), k = bshd(*g, "K", kK, b, hkv, skv, d), v = bshd(*g, "V", kV, b, hkv, skv, d);
+  g->set_io_data_type(io)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  const int b = p.batch, hq = p.heads_q, hkv = p.heads_kv, sq = p.seq_q, skv = p.seq_kv,
+            d = p.head_dim;
+  auto q = bshd(*g, "Q", kQ, b, hq, sq, d), k = bshd(*g, "K", kK, b, hkv, skv, d),
+       v = bshd(*g, "V", kV, b, hkv, skv, d);
   const auto scale = static_cast<float>(p.effective_scale());
   if (!bwd) {
-    auto opts = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(true).set_attn_scale(scale);
+    auto opts =
+        fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(true).set_attn_scale(
+            scale);
     if (p.causal) opts.set_causal_mask_bottom_right(true);
     auto [o, stats] = g->sdpa(q, k, v, opts);
     output_bshd(o, kO, b, hq, sq, d);
@@ -112,7 +122,8 @@ Plan build(const Problem& p, bool bwd) {
                                .set_dim({b, hq, sq, 1})
                                .set_stride({std::int64_t{hq} * sq, sq, 1, 1})
                                .set_data_type(fe::DataType_t::FLOAT));
-    auto opts = fe::graph::SDPA_backward_attributes().set_name("sdpa_backward").set_attn_scale(scale);
+    auto opts =
+        fe::graph::SDPA_backward_attributes().set_name("sdpa_backward").set_attn_scale(scale);
     if (p.causal) opts.set_causal_mask_bottom_right(true);
     auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, dout, stats, opts);
     output_bshd(dq, kDQ, b, hq, sq, d);
@@ -120,11 +131,14 @@ Plan build(const Problem& p, bool bwd) {
     output_bshd(dv, kDV, b, hkv, skv, d);
   }
   plan.error = check(g->validate(), "validate");
-  if (plan.error.empty()) plan.error = check(g->build_operation_graph(handle), "build_operation_graph");
-  if (plan.error.empty()) plan.error = check(g->create_execution_plans({fe::HeurMode_t::A}), "create_execution_plans");
+  if (plan.error.empty())
+    plan.error = check(g->build_operation_graph(handle), "build_operation_graph");
+  if (plan.error.empty())
+    plan.error = check(g->create_execution_plans({fe::HeurMode_t::A}), "create_execution_plans");
   if (plan.error.empty()) plan.error = check(g->check_support(handle), "check_support");
   if (plan.error.empty()) plan.error = check(g->build_plans(handle), "build_plans");
-  if (plan.error.empty()) plan.error = check(g->get_workspace_size(plan.workspace), "get_workspace_size");
+  if (plan.error.empty())
+    plan.error = check(g->get_workspace_size(plan.workspace), "get_workspace_size");
   if (plan.error.empty()) plan.graph = std::move(g);
   return plan;
 }
@@ -134,7 +148,8 @@ Plan& plan_for(const Problem& p, bool bwd) {
   static std::mutex m;
   static std::map<std::tuple<std::string, bool, int>, Plan> plans;
   int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) throw std::runtime_error("cuda.cudnn_fe_sdpa: no CUDA device");
+  if (cudaGetDevice(&dev) != cudaSuccess)
+    throw std::runtime_error("cuda.cudnn_fe_sdpa: no CUDA device");
   std::lock_guard<std::mutex> lock(m);
   const auto key = std::tuple{p.label(), bwd, dev};
   auto it = plans.find(key);
@@ -146,7 +161,8 @@ Plan& plan_for(const Problem& p, bool bwd) {
 const cudnn::Api* load(std::string* why) {
   const cudnn::Api* api = cudnn::load(why);
   if (api && !fe::cudnn_dlhandle) {
-    fe::cudnn_dlhandle = ::dlopen(api->path.c_str(), RTLD_NOW | RTLD_NOLOAD);  // the loader's, not a new one
+    fe::cudnn_dlhandle =
+        ::dlopen(api->path.c_str(), RTLD_NOW | RTLD_NOLOAD);  // the loader's, not a new one
     if (!fe::cudnn_dlhandle) {
       *why = "cuDNN loaded but not found again by dlopen: " + api->path;
       return nullptr;
@@ -175,13 +191,15 @@ class CudnnFeSdpa final : public Implementation {
   Support supports_extra(const Problem& p, Pass pass) const override {
     std::string why;
     if (!load(&why)) return Support::no(why);
-    if (p.causal && p.seq_q > p.seq_kv) return Support::no("cuDNN's bottom-right causal mask needs seq_q <= seq_kv");
+    if (p.causal && p.seq_q > p.seq_kv)
+      return Support::no("cuDNN's bottom-right causal mask needs seq_q <= seq_kv");
     for (bool bwd : {false, true}) {
       if (bwd && pass == Pass::fwd) continue;
       if (!bwd && pass == Pass::bwd) continue;
       try {
         const Plan& plan = plan_for(p, bwd);
-        if (!plan.error.empty()) return Support::no(std::string(bwd ? "backward: " : "forward: ") + plan.error);
+        if (!plan.error.empty())
+          return Support::no(std::string(bwd ? "backward: " : "forward: ") + plan.error);
       } catch (const std::exception& e) {
         return Support::no(e.what());
       }
@@ -224,15 +242,16 @@ class CudnnFeSdpa final : public Implementation {
     Plan& plan = plan_for(p, bwd);
     if (!plan.graph) throw std::runtime_error("cuda.cudnn_fe_sdpa: " + plan.error);
     if (workspace_bytes < static_cast<std::size_t>(plan.workspace))
-      throw std::runtime_error("cuda.cudnn_fe_sdpa: workspace of " + std::to_string(workspace_bytes) + " bytes, " +
+      throw std::runtime_error("cuda.cudnn_fe_sdpa: workspace of " +
+                               std::to_string(workspace_bytes) + " bytes, " +
                                std::to_string(plan.workspace) + " needed");
     return plan;
   }
 
   static void execute(Plan& plan, void* stream, void* workspace) {
     const cudnnHandle_t handle = handle_for_device();
-    cudnn::check(cudnn::api().SetStream(handle, static_cast<cudaStream_t>(stream)), "cudnnSetStream", __FILE__,
-                 __LINE__);
+    cudnn::check(cudnn::api().SetStream(handle, static_cast<cudaStream_t>(stream)),
+                 "cudnnSetStream", __FILE__, __LINE__);
     const std::string e = check(plan.graph->execute(handle, plan.pack, workspace), "execute");
     if (!e.empty()) throw std::runtime_error("cuda.cudnn_fe_sdpa: " + e);
   }

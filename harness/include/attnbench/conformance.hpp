@@ -91,10 +91,10 @@ std::vector<Case> cases(const Implementation& impl);
 
 struct Result {
   enum class Status { pass, fail, skip } status = Status::pass;
-  std::string reason;     // skip: why (supports(), no device); fail: what failed
-  Verdict verdict;        // of the implementation's outputs (empty when skipped or thrown)
-  int planted = 0;        // faults planted in its outputs
-  int planted_caught = 0; // ... that the verdict caught
+  std::string reason;      // skip: why (supports(), no device); fail: what failed
+  Verdict verdict;         // of the implementation's outputs (empty when skipped or thrown)
+  int planted = 0;         // faults planted in its outputs
+  int planted_caught = 0;  // ... that the verdict caught
 };
 
 // Runs one case: supports()? (else SKIP), the device present? (else SKIP), the validation call
