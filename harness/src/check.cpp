@@ -8,6 +8,9 @@
 #include <ostream>
 #include <set>
 #include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "attnbench/conformance.hpp"
 #include "attnbench/execute.hpp"
@@ -49,18 +52,37 @@ struct Tally {
 };
 
 // Implementations named by the globs (all when none) on the device (both when empty), by name.
-std::vector<const Implementation*> select(const CheckOptions& o) {
+// unmatched: the --impl globs that name no implementation there (bad input: a typo must not shrink
+// the check silently).
+std::vector<const Implementation*> select(const CheckOptions& o,
+                                          std::vector<std::string>& unmatched) {
   std::set<std::string> seen;
   std::vector<const Implementation*> v;
   const std::vector<std::string> globs = o.impls.empty() ? std::vector<std::string>{"*"} : o.impls;
   for (const std::string& g : globs) {
+    bool any = false;
     for (const Implementation* i : Registry::instance().match(g)) {
       if (!o.device.empty() && to_string(i->device()) != o.device) continue;
+      any = true;
       if (seen.insert(i->name()).second) v.push_back(i);
     }
+    if (!any && !o.impls.empty()) unmatched.push_back(g);
   }
   std::sort(v.begin(), v.end(), [](auto* a, auto* b) { return a->name() < b->name(); });
   return v;
+}
+
+// Whether this binary registers any implementation of the device (a build without CUDA has none).
+bool has_device(std::string_view device) {
+  for (const Implementation* i : Registry::instance().match("*"))
+    if (to_string(i->device()) == device) return true;
+  return false;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s.append(s.empty() ? "" : ", ").append("'" + x + "'");
+  return s;
 }
 
 bool case_selected(const CheckOptions& o, const conformance::Case& c) {
@@ -74,22 +96,35 @@ bool case_selected(const CheckOptions& o, const conformance::Case& c) {
 
 int run_check(const CheckOptions& o, std::ostream& out, std::ostream& err) {
   if (!o.device.empty() && o.device != "cpu" && o.device != "cuda") {
-    err << "attnbench check: --device = " << o.device << ": must be cpu or cuda\n";
+    err << "attnbench check: --device " << o.device << ": unknown device (cpu or cuda)\n";
     return 2;
   }
-  const std::vector<const Implementation*> impls = select(o);
-  if (impls.empty()) {
-    std::string globs;
-    for (const std::string& g : o.impls) globs.append(globs.empty() ? "" : ", ").append(g);
-    err << "attnbench check: " << (globs.empty() ? std::string("*") : globs)
-        << (o.device.empty() ? "" : " on " + o.device)
-        << ": matches no registered implementation (attnbench list shows them)\n";
+  std::vector<std::string> unmatched;
+  const std::vector<const Implementation*> impls = select(o, unmatched);
+  if (!unmatched.empty()) {
+    err << "attnbench check: --impl " << joined(unmatched)
+        << (o.device.empty() ? "" : " on --device " + o.device)
+        << ": matches no registered implementation (attnbench list shows them)";
+    const bool cuda_asked = o.device == "cuda" || std::any_of(unmatched.begin(), unmatched.end(),
+                                                              [](const std::string& g) {
+                                                                return g.rfind("cuda", 0) == 0;
+                                                              });
+    if (cuda_asked && !has_device("cuda"))
+      err << "; this binary has no cuda implementations (built without CUDA)";
+    err << "\n";
+    return 2;
+  }
+  if (impls.empty()) {  // --device alone, with no implementation of it
+    err << "attnbench check: --device " << o.device << ": this binary has no " << o.device
+        << " implementations" << (o.device == "cuda" ? " (built without CUDA)" : "") << "\n";
     return 2;
   }
   std::vector<conformance::Case> plan = conformance::cases(impls);
   std::erase_if(plan, [&](const conformance::Case& c) { return !case_selected(o, c); });
   if (plan.empty()) {
-    err << "attnbench check: --case matches none of the suite's cases for these implementations\n";
+    err << "attnbench check: --case " << joined(o.cases)
+        << ": matches none of the suite's cases for these implementations (case labels look like "
+           "b2_hq8_hkv2_sq65_skv40_d64_causal_bf16; globs: * and ?)\n";
     return 2;
   }
   if (!o.quiet) {

@@ -12,8 +12,10 @@
 // A case the implementation does not support, or whose device is absent, is skipped with the
 // reason (the distinct reasons are listed per implementation). After a sticky CUDA error every
 // later CUDA case is skipped with that reason (the failed case already fails the check).
-// Exit code: 0 nothing failed (skips included), 1 a case failed, 2 bad input (a glob that matches
-// no implementation, an unknown device).
+// Exit code: 0 nothing failed (skips included), 1 a case failed, 2 bad input, with a line on
+// `err` naming the option and its value: an --impl glob that matches no implementation (on the
+// --device), an unknown device or one this binary has no implementation of, a --case glob set
+// that matches none of the selected implementations' cases.
 #pragma once
 
 #include <iosfwd>
