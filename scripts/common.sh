@@ -6,10 +6,11 @@ ATTN_DEBS=(cmake g++ make libeigen3-dev libcli11-dev nlohmann-json3-dev libbench
 
 attn_log() { printf '[attnbench] %s\n' "$*" >&2; }
 
-# Install missing Debian packages when run as root; otherwise say what is missing.
+# Install missing Debian packages (ATTN_DEBS and the arguments) when run as root; otherwise say
+# what is missing.
 attn_install_deps() {
   local missing=()
-  for p in "${ATTN_DEBS[@]}"; do
+  for p in "${ATTN_DEBS[@]}" "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0

@@ -3,9 +3,13 @@
 
   python3 scripts/fa3_grid_summary.py results/h200/fa3_grid.json results/h200/fa3_grid.peers.json
 """
+import os
 import sys
 
-import grid_summary
+if not __package__:  # run as a file: the repository root on the path, for the `scripts` package
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from scripts.entry import run  # noqa: E402
+from scripts import grid_summary  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(grid_summary.main(grid="fa3"))
+    run(grid_summary.main, grid="fa3")

@@ -26,7 +26,10 @@ import os
 import argparse
 import sys
 
-from results_io import load_results
+if not __package__:  # run as a file: the repository root on the path, for the `scripts` package
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from scripts.entry import run  # noqa: E402
+from scripts.results_io import load_results  # noqa: E402
 
 VENDOR = {"cuda.cudnn_sdpa"}
 
@@ -179,4 +182,4 @@ def main(argv=None, grid=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

@@ -39,7 +39,10 @@ import subprocess
 import sys
 import tempfile
 
-from results_io import load_results, write_atomic
+if not __package__:  # run as a file: the repository root on the path, for the `scripts` package
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from scripts.entry import run  # noqa: E402
+from scripts.results_io import load_results, write_atomic  # noqa: E402
 
 METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")
 UNIT_SCALE = {"byte": 1.0, "bytes": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
@@ -246,4 +249,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

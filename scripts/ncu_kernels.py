@@ -32,8 +32,11 @@ import subprocess
 import sys
 import tempfile
 
-from ncu_hbm import read_raw_csv
-from results_io import write_atomic
+if not __package__:  # run as a file: the repository root on the path, for the `scripts` package
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from scripts.entry import run  # noqa: E402
+from scripts.ncu_hbm import read_raw_csv  # noqa: E402
+from scripts.results_io import write_atomic  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 METRIC = "gpu__time_duration.sum"
@@ -194,4 +197,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

@@ -24,9 +24,13 @@ fig2: one line per implementation and pass, with
 block: one line per block_c of cuda.flash_fwd with runtime and HBM GB.
 Exit codes: 0 printed, 2 bad input (also a file without HBM bytes).
 """
+import os
 import sys
 
-from results_io import load_results
+if not __package__:  # run as a file: the repository root on the path, for the `scripts` package
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from scripts.entry import run  # noqa: E402
+from scripts.results_io import load_results  # noqa: E402
 
 DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
 
@@ -132,4 +136,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

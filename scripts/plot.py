@@ -21,7 +21,10 @@ import math
 import os
 import sys
 
-from results_io import load_results
+if not __package__:  # run as a file: the repository root on the path, for the `scripts` package
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from scripts.entry import run  # noqa: E402
+from scripts.results_io import load_results  # noqa: E402
 
 DEFAULT_BASELINES = ("cuda.standard_cublas", "cpu.naive_3pass")
 PASS_ORDER = {"fwd": 0, "bwd": 1, "fwd_bwd": 2}
@@ -344,4 +347,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

@@ -29,7 +29,10 @@ import os
 import re
 import sys
 
-from results_io import load_results, write_atomic
+if not __package__:  # run as a file: the repository root on the path, for the `scripts` package
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from scripts.entry import run  # noqa: E402
+from scripts.results_io import load_results, write_atomic  # noqa: E402
 
 UNITS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
 LINE = re.compile(r"^(?P<name>\S+?)/min_time:[0-9.]+/repeats:(?P<reps>\d+)/manual_time_(?P<agg>median|cv)\s+"
@@ -127,4 +130,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

@@ -23,6 +23,10 @@ import re
 import subprocess
 import sys
 
+if not __package__:  # run as a file: the repository root on the path, for the `scripts` package
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from scripts.entry import run  # noqa: E402
+
 
 def dump(obj, cuobjdump, arch):
     out = subprocess.run([cuobjdump, "-sass", "-arch", arch, obj], capture_output=True, text=True,
@@ -123,4 +127,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

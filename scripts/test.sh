@@ -5,7 +5,7 @@
 # and UBSan (scripts/sanitize.sh, its own build in build-asan).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-attn_install_deps
+attn_install_deps python3-matplotlib  # for test_plot (scripts/plot.py)
 attn_build "${ATTN_BUILD_DIR:-$ATTN_ROOT/build}"
 (cd "$ATTN_BUILD" && ctest --output-on-failure -j "$(nproc 2>/dev/null || echo 2)" "$@")
 if [ "${CI:-}" = true ] || [ "${ATTN_SANITIZE:-0}" = 1 ]; then

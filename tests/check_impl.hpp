@@ -1,18 +1,13 @@
-// The tests' one-stop check of an implementation on one case: seeded inputs (of distribution
-// dist), the float64 reference, the same-device naive baseline and one poisoned validation call
-// of the implementation (validation.hpp, as the run loop makes it), then the verdict of the rule.
+// The tests' one-stop check of an implementation on one case: the conformance suite's check_impl
+// (harness/include/attnbench/conformance.hpp), so that the tests and `attnbench check` run the
+// same code: seeded inputs, the float64 reference, the same-device naive baseline and one
+// poisoned validation call (validation.hpp, as the run loop makes it), then the rule's verdict.
 #pragma once
 
-#include <cstdint>
-
-#include "attnbench/implementation.hpp"
-#include "attnbench/tensors.hpp"
-#include "attnbench/verify.hpp"
+#include "attnbench/conformance.hpp"
 
 namespace attnbench::test {
 
-Verdict check_impl(const Implementation& impl, const Problem& p, Pass pass, std::uint64_t seed,
-                   VerifyMode mode = VerifyMode::full, const Options& opts = {},
-                   Distribution dist = Distribution::normal);
+using attnbench::check_impl;
 
 }  // namespace attnbench::test

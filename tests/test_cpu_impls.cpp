@@ -1,6 +1,6 @@
-// Tests of the CPU implementations: every registered CPU implementation against the float64
-// reference with the verification rule (check_impl), on a fixed shape list and seeded random
-// shapes, in every dtype and pass it supports; plus the properties the rule does not cover:
+// Tests of the CPU implementations: every registered CPU implementation through the conformance
+// suite (conformance.hpp: the float64 reference, the verification rule, the planted faults), and
+// odd tile sizes of those with tile options; plus the properties the rule does not cover:
 // naive_3pass's own accuracy, O(N) workspace of the streaming kernels, bitwise determinism of
 // cpu.flash_backward, and no heap allocation inside forward/backward.
 #include <gtest/gtest.h>
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../impls/cpu/cpu_common.hpp"
+#include "attnbench/conformance.hpp"
 #include "attnbench/implementation.hpp"
 #include "attnbench/tensors.hpp"
 #include "attnbench/verify.hpp"
@@ -64,112 +65,77 @@ std::vector<const Implementation*> cpu_impls() {
   return v;
 }
 
-// The shape list, in every dtype: sequence lengths around tile edges, the head dims models use,
-// GQA and MQA, causal with seq_q < seq_kv and seq_q > seq_kv (rows that see no key), a custom
-// scale, large scales (logits near 1e9), and seeded random shapes.
-std::vector<Problem> shapes() {
-  std::vector<Problem> v;
-  for (DType t : kDTypes) {
-    int n = 0;
-    for (int s : {1, 17, 129}) {
-      for (int d : {16, 40, 64, 80, 128, 256}) v.push_back(make_problem(1, 2, 2, s, s, d, (n++ % 2) == 1, t));
-    }
-    for (bool causal : {false, true}) {
-      v.push_back(make_problem(1, 8, 2, 65, 65, 64, causal, t));   // GQA 8:2
-      v.push_back(make_problem(2, 8, 1, 40, 72, 32, causal, t));   // MQA
-      v.push_back(make_problem(1, 2, 1, 33, 100, 64, causal, t));  // seq_q < seq_kv
-      v.push_back(make_problem(1, 2, 2, 100, 33, 64, causal, t));  // seq_q > seq_kv
-    }
-    v.push_back(make_problem(1, 2, 2, 50, 70, 48, true, t, 0.3));  // custom scale
-    // Large logits: scaled scores near 1e9, where the running max and the exponents must stay
-    // exact (an FMA residual alone overflows exp there). f16's naive baseline stores S in f16,
-    // which would overflow at 1e8, so f16 takes 500 (scores near 2e4).
-    const double big = t == DType::f16 ? 500.0 : 1e8;
-    v.push_back(make_problem(1, 2, 1, 64, 64, 64, false, t, big));
-    v.push_back(make_problem(1, 4, 2, 33, 100, 40, true, t, big));
-    v.push_back(make_problem(1, 2, 2, 100, 33, 64, true, t, big));
-    std::mt19937 rng(kSeed);
-    auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-    for (int i = 0; i < 10; ++i) {
-      const int hkv = uni(1, 3), hq = hkv * uni(1, 3);
-      v.push_back(make_problem(uni(1, 2), hq, hkv, uni(1, 200), uni(1, 200), uni(1, 256), uni(0, 1) == 1, t));
-    }
-  }
-  return v;
-}
+// The conformance suite (harness/src/conformance.cpp, the list `attnbench check` runs): odd
+// shapes, GQA and MQA, causal rectangles, custom and large scales, outlier inputs and seeded
+// random shapes, in every dtype and pass each implementation declares, with the planted faults.
+std::vector<conformance::Case> suite() { return conformance::cases(cpu_impls()); }
 
-// FlashAttention-3's outlier inputs (N(0,1) + N(0,100) * Bernoulli(0.001)): a few large scores
-// per row, so P is nearly one-hot and any rounding of S before the exp shows in the gradients.
-std::vector<Problem> outlier_shapes() {
-  std::vector<Problem> v;
-  for (DType t : kDTypes) {
-    v.push_back(make_problem(2, 8, 2, 1, 1025, 128, false, t));  // one query row, long rows of keys
-    v.push_back(make_problem(1, 4, 1, 77, 300, 64, true, t));
-    v.push_back(make_problem(2, 2, 2, 129, 129, 40, false, t));
-  }
-  return v;
-}
-
-struct Case {
-  const Implementation* impl;
-  Problem p;
-  Pass pass;
-  Options opts;
-  Distribution dist = Distribution::normal;
-};
-
-std::string case_name(const Case& c) {
-  std::string s = c.impl->name() + "_" + std::string(to_string(c.pass)) + "_" + c.p.label();
-  for (const auto& [k, v] : c.opts) s += "_" + k + std::to_string(v);
-  if (c.dist == Distribution::outlier) s += "_outlier";
+std::string test_name(std::string s) {
   for (char& ch : s) {
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   }
   return s;
 }
 
-std::vector<Case> cases() {
-  std::vector<Case> v;
-  const std::vector<Problem> ps = shapes();
+class CpuConformance : public ::testing::TestWithParam<conformance::Case> {};
+
+TEST_P(CpuConformance, MatchesReference) {
+  const conformance::Case& c = GetParam();
+  const conformance::Result r = conformance::check_case(c);
+  if (r.status == conformance::Result::Status::skip) GTEST_SKIP() << r.reason;
+  EXPECT_EQ(r.status, conformance::Result::Status::pass) << c.name() << ": " << r.reason;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, CpuConformance, ::testing::ValuesIn(suite()),
+                         [](const ::testing::TestParamInfo<conformance::Case>& i) {
+                           return test_name(std::string(conformance::to_string(i.param.shape.group)) + "_" +
+                                            i.param.name());
+                         });
+
+// Odd tile sizes, so that tiles end inside rows, heads and causal diagonals: the options of the
+// implementations that have block_r / block_c (options are an implementation's own, so they are
+// not part of the conformance suite).
+struct TileCase {
+  const Implementation* impl;
+  Problem p;
+  Pass pass;
+  Options opts;
+};
+
+std::vector<TileCase> tile_cases() {
+  std::vector<TileCase> v;
   for (const auto* impl : cpu_impls()) {
     const Capabilities c = impl->capabilities();
-    std::vector<Pass> passes;
-    if (c.forward) passes.push_back(Pass::fwd);
-    if (c.backward) passes.push_back(Pass::bwd);
-    if (c.backward && (c.forward || !c.fwd_partner.empty())) passes.push_back(Pass::fwd_bwd);
-    for (const Problem& p : ps) {
-      for (Pass pass : passes) v.push_back({impl, p, pass, {}});
-    }
-    for (const Problem& p : outlier_shapes()) {
-      for (Pass pass : passes) v.push_back({impl, p, pass, {}, Distribution::outlier});
-    }
-    // Odd tile sizes, so that tiles end inside rows, heads and causal diagonals.
-    if (std::find(c.options.begin(), c.options.end(), "block_c") != c.options.end()) {
-      for (DType t : kDTypes) {
-        for (Pass pass : passes) {
-          v.push_back({impl, make_problem(1, 4, 2, 77, 91, 40, true, t), pass, {{"block_r", 7}, {"block_c", 13}}});
-          v.push_back({impl, make_problem(1, 2, 2, 91, 77, 64, true, t), pass, {{"block_r", 32}, {"block_c", 5}}});
-          v.push_back({impl, make_problem(1, 2, 2, 60, 60, 96, false, t), pass, {{"block_r", 1}, {"block_c", 1}}});
-        }
+    if (std::find(c.options.begin(), c.options.end(), "block_c") == c.options.end()) continue;
+    for (DType t : kDTypes) {
+      for (Pass pass : conformance::declared_passes(*impl)) {
+        v.push_back({impl, make_problem(1, 4, 2, 77, 91, 40, true, t), pass, {{"block_r", 7}, {"block_c", 13}}});
+        v.push_back({impl, make_problem(1, 2, 2, 91, 77, 64, true, t), pass, {{"block_r", 32}, {"block_c", 5}}});
+        v.push_back({impl, make_problem(1, 2, 2, 60, 60, 96, false, t), pass, {{"block_r", 1}, {"block_c", 1}}});
       }
     }
   }
   return v;
 }
 
-class CpuImpl : public ::testing::TestWithParam<Case> {};
+class CpuTiles : public ::testing::TestWithParam<TileCase> {};
 
-TEST_P(CpuImpl, MatchesReference) {
-  const Case& c = GetParam();
+TEST_P(CpuTiles, MatchesReference) {
+  const TileCase& c = GetParam();
   const Support s = c.impl->supports(c.p, c.pass);
   if (!s) GTEST_SKIP() << s.reason;
-  const Verdict v = test::check_impl(*c.impl, c.p, c.pass, kSeed, VerifyMode::full, c.opts, c.dist);
+  const Verdict v = test::check_impl(*c.impl, c.p, c.pass, kSeed, VerifyMode::full, c.opts);
   EXPECT_TRUE(v.ok) << c.impl->name() << " " << c.p.label() << " " << to_string(c.pass) << ": "
                     << v.failure();
 }
 
-INSTANTIATE_TEST_SUITE_P(All, CpuImpl, ::testing::ValuesIn(cases()),
-                         [](const ::testing::TestParamInfo<Case>& i) { return case_name(i.param); });
+INSTANTIATE_TEST_SUITE_P(All, CpuTiles, ::testing::ValuesIn(tile_cases()),
+                         [](const ::testing::TestParamInfo<TileCase>& i) {
+                           std::string s = i.param.impl->name() + "_" + std::string(to_string(i.param.pass)) + "_" +
+                                           i.param.p.label();
+                           for (const auto& [k, v] : i.param.opts) s += "_" + k + std::to_string(v);
+                           return test_name(s);
+                         });
 
 TEST(CpuImpls, AllExpectedAreRegistered) {
   for (const char* n : {"cpu.naive_3pass", "cpu.online_2pass", "cpu.flash_1pass", "cpu.flash_backward"}) {

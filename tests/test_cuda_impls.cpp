@@ -1,12 +1,13 @@
-// Every registered CUDA implementation against the float64 reference through check_impl (the
-// verification rule: error <= k * naive error + atol, no NaN/Inf, no unwritten element), on
+// Every registered CUDA implementation through the conformance suite (conformance.hpp, the list
+// `attnbench check` runs: the verification rule against the float64 reference, no NaN/Inf, no
+// unwritten element, a dtype-based relative L2 bound on every output, planted faults caught), on
 // the shapes that break index math: sequence tails (1, 17, 129), head_dims that are not a tile
 // multiple, GQA 8:2 and MQA, causal with seq_q < seq_kv and seq_q > seq_kv (rows that see no
-// key), a custom scale, large scales (logits near 1e9), FlashAttention-3's outlier inputs,
-// flash_fwd's block_c set, and random shapes from a fixed seed.
+// key), custom scales, large scales (logits near 1e9), FlashAttention-3's outlier inputs and
+// random shapes from a fixed seed, in every dtype and pass each declares; one test per group of
+// the list. Plus flash_fwd's block_c set.
 // Because the rule measures every implementation against cuda.naive_3pass, a wrong baseline
-// would loosen every bound; so every output is also held to a dtype-based relative L2 bound,
-// which checks the baseline itself.
+// would loosen every bound; the relative L2 bound checks the baseline itself.
 // Without a CUDA device every test is skipped with the reason.
 #include <gtest/gtest.h>
 
@@ -16,14 +17,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
-#include <random>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
-#include <utility>
 #include <vector>
 
+#include "attnbench/conformance.hpp"
 #include "attnbench/execute.hpp"
 #include "attnbench/implementation.hpp"
 #include "attnbench/tensors.hpp"
@@ -59,20 +59,6 @@ std::vector<const Implementation*> cuda_impls() {
   return v;
 }
 
-// Relative L2 error every output must meet, whatever the baseline says: loose enough for S and
-// P rounded to the dtype (the naive baseline), tight enough that a wrong index (error ~1) fails.
-double rel_l2_bound(DType t) {
-  switch (t) {
-    case DType::f32:
-      return 1e-4;
-    case DType::f16:
-      return 2e-2;
-    case DType::bf16:
-      return 1e-1;
-  }
-  return 0;
-}
-
 std::string describe(const Implementation& impl, const Problem& p, Pass pass, const Options& opts) {
   std::ostringstream s;
   s << impl.name() << " " << to_string(pass) << " " << p.label();
@@ -80,28 +66,22 @@ std::string describe(const Implementation& impl, const Problem& p, Pass pass, co
   return s.str();
 }
 
-// Checks one (implementation, problem, pass); returns false if it was not run (unsupported).
-// rel_l2: also hold every output to rel_l2_bound (off only where the gradients themselves are
-// ill-conditioned, see LargeScale).
-bool check_one(const Implementation& impl, const Problem& p, Pass pass, const Options& opts = {},
-               Distribution dist = Distribution::normal, bool rel_l2 = true) {
-  const Capabilities caps = impl.capabilities();
-  if (pass == Pass::fwd && !caps.forward) return false;
-  if (pass == Pass::bwd && !caps.backward) return false;
-  const std::string what =
-      describe(impl, p, pass, opts) + (dist == Distribution::outlier ? " outlier" : "");
+// Checks one (implementation, problem, pass) with options, outside the suite; returns false if it
+// was not run (unsupported). Every output is also held to the suite's relative L2 bound.
+bool check_one(const Implementation& impl, const Problem& p, Pass pass, const Options& opts) {
+  const std::string what = describe(impl, p, pass, opts);
   if (const Support s = impl.supports(p, pass); !s) {
     EXPECT_FALSE(kFirstGeneration.count(impl.name())) << what << ": unexpected SKIP: " << s.reason;
     return false;
   }
   try {
-    const Verdict v = test::check_impl(impl, p, pass, kSeed, VerifyMode::full, opts, dist);
+    const Verdict v = test::check_impl(impl, p, pass, kSeed, VerifyMode::full, opts);
     EXPECT_TRUE(v.ok) << what << ": " << v.failure();
     EXPECT_FALSE(v.outputs.empty()) << what << ": no output was verified";
     for (const OutputReport& r : v.outputs) {
-      if (r.checked == 0 || !rel_l2) continue;
-      EXPECT_LE(r.rel_l2, rel_l2_bound(p.dtype)) << what << ": " << r.name << " relative L2 error "
-                                                 << r.rel_l2 << " (max abs " << r.max_abs << ")";
+      if (r.checked == 0) continue;
+      EXPECT_LE(r.rel_l2, conformance::rel_l2_bound(p.dtype))
+          << what << ": " << r.name << " relative L2 error " << r.rel_l2 << " (max abs " << r.max_abs << ")";
     }
   } catch (const std::exception& e) {
     ADD_FAILURE() << what << ": threw: " << e.what();
@@ -109,12 +89,19 @@ bool check_one(const Implementation& impl, const Problem& p, Pass pass, const Op
   return true;
 }
 
-// Runs every CUDA implementation over the problems, forward and backward where supported.
-int check_all(const std::vector<Problem>& problems, Distribution dist = Distribution::normal) {
+// Runs the suite's cases of one group on every CUDA implementation; returns how many ran.
+int check_group(conformance::Group g) {
   int ran = 0;
-  for (const Implementation* impl : cuda_impls())
-    for (const Problem& p : problems)
-      for (Pass pass : {Pass::fwd, Pass::bwd}) ran += check_one(*impl, p, pass, {}, dist) ? 1 : 0;
+  for (const conformance::Case& c : conformance::cases(cuda_impls())) {
+    if (c.shape.group != g) continue;
+    const conformance::Result r = conformance::check_case(c);
+    if (r.status == conformance::Result::Status::skip) {
+      EXPECT_FALSE(kFirstGeneration.count(c.impl->name())) << c.name() << ": unexpected SKIP: " << r.reason;
+      continue;
+    }
+    ++ran;
+    EXPECT_EQ(r.status, conformance::Result::Status::pass) << c.name() << ": " << r.reason;
+  }
   return ran;
 }
 
@@ -132,66 +119,32 @@ TEST(CudaImpls, FirstGenerationRegistered) {
 // Sequence tails x head_dims, MHA, batch 2 (batch strides), causal and not, every dtype.
 TEST(CudaImpls, OddShapes) {
   SKIP_WITHOUT_CUDA();
-  std::vector<Problem> ps;
-  for (DType t : kDtypes)
-    for (int s : {1, 17, 129})
-      for (int d : {16, 40, 64, 80, 96, 128, 256})
-        for (bool causal : {false, true}) ps.push_back(make_problem(2, 2, 2, s, s, d, causal, t));
-  EXPECT_GT(check_all(ps), 0);
+  EXPECT_GT(check_group(conformance::Group::odd_shapes), 0);
 }
 
 // GQA 8:2 and MQA 8:1, square and rectangular, causal and not.
 TEST(CudaImpls, GroupedAndMultiQuery) {
   SKIP_WITHOUT_CUDA();
-  std::vector<Problem> ps;
-  for (DType t : kDtypes)
-    for (int hkv : {2, 1})
-      for (auto [sq, skv] : {std::pair{33, 33}, std::pair{65, 40}, std::pair{17, 130}})
-        for (int d : {40, 64})
-          for (bool causal : {false, true}) ps.push_back(make_problem(2, 8, hkv, sq, skv, d, causal, t));
-  EXPECT_GT(check_all(ps), 0);
+  EXPECT_GT(check_group(conformance::Group::grouped), 0);
 }
 
 // Bottom-right causal with seq_q != seq_kv: seq_q > seq_kv leaves the first seq_q - seq_kv rows
 // with no visible key (O = 0, LSE = -inf); seq_q < seq_kv shifts the diagonal right.
 TEST(CudaImpls, CausalRectangles) {
   SKIP_WITHOUT_CUDA();
-  std::vector<Problem> ps;
-  for (DType t : kDtypes)
-    for (auto [sq, skv] :
-         {std::pair{17, 129}, std::pair{1, 64}, std::pair{129, 17}, std::pair{64, 1},
-          std::pair{100, 37}, std::pair{37, 100}, std::pair{200, 199}})
-      for (int d : {64, 128}) ps.push_back(make_problem(1, 2, 1, sq, skv, d, true, t));
-  EXPECT_GT(check_all(ps), 0);
+  EXPECT_GT(check_group(conformance::Group::causal_rect), 0);
 }
 
 TEST(CudaImpls, CustomScale) {
   SKIP_WITHOUT_CUDA();
-  std::vector<Problem> ps;
-  for (DType t : kDtypes) ps.push_back(make_problem(1, 4, 2, 70, 90, 48, true, t, 0.3));
-  EXPECT_GT(check_all(ps), 0);
+  EXPECT_GT(check_group(conformance::Group::custom_scale), 0);
 }
 
-// Large logits: scaled scores near 1e9 (f16: 500, scores near 2e4, as its naive baseline stores
-// S in f16), where the running max and the exponents must stay exact. The gradients there are
-// ill-conditioned in any float format (dS = P (dP - D) cancels to ~0 with P one-hot, then is
-// multiplied by the scale), so the backward is held to the rule and to finite outputs, not to
-// rel_l2_bound.
+// Large logits: scaled scores near 1e9 (f16: 500), where the running max and the exponents must
+// stay exact. The backward there is held to the rule and to finite outputs (conformance.hpp).
 TEST(CudaImpls, LargeScale) {
   SKIP_WITHOUT_CUDA();
-  int ran = 0;
-  for (DType t : kDtypes) {
-    const double big = t == DType::f16 ? 500.0 : 1e8;
-    for (const Problem& p : {make_problem(1, 2, 1, 64, 64, 64, false, t, big),
-                             make_problem(2, 4, 2, 33, 100, 40, true, t, big),
-                             make_problem(1, 2, 2, 100, 33, 128, true, t, big),
-                             make_problem(1, 2, 2, 70, 90, 256, false, t, big)})
-      for (const Implementation* impl : cuda_impls()) {
-        ran += check_one(*impl, p, Pass::fwd) ? 1 : 0;
-        ran += check_one(*impl, p, Pass::bwd, {}, Distribution::normal, false) ? 1 : 0;
-      }
-  }
-  EXPECT_GT(ran, 0);
+  EXPECT_GT(check_group(conformance::Group::large_scale), 0);
 }
 
 // FlashAttention-3's outlier inputs (N(0,1) + N(0,100) * Bernoulli(0.001)): P nearly one-hot, so
@@ -199,14 +152,13 @@ TEST(CudaImpls, LargeScale) {
 // naive error on the first shape before its backward renormalised P).
 TEST(CudaImpls, OutlierInputs) {
   SKIP_WITHOUT_CUDA();
-  std::vector<Problem> ps;
-  for (DType t : kDtypes) {
-    ps.push_back(make_problem(4, 32, 8, 1, 4097, 128, false, t));
-    ps.push_back(make_problem(2, 8, 2, 129, 300, 64, true, t));
-    ps.push_back(make_problem(1, 4, 4, 77, 77, 80, false, t));
-    ps.push_back(make_problem(1, 2, 1, 200, 150, 256, true, t));
-  }
-  EXPECT_GT(check_all(ps, Distribution::outlier), 0);
+  EXPECT_GT(check_group(conformance::Group::outlier), 0);
+}
+
+// Random shapes from a fixed seed: any head_dim 1..256, group 1..4, seq 1..300.
+TEST(CudaImpls, RandomShapes) {
+  SKIP_WITHOUT_CUDA();
+  EXPECT_GT(check_group(conformance::Group::random), 0);
 }
 
 // flash_fwd's key tile: every block_c that fits must be right. Tiles up to 64 at head_dim <= 128
@@ -243,27 +195,6 @@ TEST(CudaImpls, FlashFwdBlockC) {
   EXPECT_GT(ran, 0);
   const Problem p = make_problem(1, 1, 1, 8, 8, 64, false, DType::f32);
   EXPECT_THROW(impl->prepare(p, Pass::fwd, Options{{"block_c", 48}}), std::invalid_argument);
-}
-
-// Random shapes from a fixed seed: any head_dim 1..256, group 1..4, seq 1..300.
-TEST(CudaImpls, RandomShapes) {
-  SKIP_WITHOUT_CUDA();
-  std::mt19937 rng(kSeed);
-  auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  std::vector<Problem> ps;
-  for (int n = 0; n < 24; ++n) {
-    // One draw per statement: argument evaluation order is unspecified, the shapes must not be.
-    const int hkv = uniform(1, 3);
-    const int group = uniform(1, 4);
-    const int batch = uniform(1, 3);
-    const int sq = uniform(1, 300);
-    const int skv = uniform(1, 300);
-    const int d = uniform(1, 256);
-    const bool causal = uniform(0, 1) == 1;
-    const DType t = kDtypes[uniform(0, 2)];
-    ps.push_back(make_problem(batch, hkv * group, hkv, sq, skv, d, causal, t));
-  }
-  EXPECT_GT(check_all(ps), 0);
 }
 
 // The Hopper forward's persistent schedule (a block per SM taking tiles from a counter) on the odd

@@ -22,8 +22,8 @@ import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEERS = os.path.join(ROOT, "scripts", "peers")
-sys.path.insert(0, PEERS)
-import common  # noqa: E402
+sys.path.insert(0, ROOT)
+from scripts.peers import attnbench_impls, common  # noqa: E402
 
 BUILD = os.environ.get("ATTNBENCH_BUILD_DIR", "")
 EXE = os.path.join(BUILD, "attnbench") if BUILD else ""
@@ -176,7 +176,7 @@ class Planted(common.Backend):
 
     def make(self, dev, case, pass_name, t):
         name = "cpu.flash_1pass" if pass_name == "fwd" else "cpu.flash_backward"
-        inner = __import__("attnbench_impls").Impl(name, "cpu")
+        inner = attnbench_impls.Impl(name, "cpu")
         inner.capi = self.capi["capi"]
         call = inner.make(dev, case, pass_name, t)
         p = case["problem"]

@@ -17,10 +17,12 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "attnbench/check.hpp"
 #include "attnbench/config.hpp"
 #include "attnbench/implementation.hpp"
 #include "attnbench/results.hpp"
@@ -206,6 +208,69 @@ TEST(Planted, RaceThatCorruptsOneRowSometimes) {
     ASSERT_GT(planted::race_last_lost(), 0);
     EXPECT_FALSE(v.ok);
     EXPECT_EQ(failed(v), (Names{"O", "LSE"})) << describe(v);
+  }
+}
+
+// ---- attnbench check: the conformance suite fails every planted bug ---------------------------
+// run_check (check.hpp) as `attnbench check --impl NAME --case ...` runs it, on one shape of the
+// suite (GQA 8:2, causal, 65 rows, head_dim 64) in f32 and bf16: exit code 1, a FAIL line that
+// names the implementation, a FAIL summary line. The control passes them with exit code 0. (The
+// race is left out: check has no options, so it would corrupt a row only sometimes.)
+
+struct CheckRun {
+  int rc;
+  std::string out, err;
+};
+
+CheckRun check(std::vector<std::string> impls, std::vector<std::string> cases = {}, std::string device = {}) {
+  CheckOptions o;
+  o.impls = std::move(impls);
+  o.cases = std::move(cases);
+  o.device = std::move(device);
+  o.quiet = true;
+  std::ostringstream out, err;
+  const int rc = run_check(o, out, err);
+  return {rc, out.str(), err.str()};
+}
+
+const std::vector<std::string> kCheckCases = {"b1_hq8_hkv2_sq65_skv65_d64_causal_f32",
+                                              "b1_hq8_hkv2_sq65_skv65_d64_causal_bf16"};
+
+TEST(PlantedCheck, CheckFailsEveryPlantedBug) {
+  for (const char* name : {"cpu.planted_causal_off_by_one", "cpu.planted_gqa_mapping", "cpu.planted_lse_unwritten",
+                           "cpu.planted_lse_garbage", "cpu.planted_unscaled_grads", "cpu.planted_unwritten_tile",
+                           "cpu.planted_far_row"}) {
+    const CheckRun r = check({name}, kCheckCases);
+    EXPECT_EQ(r.rc, 1) << name << "\n" << r.out << r.err;
+    EXPECT_NE(r.out.find(std::string("FAIL ") + name + " "), std::string::npos) << name << "\n" << r.out;
+    EXPECT_NE(r.out.find("attnbench check: FAIL: 1 implementation, "), std::string::npos) << r.out;
+  }
+}
+
+TEST(PlantedCheck, ControlPassesTheSameCases) {
+  const CheckRun r = check({"cpu.planted_control"}, kCheckCases);
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("attnbench check: PASS: 1 implementation, "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" 0 failed, 0 skipped; planted faults caught "), std::string::npos) << r.out;
+}
+
+// Bad selections: exit code 2, nothing checked, a line naming the option and the value.
+TEST(PlantedCheck, BadSelectionsExit2NamingTheValue) {
+  struct Bad {
+    CheckRun r;
+    std::string says;
+  };
+  const Bad bad[] = {
+      {check({"cpu.planted_control"}, kCheckCases, "gpu"), "--device gpu: unknown device"},
+      {check({"cpu.planted_control", "cpu.plantd_*"}, kCheckCases), "--impl 'cpu.plantd_*': matches no"},
+      {check({"cpu.planted_control"}, kCheckCases, "cuda"), "--impl 'cpu.planted_control' on --device cuda"},
+      {check({"cpu.planted_control"}, {"b9_*"}), "--case 'b9_*': matches none"},
+  };
+  for (const Bad& b : bad) {
+    EXPECT_EQ(b.r.rc, 2) << b.says << "\n" << b.r.out << b.r.err;
+    EXPECT_EQ(b.r.out, "") << b.says;
+    EXPECT_NE(b.r.err.find("attnbench check: " + b.says), std::string::npos) << b.r.err;
   }
 }
 

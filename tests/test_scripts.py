@@ -4,6 +4,7 @@ recover_timings.py (console-log times), paper_tables.py (Figure 2 table). No GPU
 tests/data/ncu_raw_probe.csv is ncu's raw page from an H200 run (columns trimmed to the ones read).
 The peers' git revision (scripts/peers/common.py; no torch needed). fa2_grid_summary.py's ratios, fa3_grid_summary.py's (grid_summary.py), timing_parity.py's pairs,
 ncu_kernels.py's attribution of kernels to rows, fa3_job.sh's dry run. compute_sanitizer.sh's choice of implementations,
+pyproject.toml and the scripts as modules (python3 -m scripts.X), a closed stdout (SIGPIPE, scripts/entry.py),
 with a stand-in for compute-sanitizer and the build's attnbench (ATTNBENCH_BUILD_DIR, set by CTest;
 skipped without it or without CUDA implementations). Run by CTest as test_scripts; also
 `python3 tests/test_scripts.py`."""
@@ -15,12 +16,9 @@ import tempfile
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import ncu_hbm  # noqa: E402
-import recover_timings  # noqa: E402
-
-sys.path.insert(0, os.path.join(ROOT, "scripts", "peers"))
-import common as peers_common  # noqa: E402  (scripts/peers/common.py: imports torch only when a peer runs)
+sys.path.insert(0, ROOT)
+from scripts import ncu_hbm, recover_timings  # noqa: E402
+from scripts.peers import common as peers_common  # noqa: E402  (imports torch only when a peer runs)
 
 CASE = "b2_hq4_hkv2_sq256_skv256_d64_bf16"
 
@@ -407,6 +405,93 @@ class PaperTables(unittest.TestCase):
         p = run(os.path.join(ROOT, "scripts/paper_tables.py"), "fig2", os.path.join(ROOT, "results/h200/fa1_seq_sweep.json"))
         self.assertEqual(p.returncode, 2)
         self.assertIn("ncu_hbm.py", p.stderr)
+
+
+def entry_scripts():
+    """Every script of scripts/ with an entry point, as (path relative to ROOT, module name)."""
+    out = []
+    for d, _, files in os.walk(os.path.join(ROOT, "scripts")):
+        for f in sorted(files):
+            if f.endswith(".py") and f != "__init__.py":
+                path = os.path.relpath(os.path.join(d, f), ROOT)
+                with open(os.path.join(ROOT, path)) as fh:
+                    if 'if __name__ == "__main__":' in fh.read():
+                        out.append((path, path[:-3].replace(os.sep, ".")))
+    return sorted(out)
+
+
+class Packaging(unittest.TestCase):
+    """pyproject.toml, the scripts as modules (python3 -m scripts.plot), run() in every entry point."""
+
+    def test_pyproject_extras_and_packages(self):
+        import tomllib
+        with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+            proj = tomllib.load(f)
+        extras = proj["project"]["optional-dependencies"]
+        self.assertTrue(any(r.startswith("matplotlib") for r in extras["plot"]), extras)
+        self.assertTrue(any(r.startswith("torch") for r in extras["torch"]), extras)
+        packages = proj["tool"]["setuptools"]["packages"]
+        for d, _, files in os.walk(os.path.join(ROOT, "scripts")):
+            if "__pycache__" in d or not any(f.endswith(".py") for f in files):
+                continue
+            pkg = os.path.relpath(d, ROOT).replace(os.sep, ".")
+            self.assertIn(pkg, packages, f"{pkg}: a folder of scripts missing from pyproject.toml")
+            self.assertTrue(os.path.exists(os.path.join(d, "__init__.py")), f"{pkg} has no __init__.py")
+
+    def test_every_entry_point_imports_as_a_module_and_uses_run(self):
+        import importlib
+        scripts = entry_scripts()
+        self.assertGreater(len(scripts), 10)
+        for path, module in scripts:
+            with self.subTest(module):
+                importlib.import_module(module)
+                with open(os.path.join(ROOT, path)) as f:
+                    text = f.read()
+                main = text[text.index('if __name__ == "__main__":'):]
+                self.assertIn("run(", main, f"{path}: its entry point does not go through scripts.entry.run")
+                self.assertNotIn("sys.exit(", main, path)
+
+    def test_python_m_from_the_root(self):
+        for module in ("scripts.plot", "scripts.peers.peers", "scripts.ncu_hbm"):
+            with self.subTest(module):
+                p = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertIn("usage:", p.stdout)
+
+
+class ClosedStdout(unittest.TestCase):
+    """A reader that goes away (`... | head`) ends a script quietly with 141 (128 + SIGPIPE), as a
+    C tool: no BrokenPipeError traceback (scripts/entry.py). The read end is closed before the
+    script writes, so its first write fails."""
+
+    def closed(self, *args):
+        env = dict(os.environ)
+        if os.environ.get("ATTNBENCH_BUILD_DIR"):
+            env["ATTNBENCH_BUILD_DIR"] = os.environ["ATTNBENCH_BUILD_DIR"]
+        p = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        p.stdout.close()
+        err = p.stderr.read().decode()
+        p.stderr.close()
+        return p.wait(), err
+
+    def test_as_a_file_and_as_a_module(self):
+        for args in (["scripts/paper_tables.py", "fig2", "results/h200/fa1_fig2.json"],
+                     ["-m", "scripts.paper_tables", "fig2", "results/h200/fa1_fig2.json"]):
+            with self.subTest(args=args):
+                rc, err = self.closed(*args)
+                self.assertEqual(rc, 141, err)
+                self.assertNotIn("Traceback", err)
+                self.assertNotIn("BrokenPipeError", err)
+
+    @unittest.skipUnless(os.environ.get("ATTNBENCH_BUILD_DIR"), "needs the build's attnbench (ATTNBENCH_BUILD_DIR)")
+    def test_peers_dry_run(self):
+        for args in (["scripts/peers/peers.py", "configs/fa3_grid.json", "--dry-run"],
+                     ["-m", "scripts.peers.torch_sdpa", "configs/smoke.json", "--dry-run"]):
+            with self.subTest(args=args):
+                rc, err = self.closed(*args)
+                self.assertEqual(rc, 141, err)
+                self.assertNotIn("Traceback", err)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-// attnbench: the command line. `list`, `run`, `compare`, `table`; docs/cli.md is the manual.
+// attnbench: the command line. `list`, `run`, `expand`, `check`, `compare`, `table`; docs/cli.md is
+// the manual.
 //
 // Arguments starting with --benchmark_ go to Google Benchmark (e.g. --benchmark_repetitions=10,
 // --benchmark_out=gb.json, --benchmark_filter=REGEX) wherever they appear; the rest to CLI11.
@@ -20,6 +21,7 @@
 #include <CLI/CLI.hpp>
 #include <benchmark/benchmark.h>
 
+#include "attnbench/check.hpp"
 #include "attnbench/compare.hpp"
 #include "attnbench/config.hpp"
 #include "attnbench/context.hpp"
@@ -449,8 +451,8 @@ int main(int argc, char** argv) {
   // CLI11 would only say "A subcommand is required" for a misspelt one.
   if (cli_argv.size() > 1 && cli_argv[1][0] != '-') {
     const std::string cmd = cli_argv[1];
-    if (cmd != "list" && cmd != "run" && cmd != "expand" && cmd != "compare" && cmd != "table") {
-      std::cerr << "attnbench: unknown command '" << cmd << "' (commands: list, run, expand, compare, table; see --help)\n";
+    if (cmd != "list" && cmd != "run" && cmd != "expand" && cmd != "check" && cmd != "compare" && cmd != "table") {
+      std::cerr << "attnbench: unknown command '" << cmd << "' (commands: list, run, expand, check, compare, table; see --help)\n";
       return kBadInput;
     }
   }
@@ -556,6 +558,15 @@ Examples:
 Exit codes: 0 printed, 2 bad input (nothing printed).)");
   case_flags(exp, ea);
 
+  CheckOptions ko;  // check.hpp
+  CLI::App* chk = app.add_subcommand("check", "Run the conformance suite on implementations; exit 1 on a failure");
+  chk->add_option("--impl", ko.impls, "Implementation name or glob, repeatable (default: every one)")->type_name("GLOB");
+  chk->add_option("--device", ko.device, "Only the implementations of this device: cpu or cuda")->type_name("DEVICE");
+  chk->add_option("--case", ko.cases, "Only the cases whose label matches this glob, repeatable")->type_name("GLOB");
+  chk->add_flag("--quiet,-q", ko.quiet, "No progress lines: the failures and the summary only");
+  chk->footer("\nThe suite and its output: docs/cli.md, \"attnbench check\". Exit codes: 0 nothing failed, 1 a case\n"
+              "failed, 2 bad input.");
+
   CompareOptions co;
   CLI::App* cmp = app.add_subcommand("compare", "Compare two results files row by row; exit 1 on a regression");
   cmp->add_option("base", co.base, "Baseline results file")->required()->type_name("BASE.json");
@@ -589,6 +600,8 @@ Exit codes: 0 printed, 2 bad input (nothing printed).)");
     rc = cmd_run(ra, bench_flags, command_line, raw_args);
   } else if (exp->parsed()) {
     rc = cmd_run(ea, bench_flags, command_line, raw_args);
+  } else if (chk->parsed()) {
+    rc = run_check(ko, std::cout, std::cerr);
   } else if (cmp->parsed()) {
     rc = run_compare(co, std::cout, std::cerr);
   } else if (tab->parsed()) {

@@ -14,6 +14,10 @@ imm-trans-a / imm-trans-b are template arguments (0: K-major; 1: M- / N-major, e
 import os
 import sys
 
+if not __package__:  # run as a file: the repository root on the path, for the `scripts` package
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from scripts.entry import run  # noqa: E402
+
 NS = (32, 64, 80, 96, 112, 128, 144, 160, 176, 192, 256)
 TYPES = (("half_t", "f16"), ("bfloat_t", "bf16"))
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -102,4 +106,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

@@ -12,9 +12,13 @@ reads O and LSE from the implementation's own forward (once, untimed), and a bac
 implementation's fwd_bwd uses its fwd_partner's forward. --on cpu runs CPU implementations on
 host buffers (the tests use it). Exit codes as the other peers (common.py).
 """
+import os
 import sys
 
-import common
+if not __package__:  # run as a file: the repository root on the path, for the `scripts` package
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from scripts.entry import run  # noqa: E402
+from scripts.peers import common  # noqa: E402
 
 name = "attnbench"
 
@@ -110,4 +114,4 @@ def setup(args, dev, capi, mine):
 
 
 if __name__ == "__main__":
-    sys.exit(common.main("attnbench_impls.py", __doc__.split("\n\n")[0], [sys.modules[__name__]]))
+    run(common.main, "attnbench_impls.py", __doc__.split("\n\n")[0], [sys.modules[__name__]])

@@ -31,8 +31,9 @@ import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.dirname(HERE))
-from results_io import SCHEMA, load_results, write_atomic  # noqa: E402  (scripts/results_io.py)
+if not __package__:  # run as a file: the repository root on the path, for the `scripts` package
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from scripts.results_io import SCHEMA, load_results, write_atomic  # noqa: E402
 
 EXIT_BAD_INPUT = 2
 PASSES = ("fwd", "bwd", "fwd_bwd")

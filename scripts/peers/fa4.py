@@ -26,7 +26,10 @@ import os
 import site
 import sys
 
-import common
+if not __package__:  # run as a file: the repository root on the path, for the `scripts` package
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from scripts.entry import run  # noqa: E402
+from scripts.peers import common  # noqa: E402
 
 name = "fa4"
 DEFAULT_SITE = "/tmp/fa4site"
@@ -121,4 +124,4 @@ def setup(args, dev, capi, mine):
 
 
 if __name__ == "__main__":
-    sys.exit(common.main("fa4.py", __doc__.split("\n\n")[0], [sys.modules[__name__]]))
+    run(common.main, "fa4.py", __doc__.split("\n\n")[0], [sys.modules[__name__]])

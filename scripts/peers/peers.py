@@ -8,12 +8,13 @@ naive baseline are made once for all of them (docs/peers.md).
 --peers: fa4 (fa4.py), torch_sdpa (torch_sdpa.py), attnbench (attnbench_impls.py); default
 fa4,torch_sdpa. Every other flag is the one of the peer it belongs to, or common (common.py).
 """
+import os
 import sys
 
-import attnbench_impls
-import common
-import fa4
-import torch_sdpa
+if not __package__:  # run as a file: the repository root on the path, for the `scripts` package
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from scripts.entry import run  # noqa: E402
+from scripts.peers import attnbench_impls, common, fa4, torch_sdpa  # noqa: E402
 
 PEERS = {"fa4": fa4, "torch_sdpa": torch_sdpa, "attnbench": attnbench_impls}
 
@@ -61,4 +62,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    run(main, sys.argv[1:])

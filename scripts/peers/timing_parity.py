@@ -23,8 +23,10 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from results_io import load_results, write_atomic  # noqa: E402
+if not __package__:  # run as a file: the repository root on the path, for the `scripts` package
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from scripts.entry import run  # noqa: E402
+from scripts.results_io import load_results, write_atomic  # noqa: E402
 
 
 def fail(msg):
@@ -110,4 +112,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

@@ -14,9 +14,13 @@ reason. The public API returns no LSE: O, dQ, dK, dV are verified (the note says
 Cases, inputs, verification, timing and the results file: scripts/peers/common.py (docs/peers.md).
 Exit codes: 0 done (fail/skip rows included), 1 stopped early, 2 bad input or PyTorch missing.
 """
+import os
 import sys
 
-import common
+if not __package__:  # run as a file: the repository root on the path, for the `scripts` package
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from scripts.entry import run  # noqa: E402
+from scripts.peers import common  # noqa: E402
 
 name = "torch_sdpa"
 BACKENDS = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION",
@@ -104,4 +108,4 @@ def setup(args, dev, capi, mine):
 
 
 if __name__ == "__main__":
-    sys.exit(common.main("torch_sdpa.py", __doc__.split("\n\n")[0], [sys.modules[__name__]]))
+    run(common.main, "torch_sdpa.py", __doc__.split("\n\n")[0], [sys.modules[__name__]])

@@ -1,0 +1,439 @@
+// The conformance suite (conformance.hpp): the list, check_impl, and one case with its planted
+// faults.
+#include "attnbench/conformance.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <sstream>
+#include <tuple>
+#include <utility>
+
+#include "attnbench/execute.hpp"
+#include "attnbench/nvtx.hpp"
+#include "attnbench/validation.hpp"
+
+namespace attnbench {
+
+namespace {
+
+std::shared_ptr<const Outputs> call_outputs(const Implementation& impl, const Problem& p, Pass pass,
+                                            const Options& opts, const CaseInputs& in,
+                                            const Reference& ref) {
+  const std::string range = nvtx::call_range_name(impl.name(), opts, p.label(), pass);
+  return std::make_shared<const Outputs>(
+      validation_call(impl, p, pass, opts, in, ref, range).outputs);
+}
+
+// The same-device naive baseline's outputs; null when there is none or it cannot run the case.
+std::shared_ptr<const Outputs> baseline(Device d, const Problem& p, Pass pass, const CaseInputs& in,
+                                        const Reference& ref) {
+  const Implementation* base = naive_baseline(d);
+  if (!base || !base->supports(p, pass)) return nullptr;
+  return call_outputs(*base, p, pass, {}, in, ref);
+}
+
+}  // namespace
+
+Verdict check_impl(const Implementation& impl, const Problem& p, Pass pass, std::uint64_t seed,
+                   VerifyMode mode, const Options& opts, Distribution dist) {
+  const CaseInputs in = make_inputs(p, seed, dist);
+  // The backward's O/LSE inputs need the full forward reference; computed whenever affordable.
+  const Reference ref = compute_reference(in, mode, pass != Pass::bwd, pass != Pass::fwd, seed);
+  const std::shared_ptr<const Outputs> out = call_outputs(impl, p, pass, opts, in, ref);
+  const bool own = naive_baseline(impl.device()) == &impl && opts.empty();  // its own baseline
+  const std::shared_ptr<const Outputs> naive =
+      own ? out : baseline(impl.device(), p, pass, in, ref);
+  return verify(p, pass, *out, naive.get(), ref);
+}
+
+namespace conformance {
+
+std::string_view to_string(Group g) {
+  switch (g) {
+    case Group::odd_shapes:
+      return "odd_shapes";
+    case Group::grouped:
+      return "grouped";
+    case Group::causal_rect:
+      return "causal_rect";
+    case Group::custom_scale:
+      return "custom_scale";
+    case Group::large_scale:
+      return "large_scale";
+    case Group::outlier:
+      return "outlier";
+    case Group::random:
+      return "random";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr DType kDTypes[] = {DType::f32, DType::f16, DType::bf16};
+
+// q: [b, sq, hq, d], k/v: [b, skv, hkv, d].
+Problem problem(int b, int hq, int hkv, int sq, int skv, int d, bool causal, DType t,
+                double scale = 0) {
+  Problem p;
+  p.batch = b;
+  p.heads_q = hq;
+  p.heads_kv = hkv;
+  p.seq_q = sq;
+  p.seq_kv = skv;
+  p.head_dim = d;
+  p.causal = causal;
+  p.dtype = t;
+  p.scale = scale;
+  return p;
+}
+
+std::vector<Shape> make_shapes() {
+  std::vector<Shape> v;
+  auto add = [&](Group g, const Problem& p, Distribution dist = Distribution::normal) {
+    v.push_back({p, g, dist});
+  };
+  // Sequence tails x head_dims, MHA, batch 2 (batch strides), causal and not.
+  for (DType t : kDTypes)
+    for (int s : {1, 17, 129})
+      for (int d : {16, 40, 64, 80, 96, 128, 256})
+        for (bool causal : {false, true})
+          add(Group::odd_shapes, problem(2, 2, 2, s, s, d, causal, t));
+  // GQA 8:2 and MQA 8:1, square and rectangular, causal and not.
+  for (DType t : kDTypes) {
+    for (int hkv : {2, 1})
+      for (auto [sq, skv] : {std::pair{33, 33}, std::pair{65, 40}, std::pair{17, 130}})
+        for (int d : {40, 64})
+          for (bool causal : {false, true})
+            add(Group::grouped, problem(2, 8, hkv, sq, skv, d, causal, t));
+    for (bool causal : {false, true}) {
+      add(Group::grouped, problem(1, 8, 2, 65, 65, 64, causal, t));
+      add(Group::grouped, problem(2, 8, 1, 40, 72, 32, causal, t));
+    }
+  }
+  // Bottom-right causal with seq_q != seq_kv: seq_q > seq_kv leaves the first seq_q - seq_kv rows
+  // with no visible key (O = 0, LSE = -inf); seq_q < seq_kv shifts the diagonal right. The same
+  // rectangles without the mask.
+  for (DType t : kDTypes) {
+    for (auto [sq, skv] :
+         {std::pair{17, 129}, std::pair{1, 64}, std::pair{129, 17}, std::pair{64, 1},
+          std::pair{100, 37}, std::pair{37, 100}, std::pair{200, 199}})
+      for (int d : {64, 128}) add(Group::causal_rect, problem(1, 2, 1, sq, skv, d, true, t));
+    for (bool causal : {false, true}) {
+      add(Group::causal_rect, problem(1, 2, 1, 33, 100, 64, causal, t));
+      add(Group::causal_rect, problem(1, 2, 2, 100, 33, 64, causal, t));
+    }
+  }
+  for (DType t : kDTypes) {
+    add(Group::custom_scale, problem(1, 4, 2, 70, 90, 48, true, t, 0.3));
+    add(Group::custom_scale, problem(1, 2, 2, 50, 70, 48, true, t, 0.3));
+  }
+  // Large logits: scaled scores near 1e9, where the running max and the exponents must stay exact
+  // (an FMA residual alone overflows exp there). f16's naive baseline stores S in f16, which would
+  // overflow at 1e8, so f16 takes 500 (scores near 2e4).
+  for (DType t : kDTypes) {
+    const double big = t == DType::f16 ? 500.0 : 1e8;
+    add(Group::large_scale, problem(1, 2, 1, 64, 64, 64, false, t, big));
+    add(Group::large_scale, problem(1, 4, 2, 33, 100, 40, true, t, big));
+    add(Group::large_scale, problem(2, 4, 2, 33, 100, 40, true, t, big));
+    add(Group::large_scale, problem(1, 2, 2, 100, 33, 64, true, t, big));
+    add(Group::large_scale, problem(1, 2, 2, 100, 33, 128, true, t, big));
+    add(Group::large_scale, problem(1, 2, 2, 70, 90, 256, false, t, big));
+  }
+  // FlashAttention-3's outlier inputs (N(0,1) + N(0,100) * Bernoulli(0.001)): P nearly one-hot, so
+  // any rounding of S before the exp shows in the gradients. The long rows of keys (1025, 4097:
+  // decode-like, one query row) come last: faults are planted on the first case of each group,
+  // dtype and pass (Case::plant), and three copies and verdicts of the 4097-key case's dK and dV
+  // (17M elements each) would be a third of the CPU suite's time.
+  for (DType t : kDTypes) {
+    add(Group::outlier, problem(2, 8, 2, 129, 300, 64, true, t), Distribution::outlier);
+    add(Group::outlier, problem(1, 4, 1, 77, 300, 64, true, t), Distribution::outlier);
+    add(Group::outlier, problem(1, 4, 4, 77, 77, 80, false, t), Distribution::outlier);
+    add(Group::outlier, problem(2, 2, 2, 129, 129, 40, false, t), Distribution::outlier);
+    add(Group::outlier, problem(1, 2, 1, 200, 150, 256, true, t), Distribution::outlier);
+    add(Group::outlier, problem(2, 8, 2, 1, 1025, 128, false, t), Distribution::outlier);
+    add(Group::outlier, problem(4, 32, 8, 1, 4097, 128, false, t), Distribution::outlier);
+  }
+  // Random shapes from a fixed seed: any head_dim 1..256, group 1..4, seq 1..300. One draw per
+  // statement: argument evaluation order is unspecified, the shapes must not be.
+  std::mt19937 rng(kSeed);
+  auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (DType t : kDTypes) {
+    for (int n = 0; n < 10; ++n) {
+      const int hkv = uniform(1, 3);
+      const int group = uniform(1, 4);
+      const int batch = uniform(1, 3);
+      const int sq = uniform(1, 300);
+      const int skv = uniform(1, 300);
+      const int d = uniform(1, 256);
+      const bool causal = uniform(0, 1) == 1;
+      add(Group::random, problem(batch, hkv * group, hkv, sq, skv, d, causal, t));
+    }
+  }
+  return v;
+}
+
+// ---- Planted faults in an implementation's outputs ------------------------------------------
+
+// One output of a pass, as the verdict names it, with its layout.
+struct Tensor {
+  const char* name;
+  HostTensor* t = nullptr;            // O, dQ, dK, dV
+  std::vector<float>* lse = nullptr;  // LSE
+  int batch, rows, heads, cols;  // [batch, rows, heads, cols]; LSE: [batch, heads, rows], cols 1
+  std::int64_t numel() const { return static_cast<std::int64_t>(batch) * rows * heads * cols; }
+  std::int64_t index(int b, int r, int h, int c) const {
+    if (lse) return (static_cast<std::int64_t>(b) * heads + h) * rows + r;
+    return ((static_cast<std::int64_t>(b) * rows + r) * heads + h) * cols + c;
+  }
+  double get(std::int64_t i) const { return lse ? (*lse)[static_cast<std::size_t>(i)] : t->get(i); }
+  void set(std::int64_t i, double x) {
+    if (lse)
+      (*lse)[static_cast<std::size_t>(i)] = static_cast<float>(x);
+    else
+      t->set(i, static_cast<float>(x));
+  }
+  void poison(
+      std::int64_t i) {  // the harness's NaN poison, as a call that never wrote it leaves it
+    if (lse)
+      std::memset(&(*lse)[static_cast<std::size_t>(i)], 0xff, sizeof(float));
+    else
+      std::memset(t->bytes.data() + static_cast<std::size_t>(i) * dtype_size(t->dtype), 0xff,
+                  dtype_size(t->dtype));
+  }
+};
+
+std::vector<Tensor> tensors_of(const Problem& p, Pass pass, Outputs& o) {
+  std::vector<Tensor> v;
+  const int b = p.batch, d = p.head_dim;
+  if (pass != Pass::bwd) {
+    v.push_back({"O", &o.o, nullptr, b, p.seq_q, p.heads_q, d});
+    v.push_back({"LSE", nullptr, &o.lse, b, p.seq_q, p.heads_q, 1});
+  }
+  if (pass != Pass::fwd) {
+    v.push_back({"dQ", &o.dq, nullptr, b, p.seq_q, p.heads_q, d});
+    v.push_back({"dK", &o.dk, nullptr, b, p.seq_kv, p.heads_kv, d});
+    v.push_back({"dV", &o.dv, nullptr, b, p.seq_kv, p.heads_kv, d});
+  }
+  return v;
+}
+
+enum class Fault { unwritten, nan, wrong_row };
+const char* fault_name(Fault f) {
+  return f == Fault::unwritten ? "unwritten tile" : f == Fault::nan ? "one NaN" : "wrong row";
+}
+
+// unwritten: a 16 x 16 tile (batch 0, head 0, rows and columns 0..15) still poison, as a kernel
+// that skips a tile leaves it. nan: the middle element. wrong_row: the last row of the last batch
+// and head (a row that always sees every key, so its LSE is finite) off by half the output's
+// largest magnitude (at least 0.5), as a wrong index or a lost update makes it.
+void plant(Tensor& x, Fault f) {
+  switch (f) {
+    case Fault::unwritten:
+      for (int r = 0; r < std::min(16, x.rows); ++r)
+        for (int c = 0; c < std::min(16, x.cols); ++c) x.poison(x.index(0, r, 0, c));
+      return;
+    case Fault::nan:
+      x.set(x.numel() / 2, std::numeric_limits<double>::quiet_NaN());
+      return;
+    case Fault::wrong_row: {
+      double mag = 1;
+      for (std::int64_t i = 0; i < x.numel(); ++i) {
+        const double a = x.get(i);
+        if (std::isfinite(a)) mag = std::max(mag, std::fabs(a));
+      }
+      for (int c = 0; c < x.cols; ++c) {
+        const std::int64_t i = x.index(x.batch - 1, x.rows - 1, x.heads - 1, c);
+        x.set(i, x.get(i) + 0.5 * mag);
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+const std::vector<Shape>& shapes() {
+  static const std::vector<Shape> v = make_shapes();
+  return v;
+}
+
+std::vector<Pass> declared_passes(const Implementation& impl) {
+  const Capabilities c = impl.capabilities();
+  std::vector<Pass> v;
+  if (c.forward) v.push_back(Pass::fwd);
+  if (c.backward) v.push_back(Pass::bwd);
+  if (c.backward && (c.forward || !c.fwd_partner.empty())) v.push_back(Pass::fwd_bwd);
+  return v;
+}
+
+double rel_l2_bound(DType t) {
+  switch (t) {
+    case DType::f32:
+      return 1e-4;
+    case DType::f16:
+      return 2e-2;
+    case DType::bf16:
+      return 1e-1;
+  }
+  return 0;
+}
+
+std::string Case::name() const {
+  std::string s = impl->name();
+  s.append(" ").append(to_string(pass)).append(" ").append(shape.p.label());
+  if (shape.dist == Distribution::outlier) s.append(" outlier");
+  return s;
+}
+
+std::vector<Case> cases(const std::vector<const Implementation*>& impls) {
+  std::vector<Case> v;
+  std::set<std::tuple<const Implementation*, Group, DType, Pass>> planted;
+  for (const Shape& s : shapes()) {
+    const std::size_t first = v.size();
+    for (const Implementation* impl : impls) {
+      const Capabilities caps = impl->capabilities();
+      if (std::find(caps.dtypes.begin(), caps.dtypes.end(), s.p.dtype) == caps.dtypes.end())
+        continue;
+      const bool baseline = naive_baseline(impl->device()) == impl;
+      for (Pass pass : declared_passes(*impl)) {
+        const bool large = s.group == Group::large_scale, narrow = s.p.dtype != DType::f32;
+        Case c{impl, s, pass};
+        c.rel_l2 = !(large && pass != Pass::fwd) && !(large && narrow && baseline);
+        c.wrong_row = !(large && (pass != Pass::fwd || narrow));
+        c.plant = planted.insert({impl, s.group, s.p.dtype, pass}).second;
+        v.push_back(c);
+      }
+    }
+    const bool bwd =
+        std::any_of(v.begin() + first, v.end(), [](const Case& c) { return c.pass != Pass::fwd; });
+    for (auto it = v.begin() + first; it != v.end(); ++it) it->reference_gradients = bwd;
+  }
+  return v;
+}
+
+std::vector<Case> cases(const Implementation& impl) {
+  return cases(std::vector<const Implementation*>{&impl});
+}
+
+namespace {
+
+// The inputs, the reference and the naive baselines of the shape checked last. cases() runs the
+// suite shape by shape, so each is made once per shape (the baselines once per device and pass)
+// rather than once per implementation and pass. The reference has the gradients as soon as one
+// case of the shape needs them (verify reads only the outputs of its pass).
+struct ShapeCache {
+  std::string key;
+  std::shared_ptr<const CaseInputs> in;
+  std::shared_ptr<const Reference> ref;
+  bool ref_bwd = false;
+  std::map<std::pair<Device, Pass>, std::shared_ptr<const Outputs>> naive;  // null: cannot run
+};
+
+ShapeCache& prepare(const Shape& s, bool need_bwd, std::uint64_t seed) {
+  static ShapeCache cache;
+  const std::string key = s.p.label() +
+                          (s.dist == Distribution::outlier ? ":outlier:" : ":normal:") +
+                          std::to_string(seed);
+  if (cache.key != key) {
+    cache = ShapeCache{};  // the previous shape's buffers go first
+    cache.in = std::make_shared<const CaseInputs>(make_inputs(s.p, seed, s.dist));
+    cache.key = key;
+  }
+  if (!cache.ref || (need_bwd && !cache.ref_bwd)) {
+    cache.ref = std::make_shared<const Reference>(
+        compute_reference(*cache.in, VerifyMode::full, true, need_bwd, seed));
+    cache.ref_bwd = need_bwd;
+  }
+  return cache;
+}
+
+}  // namespace
+
+Result check_case(const Case& c, std::uint64_t seed) {
+  Result r;
+  const Implementation& impl = *c.impl;
+  const Problem& p = c.shape.p;
+  if (const Support s = impl.supports(p, c.pass); !s) {
+    r.status = Result::Status::skip;
+    r.reason = s.reason;
+    return r;
+  }
+  if (!device_present(impl.device())) {
+    r.status = Result::Status::skip;
+    r.reason = "no " + std::string(to_string(impl.device())) + " device";
+    return r;
+  }
+  std::shared_ptr<const Outputs> out, naive;
+  std::shared_ptr<const Reference> ref;
+  try {
+    ShapeCache& k = prepare(c.shape, c.pass != Pass::fwd || c.reference_gradients, seed);
+    ref = k.ref;
+    out = call_outputs(impl, p, c.pass, {}, *k.in, *ref);
+    if (naive_baseline(impl.device()) == &impl) {
+      naive = out;  // its own baseline
+    } else {
+      const auto at = std::pair{impl.device(), c.pass};
+      if (!k.naive.count(at)) k.naive[at] = baseline(impl.device(), p, c.pass, *k.in, *ref);
+      naive = k.naive[at];
+    }
+  } catch (const std::exception& e) {
+    r.status = Result::Status::fail;
+    r.reason = std::string("threw: ") + e.what();
+    return r;
+  }
+  r.verdict = verify(p, c.pass, *out, naive.get(), *ref);
+  std::vector<std::string> problems;
+  if (!r.verdict.ok) problems.push_back(r.verdict.failure());
+  std::int64_t checked = 0;
+  for (const OutputReport& o : r.verdict.outputs) {
+    checked += o.checked;
+    if (c.rel_l2 && o.checked > 0 && !(o.rel_l2 <= rel_l2_bound(p.dtype))) {
+      std::ostringstream w;
+      w << o.name << ": relative L2 error " << o.rel_l2 << " > " << rel_l2_bound(p.dtype)
+        << " (max abs " << o.max_abs << ")";
+      problems.push_back(w.str());
+    }
+  }
+  if (checked == 0) problems.push_back("no output element was verified");
+  // The planted faults, on the cases that carry them and whose outputs passed (a failing one
+  // needs no proof). Each fault goes
+  // into every output of the pass at once: the verdict judges each output on its own, so every
+  // output must fail, by name.
+  if (r.verdict.ok && c.plant) {
+    for (Fault f : {Fault::unwritten, Fault::nan, Fault::wrong_row}) {
+      if (f == Fault::wrong_row && !c.wrong_row) continue;
+      Outputs planted = *out;
+      std::vector<Tensor> ts = tensors_of(p, c.pass, planted);
+      for (Tensor& t : ts) plant(t, f);
+      const Verdict v = verify(p, c.pass, planted, naive.get(), *ref);
+      for (const Tensor& t : ts) {
+        ++r.planted;
+        const bool caught =
+            std::any_of(v.outputs.begin(), v.outputs.end(),
+                        [&](const OutputReport& o) { return !o.ok && o.name == t.name; });
+        if (caught) {
+          ++r.planted_caught;
+        } else {
+          problems.push_back(std::string("planted fault not caught: ") + fault_name(f) + " in " +
+                             t.name);
+        }
+      }
+    }
+  }
+  if (!problems.empty()) {
+    r.status = Result::Status::fail;
+    for (const std::string& s : problems) r.reason.append(r.reason.empty() ? "" : "; ").append(s);
+  }
+  return r;
+}
+
+}  // namespace conformance
+}  // namespace attnbench
