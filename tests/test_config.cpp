@@ -99,7 +99,21 @@ TEST_F(BadConfig, ImpossibleSize) {
   // Petabytes of tensors: refused before anything is allocated.
   expect_refused(std::string("{") + kImpl + R"(, "problem": {"batch": 100000, "seq": 1000000, "heads": 64, "head_dim": 128}})",
                  {"/problem", "b100000_hq64_hkv64_sq1000000", "MiB"});
-  expect_refused(std::string("{") + kImpl + R"(, "problem": {"seq": 3000000000}})", {"/problem/seq = 3000000000", "positive integer"});
+  // Beyond int: too large, with the limit (not "must be a positive integer").
+  expect_refused(std::string("{") + kImpl + R"(, "problem": {"seq": 3000000000}})",
+                 {"/problem/seq = 3000000000", "too large: at most 2147483647"});
+  expect_refused(
+      std::string("{") + kImpl + R"(, "sweep": {"product": {"batch": [1, 18446744073709551615]}}})",
+      {"/sweep/product/batch/1 = 18446744073709551615", "too large: at most 2147483647"});
+}
+
+// A scale the implementations cannot take: beyond float32 (they all take it as a float), or not
+// a number at all.
+TEST_F(BadConfig, ScaleBeyondFloat32) {
+  expect_refused(std::string("{") + kImpl + R"(, "problem": {"scale": 1e300}})",
+                 {"/problem/scale = 1e+300", "overflows float32", "2.36e38"});
+  expect_refused(std::string("{") + kImpl + R"(, "sweep": {"product": {"scale": [0.5, 3e38]}}})",
+                 {"/sweep/product/scale/1 = 3e+38", "overflows float32"});
 }
 
 TEST_F(BadConfig, UnknownImplementation) {

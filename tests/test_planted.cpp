@@ -6,26 +6,31 @@
 // Planted bugs: causal mask off by one, wrong GQA head mapping, LSE unwritten, LSE garbage,
 // unscaled dQ/dK, one unwritten 16x16 tile of O, one wrong row far from the sampled rows
 // (caught in sampled mode), and a lost-update race that corrupts one row only sometimes.
+// A broken baseline cannot loosen the rule: where the naive baseline fails its absolute bound
+// (issue 17's example: bf16 at scale 1e4, where S stored in bf16 cannot resolve the logits; in
+// f16 the scores overflow to NaN), the others are held to that bound, and an error the broken
+// baseline would have let through is caught.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "attnbench/config.hpp"
 #include "attnbench/implementation.hpp"
 #include "attnbench/results.hpp"
 #include "attnbench/runner.hpp"
 #include "attnbench/tensors.hpp"
+#include "attnbench/validation.hpp"
 #include "attnbench/verify.hpp"
 #include "check_impl.hpp"
 #include "planted/planted.hpp"
@@ -307,6 +312,105 @@ TEST_F(PlantedRun, SampledRunCatchesTheFarRow) {
       EXPECT_NE(row["reason"].get<std::string>().find("O~naive: "), std::string::npos) << row["reason"];
     } else {
       EXPECT_EQ(row["status"], "pass") << row["reason"];
+    }
+  }
+}
+
+// ---- A broken baseline cannot loosen the rule ---------------------------------------------------
+
+// Issue 17's example: --seq-q 70 --seq-kv 90 --heads-q 4 --heads-kv 2 --scale 10000 (head_dim 64).
+struct BaselineCase {
+  Problem p;
+  CaseInputs in;
+  Reference ref;
+  Outputs naive, flash;
+  explicit BaselineCase(DType t)
+      : p(make_problem(1, 4, 2, 70, 90, 64, false, t, 10000)),
+        in(make_inputs(p, 1234)),
+        ref(compute_reference(in, VerifyMode::full, true, false, 1234)),
+        naive(validation_call(impl("cpu.naive_3pass"), p, Pass::fwd, {}, in, ref, "naive").outputs),
+        flash(
+            validation_call(impl("cpu.flash_1pass"), p, Pass::fwd, {}, in, ref, "flash").outputs) {}
+};
+
+const OutputReport& output(const Verdict& v, const std::string& name) {
+  for (const auto& o : v.outputs) {
+    if (o.name == name) return o;
+  }
+  throw std::runtime_error("no output " + name);
+}
+
+// bf16: the naive's O error (1.93, about half of max|O|) used to set a bound of 3.9 for every
+// implementation. Now the naive's own row fails its absolute bound, the others are held to that
+// bound, and an O off by 1.0 at one element (inside the old bound) fails.
+TEST(BrokenBaseline, NaiveOutsideItsAbsoluteBoundFailsAndCannotLoosenTheRule) {
+  const BaselineCase c(DType::bf16);
+  const Verdict naive = verify(c.p, Pass::fwd, c.naive, &c.naive, c.ref);
+  const OutputReport& no = output(naive, "O");
+  EXPECT_FALSE(naive.ok) << describe(naive);
+  EXPECT_FALSE(no.ok);
+  EXPECT_FALSE(no.naive_ok);
+  EXPECT_GT(no.max_abs, 1.0) << "the example's naive O error is about 1.93";
+  EXPECT_LT(no.abs_bound, 0.6);
+  EXPECT_EQ(no.bound, no.abs_bound);
+  EXPECT_NE(no.why.find("absolute bound"), std::string::npos) << no.why;
+  EXPECT_TRUE(output(naive, "LSE").ok)
+      << "its LSE is within u(bf16) of the reference: " << describe(naive);
+
+  const Verdict flash = verify(c.p, Pass::fwd, c.flash, &c.naive, c.ref);
+  EXPECT_TRUE(flash.ok) << describe(flash);
+  EXPECT_EQ(output(flash, "O").bound, output(flash, "O").abs_bound) << "held to the absolute bound";
+  EXPECT_LT(output(flash, "O").bound, 0.6);
+
+  Outputs wrong = c.flash;
+  wrong.o.set(17, static_cast<float>(wrong.o.get(17) + 1.0));
+  const Verdict w = verify(c.p, Pass::fwd, wrong, &c.naive, c.ref);
+  EXPECT_FALSE(w.ok) << "an O error of 1.0 passed: the broken baseline loosened the rule\n"
+                     << describe(w);
+  EXPECT_EQ(failed(w), (Names{"O"})) << describe(w);
+  EXPECT_NE(w.failure().find("the naive baseline fails it: naive 1.9"), std::string::npos)
+      << w.failure();
+}
+
+// f16: the scores overflow f16 and the naive writes NaN. It is reported as NaN (never as a naive
+// error of 0, which shrank the bound to atol: "bound 3e-48"), and the others are held to the
+// absolute bound.
+TEST(BrokenBaseline, NonFiniteNaiveIsReportedAndTheAbsoluteBoundHolds) {
+  const BaselineCase c(DType::f16);
+  const Verdict naive = verify(c.p, Pass::fwd, c.naive, &c.naive, c.ref);
+  EXPECT_FALSE(naive.ok);
+  for (const char* name : {"O", "LSE"}) {
+    const OutputReport& o = output(naive, name);
+    EXPECT_GT(o.naive_nonfinite, 0) << name;
+    EXPECT_FALSE(o.naive_ok) << name;
+    EXPECT_TRUE(std::isinf(o.naive_max_abs)) << name << ": " << o.naive_max_abs;
+  }
+  const Verdict flash = verify(c.p, Pass::fwd, c.flash, &c.naive, c.ref);
+  EXPECT_TRUE(flash.ok) << describe(flash);
+  for (const auto& o : flash.outputs) {
+    EXPECT_EQ(o.bound, o.abs_bound) << o.name;
+    EXPECT_GT(o.bound, o.atol) << o.name << ": the bound shrank to atol";
+  }
+  Outputs wrong = c.flash;
+  wrong.o.set(3, static_cast<float>(wrong.o.get(3) + 1.0));
+  const Verdict w = verify(c.p, Pass::fwd, wrong, &c.naive, c.ref);
+  EXPECT_FALSE(w.ok);
+  const std::string f = w.failure();
+  EXPECT_NE(f.find("element(s) NaN/Inf"), std::string::npos) << f;
+  EXPECT_EQ(f.find("naive 0"), std::string::npos) << f;
+}
+
+// The bound is loose enough for the honest naive in the regime it is derived for: the planted
+// shapes (normal inputs, default scale) in every dtype and pass, and outlier inputs.
+TEST(BrokenBaseline, HonestNaiveMeetsItsAbsoluteBound) {
+  for (const Problem& p : shapes()) {
+    for (Pass pass : {Pass::fwd, Pass::bwd, Pass::fwd_bwd}) {
+      for (Distribution dist : {Distribution::normal, Distribution::outlier}) {
+        const Verdict v =
+            test::check_impl(impl("cpu.naive_3pass"), p, pass, kSeed, VerifyMode::full, {}, dist);
+        EXPECT_TRUE(v.ok) << p.label() << " " << to_string(pass) << "\n" << describe(v);
+        for (const auto& o : v.outputs) EXPECT_TRUE(o.naive_ok) << p.label() << " " << o.name;
+      }
     }
   }
 }

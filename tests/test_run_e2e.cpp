@@ -244,13 +244,21 @@ TEST_F(E2E, BadFlagsExit2NamingTheFlag) {
     std::vector<std::string> pieces;
   };
   const std::vector<Case> cases = {
-      {"run --heads-q 8 --heads-kv 3", {"--heads-kv = 3", "heads_q = 8 is not a multiple of heads_kv = 3"}},
+      {"run --heads-q 8 --heads-kv 3",
+       {"--heads-kv = 3", "heads_q = 8 is not a multiple of heads_kv = 3"}},
       {"run --batch abc", {"--batch = abc", "not an integer"}},
       {"run --seq=-4", {"--seq = -4", "positive integer"}},
       {"run --head-dim 300", {"--head-dim = 300", "at most 256"}},
       {"run --dtype fp8 --seq 4", {"--dtype = \"fp8\"", "unknown dtype"}},
       {"run --scale x --seq 4", {"--scale = x", "not a number"}},
-      {"run --seq 4 --impl 'nope*'", {"--impl = \"nope*\"", "matches no registered implementation"}},
+      {"run --scale nan --seq 4", {"--scale = nan", "not a finite number"}},
+      {"run --scale inf --seq 4", {"--scale = inf", "not a finite number"}},
+      {"run --scale 1e300 --seq 4", {"--scale = 1e+300", "overflows float32"}},
+      {"run --seq 2147483648", {"--seq = 2147483648", "too large: at most 2147483647"}},
+      {"run --seq 99999999999999999999",
+       {"--seq = 99999999999999999999", "too large: at most 2147483647"}},
+      {"run --seq 4 --impl 'nope*'",
+       {"--impl = \"nope*\"", "matches no registered implementation"}},
       {"run --seq 4 --pass sideways", {"--pass = \"sideways\""}},
       {"run --seq 4 --verify maybe", {"--verify = \"maybe\""}},
       {"run --seq 4 --seed -3", {"--seed = -3"}},
@@ -259,7 +267,8 @@ TEST_F(E2E, BadFlagsExit2NamingTheFlag) {
       {"run --bogus", {"--bogus"}},
       {"frobnicate", {"frobnicate"}},
       {"run --seq 4 --benchmark_nonsense=1", {"benchmark_nonsense"}},
-      {"run " + config("smoke.json") + " --case 'nope*'", {"--case = nope*", "matches none of the"}},
+      {"run " + config("smoke.json") + " --case 'nope*'",
+       {"--case = nope*", "matches none of the"}},
   };
   for (const Case& c : cases) {
     const std::string out = path("never.json");
@@ -267,6 +276,41 @@ TEST_F(E2E, BadFlagsExit2NamingTheFlag) {
     EXPECT_EQ(r.code, 2) << c.args << "\n" << r.output;
     for (const auto& p : c.pieces) EXPECT_NE(r.output.find(p), std::string::npos) << c.args << ": no '" << p << "' in\n" << r.output;
     EXPECT_FALSE(fs::exists(out)) << c.args;
+  }
+}
+
+// Issue 17's example through the CLI: the naive baseline's O error (1.93 in bf16 at scale 1e4)
+// no longer sets a bound of 3.9 for everyone: its row fails its absolute bound and the others are
+// held to that bound. In f16 its NaN is reported as such.
+TEST_F(E2E, BrokenBaselineIsAFailRowAndCannotLoosenTheBound) {
+  for (const char* dtype : {"bf16", "f16"}) {
+    const std::string out = path("baseline.json");
+    const CliResult r = run_cli(
+        std::string("run --seq-q 70 --seq-kv 90 --heads-q 4 --heads-kv 2 --scale 10000 --dtype ") +
+        dtype + " --impl cpu.naive_3pass --impl cpu.flash_1pass --profile --quiet --out " + out);
+    EXPECT_EQ(r.code, 1) << dtype << ": the baseline's row fails\n" << r.output;
+    const nlohmann::json j = read_results_json(out);
+    ASSERT_EQ(j["rows"].size(), 2u) << dtype;
+    for (const auto& row : j["rows"]) {
+      const nlohmann::json& o = row["verify"]["outputs"][0];
+      ASSERT_EQ(o["name"], "O");
+      EXPECT_FALSE(o["naive_ok"].get<bool>()) << dtype;
+      EXPECT_EQ(o["bound"], o["abs_bound"]) << dtype << " " << row["impl"];
+      EXPECT_LT(o["bound"].get<double>(), 0.6) << dtype << " " << row["impl"];
+      if (row["impl"] == "cpu.naive_3pass") {
+        EXPECT_EQ(row["status"], "fail") << dtype;
+        const std::string why = row["reason"];
+        EXPECT_TRUE(why.find("absolute bound") != std::string::npos ||
+                    why.find("NaN") != std::string::npos)
+            << why;
+      } else {
+        EXPECT_EQ(row["status"], "pass") << dtype << ": " << row["reason"];
+      }
+      if (std::string(dtype) == "f16") {
+        EXPECT_GT(o["naive_nonfinite"].get<long>(), 0);
+        EXPECT_TRUE(o["naive_max_abs"].is_null()) << "NaN reported as " << o["naive_max_abs"];
+      }
+    }
   }
 }
 

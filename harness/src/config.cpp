@@ -201,6 +201,12 @@ std::vector<Field> targets(std::string_view key) {
 
 void set_field(Problem& p, Field f, const json& v, const std::string& path) {
   auto size = [&](int& dst) {
+    // Beyond int (every size is an int in Problem): say so, with the limit.
+    if (v.is_number_integer() &&
+        (v.is_number_unsigned() ? v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT_MAX)
+                                : v.get<std::int64_t>() > INT_MAX)) {
+      fail(path, &v, "is too large: at most " + std::to_string(INT_MAX));
+    }
     dst = static_cast<int>(expect_int(v, path, 1, INT_MAX, "a positive integer"));
   };
   switch (f) {
@@ -217,6 +223,7 @@ void set_field(Problem& p, Field f, const json& v, const std::string& path) {
     case Field::scale: {
       const double s = expect_number(v, path);
       if (!std::isfinite(s) || s < 0) fail(path, &v, "must be a finite number >= 0 (0 means 1/sqrt(head_dim))");
+      if (s > kMaxScale) fail(path, &v, kScaleOverflow);
       p.scale = s;
       break;
     }

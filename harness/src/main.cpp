@@ -6,6 +6,8 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -211,6 +213,9 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
         long long v = 0;
         try {
           v = std::stoll(text, &used);
+        } catch (const std::out_of_range&) {
+          err << who << f.flag << " = " << text << ": is too large: at most " << INT_MAX << "\n";
+          return kBadInput;
         } catch (const std::exception&) {
           used = 0;
         }
@@ -224,6 +229,10 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
         const double v = std::strtod(text.c_str(), &end);
         if (text.empty() || *end != '\0') {
           err << who << f.flag << " = " << text << ": not a number\n";
+          return kBadInput;
+        }
+        if (!std::isfinite(v)) {  // said here, as typed: JSON would carry NaN as null
+          err << who << f.flag << " = " << text << ": not a finite number\n";
           return kBadInput;
         }
         problem[f.key] = v;

@@ -113,6 +113,9 @@ nlohmann::ordered_json row_to_json(const ResultRow& r) {
       oj["atol"] = num(o.atol);
       oj["bound"] = num(o.bound);
       oj["ratio"] = num(o.ratio);
+      oj["abs_bound"] = num(o.abs_bound);
+      oj["naive_ok"] = o.naive_ok;
+      oj["naive_nonfinite"] = o.naive_nonfinite;
       oj["ok"] = o.ok;
       if (!o.why.empty()) oj["why"] = o.why;
       v["outputs"].push_back(std::move(oj));

@@ -149,6 +149,9 @@ struct Reader {
       e.atol = num(o, "atol", op, false);
       e.bound = num(o, "bound", op, false);
       e.ratio = num(o, "ratio", op, false);
+      e.abs_bound = num(o, "abs_bound", op, false);
+      e.naive_ok = boolean(o, "naive_ok", op, false, true);
+      e.naive_nonfinite = integer(o, "naive_nonfinite", op, false);
       e.ok = boolean(o, "ok", op, false, true);
       e.why = str(o, "why", op, false);
       row.outputs.push_back(std::move(e));
