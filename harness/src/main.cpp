@@ -27,6 +27,7 @@
 #include "attnbench/context.hpp"
 #include "attnbench/execute.hpp"
 #include "attnbench/expand.hpp"
+#include "attnbench/output_file.hpp"
 #include "attnbench/results.hpp"
 #include "attnbench/runner.hpp"
 #include "attnbench/table.hpp"
@@ -124,6 +125,7 @@ struct RunArgs {
   bool hot = false, profile = false, quiet = false;
   std::string dump;
   std::string resume;
+  std::string benchmark_out;  // --benchmark_out=FILE: Google Benchmark's own file
   std::map<std::string, std::string> problem;  // flag -> value text
   bool causal = false;
   std::map<std::string, CLI::Option*> problem_opts;
@@ -359,6 +361,16 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
   ro.dump_dir = a.dump;
   ro.command_line = command_line;
   ro.benchmark_flags = bench_flags;
+  if (!a.benchmark_out.empty()) {
+    // Google Benchmark writes it itself: held to the rules of --out, and never the same file.
+    const std::string why = output_refusal(a.benchmark_out, {config_path, ro.out_path},
+                                           {"the config file", "the results file (--out)"});
+    if (!why.empty()) {
+      err << "attnbench run: --benchmark_out = " << a.benchmark_out << ": " << why << "\n";
+      return kBadInput;
+    }
+    ro.other_files.push_back({a.benchmark_out, "Google Benchmark's --benchmark_out"});
+  }
   if (!a.quiet) {
     std::cerr << "attnbench: " << cfg.name << ": " << cfg.case_count() << " cases, " << cfg.row_count()
               << " rows" << (a.profile ? " (profile: one call per row, no timing)" : "") << "\n";
@@ -377,12 +389,14 @@ int main(int argc, char** argv) {
   // Split the arguments: --benchmark_* for Google Benchmark, everything else for CLI11.
   std::vector<char*> gb_argv{argv[0]}, cli_argv{argv[0]};
   std::set<std::string> bench_flags;
+  std::string benchmark_out;
   std::string command_line = "attnbench";
   for (int i = 1; i < argc; ++i) {
     const std::string s = argv[i];
     command_line += " " + shell_word(s);
     if (s.rfind("--benchmark_", 0) == 0) {
       gb_argv.push_back(argv[i]);
+      if (s.rfind("--benchmark_out=", 0) == 0) benchmark_out = s.substr(16);
       bench_flags.insert(s.substr(2, s.find('=') == std::string::npos ? std::string::npos : s.find('=') - 2));
     } else {
       cli_argv.push_back(argv[i]);
@@ -410,6 +424,7 @@ int main(int argc, char** argv) {
   app.add_subcommand("list", "List every registered implementation and what it supports");
 
   RunArgs ra;
+  ra.benchmark_out = benchmark_out;
   CLI::App* run = app.add_subcommand(
       "run", "Verify, time and record a config (default configs/default.json) or one problem given by flags");
   run->footer(R"(

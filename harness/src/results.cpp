@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "attnbench/output_file.hpp"
+
 namespace attnbench {
 
 const char* to_string(Status s) {
@@ -172,8 +174,14 @@ namespace {
 
 }  // namespace
 
-void write_file_atomic(const std::string& path, const std::string& text) {
+void write_file_atomic(const std::string& out_path, const std::string& text) {
   namespace fs = std::filesystem;
+  // Never replace a device, FIFO, socket, directory or read-only file (output_file.hpp); through
+  // a symlink, replace its target and keep the link.
+  if (const std::string why = output_refusal(out_path); !why.empty()) {
+    throw std::runtime_error("'" + out_path + "' " + why);
+  }
+  const std::string path = resolved_output_path(out_path);
   const fs::path target(path);
   fs::path dir = target.parent_path();
   if (dir.empty()) dir = ".";

@@ -5,6 +5,8 @@
 // results.hpp (rows, file, --resume) and render.hpp (the final table).
 #include "attnbench/runner.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -19,6 +21,7 @@
 #include "attnbench/interrupt.hpp"
 #include "attnbench/memory_probe.hpp"
 #include "attnbench/nvtx.hpp"
+#include "attnbench/output_file.hpp"
 #include "attnbench/render.hpp"
 #include "attnbench/timing.hpp"
 #include "attnbench/validation.hpp"
@@ -26,6 +29,9 @@
 namespace attnbench {
 
 namespace {
+
+// Where a second signal's handler puts its stop reason in the prepared text (interrupt.hpp).
+constexpr const char* kStopMarker = "@@attnbench-stop-reason@@";
 
 // Why a timing benchmark skipped a row that had passed: not the row's failure.
 constexpr const char* kInterrupted = "interrupted";
@@ -75,6 +81,7 @@ class Runner {
   // --resume: the earlier file's rows to keep, by call name (impl, options, case, pass).
   std::map<std::string, const ResultRow*> kept_;
   std::size_t reused_ = 0;
+  std::string unfinished_;  // the stop_reason of the file while the run goes on
 
   void build_plan();
   void run_case(std::size_t first, std::size_t last);
@@ -398,23 +405,38 @@ void Runner::time_rows() {
 
 void Runner::save(bool final_write) {
   if (opts_.out_path.empty()) return;
+  SavingScope saving;  // a second signal now waits for the file to be whole
   if (!final_write) {
-    // Written after every case, so a crash or a kill leaves the rows measured so far.
+    // Written after every case, so a crash or a kill leaves the rows measured so far. What the
+    // file says meanwhile must stay true once the process is gone: one killed by SIGKILL (or a
+    // crash) never gets to change it.
     const bool complete = results_.complete;
     const std::string reason = results_.stop_reason;
     results_.complete = false;
-    if (results_.stop_reason.empty()) results_.stop_reason = "run in progress";
+    if (results_.stop_reason.empty()) results_.stop_reason = unfinished_;
     write_results(opts_.out_path, results_);
+    // What a second signal writes (interrupt.hpp): this file, with its own stop reason.
+    results_.stop_reason = reason.empty() ? std::string(kStopMarker) : reason + "; " + kStopMarker;
+    const std::string text = results_to_json(results_).dump(
+                                 2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
+                             "\n";
+    const std::string quoted = std::string("\"") + kStopMarker + "\"";
+    if (const auto at = text.find(quoted); at != std::string::npos) {
+      set_stop_file(resolved_output_path(opts_.out_path), lock_path_of(opts_.out_path),
+                    text.substr(0, at + 1), text.substr(at + quoted.size() - 1));
+    }
     results_.complete = complete;
     results_.stop_reason = reason;
     return;
   }
   write_results(opts_.out_path, results_);
+  clear_stop_file();  // the file is final: a second signal now only ends the process
 }
 
 int Runner::run() {
-  // Installed first: a Ctrl-C from here on ends with a results file and exit code 130.
-  SigintGuard guard;
+  // Installed first: a SIGINT, SIGTERM or SIGHUP from here on ends with a results file and exit
+  // code 128 + the signal.
+  InterruptGuard guard;
   build_plan();
   cuda_present_ = device_present(Device::cuda);
   PeakProbe::configure_process();
@@ -440,6 +462,31 @@ int Runner::run() {
     }
     ctx["resumed_from"] = opts_.resume_path;
   }
+  // Before anything is written: an output that would destroy something, or that another run is
+  // writing, and a --dump folder that cannot be made, are refused.
+  std::unique_ptr<OutputLock> lock;
+  if (!opts_.out_path.empty()) {
+    std::vector<std::string> files{opts_.config_path}, names{"the config file"};
+    for (const auto& [f, what] : opts_.other_files) {
+      files.push_back(f);
+      names.push_back(what);
+    }
+    if (const std::string why = output_refusal(opts_.out_path, files, names); !why.empty()) {
+      throw std::runtime_error("--out = " + opts_.out_path + ": " + why);
+    }
+  }
+  if (!opts_.out_path.empty()) {
+    try {
+      lock = std::make_unique<OutputLock>(opts_.out_path, opts_.command_line);
+    } catch (const OutputBusy& e) {
+      throw OutputBusy("--out = " + opts_.out_path + ": " + e.what());
+    }
+  }
+  if (!opts_.dump_dir.empty()) prepare_dump_dir(opts_.dump_dir);
+  unfinished_ =
+      "unfinished: written while the run was going (pid " + std::to_string(::getpid()) + " on " +
+      ctx.value("host", std::string("?")) + ", started " + ctx.value("date", std::string("?")) +
+      "); if that process is gone, it was killed before it could say why (SIGKILL, a crash)";
   // Fails here (before any work) when the results file cannot be written.
   save(false);
 
@@ -463,14 +510,16 @@ int Runner::run() {
   ctx["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (interrupted()) {
     results_.complete = false;
-    results_.stop_reason = "interrupted (SIGINT)";
+    results_.stop_reason = "interrupted (" + signal_name(interrupt_signal()) +
+                           "): the row in progress finished, the rows after it did not run";
   }
   save(true);
   print_run_table(results_, out_);
   if (!opts_.out_path.empty()) out_ << "results: " << opts_.out_path << "\n";
   if (interrupted()) {
-    err_ << "interrupted: results written with complete=false\n";
-    return 130;
+    err_ << "interrupted by " << signal_name(interrupt_signal())
+         << ": results written with complete=false\n";
+    return 128 + interrupt_signal();
   }
   const bool any_fail = std::any_of(results_.rows.begin(), results_.rows.end(),
                                     [](const ResultRow& r) { return r.status == Status::fail; });
