@@ -266,6 +266,26 @@ TEST(ConfigParse, GroupsInheritDefaultsAndFilterDevices) {
   EXPECT_EQ(c.case_count(), 3u);
 }
 
+// heads_kv set nowhere is heads_q (MHA), as in FlashAttention and PyTorch; it was 1 (MQA). Set
+// anywhere (problem, group, sweep, the "heads" shorthand) it is what was set.
+TEST(ConfigParse, HeadsKvDefaultsToHeadsQ) {
+  const Config c = parse_ok(R"({"implementations": ["cpu.naive_3pass"], "problem": {"heads_q": 8},
+    "sweep": {"product": {"seq": [4, 5]}}})");
+  for (const Problem& p : c.groups[0].cases) EXPECT_EQ(p.heads_kv, 8) << p.label();
+  const Config swept = parse_ok(R"({"implementations": ["cpu.naive_3pass"], "sweep": {"product": {"heads_q": [2, 6]}}})");
+  EXPECT_EQ(swept.groups[0].cases.at(0).heads_kv, 2);
+  EXPECT_EQ(swept.groups[0].cases.at(1).heads_kv, 6);
+  const Config given = parse_ok(R"({"problem": {"heads_q": 8},
+    "groups": [{"implementations": ["cpu.naive_3pass"], "problem": {"heads_kv": 2}},
+               {"implementations": ["cpu.naive_3pass"], "sweep": {"product": {"heads_kv": [1, 4]}}},
+               {"implementations": ["cpu.naive_3pass"], "problem": {"heads": 3, "seq": 7}}]})");
+  EXPECT_EQ(given.groups[0].cases.at(0).heads_kv, 2);
+  EXPECT_EQ(given.groups[1].cases.at(0).heads_kv, 1);
+  EXPECT_EQ(given.groups[1].cases.at(1).heads_kv, 4);
+  EXPECT_EQ(given.groups[2].cases.at(0).heads_q, 3);
+  EXPECT_EQ(given.groups[2].cases.at(0).heads_kv, 3);
+}
+
 TEST(ConfigParse, HashIgnoresKeyOrderButNotValues) {
   const Config a = parse_ok(R"({"name": "h", "implementations": ["cpu.*"], "problem": {"seq": 8, "head_dim": 16}})");
   const Config b = parse_ok(R"({"problem": {"head_dim": 16, "seq": 8}, "implementations": ["cpu.*"], "name": "h"})");

@@ -314,6 +314,50 @@ TEST_F(E2E, BrokenBaselineIsAFailRowAndCannotLoosenTheBound) {
   }
 }
 
+// --heads-q alone is MHA (heads_kv = heads_q), as in FlashAttention and PyTorch: it was MQA.
+TEST_F(E2E, HeadsQAloneIsMultiHead) {
+  const std::string out = path("mha.json");
+  const CliResult r = run_cli("run --heads-q 8 --seq 4 --head-dim 8 --impl cpu.naive_3pass --profile --quiet --out " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const nlohmann::json j = read_results_json(out);
+  EXPECT_EQ(j["rows"][0]["case"], "b1_hq8_hkv8_sq4_skv4_d8_f32");
+  EXPECT_EQ(j["rows"][0]["problem"]["heads_kv"], 8);
+  const CliResult e = run_cli("expand --heads-q 8 --heads-kv 2 --seq 4");
+  ASSERT_EQ(e.code, 0) << e.output;
+  EXPECT_NE(e.output.find("b1_hq8_hkv2_sq4_skv4_d64_f32"), std::string::npos) << e.output;
+}
+
+// table and compare on a folder (or anything that is not a file): exit 2 with a message; they
+// aborted with std::terminate (exit 134) on the stream's read error.
+TEST_F(E2E, TableAndCompareOnAFolderExit2) {
+  const std::string good = path("good.json");
+  ASSERT_EQ(run_cli("run --seq 4 --impl cpu.naive_3pass --profile --quiet --out " + good).code, 0);
+  for (const std::string& args : {"table " + dir_.string(), "compare " + dir_.string() + " " + good,
+                                  "compare " + good + " " + dir_.string(), std::string("table /dev/null")}) {
+    const CliResult r = run_cli(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
+    EXPECT_EQ(r.output.find("terminate"), std::string::npos) << r.output;
+  }
+  const CliResult r = run_cli("table " + dir_.string());
+  EXPECT_NE(r.output.find("is a directory, not a results file"), std::string::npos) << r.output;
+}
+
+// Arguments echoed in messages never reach the terminal as control bytes (an escape sequence in a
+// --case glob could clear the screen or retitle the terminal): they are written as \xNN.
+TEST_F(E2E, ControlBytesInArgumentsAreEscapedInMessages) {
+  // popen's /bin/sh: printf makes the bytes (dash has no $'...').
+  const CliResult r =
+      run_cli("run " + config("smoke.json") + " --case \"$(printf '\\033]0;pwned\\007\\033[2J')*\" --out " + path("x.json"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--case = \\x1b]0;pwned\\x07\\x1b[2J*: matches none"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find('\x1b'), std::string::npos) << "a raw ESC reached the terminal";
+  EXPECT_EQ(r.output.find('\x07'), std::string::npos);
+  const CliResult b = run_cli("run --batch \"$(printf '1\\033[2J')\" --out " + path("x.json"));
+  EXPECT_EQ(b.code, 2);
+  EXPECT_NE(b.output.find("--batch = 1\\x1b[2J: not an integer"), std::string::npos) << b.output;
+  EXPECT_EQ(b.output.find('\x1b'), std::string::npos);
+}
+
 TEST_F(E2E, ListAndHelp) {
   const CliResult l = run_cli("list");
   EXPECT_EQ(l.code, 0);

@@ -19,6 +19,22 @@ std::string ConfigError::text() const {
   return s.append(": ").append(message);
 }
 
+std::string printable(std::string_view text) {
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  s.reserve(text.size());
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) {
+      s.append("\\x").push_back(hex[c >> 4]);
+      s.push_back(hex[c & 15]);
+    } else {
+      s.push_back(ch);
+    }
+  }
+  return s;
+}
+
 std::string json_pointer_escape(std::string_view key) {
   std::string s;
   for (char c : key) {
@@ -484,6 +500,9 @@ class Parser {
           }
         }
       }
+      // heads_kv left unset means MHA (heads_kv = heads_q), as in FlashAttention and PyTorch: a
+      // config or a --heads-q alone must not silently mean MQA.
+      if (src[static_cast<std::size_t>(Field::heads_kv)].path.empty()) p.heads_kv = p.heads_q;
       check_case(p, src, sweep_path);
       out.push_back(p);
       // Odometer: the last dimension varies fastest.

@@ -188,7 +188,7 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
   adhoc = adhoc || a.causal_opt->count() > 0;
   if (adhoc && !a.config.empty()) {
     err << who << "problem flags (--seq, --batch, ...) describe one problem without a config; "
-           "drop them or the config '" << a.config << "'\n";
+           "drop them or the config '" << printable(a.config) << "'\n";
     return kBadInput;
   }
 
@@ -216,13 +216,13 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
         try {
           v = std::stoll(text, &used);
         } catch (const std::out_of_range&) {
-          err << who << f.flag << " = " << text << ": is too large: at most " << INT_MAX << "\n";
+          err << who << f.flag << " = " << printable(text) << ": is too large: at most " << INT_MAX << "\n";
           return kBadInput;
         } catch (const std::exception&) {
           used = 0;
         }
         if (used != text.size() || text.empty()) {
-          err << who << f.flag << " = " << text << ": not an integer\n";
+          err << who << f.flag << " = " << printable(text) << ": not an integer\n";
           return kBadInput;
         }
         problem[f.key] = v;
@@ -230,11 +230,11 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
         char* end = nullptr;
         const double v = std::strtod(text.c_str(), &end);
         if (text.empty() || *end != '\0') {
-          err << who << f.flag << " = " << text << ": not a number\n";
+          err << who << f.flag << " = " << printable(text) << ": not a number\n";
           return kBadInput;
         }
         if (!std::isfinite(v)) {  // said here, as typed: JSON would carry NaN as null
-          err << who << f.flag << " = " << text << ": not a finite number\n";
+          err << who << f.flag << " = " << printable(text) << ": not a finite number\n";
           return kBadInput;
         }
         problem[f.key] = v;
@@ -248,7 +248,7 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
     config_path = find_config(a.config.empty() ? "configs/default.json" : a.config);
     const auto text = read_file(config_path);
     if (!text) {
-      err << who << "cannot read the config '" << config_path << "'\n";
+      err << who << "cannot read the config '" << printable(config_path) << "'\n";
       return kBadInput;
     }
     try {
@@ -257,12 +257,12 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
       // parse_config reports it: the line and column of a syntax error, or e.g. a number beyond
       // double (out_of_range, not parse_error).
       const ConfigResult r = parse_config(*text);
-      err << who << config_path << ": " << std::get<ConfigError>(r).text() << "\n";
+      err << who << printable(config_path) << ": " << std::get<ConfigError>(r).text() << "\n";
       return kBadInput;
     }
     // Before anything edits the document: an insertion copies values, which recurses per level.
     if (const auto e = check_depth(doc)) {
-      err << who << config_path << ": " << e->text() << "\n";
+      err << who << printable(config_path) << ": " << e->text() << "\n";
       return kBadInput;
     }
     if (doc.is_object() && !doc.contains("name")) {
@@ -289,7 +289,7 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
         used = 0;
       }
       if (used != a.seed.size() || a.seed.empty() || a.seed[0] == '-') {
-        err << who << "--seed = " << a.seed << ": not a non-negative integer\n";
+        err << who << "--seed = " << printable(a.seed) << ": not a non-negative integer\n";
         return kBadInput;
       }
       if (!doc.contains("inputs") || !doc["inputs"].is_object()) doc["inputs"] = ojson::object();
@@ -309,9 +309,9 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
     else if (!a.passes.empty() && ends_with_index_of(e->path, "passes")) flag = "--pass";
     else if (a.verify_opt->count() > 0 && e->path.size() >= 12 && e->path.ends_with("/verify/mode")) flag = "--verify";
     if (!flag.empty()) {
-      err << who << flag << " = " << (e->value.empty() ? "?" : e->value) << ": " << e->message << "\n";
+      err << who << flag << " = " << printable(e->value.empty() ? "?" : e->value) << ": " << printable(e->message) << "\n";
     } else {
-      err << who << (config_path.empty() ? std::string("problem") : config_path) << ": " << e->text() << "\n";
+      err << who << printable(config_path.empty() ? std::string("problem") : config_path) << ": " << printable(e->text()) << "\n";
     }
     return kBadInput;
   }
@@ -332,7 +332,7 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
     if (kept == 0) {
       std::string globs;
       for (const auto& c : a.cases) globs += (globs.empty() ? "" : ", ") + c;
-      err << who << "--case = " << globs << ": matches none of the " << std::get<Config>(parsed).case_count()
+      err << who << "--case = " << printable(globs) << ": matches none of the " << std::get<Config>(parsed).case_count()
           << " cases of " << cfg.name << " (labels look like " << example << ")\n";
       return kBadInput;
     }
@@ -347,7 +347,7 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
     try {
       ro.resume = load_results(a.resume);
     } catch (const std::exception& e) {
-      err << "attnbench run: --resume = " << a.resume << ": " << e.what() << "\n";
+      err << "attnbench run: --resume = " << printable(a.resume) << ": " << printable(e.what()) << "\n";
       return kBadInput;
     }
     ro.resume_path = a.resume;
@@ -366,7 +366,7 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
     const std::string why = output_refusal(a.benchmark_out, {config_path, ro.out_path},
                                            {"the config file", "the results file (--out)"});
     if (!why.empty()) {
-      err << "attnbench run: --benchmark_out = " << a.benchmark_out << ": " << why << "\n";
+      err << "attnbench run: --benchmark_out = " << printable(a.benchmark_out) << ": " << printable(why) << "\n";
       return kBadInput;
     }
     ro.other_files.push_back({a.benchmark_out, "Google Benchmark's --benchmark_out"});
@@ -378,7 +378,7 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
   try {
     return run_config(cfg, ro, std::cout, std::cerr);
   } catch (const std::runtime_error& e) {
-    err << "attnbench run: " << e.what() << "\n";
+    err << "attnbench run: " << printable(e.what()) << "\n";
     return kBadInput;
   }
 }
@@ -406,7 +406,7 @@ int main(int argc, char** argv) {
   if (cli_argv.size() > 1 && cli_argv[1][0] != '-') {
     const std::string cmd = cli_argv[1];
     if (cmd != "list" && cmd != "run" && cmd != "expand" && cmd != "compare" && cmd != "table") {
-      std::cerr << "attnbench: unknown command '" << cmd << "' (commands: list, run, expand, compare, table; see --help)\n";
+      std::cerr << "attnbench: unknown command '" << printable(cmd) << "' (commands: list, run, expand, compare, table; see --help)\n";
       return kBadInput;
     }
   }

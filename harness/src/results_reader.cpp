@@ -3,6 +3,7 @@
 // JSON reader; and the checks that decide whether a run may resume a file, and which of its
 // rows it keeps.
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <limits>
@@ -230,12 +231,18 @@ struct Reader {
 // ResultsError naming it.
 template <class Json>
 Json parse_file(const std::string& path) {
+  // A folder opens as a stream on Linux and throws ios failure on the first read (std::terminate
+  // in table and compare, exit 134, before this check).
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw ResultsError(path + ": is a directory, not a results file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ResultsError(path + ": cannot open the file");
   try {
     return Json::parse(in);
   } catch (const typename Json::exception& e) {
     throw ResultsError(path + ": not valid JSON: " + e.what());
+  } catch (const std::ios_base::failure& e) {
+    throw ResultsError(path + ": cannot read the file: " + e.what());
   }
 }
 

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <sstream>
 
 #include "attnbench/ceilings.hpp"
 #include "attnbench/context.hpp"
@@ -82,6 +83,7 @@ class Runner {
   std::map<std::string, const ResultRow*> kept_;
   std::size_t reused_ = 0;
   std::string unfinished_;  // the stop_reason of the file while the run goes on
+  std::map<Device, std::int64_t> device_memory_;  // device_memory_bytes, asked once per device
 
   void build_plan();
   void run_case(std::size_t first, std::size_t last);
@@ -104,6 +106,24 @@ class Runner {
     r.flops = pass_flops(*pr.problem, pr.pass);
     r.nvtx = pr.name;
     return r;
+  }
+
+  // "out of memory: ..." when the row's buffers and workspace exceed its device's memory, else "".
+  std::string memory_reason(const PlannedRow& pr) {
+    const Device dev = pr.impl->device();
+    auto [it, fresh] = device_memory_.try_emplace(dev, 0);
+    if (fresh) it->second = device_memory_bytes(dev);  // asked once: cudaMemGetInfo is not free
+    const std::int64_t have = it->second;
+    const std::int64_t need = call_memory_bytes(*pr.impl, *pr.problem, pr.pass, *pr.params);
+    if (have <= 0 || need <= have) return {};
+    auto gib = [](std::int64_t b) {
+      std::ostringstream s;
+      s.precision(3);
+      s << static_cast<double>(b) / (1ull << 30) << " GiB";
+      return s.str();
+    };
+    return "out of memory: needs " + gib(need) + " (inputs, outputs and workspace), more than the " +
+           gib(have) + " of " + std::string(to_string(dev)) + " memory (checked before the reference)";
   }
 
   // Why a row cannot run, or "" when it can.
@@ -249,6 +269,8 @@ void Runner::run_case(std::size_t first, std::size_t last) {
       continue;
     }
     reasons[i - first] = skip_reason(plan_[i]);
+    // Before the inputs and the reference (minutes for a large case): a row that cannot fit.
+    if (reasons[i - first].empty()) reasons[i - first] = memory_reason(plan_[i]);
     if (!reasons[i - first].empty()) continue;
     any = true;
     need_fwd = need_fwd || plan_[i].pass != Pass::bwd;
@@ -261,7 +283,9 @@ void Runner::run_case(std::size_t first, std::size_t last) {
       nvtx::Range range("inputs+reference:" + p.label());
       cs.inputs = make_inputs(p, cfg_.seed, cfg_.distribution);
       const VerifySettings& vs = head.group->verify;
-      cs.ref = compute_reference(*cs.inputs, vs.mode, need_fwd, need_bwd, cfg_.seed, vs.sample);
+      ReferenceProgress told;
+      if (!opts_.quiet) told.line = [this](const std::string& line) { err_ << line << "\n" << std::flush; };
+      cs.ref = compute_reference(*cs.inputs, vs.mode, need_fwd, need_bwd, cfg_.seed, vs.sample, told);
     } catch (const std::bad_alloc&) {
       case_error = "out of host memory for the inputs or the reference";
     }

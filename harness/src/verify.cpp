@@ -3,6 +3,7 @@
 #include "attnbench/verify.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -92,18 +93,59 @@ double absolute_bound_factor(const Problem& p, bool gradient) {
   return 32.0 * unit_roundoff(p.dtype) + (n + 2.0 * p.head_dim) * unit_roundoff(DType::f32);
 }
 
+namespace {
+
+// The progress lines of a long reference: "reference: <step> (<work>)", then the step's time.
+class Steps {
+ public:
+  Steps(const ReferenceProgress& p, double work) {
+    if (work > p.min_work) f_ = p.line;
+  }
+  void step(const std::string& what, double work) {
+    if (!f_) return;
+    done();
+    std::ostringstream s;
+    s << "reference: " << what << " (" << work << " multiply-adds in float64) ...";
+    f_(s.str());
+    t0_ = std::chrono::steady_clock::now();
+    open_ = true;
+  }
+  void done() {
+    if (!f_ || !open_) return;
+    std::ostringstream s;
+    s << "reference: done in " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count()
+      << " s";
+    f_(s.str());
+    open_ = false;
+  }
+  ~Steps() { done(); }
+
+ private:
+  std::function<void(const std::string&)> f_;
+  std::chrono::steady_clock::time_point t0_;
+  bool open_ = false;
+};
+
+}  // namespace
+
 Reference compute_reference(const CaseInputs& in, VerifyMode requested, bool need_fwd,
-                            bool need_bwd, std::uint64_t seed, SampleSpec spec) {
+                            bool need_bwd, std::uint64_t seed, SampleSpec spec,
+                            const ReferenceProgress& progress) {
   const Problem& p = in.p;
   Reference ref;
   ref.mode = resolve_mode(p, requested);
   if (ref.mode == VerifyMode::off) return ref;
+  // Multiply-adds of one (batch, head)'s scores: the forward is about 2 of them, the backward 5.
+  const double per_head = static_cast<double>(p.seq_q) * p.seq_kv * p.head_dim;
   const std::vector<double> q = in.q.to_double(), k = in.k.to_double(), v = in.v.to_double();
   const int d = p.head_dim;
   if (need_bwd) set_gradient_floors(p, q, k, v, in.dout.to_double(), ref);
 
   if (ref.mode == VerifyMode::full) {
+    const double heads = static_cast<double>(p.batch) * p.heads_q;
+    Steps steps(progress, heads * per_head * (2 + (need_bwd ? 5 : 0)));
     std::vector<double> o(static_cast<std::size_t>(p.q_elems())), lse(static_cast<std::size_t>(p.lse_elems()));
+    steps.step("full forward", heads * per_head * 2);
     reference::forward(p, q.data(), k.data(), v.data(), o.data(), lse.data());
     ref.o_in = HostTensor(p.dtype, p.q_elems());
     for (std::int64_t i = 0; i < p.q_elems(); ++i) ref.o_in.set(i, static_cast<float>(o[static_cast<std::size_t>(i)]));
@@ -116,6 +158,7 @@ Reference compute_reference(const CaseInputs& in, VerifyMode requested, bool nee
       ref.lse.val = std::move(lse);
     }
     if (need_bwd) {
+      steps.step("full backward", heads * per_head * 5);
       const std::vector<double> dout = in.dout.to_double();
       ref.dq.val.resize(static_cast<std::size_t>(p.q_elems()));
       ref.dk.val.resize(static_cast<std::size_t>(p.kv_elems()));
@@ -130,9 +173,17 @@ Reference compute_reference(const CaseInputs& in, VerifyMode requested, bool nee
   // always in (tails and causal edges live there).
   std::mt19937_64 rng(seed ^ 0x5eed5eedull);
   const int pairs_q = p.batch * p.heads_q;
+  const double rows_work = 2.0 * std::min(spec.rows + 2, p.seq_q) / p.seq_q * per_head;
+  const double kv_work = 5.0 * p.group() * per_head;
+  const int n_fwd = std::min(spec.heads, pairs_q), n_bwd = std::min(spec.heads, p.batch * p.heads_kv);
+  Steps steps(progress, n_fwd * rows_work + (need_bwd ? n_bwd * kv_work : 0));
   if (need_fwd || need_bwd) {
+    int n = 0;
     for (int bh : pick(pairs_q, spec.heads, rng)) {
       const int b = bh / p.heads_q, h = bh % p.heads_q;
+      std::ostringstream what;
+      what << "sampled rows of (batch " << b << ", head " << h << "), " << ++n << "/" << n_fwd;
+      steps.step(what.str(), rows_work);
       const std::vector<int> rows = pick(p.seq_q, spec.rows, rng, {0, p.seq_q - 1});
       std::vector<double> o(rows.size() * static_cast<std::size_t>(d)), lse(rows.size());
       reference::forward_rows(p, q.data(), k.data(), v.data(), b, h, rows, o.data(), lse.data());
@@ -155,8 +206,13 @@ Reference compute_reference(const CaseInputs& in, VerifyMode requested, bool nee
   if (need_bwd) {
     const std::vector<double> dout = in.dout.to_double();
     const int g = p.group();
+    int n = 0;
     for (int bh : pick(p.batch * p.heads_kv, spec.heads, rng)) {
       const int b = bh / p.heads_kv, hk = bh % p.heads_kv;
+      std::ostringstream what;
+      what << "backward of (batch " << b << ", kv head " << hk << ") and its " << g << " query head(s), " << ++n
+           << "/" << n_bwd;
+      steps.step(what.str(), kv_work);
       std::vector<double> dq(static_cast<std::size_t>(g) * p.seq_q * d);
       std::vector<double> dk(static_cast<std::size_t>(p.seq_kv) * d), dv(dk.size());
       reference::backward_kv_head(p, q.data(), k.data(), v.data(), dout.data(), b, hk, dq.data(),

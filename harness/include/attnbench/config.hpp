@@ -19,7 +19,8 @@
 //
 // Sweeps: every product axis is crossed with every other axis; the arrays of one zip group
 // advance together (equal lengths) and the group is crossed with the rest. "seq" sets seq_q and
-// seq_kv, "heads" sets heads_q and heads_kv. Product axes vary slowest, in the order written,
+// seq_kv, "heads" sets heads_q and heads_kv; heads_kv set nowhere (problem, group, sweep) is
+// heads_q (MHA), as in FlashAttention and PyTorch. Product axes vary slowest, in the order written,
 // then the zip groups. "groups" splits a config into parts with their own sweeps,
 // implementations, passes, params and devices (e.g. CPU-sized and GPU-sized cases); "problem",
 // "verify" and "timing" at the top are per-field defaults for every group.
@@ -113,6 +114,11 @@ ConfigResult parse_config_doc(const nlohmann::ordered_json& doc, const ParseOpti
 // stack. Iterative. Returns the error, or nullopt when the document is shallow enough.
 inline constexpr int kMaxConfigDepth = 64;
 std::optional<ConfigError> check_depth(const nlohmann::ordered_json& doc, int max_depth = kMaxConfigDepth);
+
+// Text from the command line or a file, for a message on the terminal: control bytes (below
+// 0x20, and 0x7f) as \xNN, so that a hostile argument cannot move the cursor, clear the screen
+// or retitle the terminal.
+std::string printable(std::string_view text);
 
 // JSON pointer escaping of one key ('~' -> "~0", '/' -> "~1").
 std::string json_pointer_escape(std::string_view key);

@@ -36,6 +36,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -75,9 +76,17 @@ struct SampleSpec {
   int rows = 64;  // query rows checked per pair in the forward
 };
 
+// Told what the reference is computing when that takes long (more than min_work
+// multiply-adds in all; 2e10 is tens of seconds on a few cores): one line per step, then its time.
+struct ReferenceProgress {
+  std::function<void(const std::string&)> line;  // null: nothing told
+  double min_work = 2e10;
+};
+
 // need_fwd: O and LSE; need_bwd: dQ, dK, dV. seed picks the sampled pairs and rows.
 Reference compute_reference(const CaseInputs& in, VerifyMode mode, bool need_fwd, bool need_bwd,
-                            std::uint64_t seed, SampleSpec spec = {});
+                            std::uint64_t seed, SampleSpec spec = {},
+                            const ReferenceProgress& progress = {});
 VerifyMode resolve_mode(const Problem& p, VerifyMode requested);
 
 struct OutputReport {
