@@ -416,3 +416,58 @@ TEST(BrokenBaseline, HonestNaiveMeetsItsAbsoluteBound) {
 }
 
 }  // namespace
+
+// Not a planted bug, but the same module's other promise: a long reference says what it is doing
+// (issue 17: minutes of sampled backward reference with nothing printed). min_work 0 makes this
+// small one "long".
+TEST(ReferenceProgress, LongReferenceSaysEachStepAndItsTime) {
+  const Problem p = make_problem(2, 4, 2, 40, 50, 16, false, DType::f32);
+  const CaseInputs in = make_inputs(p, kSeed);
+  std::vector<std::string> lines;
+  ReferenceProgress told;
+  told.line = [&](const std::string& l) { lines.push_back(l); };
+  told.min_work = 0;
+  const SampleSpec spec{2, 8};
+  const Reference ref = compute_reference(in, VerifyMode::sampled, true, true, kSeed, spec, told);
+  std::string all;
+  for (const auto& l : lines) all += l + "\n";
+  // Two sampled query heads, two kv heads' backward, each followed by its time.
+  ASSERT_EQ(lines.size(), 8u) << all;
+  EXPECT_NE(lines[0].find("reference: sampled rows of (batch "), std::string::npos) << all;
+  EXPECT_NE(lines[0].find(", 1/2 ("), std::string::npos) << all;
+  EXPECT_NE(lines[4].find("reference: backward of (batch "), std::string::npos) << all;
+  EXPECT_NE(lines[6].find("and its 2 query head(s), 2/2"), std::string::npos) << all;
+  for (std::size_t i = 1; i < lines.size(); i += 2)
+    EXPECT_EQ(lines[i].rfind("reference: done in ", 0), 0u) << all;
+  // The same reference as without progress, and nothing said for a short one by default.
+  const Reference quiet = compute_reference(in, VerifyMode::sampled, true, true, kSeed, spec);
+  EXPECT_EQ(quiet.dk.val, ref.dk.val);
+  lines.clear();
+  told.min_work = ReferenceProgress{}.min_work;
+  compute_reference(in, VerifyMode::full, true, true, kSeed, spec, told);
+  EXPECT_TRUE(lines.empty()) << lines.front();
+  told.min_work = 0;
+  compute_reference(in, VerifyMode::full, true, true, kSeed, spec, told);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_NE(lines[0].find("reference: full forward"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[2].find("reference: full backward"), std::string::npos) << lines[2];
+}
+
+// The host memory a case's inputs and reference need, asked before they are made, is at least
+// what they hold: the inputs, the float64 copies, and the reference's values.
+TEST(ReferenceProgress, HostMemoryEstimateCoversWhatTheReferenceHolds) {
+  const Problem p = make_problem(1, 8, 2, 300, 200, 64, false, DType::bf16);
+  const CaseInputs in = make_inputs(p, kSeed);
+  for (const VerifyMode mode : {VerifyMode::full, VerifyMode::sampled}) {
+    const Reference ref = compute_reference(in, mode, true, true, kSeed);
+    std::int64_t held = 2 * (p.q_bytes() + p.kv_bytes()) + 8 * (2 * p.q_elems() + 2 * p.kv_elems());
+    for (const RefOutput* r : {&ref.o, &ref.lse, &ref.dq, &ref.dk, &ref.dv}) {
+      held += static_cast<std::int64_t>(r->val.size() * sizeof(double) +
+                                        r->idx.size() * sizeof(std::int64_t));
+    }
+    EXPECT_GE(reference_host_bytes(p, mode, true, true), held)
+        << (mode == VerifyMode::full ? "full" : "sampled");
+  }
+  // Off: the inputs only.
+  EXPECT_EQ(reference_host_bytes(p, VerifyMode::off, true, true), 2 * (p.q_bytes() + p.kv_bytes()));
+}

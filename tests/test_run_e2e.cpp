@@ -9,6 +9,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -356,6 +357,94 @@ TEST_F(E2E, ControlBytesInArgumentsAreEscapedInMessages) {
   EXPECT_EQ(b.code, 2);
   EXPECT_NE(b.output.find("--batch = 1\\x1b[2J: not an integer"), std::string::npos) << b.output;
   EXPECT_EQ(b.output.find('\x1b'), std::string::npos);
+  // Every message, whatever quotes the text (CLI11, a results file's path, --out in the last line,
+  // a --format value), and table's rows from a results file on stdout.
+  const std::string esc = "\"$(printf 'x\\033[2J')\"";
+  const std::string good = path("good.json");
+  ASSERT_EQ(run_cli("run --seq 4 --impl cpu.naive_3pass --profile --quiet --out " + good).code, 0);
+  for (const std::string& args :
+       {"table " + esc, "compare " + esc + " " + good, "table " + good + " --format " + esc,
+        "table " + good + " --baseline " + esc, "run --seq 4 --impl " + esc,
+        "run --seq 4 --impl cpu.naive_3pass --profile --quiet --out " + path("o") + "/" + esc +
+            ".json",
+        "run --seq 4 --impl cpu.naive_3pass --profile --quiet --out " + path("d.json") +
+            " --dump " + good + "/" + esc}) {
+    const CliResult e = run_cli(args);
+    EXPECT_EQ(e.output.find('\x1b'), std::string::npos) << args << "\n" << e.output;
+    // Escaped by printable() or, where the message quotes a JSON value, by JSON.
+    EXPECT_TRUE(e.output.find("x\\x1b[2J") != std::string::npos ||
+                e.output.find("x\\u001b[2J") != std::string::npos)
+        << args << "\n"
+        << e.output;
+  }
+  // A results file whose strings carry control bytes: table prints them escaped.
+  nlohmann::json j = read_results_json(good);
+  j["rows"][0]["reason"] = "evil\x1b]0;title\x07";
+  j["context"]["config_name"] = "n\x1b[2J";
+  std::ofstream(path("evil.json")) << j.dump();
+  const CliResult t = run_cli("table " + path("evil.json") + " --format long");
+  EXPECT_EQ(t.output.find('\x1b'), std::string::npos) << t.output;
+}
+
+// Issue 17's large backward case: its rows cannot fit, and that is known before the inputs and
+// the sampled reference are made (which took minutes, with nothing printed, before the SKIP).
+TEST_F(E2E, LargeCaseThatCannotFitSkipsBeforeTheReference) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const CliResult r =
+      run_cli("run --seq 262144 --heads-q 8 --impl cpu.naive_3pass --pass fwd,bwd --out " +
+              path("big.json"));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_LT(secs, 20.0) << "the memory was not checked first\n" << r.output;
+  EXPECT_NE(r.output.find("checked before the reference"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("reference: "), std::string::npos) << "a reference was computed\n"
+                                                             << r.output;
+  const nlohmann::json j = read_results_json(path("big.json"));
+  ASSERT_EQ(j["rows"].size(), 2u);
+  for (const auto& row : j["rows"]) {
+    EXPECT_EQ(row["status"], "skip");
+    EXPECT_EQ(row["reason"].get<std::string>().rfind("out of memory: needs ", 0), 0u)
+        << row["reason"];
+  }
+}
+
+// The inputs and the float64 reference live on the host: a case whose reference cannot fit is a
+// SKIP before they are made, and a CPU row is counted with them (ATTNBENCH_HOST_MEMORY_BYTES
+// stands for a small machine). The full reference of this forward case needs about 63 MB, its
+// tensors 34 MB, cpu.flash_1pass's buffers 17 MB.
+TEST_F(E2E, ReferenceThatCannotFitInHostMemorySkipsBeforeItIsMade) {
+  const std::string args =
+      "run --seq 2048 --heads-q 8 --impl cpu.flash_1pass --verify full --quiet --profile --out ";
+  struct Case {
+    const char* memory;
+    const char* reason;
+  };
+  for (const Case& c :
+       {Case{"50000000", "out of host memory: the case's inputs and float64 reference need "},
+        Case{"70000000", "for the case's inputs and float64 reference), more than the "}}) {
+    const std::string out = path("ref.json");
+    ::setenv("ATTNBENCH_HOST_MEMORY_BYTES", c.memory, 1);  // inherited by run_cli's shell
+    const CliResult r = run_cli(args + out);
+    ::unsetenv("ATTNBENCH_HOST_MEMORY_BYTES");
+    ASSERT_EQ(r.code, 0) << c.memory << "\n" << r.output;
+    const nlohmann::json j = read_results_json(out);
+    ASSERT_EQ(j["rows"].size(), 1u);
+    EXPECT_EQ(j["rows"][0]["status"], "skip") << c.memory;
+    EXPECT_NE(j["rows"][0]["reason"].get<std::string>().find(c.reason), std::string::npos)
+        << j["rows"][0]["reason"];
+  }
+  // With the memory it needs, the same case passes.
+  const CliResult ok = run_cli(args + path("ok.json"));
+  EXPECT_EQ(ok.code, 0) << ok.output;
+  EXPECT_EQ(read_results_json(path("ok.json"))["rows"][0]["status"], "pass");
+}
+
+// A config that is a folder is named as such (it was "not valid JSON at line 1").
+TEST_F(E2E, ConfigThatIsAFolderIsRefused) {
+  const CliResult r = run_cli("run " + dir_.string() + " --out " + path("x.json"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("is a directory, not a config file"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(path("x.json")));
 }
 
 TEST_F(E2E, ListAndHelp) {

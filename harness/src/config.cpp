@@ -35,6 +35,41 @@ std::string printable(std::string_view text) {
   return s;
 }
 
+PrintableBuf::int_type PrintableBuf::overflow(int_type ch) {
+  if (traits_type::eq_int_type(ch, traits_type::eof())) return traits_type::not_eof(ch);
+  const char c = traits_type::to_char_type(ch);
+  const auto u = static_cast<unsigned char>(c);
+  if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7f) {
+    const std::string esc = printable(std::string_view(&c, 1));
+    return dest_->sputn(esc.data(), static_cast<std::streamsize>(esc.size())) ==
+                   static_cast<std::streamsize>(esc.size())
+               ? ch
+               : traits_type::eof();
+  }
+  return dest_->sputc(c);
+}
+
+std::streamsize PrintableBuf::xsputn(const char* s, std::streamsize n) {
+  std::streamsize done = 0;
+  while (done < n) {
+    // The longest run without a byte to escape goes through in one call.
+    std::streamsize run = 0;
+    while (done + run < n) {
+      const auto u = static_cast<unsigned char>(s[done + run]);
+      if ((u < 0x20 && u != '\n' && u != '\t') || u == 0x7f) break;
+      ++run;
+    }
+    if (run > 0 && dest_->sputn(s + done, run) != run) return done;
+    done += run;
+    if (done < n) {
+      if (traits_type::eq_int_type(overflow(traits_type::to_int_type(s[done])), traits_type::eof()))
+        return done;
+      ++done;
+    }
+  }
+  return n;
+}
+
 std::string json_pointer_escape(std::string_view key) {
   std::string s;
   for (char c : key) {

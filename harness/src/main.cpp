@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -246,6 +247,11 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
     doc["implementations"] = ojson::array({"*"});
   } else {
     config_path = find_config(a.config.empty() ? "configs/default.json" : a.config);
+    if (std::error_code ec; std::filesystem::is_directory(config_path, ec)) {
+      err << who << "the config '" << printable(config_path)
+          << "' is a directory, not a config file\n";
+      return kBadInput;
+    }
     const auto text = read_file(config_path);
     if (!text) {
       err << who << "cannot read the config '" << printable(config_path) << "'\n";
@@ -383,9 +389,38 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
   }
 }
 
+// While it lives, std::cerr (and, with on_stdout, std::cout) write through a PrintableBuf.
+class PrintableStreams {
+ public:
+  PrintableStreams() : err_(std::cerr.rdbuf()) { std::cerr.rdbuf(&err_); }
+  void on_stdout() {
+    if (!out_) {
+      out_ = std::make_unique<PrintableBuf>(std::cout.rdbuf());
+      std::cout.rdbuf(out_.get());
+    }
+  }
+  ~PrintableStreams() {
+    std::cerr.flush();
+    std::cerr.rdbuf(err_.dest());
+    if (out_) {
+      std::cout.flush();
+      std::cout.rdbuf(out_->dest());
+    }
+  }
+  PrintableStreams(const PrintableStreams&) = delete;
+  PrintableStreams& operator=(const PrintableStreams&) = delete;
+
+ private:
+  PrintableBuf err_;
+  std::unique_ptr<PrintableBuf> out_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Every message quotes its arguments through it: no control byte of a path, a glob or a results
+  // file reaches the terminal. stdout of `run` keeps Google Benchmark's colours.
+  PrintableStreams printable_streams;
   // Split the arguments: --benchmark_* for Google Benchmark, everything else for CLI11.
   std::vector<char*> gb_argv{argv[0]}, cli_argv{argv[0]};
   std::set<std::string> bench_flags;
@@ -539,8 +574,10 @@ Exit codes: 0 printed, 2 bad input (nothing printed).)");
   } else if (exp->parsed()) {
     rc = cmd_run(ea, bench_flags, command_line);
   } else if (cmp->parsed()) {
+    printable_streams.on_stdout();  // the rows' strings come from the files
     rc = run_compare(co, std::cout, std::cerr);
   } else if (tab->parsed()) {
+    printable_streams.on_stdout();
     rc = run_table(to, std::cout, std::cerr);
   }
   benchmark::Shutdown();

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -108,22 +109,31 @@ class Runner {
     return r;
   }
 
-  // "out of memory: ..." when the row's buffers and workspace exceed its device's memory, else "".
-  std::string memory_reason(const PlannedRow& pr) {
-    const Device dev = pr.impl->device();
+  std::int64_t memory_of(Device dev) {
     auto [it, fresh] = device_memory_.try_emplace(dev, 0);
     if (fresh) it->second = device_memory_bytes(dev);  // asked once: cudaMemGetInfo is not free
-    const std::int64_t have = it->second;
-    const std::int64_t need = call_memory_bytes(*pr.impl, *pr.problem, pr.pass, *pr.params);
+    return it->second;
+  }
+  static std::string gib(std::int64_t b) {
+    std::ostringstream s;
+    s.precision(3);
+    s << static_cast<double>(b) / (1ull << 30) << " GiB";
+    return s.str();
+  }
+  // "out of memory: ..." when the row's buffers and workspace exceed its device's memory, else "".
+  // host_extra: the case's inputs and reference, on the host beside a CPU row's buffers.
+  std::string memory_reason(const PlannedRow& pr, std::int64_t host_extra) {
+    const Device dev = pr.impl->device();
+    const std::int64_t have = memory_of(dev);
+    const std::int64_t call = call_memory_bytes(*pr.impl, *pr.problem, pr.pass, *pr.params);
+    const std::int64_t extra = dev == Device::cpu ? host_extra : 0;
+    const std::int64_t need = call > INT64_MAX / 2 - extra ? INT64_MAX / 2 : call + extra;
     if (have <= 0 || need <= have) return {};
-    auto gib = [](std::int64_t b) {
-      std::ostringstream s;
-      s.precision(3);
-      s << static_cast<double>(b) / (1ull << 30) << " GiB";
-      return s.str();
-    };
-    return "out of memory: needs " + gib(need) + " (inputs, outputs and workspace), more than the " +
-           gib(have) + " of " + std::string(to_string(dev)) + " memory (checked before the reference)";
+    return "out of memory: needs " + gib(need) + " (inputs, outputs and workspace" +
+           (extra > 0 ? ", and " + gib(extra) + " for the case's inputs and float64 reference"
+                      : std::string()) +
+           "), more than the " + gib(have) + " of " + std::string(to_string(dev)) +
+           " memory (checked before the reference)";
   }
 
   // Why a row cannot run, or "" when it can.
@@ -269,20 +279,36 @@ void Runner::run_case(std::size_t first, std::size_t last) {
       continue;
     }
     reasons[i - first] = skip_reason(plan_[i]);
-    // Before the inputs and the reference (minutes for a large case): a row that cannot fit.
-    if (reasons[i - first].empty()) reasons[i - first] = memory_reason(plan_[i]);
+    if (!reasons[i - first].empty()) continue;
+    need_fwd = need_fwd || plan_[i].pass != Pass::bwd;
+    need_bwd = need_bwd || plan_[i].pass != Pass::fwd;
+  }
+  // Before the inputs and the reference (minutes for a large case): the memory they need on the
+  // host, and each row's buffers beside them. A row that cannot fit is a SKIP now.
+  const VerifySettings& vs = head.group->verify;
+  const std::int64_t ref_bytes = reference_host_bytes(p, vs.mode, need_fwd, need_bwd, vs.sample);
+  std::string case_error;
+  if (need_fwd || need_bwd) {
+    if (const std::int64_t host = memory_of(Device::cpu); host > 0 && ref_bytes > host) {
+      case_error = "out of host memory: the case's inputs and float64 reference need " +
+                   gib(ref_bytes) + ", more than the " + gib(host) +
+                   " of host memory (checked before making them)";
+    }
+  }
+  need_fwd = need_bwd = false;
+  for (std::size_t i = first; i < last; ++i) {
+    if (kept[i - first] || !reasons[i - first].empty() || !case_error.empty()) continue;
+    reasons[i - first] = memory_reason(plan_[i], ref_bytes);
     if (!reasons[i - first].empty()) continue;
     any = true;
     need_fwd = need_fwd || plan_[i].pass != Pass::bwd;
     need_bwd = need_bwd || plan_[i].pass != Pass::fwd;
   }
   CaseState cs;
-  std::string case_error;
   if (any) {
     try {
       nvtx::Range range("inputs+reference:" + p.label());
       cs.inputs = make_inputs(p, cfg_.seed, cfg_.distribution);
-      const VerifySettings& vs = head.group->verify;
       ReferenceProgress told;
       if (!opts_.quiet) told.line = [this](const std::string& line) { err_ << line << "\n" << std::flush; };
       cs.ref = compute_reference(*cs.inputs, vs.mode, need_fwd, need_bwd, cfg_.seed, vs.sample, told);
@@ -539,7 +565,7 @@ int Runner::run() {
   }
   save(true);
   print_run_table(results_, out_);
-  if (!opts_.out_path.empty()) out_ << "results: " << opts_.out_path << "\n";
+  if (!opts_.out_path.empty()) out_ << "results: " << printable(opts_.out_path) << "\n";
   if (interrupted()) {
     err_ << "interrupted by " << signal_name(interrupt_signal())
          << ": results written with complete=false\n";

@@ -31,6 +31,34 @@ VerifyMode resolve_mode(const Problem& p, VerifyMode requested) {
   return work <= kFullReferenceMaxWork ? VerifyMode::full : VerifyMode::sampled;
 }
 
+std::int64_t reference_host_bytes(const Problem& p, VerifyMode requested, bool need_fwd,
+                                  bool need_bwd, SampleSpec spec) {
+  const long double q = static_cast<long double>(p.q_elems()),
+                    kv = static_cast<long double>(p.kv_elems());
+  const long double lse = static_cast<long double>(p.lse_elems());
+  const long double ds = static_cast<long double>(dtype_size(p.dtype));
+  long double bytes = (2 * q + 2 * kv) * ds;  // q, k, v, dout in the dtype
+  const VerifyMode mode = resolve_mode(p, requested);
+  if (mode != VerifyMode::off && (need_fwd || need_bwd)) {
+    bytes += 8 * (q + 2 * kv);         // q, k, v as float64
+    if (need_bwd) bytes += 2 * 8 * q;  // dout as float64 (the floors' copy and the backward's)
+    if (mode == VerifyMode::full) {
+      bytes += 2 * 8 * (q + lse) + ds * q;          // o and lse, their RefOutput copies, o_in
+      if (need_bwd) bytes += 2 * 8 * (q + 2 * kv);  // dq, dk, dv and their RefOutput copies
+    } else {
+      // Index and value per sampled element: rows of spec.heads query heads, and the whole dq,
+      // dk, dv of spec.heads kv heads (with their query heads) and the scratch of one of them.
+      const long double hd = p.head_dim, heads = spec.heads;
+      bytes += 16 * heads * (spec.rows + 2) * (hd + 1);
+      const long double kv_head =
+          (static_cast<long double>(p.group()) * p.seq_q + 2.0L * p.seq_kv) * hd;
+      if (need_bwd) bytes += (16 * heads + 8) * kv_head;
+    }
+  }
+  const long double cap = static_cast<long double>(std::numeric_limits<std::int64_t>::max() / 2);
+  return bytes > cap ? static_cast<std::int64_t>(cap) : static_cast<std::int64_t>(bytes);
+}
+
 namespace {
 
 // Distinct values from [0, n), seeded; all of them when count >= n. Sorted.

@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <streambuf>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -119,6 +120,23 @@ std::optional<ConfigError> check_depth(const nlohmann::ordered_json& doc, int ma
 // 0x20, and 0x7f) as \xNN, so that a hostile argument cannot move the cursor, clear the screen
 // or retitle the terminal.
 std::string printable(std::string_view text);
+
+// A stream buffer that writes through to `dest` with printable()'s escapes, except that newline
+// and tab pass: installed on std::cerr (and on std::cout for table and compare), it keeps any
+// path, glob or results-file string a message quotes from reaching the terminal as control bytes.
+class PrintableBuf : public std::streambuf {
+ public:
+  explicit PrintableBuf(std::streambuf* dest) : dest_(dest) {}
+  std::streambuf* dest() const { return dest_; }
+
+ protected:
+  int_type overflow(int_type ch) override;
+  std::streamsize xsputn(const char* s, std::streamsize n) override;
+  int sync() override { return dest_->pubsync(); }
+
+ private:
+  std::streambuf* dest_;
+};
 
 // JSON pointer escaping of one key ('~' -> "~0", '/' -> "~1").
 std::string json_pointer_escape(std::string_view key);

@@ -88,6 +88,12 @@ Reference compute_reference(const CaseInputs& in, VerifyMode mode, bool need_fwd
                             std::uint64_t seed, SampleSpec spec = {},
                             const ReferenceProgress& progress = {});
 VerifyMode resolve_mode(const Problem& p, VerifyMode requested);
+// Host memory of a case's inputs (make_inputs) and of compute_reference with these arguments:
+// the float64 copies of the inputs, and in full mode the float64 outputs and gradients. An
+// estimate from above, asked before either is made, so that a case that cannot fit is a SKIP at
+// once instead of a bad_alloc or the kernel's OOM killer after minutes of work.
+std::int64_t reference_host_bytes(const Problem& p, VerifyMode requested, bool need_fwd,
+                                  bool need_bwd, SampleSpec spec = {});
 
 struct OutputReport {
   std::string name;  // O, LSE, dQ, dK, dV
