@@ -272,7 +272,8 @@ TEST(ConfigParse, HeadsKvDefaultsToHeadsQ) {
   const Config c = parse_ok(R"({"implementations": ["cpu.naive_3pass"], "problem": {"heads_q": 8},
     "sweep": {"product": {"seq": [4, 5]}}})");
   for (const Problem& p : c.groups[0].cases) EXPECT_EQ(p.heads_kv, 8) << p.label();
-  const Config swept = parse_ok(R"({"implementations": ["cpu.naive_3pass"], "sweep": {"product": {"heads_q": [2, 6]}}})");
+  const Config swept = parse_ok(
+      R"({"implementations": ["cpu.naive_3pass"], "sweep": {"product": {"heads_q": [2, 6]}}})");
   EXPECT_EQ(swept.groups[0].cases.at(0).heads_kv, 2);
   EXPECT_EQ(swept.groups[0].cases.at(1).heads_kv, 6);
   const Config given = parse_ok(R"({"problem": {"heads_q": 8},

@@ -318,7 +318,8 @@ TEST_F(E2E, BrokenBaselineIsAFailRowAndCannotLoosenTheBound) {
 // --heads-q alone is MHA (heads_kv = heads_q), as in FlashAttention and PyTorch: it was MQA.
 TEST_F(E2E, HeadsQAloneIsMultiHead) {
   const std::string out = path("mha.json");
-  const CliResult r = run_cli("run --heads-q 8 --seq 4 --head-dim 8 --impl cpu.naive_3pass --profile --quiet --out " + out);
+  const CliResult r = run_cli(
+      "run --heads-q 8 --seq 4 --head-dim 8 --impl cpu.naive_3pass --profile --quiet --out " + out);
   ASSERT_EQ(r.code, 0) << r.output;
   const nlohmann::json j = read_results_json(out);
   EXPECT_EQ(j["rows"][0]["case"], "b1_hq8_hkv8_sq4_skv4_d8_f32");
@@ -333,8 +334,9 @@ TEST_F(E2E, HeadsQAloneIsMultiHead) {
 TEST_F(E2E, TableAndCompareOnAFolderExit2) {
   const std::string good = path("good.json");
   ASSERT_EQ(run_cli("run --seq 4 --impl cpu.naive_3pass --profile --quiet --out " + good).code, 0);
-  for (const std::string& args : {"table " + dir_.string(), "compare " + dir_.string() + " " + good,
-                                  "compare " + good + " " + dir_.string(), std::string("table /dev/null")}) {
+  for (const std::string& args :
+       {"table " + dir_.string(), "compare " + dir_.string() + " " + good,
+        "compare " + good + " " + dir_.string(), std::string("table /dev/null")}) {
     const CliResult r = run_cli(args);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
     EXPECT_EQ(r.output.find("terminate"), std::string::npos) << r.output;
@@ -348,9 +350,11 @@ TEST_F(E2E, TableAndCompareOnAFolderExit2) {
 TEST_F(E2E, ControlBytesInArgumentsAreEscapedInMessages) {
   // popen's /bin/sh: printf makes the bytes (dash has no $'...').
   const CliResult r =
-      run_cli("run " + config("smoke.json") + " --case \"$(printf '\\033]0;pwned\\007\\033[2J')*\" --out " + path("x.json"));
+      run_cli("run " + config("smoke.json") +
+              " --case \"$(printf '\\033]0;pwned\\007\\033[2J')*\" --out " + path("x.json"));
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("--case = \\x1b]0;pwned\\x07\\x1b[2J*: matches none"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--case = \\x1b]0;pwned\\x07\\x1b[2J*: matches none"), std::string::npos)
+      << r.output;
   EXPECT_EQ(r.output.find('\x1b'), std::string::npos) << "a raw ESC reached the terminal";
   EXPECT_EQ(r.output.find('\x07'), std::string::npos);
   const CliResult b = run_cli("run --batch \"$(printf '1\\033[2J')\" --out " + path("x.json"));

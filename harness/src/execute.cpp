@@ -321,14 +321,16 @@ std::int64_t pass_io_bytes(const Problem& p, Pass pass) {
   return 0;
 }
 
-std::int64_t call_memory_bytes(const Implementation& impl, const Problem& p, Pass pass, const Options& opts) {
+std::int64_t call_memory_bytes(const Implementation& impl, const Problem& p, Pass pass,
+                               const Options& opts) {
   const Capabilities caps = impl.capabilities();
   const Implementation* fwd = caps.forward ? &impl : Registry::instance().find(caps.fwd_partner);
   std::size_t ws = 0;
   if (pass != Pass::bwd && fwd) ws = std::max(ws, fwd->workspace_bytes(p, Pass::fwd, opts));
   if (pass != Pass::fwd) ws = std::max(ws, impl.workspace_bytes(p, Pass::bwd, opts));
   // A workspace beyond int64 (a planted 1 PiB one is not; an overflowing formula might be).
-  const auto w = ws > static_cast<std::size_t>(INT64_MAX / 2) ? INT64_MAX / 2 : static_cast<std::int64_t>(ws);
+  const auto w =
+      ws > static_cast<std::size_t>(INT64_MAX / 2) ? INT64_MAX / 2 : static_cast<std::int64_t>(ws);
   return pass_io_bytes(p, pass) + w;
 }
 
@@ -336,7 +338,8 @@ std::int64_t device_memory_bytes(Device d) {
   if (d == Device::cpu) return host_memory_bytes();
 #ifdef ATTNBENCH_WITH_CUDA
   std::size_t free = 0, total = 0;
-  if (cuda_device_count() > 0 && cudaMemGetInfo(&free, &total) == cudaSuccess) return static_cast<std::int64_t>(total);
+  if (cuda_device_count() > 0 && cudaMemGetInfo(&free, &total) == cudaSuccess)
+    return static_cast<std::int64_t>(total);
   cudaGetLastError();
 #endif
   return 0;

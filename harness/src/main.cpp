@@ -126,7 +126,7 @@ struct RunArgs {
   bool hot = false, profile = false, quiet = false;
   std::string dump;
   std::string resume;
-  std::string benchmark_out;  // --benchmark_out=FILE: Google Benchmark's own file
+  std::string benchmark_out;                   // --benchmark_out=FILE: Google Benchmark's own file
   std::map<std::string, std::string> problem;  // flag -> value text
   bool causal = false;
   std::map<std::string, CLI::Option*> problem_opts;
@@ -188,8 +188,10 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
   for (const auto& [flag, opt] : a.problem_opts) adhoc = adhoc || opt->count() > 0;
   adhoc = adhoc || a.causal_opt->count() > 0;
   if (adhoc && !a.config.empty()) {
-    err << who << "problem flags (--seq, --batch, ...) describe one problem without a config; "
-           "drop them or the config '" << printable(a.config) << "'\n";
+    err << who
+        << "problem flags (--seq, --batch, ...) describe one problem without a config; "
+           "drop them or the config '"
+        << printable(a.config) << "'\n";
     return kBadInput;
   }
 
@@ -217,7 +219,8 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
         try {
           v = std::stoll(text, &used);
         } catch (const std::out_of_range&) {
-          err << who << f.flag << " = " << printable(text) << ": is too large: at most " << INT_MAX << "\n";
+          err << who << f.flag << " = " << printable(text) << ": is too large: at most " << INT_MAX
+              << "\n";
           return kBadInput;
         } catch (const std::exception&) {
           used = 0;
@@ -315,9 +318,11 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
     else if (!a.passes.empty() && ends_with_index_of(e->path, "passes")) flag = "--pass";
     else if (a.verify_opt->count() > 0 && e->path.size() >= 12 && e->path.ends_with("/verify/mode")) flag = "--verify";
     if (!flag.empty()) {
-      err << who << flag << " = " << printable(e->value.empty() ? "?" : e->value) << ": " << printable(e->message) << "\n";
+      err << who << flag << " = " << printable(e->value.empty() ? "?" : e->value) << ": "
+          << printable(e->message) << "\n";
     } else {
-      err << who << printable(config_path.empty() ? std::string("problem") : config_path) << ": " << printable(e->text()) << "\n";
+      err << who << printable(config_path.empty() ? std::string("problem") : config_path) << ": "
+          << printable(e->text()) << "\n";
     }
     return kBadInput;
   }
@@ -338,8 +343,9 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
     if (kept == 0) {
       std::string globs;
       for (const auto& c : a.cases) globs += (globs.empty() ? "" : ", ") + c;
-      err << who << "--case = " << printable(globs) << ": matches none of the " << std::get<Config>(parsed).case_count()
-          << " cases of " << cfg.name << " (labels look like " << example << ")\n";
+      err << who << "--case = " << printable(globs) << ": matches none of the "
+          << std::get<Config>(parsed).case_count() << " cases of " << cfg.name
+          << " (labels look like " << example << ")\n";
       return kBadInput;
     }
   }
@@ -353,7 +359,8 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
     try {
       ro.resume = load_results(a.resume);
     } catch (const std::exception& e) {
-      err << "attnbench run: --resume = " << printable(a.resume) << ": " << printable(e.what()) << "\n";
+      err << "attnbench run: --resume = " << printable(a.resume) << ": " << printable(e.what())
+          << "\n";
       return kBadInput;
     }
     ro.resume_path = a.resume;
@@ -372,7 +379,8 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
     const std::string why = output_refusal(a.benchmark_out, {config_path, ro.out_path},
                                            {"the config file", "the results file (--out)"});
     if (!why.empty()) {
-      err << "attnbench run: --benchmark_out = " << printable(a.benchmark_out) << ": " << printable(why) << "\n";
+      err << "attnbench run: --benchmark_out = " << printable(a.benchmark_out) << ": "
+          << printable(why) << "\n";
       return kBadInput;
     }
     ro.other_files.push_back({a.benchmark_out, "Google Benchmark's --benchmark_out"});
@@ -441,7 +449,8 @@ int main(int argc, char** argv) {
   if (cli_argv.size() > 1 && cli_argv[1][0] != '-') {
     const std::string cmd = cli_argv[1];
     if (cmd != "list" && cmd != "run" && cmd != "expand" && cmd != "compare" && cmd != "table") {
-      std::cerr << "attnbench: unknown command '" << printable(cmd) << "' (commands: list, run, expand, compare, table; see --help)\n";
+      std::cerr << "attnbench: unknown command '" << printable(cmd)
+                << "' (commands: list, run, expand, compare, table; see --help)\n";
       return kBadInput;
     }
   }

@@ -234,7 +234,8 @@ Json parse_file(const std::string& path) {
   // A folder opens as a stream on Linux and throws ios failure on the first read (std::terminate
   // in table and compare, exit 134, before this check).
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw ResultsError(path + ": is a directory, not a results file");
+  if (std::filesystem::is_directory(path, ec))
+    throw ResultsError(path + ": is a directory, not a results file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ResultsError(path + ": cannot open the file");
   try {

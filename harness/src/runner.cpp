@@ -310,8 +310,10 @@ void Runner::run_case(std::size_t first, std::size_t last) {
       nvtx::Range range("inputs+reference:" + p.label());
       cs.inputs = make_inputs(p, cfg_.seed, cfg_.distribution);
       ReferenceProgress told;
-      if (!opts_.quiet) told.line = [this](const std::string& line) { err_ << line << "\n" << std::flush; };
-      cs.ref = compute_reference(*cs.inputs, vs.mode, need_fwd, need_bwd, cfg_.seed, vs.sample, told);
+      if (!opts_.quiet)
+        told.line = [this](const std::string& line) { err_ << line << "\n" << std::flush; };
+      cs.ref =
+          compute_reference(*cs.inputs, vs.mode, need_fwd, need_bwd, cfg_.seed, vs.sample, told);
     } catch (const std::bad_alloc&) {
       case_error = "out of host memory for the inputs or the reference";
     }

@@ -141,8 +141,8 @@ class Steps {
   void done() {
     if (!f_ || !open_) return;
     std::ostringstream s;
-    s << "reference: done in " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count()
-      << " s";
+    s << "reference: done in "
+      << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count() << " s";
     f_(s.str());
     open_ = false;
   }
@@ -203,7 +203,8 @@ Reference compute_reference(const CaseInputs& in, VerifyMode requested, bool nee
   const int pairs_q = p.batch * p.heads_q;
   const double rows_work = 2.0 * std::min(spec.rows + 2, p.seq_q) / p.seq_q * per_head;
   const double kv_work = 5.0 * p.group() * per_head;
-  const int n_fwd = std::min(spec.heads, pairs_q), n_bwd = std::min(spec.heads, p.batch * p.heads_kv);
+  const int n_fwd = std::min(spec.heads, pairs_q),
+            n_bwd = std::min(spec.heads, p.batch * p.heads_kv);
   Steps steps(progress, n_fwd * rows_work + (need_bwd ? n_bwd * kv_work : 0));
   if (need_fwd || need_bwd) {
     int n = 0;
@@ -238,8 +239,8 @@ Reference compute_reference(const CaseInputs& in, VerifyMode requested, bool nee
     for (int bh : pick(p.batch * p.heads_kv, spec.heads, rng)) {
       const int b = bh / p.heads_kv, hk = bh % p.heads_kv;
       std::ostringstream what;
-      what << "backward of (batch " << b << ", kv head " << hk << ") and its " << g << " query head(s), " << ++n
-           << "/" << n_bwd;
+      what << "backward of (batch " << b << ", kv head " << hk << ") and its " << g
+           << " query head(s), " << ++n << "/" << n_bwd;
       steps.step(what.str(), kv_work);
       std::vector<double> dq(static_cast<std::size_t>(g) * p.seq_q * d);
       std::vector<double> dk(static_cast<std::size_t>(p.seq_kv) * d), dv(dk.size());

@@ -48,7 +48,8 @@ std::int64_t pass_io_bytes(const Problem& p, Pass pass);
 // outputs, LSE, and the larger workspace of the forward, its partner's for a backward-only
 // implementation, and the backward). Asked before a case's inputs and reference are made, so a
 // row that cannot fit is a SKIP at once instead of after minutes of reference.
-std::int64_t call_memory_bytes(const Implementation& impl, const Problem& p, Pass pass, const Options& opts);
+std::int64_t call_memory_bytes(const Implementation& impl, const Problem& p, Pass pass,
+                               const Options& opts);
 // The memory of a device: the CPU's physical memory, a CUDA device's total memory; 0 if unknown.
 std::int64_t device_memory_bytes(Device d);
 
