@@ -2,7 +2,8 @@
 //
 // Arguments starting with --benchmark_ go to Google Benchmark (e.g. --benchmark_repetitions=10,
 // --benchmark_out=gb.json, --benchmark_filter=REGEX) wherever they appear; the rest to CLI11.
-// Exit codes: 0 fine, 1 a row failed or compare found a regression, 2 bad input, 130 SIGINT.
+// Exit codes: 0 fine, 1 a row failed or compare found a regression, 2 bad input, 128 + the signal
+// when SIGINT, SIGTERM or SIGHUP stopped a run (130, 143, 129).
 #include <fnmatch.h>
 
 #include <algorithm>
@@ -53,7 +54,8 @@ Examples:
   attnbench table results/local/default-20261129-104213.json --format csv
 
 Exit codes: 0 every row passed or was skipped; 1 a row failed (compare: a regression);
-2 bad input (config, flag, file); 130 interrupted (results written with complete=false).
+2 bad input (config, flag, file); 128 + the signal when SIGINT (130), SIGTERM
+(143) or SIGHUP (129) stopped a run (results written with complete=false).
 )";
 
 std::string shell_word(const std::string& s) {
@@ -487,7 +489,8 @@ Examples:
   attnbench run configs/smoke.json --dump /tmp/tensors --impl cpu.flash_1pass
   attnbench run configs/default.json --benchmark_repetitions=10 --benchmark_out=gb.json
 
-Exit codes: 0 all rows pass or skip, 1 a row failed, 2 bad input, 130 interrupted.)");
+Exit codes: 0 all rows pass or skip, 1 a row failed, 2 bad input, 130/143/129 stopped by
+SIGINT/SIGTERM/SIGHUP.)");
   // The config and the flags that change it (shared by run and expand, so that expand prints the
   // cases of exactly the run the same flags would make).
   auto case_flags = [](CLI::App* c, RunArgs& r) {
