@@ -479,7 +479,7 @@ reference, timed through Google Benchmark (--benchmark_* flags are passed to it)
 as one row of the results JSON; a table is printed at the end. Config format, verification,
 timing, memory and profiling: docs/cli.md. Results format: docs/results_schema.md.
 A single problem starts from batch 1, heads 1, seq 1, head_dim 64, f32, non-causal, every
-implementation, pass fwd; the flags change what they name.
+implementation, pass fwd; the flags change what they name (--heads-kv defaults to --heads-q).
 
 Examples:
   attnbench run                                       # configs/default.json
