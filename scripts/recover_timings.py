@@ -116,7 +116,9 @@ def main():
     if total == 0:
         fail("no row recovered a time", 1)
     res["complete"] = False
-    if res.get("stop_reason", "") in ("", "run in progress"):
+    # "run in progress": files from before the runs said "unfinished: ..." while going.
+    why = res.get("stop_reason", "")
+    if why in ("", "run in progress") or why.startswith("unfinished:"):
         res["stop_reason"] = "stopped during its timing phase; times recovered (context.timing_recovery)"
     res.setdefault("context", {})["timing_recovery"] = {
         "sources": sources, "note": args.note,

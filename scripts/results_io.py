@@ -7,10 +7,21 @@ return: the tools print it and exit 2) when the file cannot be opened, is not JS
 attnbench results file with a "rows" array. write_atomic(path, obj) writes JSON through a
 temporary file in the same folder and a rename, so a reader never sees half a file; NaN and
 infinities are written as null, as attnbench writes them.
+
+An output never destroys anything (as attnbench's --out, harness/include/attnbench/output_file.hpp):
+output_refusal(path, inputs, names) says why a path must not be written (a device, FIFO, socket,
+directory, read-only file, or one of the inputs: same device and inode, or the same resolved
+path), and write_atomic refuses the first four itself. OutputLock(path, command) holds an
+exclusive flock on "<path>.lock" (the one attnbench run takes, so a peer and a run exclude each
+other too) and raises OutputBusy naming the holder.
 """
+import datetime
+import fcntl
 import json
 import math
 import os
+import socket
+import stat
 import tempfile
 
 SCHEMA = "attnbench.results/1"
@@ -41,7 +52,108 @@ def finite(obj):
     return obj
 
 
+def resolved_output_path(path):
+    """path with the symlinks of its last component followed: a write replaces the link's target."""
+    for _ in range(40):
+        if not os.path.islink(path):
+            break
+        target = os.readlink(path)
+        path = target if os.path.isabs(target) else os.path.join(os.path.dirname(path), target)
+    return path
+
+
+def _kind(mode):
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def output_refusal(path, inputs=(), names=()):
+    """Why path must not be written as an output ("" when it may): as attnbench's output_refusal."""
+    target = resolved_output_path(path)
+    try:
+        st = os.stat(target)
+    except OSError:
+        st = None
+    if st is not None:
+        if not stat.S_ISREG(st.st_mode):
+            return f"is {_kind(st.st_mode)}, not a results file: refused (a write replaces it)"
+        # Mode bits, not os.access: root may write anything, but a read-only file was meant to stay.
+        if not st.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) or not os.access(target, os.W_OK):
+            return "is read-only: refused (make it writable, or choose another --out)"
+    for i, inp in enumerate(inputs):
+        if not inp:
+            continue
+        name = names[i] if i < len(names) else "an input of this run"
+        try:
+            si = os.stat(inp)
+        except OSError:
+            si = None
+        if st is not None and si is not None:
+            same = (si.st_dev, si.st_ino) == (st.st_dev, st.st_ino)
+        else:
+            same = os.path.realpath(target) == os.path.realpath(inp)
+        if same:
+            return f"is {name} ({inp}): refused (the results would replace it)"
+    return ""
+
+
+class OutputBusy(Exception):
+    pass
+
+
+class OutputLock:
+    """An exclusive lock on an output while the object lives (or until release()): flock on
+    "<path>.lock", holding pid, host, start time and command; removed on release."""
+
+    def __init__(self, path, command=""):
+        self.path = resolved_output_path(path) + ".lock"
+        d = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(d, exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 512, 0).decode("utf-8", "replace").strip("\n\0")
+                os.close(fd)
+                raise OutputBusy(f"is being written by another run: {holder or 'holder not known yet (it is starting)'}"
+                                 f" (lock {self.path})") from None
+            # The previous holder unlinks the file on release: a lock on an unlinked file is no lock.
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except OSError:
+                same = False
+            if same:
+                self.fd = fd
+                break
+            os.close(fd)
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        text = f"pid {os.getpid()} on {socket.gethostname()}, started {now}" + (f": {command}" if command else "")
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, (text + "\n").encode(), 0)
+
+    def release(self):
+        if getattr(self, "fd", None) is None:
+            return
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+        os.close(self.fd)
+        self.fd = None
+
+    def __del__(self):
+        self.release()
+
+
 def write_atomic(path, obj):
+    why = output_refusal(path)
+    if why:
+        raise OSError(f"{path} {why}")
+    path = resolved_output_path(path)
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".results_io.", suffix=".json")

@@ -10,4 +10,6 @@ namespace attnbench::test {
 
 using attnbench::check_impl;
 
+using attnbench::conformance::ok_or_only_its_absolute_bound;
+
 }  // namespace attnbench::test

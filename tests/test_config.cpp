@@ -99,7 +99,21 @@ TEST_F(BadConfig, ImpossibleSize) {
   // Petabytes of tensors: refused before anything is allocated.
   expect_refused(std::string("{") + kImpl + R"(, "problem": {"batch": 100000, "seq": 1000000, "heads": 64, "head_dim": 128}})",
                  {"/problem", "b100000_hq64_hkv64_sq1000000", "MiB"});
-  expect_refused(std::string("{") + kImpl + R"(, "problem": {"seq": 3000000000}})", {"/problem/seq = 3000000000", "positive integer"});
+  // Beyond int: too large, with the limit (not "must be a positive integer").
+  expect_refused(std::string("{") + kImpl + R"(, "problem": {"seq": 3000000000}})",
+                 {"/problem/seq = 3000000000", "too large: at most 2147483647"});
+  expect_refused(
+      std::string("{") + kImpl + R"(, "sweep": {"product": {"batch": [1, 18446744073709551615]}}})",
+      {"/sweep/product/batch/1 = 18446744073709551615", "too large: at most 2147483647"});
+}
+
+// A scale the implementations cannot take: beyond float32 (they all take it as a float), or not
+// a number at all.
+TEST_F(BadConfig, ScaleBeyondFloat32) {
+  expect_refused(std::string("{") + kImpl + R"(, "problem": {"scale": 1e300}})",
+                 {"/problem/scale = 1e+300", "overflows float32", "2.36e38"});
+  expect_refused(std::string("{") + kImpl + R"(, "sweep": {"product": {"scale": [0.5, 3e38]}}})",
+                 {"/sweep/product/scale/1 = 3e+38", "overflows float32"});
 }
 
 TEST_F(BadConfig, UnknownImplementation) {
@@ -250,6 +264,27 @@ TEST(ConfigParse, GroupsInheritDefaultsAndFilterDevices) {
   EXPECT_TRUE(c.groups[1].timing.hot);           // the group's own field
   EXPECT_FALSE(c.groups[0].timing.hot);
   EXPECT_EQ(c.case_count(), 3u);
+}
+
+// heads_kv set nowhere is heads_q (MHA), as in FlashAttention and PyTorch; it was 1 (MQA). Set
+// anywhere (problem, group, sweep, the "heads" shorthand) it is what was set.
+TEST(ConfigParse, HeadsKvDefaultsToHeadsQ) {
+  const Config c = parse_ok(R"({"implementations": ["cpu.naive_3pass"], "problem": {"heads_q": 8},
+    "sweep": {"product": {"seq": [4, 5]}}})");
+  for (const Problem& p : c.groups[0].cases) EXPECT_EQ(p.heads_kv, 8) << p.label();
+  const Config swept = parse_ok(
+      R"({"implementations": ["cpu.naive_3pass"], "sweep": {"product": {"heads_q": [2, 6]}}})");
+  EXPECT_EQ(swept.groups[0].cases.at(0).heads_kv, 2);
+  EXPECT_EQ(swept.groups[0].cases.at(1).heads_kv, 6);
+  const Config given = parse_ok(R"({"problem": {"heads_q": 8},
+    "groups": [{"implementations": ["cpu.naive_3pass"], "problem": {"heads_kv": 2}},
+               {"implementations": ["cpu.naive_3pass"], "sweep": {"product": {"heads_kv": [1, 4]}}},
+               {"implementations": ["cpu.naive_3pass"], "problem": {"heads": 3, "seq": 7}}]})");
+  EXPECT_EQ(given.groups[0].cases.at(0).heads_kv, 2);
+  EXPECT_EQ(given.groups[1].cases.at(0).heads_kv, 1);
+  EXPECT_EQ(given.groups[1].cases.at(1).heads_kv, 4);
+  EXPECT_EQ(given.groups[2].cases.at(0).heads_q, 3);
+  EXPECT_EQ(given.groups[2].cases.at(0).heads_kv, 3);
 }
 
 TEST(ConfigParse, HashIgnoresKeyOrderButNotValues) {

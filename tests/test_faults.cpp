@@ -9,11 +9,17 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -148,6 +154,7 @@ class Child {
     }
   }
   void signal(int sig) { ::kill(pid_, sig); }
+  pid_t pid() const { return pid_; }
   // Drains the output and reaps the child; returns its wait status.
   int wait() {
     while (read_some(60000)) {
@@ -270,6 +277,89 @@ TEST_F(Faults, UnwritableResultsFileStopsBeforeAnyWork) {
   EXPECT_NE(c.output().find("attnbench-cannot-write-here"), std::string::npos) << c.output();
 }
 
+// --out never destroys anything: each of these is refused with exit code 2 before anything runs,
+// and the path is left exactly as it was (same inode, same bytes, same kind).
+TEST_F(Faults, OutThatWouldDestroySomethingIsRefused) {
+  const std::string cfg = path("my.json");
+  std::ofstream(cfg) << R"({"implementations": ["cpu.naive_3pass"], "problem": {"seq": 4}})";
+  ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0644), 0);
+  fs::create_directories(path("dir"));
+  // A character device node of our own (as root; else a link to /dev/null stands for it).
+  const bool node = ::mknod(path("null").c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0;
+  fs::create_symlink("/dev/null", path("null.json"));
+  const int sock = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string sock_path = path("sock");
+  ASSERT_LT(sock_path.size(), sizeof addr.sun_path);
+  std::memcpy(addr.sun_path, sock_path.c_str(), sock_path.size() + 1);
+  ASSERT_EQ(::bind(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0)
+      << std::strerror(errno);
+  std::ofstream(path("ro.json")) << "keep me";
+  fs::permissions(path("ro.json"),
+                  fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  fs::create_hard_link(cfg, path("hard.json"));
+  fs::create_symlink(cfg, path("link.json"));
+  struct Bad {
+    std::string out;
+    std::string what;
+  };
+  std::vector<Bad> bad = {{path("fifo"), "is a FIFO"},
+                          {path("dir"), "is a directory"},
+                          {path("null.json"), "is a character device"},
+                          {path("sock"), "is a socket"},
+                          {path("ro.json"), "is read-only"},
+                          {cfg, "is the config file"},
+                          {(dir_ / "." / "my.json").string(), "is the config file"},
+                          {path("hard.json"), "is the config file"},
+                          {path("link.json"), "is the config file"}};
+  if (node) bad.push_back({path("null"), "is a character device"});
+  for (const Bad& b : bad) {
+    struct stat before {};
+    ASSERT_EQ(::lstat(b.out.c_str(), &before), 0) << b.out;
+    Child c({"run", cfg, "--out", b.out, "--quiet"});
+    const int status = c.wait();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << b.out << "\n" << c.output();
+    EXPECT_NE(c.output().find("--out = " + b.out + ": " + b.what), std::string::npos) << c.output();
+    struct stat after {};
+    ASSERT_EQ(::lstat(b.out.c_str(), &after), 0) << b.out << " is gone";
+    EXPECT_EQ(before.st_ino, after.st_ino) << b.out << " was replaced";
+    EXPECT_EQ(before.st_mode, after.st_mode) << b.out;
+    EXPECT_FALSE(fs::exists(b.out + ".lock")) << b.out;
+  }
+  ::close(sock);
+  std::ifstream ro(path("ro.json"));
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(ro), {}), "keep me");
+  // The config through a link may also be the --out of a run of the link: the same file.
+  Child c({"run", path("link.json"), "--out", cfg, "--quiet"});
+  EXPECT_EQ(WEXITSTATUS(c.wait()), 2) << c.output();
+  // A results file through a symlink: the target is replaced, the link stays a link.
+  fs::create_symlink("target.json", path("results-link.json"));
+  Child ok({"run", cfg, "--out", path("results-link.json"), "--quiet", "--profile"});
+  EXPECT_EQ(WEXITSTATUS(ok.wait()), 0) << ok.output();
+  EXPECT_TRUE(fs::is_symlink(path("results-link.json")));
+  EXPECT_NO_THROW(read_results_json(path("target.json")));
+  // Google Benchmark's own --benchmark_out may not be the results file either.
+  Child gb({"run", cfg, "--out", path("r.json"), "--benchmark_out=" + path("r.json"), "--quiet"});
+  EXPECT_EQ(WEXITSTATUS(gb.wait()), 2) << gb.output();
+  EXPECT_FALSE(fs::exists(path("r.json")));
+}
+
+// A --dump folder that cannot be made is bad input before anything runs (it was a warning at the
+// first row, and exit 0).
+TEST_F(Faults, DumpFolderThatCannotBeMadeIsRefused) {
+  std::ofstream(path("file")) << "x";
+  for (const std::string& dump :
+       {std::string("/proc/attnbench-no-such/dump"), path("file") + "/dump", path("file")}) {
+    Child c({"run", "--seq", "4", "--impl", "cpu.naive_3pass", "--quiet", "--out", path("r.json"),
+             "--dump", dump});
+    const int status = c.wait();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << dump << "\n" << c.output();
+    EXPECT_NE(c.output().find("--dump = " + dump), std::string::npos) << c.output();
+    EXPECT_FALSE(fs::exists(path("r.json"))) << dump;
+  }
+}
+
 // The CLI reads a config with its own JSON call before parse_config: every input the fuzzer
 // found must be refused there too, exit code 2 and no results file, never a crash.
 TEST_F(Faults, CliRefusesEveryFuzzFindingWithExitCode2) {
@@ -377,11 +467,15 @@ constexpr const char* kLongConfig = R"({"name": "long", "implementations": ["cpu
   "verify": {"mode": "full"}, "timing": {"min_time_s": 0.5, "repetitions": 2, "warmup_s": 0}})";
 
 // The file is absent, or a complete JSON results file; no temporary file is left behind.
+// killed (SIGKILL): the run's lock file may be left too; it holds no lock once its process is
+// gone (the next run takes it over: SecondRunOntoTheSameOutIsRefusedNamingTheHolder).
 // Returns the parsed file (null when absent).
-json expect_whole_or_absent(const fs::path& dir, const std::string& out) {
+json expect_whole_or_absent(const fs::path& dir, const std::string& out, bool killed = false) {
+  const std::string name = fs::path(out).filename().string();
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string n = e.path().filename().string();
-    EXPECT_TRUE(n == "long.json" || n == fs::path(out).filename().string()) << "left behind: " << n;
+    EXPECT_TRUE(n == "long.json" || n == name || (killed && n == name + ".lock"))
+        << "left behind: " << n;
   }
   if (!fs::exists(out)) return nullptr;
   json j;
@@ -429,6 +523,105 @@ TEST_F(Faults, SigintAtAnyPointLeavesAValidIncompleteFile) {
   }
 }
 
+// One run at a time on one results file: a second run onto the path (however it is spelled) is
+// refused while the first holds its lock, and is told who holds it. The lock goes with the run.
+TEST_F(Faults, SecondRunOntoTheSameOutIsRefusedNamingTheHolder) {
+  const std::string cfg = path("long.json");
+  std::ofstream(cfg) << kLongConfig;
+  const std::string out = path("results.json");
+  Child first({"run", cfg, "--out", out});
+  ASSERT_TRUE(first.wait_for("[1/", std::chrono::seconds(60))) << first.output();
+  for (const std::string& spelling : {out, (dir_ / "." / "results.json").string()}) {
+    Child second({"run", "--seq", "4", "--impl", "cpu.naive_3pass", "--quiet", "--profile", "--out",
+                  spelling});
+    const int status = second.wait();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << second.output();
+    EXPECT_NE(
+        second.output().find("is being written by another run: pid " + std::to_string(first.pid())),
+        std::string::npos)
+        << second.output();
+    EXPECT_NE(second.output().find("long.json"), std::string::npos)
+        << "the holder's command line: " << second.output();
+  }
+  first.signal(SIGINT);
+  const int status = first.wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130) << first.output();
+  EXPECT_FALSE(fs::exists(out + ".lock")) << "the lock file outlived its run";
+  const json j = read_results_json(out);  // the first run's file, not the second's
+  EXPECT_EQ(j["context"]["config_name"], "long");
+  // A lock file left by a killed run holds no lock: the next run takes it over.
+  std::ofstream(out + ".lock") << "pid 999999 on nowhere, started 2000-01-01T00:00:00Z: killed\n";
+  Child next(
+      {"run", "--seq", "4", "--impl", "cpu.naive_3pass", "--quiet", "--profile", "--out", out});
+  EXPECT_EQ(WEXITSTATUS(next.wait()), 0) << next.output();
+  EXPECT_FALSE(fs::exists(out + ".lock"));
+}
+
+// SIGTERM (a kill, a batch system's time limit) and SIGHUP (the terminal went away) stop a run as
+// SIGINT does: the row in progress finishes, the file says complete=false and names the signal,
+// the exit code is 128 + the signal. Before, SIGTERM killed the run with "run in progress" in it.
+TEST_F(Faults, SigtermAndSighupStopLikeSigint) {
+  const std::string cfg = path("long.json");
+  std::ofstream(cfg) << kLongConfig;
+  for (const auto& [sig, name] : {std::pair{SIGTERM, "SIGTERM"}, std::pair{SIGHUP, "SIGHUP"}}) {
+    const std::string out = path("results.json");
+    fs::remove(out);
+    Child c({"run", cfg, "--out", out});
+    ASSERT_TRUE(c.wait_for("[2/", std::chrono::seconds(120))) << c.output();
+    c.signal(sig);
+    const int status = c.wait();
+    ASSERT_TRUE(WIFEXITED(status))
+        << name << ": killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    EXPECT_EQ(WEXITSTATUS(status), 128 + sig) << name << "\n" << c.output();
+    const json j = expect_whole_or_absent(dir_, out);
+    ASSERT_FALSE(j.is_null()) << name;
+    EXPECT_FALSE(j["complete"].get<bool>()) << name;
+    const std::string why = j["stop_reason"];
+    EXPECT_NE(why.find(std::string("interrupted (") + name + ")"), std::string::npos) << why;
+    EXPECT_LT(j["rows"].size(), 10u) << name << ": the rows after the signal did not run";
+    EXPECT_GE(j["rows"].size(), 2u) << name << ": the row in progress finished";
+  }
+}
+
+// A second signal stops at once, and the file still says what happened (before, the second
+// SIGINT killed the process and left "run in progress"). Sent during the timing phase, where the
+// first signal lets the row being timed finish its repetitions (seconds).
+TEST_F(Faults, SecondSignalStopsAtOnceAndSaysSo) {
+  const std::string cfg = path("long.json");
+  std::ofstream(cfg)
+      << R"({"name": "long", "implementations": ["cpu.naive_3pass"], "passes": ["fwd"],
+    "problem": {"heads_q": 2, "head_dim": 32, "dtype": "f32"}, "sweep": {"product": {"seq": [64, 65, 66]}},
+    "verify": {"mode": "full"}, "timing": {"min_time_s": 4.0, "repetitions": 3, "warmup_s": 0}})";
+  for (const auto& [second, name] : {std::pair{SIGINT, "SIGINT"}, std::pair{SIGTERM, "SIGTERM"}}) {
+    const std::string out = path("results.json");
+    fs::remove(out);
+    Child c({"run", cfg, "--out", out});
+    ASSERT_TRUE(c.wait_for("timing 3 rows", std::chrono::seconds(120))) << c.output();
+    c.pump_for(std::chrono::milliseconds(300));
+    c.signal(SIGINT);
+    c.pump_for(std::chrono::milliseconds(300));
+    const auto t0 = std::chrono::steady_clock::now();
+    c.signal(second);
+    const int status = c.wait();
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_TRUE(WIFEXITED(status))
+        << name << ": killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    EXPECT_EQ(WEXITSTATUS(status), 128 + second) << name << "\n" << c.output();
+    EXPECT_LT(secs, 2.0) << name << ": the second signal did not stop the run at once";
+    const json j = expect_whole_or_absent(dir_, out);
+    ASSERT_FALSE(j.is_null());
+    EXPECT_FALSE(j["complete"].get<bool>());
+    const std::string why = j["stop_reason"];
+    EXPECT_NE(
+        why.find(std::string("stopped at once by a second signal (") + name + " after SIGINT)"),
+        std::string::npos)
+        << why;
+    EXPECT_EQ(why.find("run in progress"), std::string::npos) << why;
+    EXPECT_EQ(j["rows"].size(), 3u) << "the verified rows are in the file";
+  }
+}
+
 // Each row's time is written as soon as it is measured: a run killed in the middle of its
 // timing phase (the GPU machine's time limit does that) keeps the rows timed before the kill.
 TEST_F(Faults, SigkillDuringTimingKeepsTheRowsTimedSoFar) {
@@ -438,13 +631,21 @@ TEST_F(Faults, SigkillDuringTimingKeepsTheRowsTimedSoFar) {
   fs::remove(out);
   Child c({"run", cfg, "--out", out});
   // Google Benchmark prints a row's aggregates when its repetitions are done; the third row:
-  ASSERT_TRUE(c.wait_for("b1_hq4_hkv1_sq784_skv784_d64_f32:fwd/", std::chrono::seconds(240))) << c.output();
+  ASSERT_TRUE(c.wait_for("b1_hq4_hkv4_sq784_skv784_d64_f32:fwd/", std::chrono::seconds(240)))
+      << c.output();
   c.pump_for(std::chrono::milliseconds(300));
   c.signal(SIGKILL);
   c.wait();
-  const json j = expect_whole_or_absent(dir_, out);
+  const json j = expect_whole_or_absent(dir_, out, true);
   ASSERT_FALSE(j.is_null());
   EXPECT_FALSE(j["complete"].get<bool>());
+  // Written while running, and still true once the process is gone.
+  const std::string why = j["stop_reason"];
+  EXPECT_EQ(
+      why.rfind("unfinished: written while the run was going (pid " + std::to_string(c.pid()), 0),
+      0u)
+      << why;
+  EXPECT_NE(why.find("killed before it could say why"), std::string::npos) << why;
   ASSERT_EQ(j["rows"].size(), 10u) << "verification was over before timing started";
   int timed = 0;
   for (const json& r : j["rows"]) {
@@ -475,8 +676,12 @@ TEST_F(Faults, SigkillAtAnyPointNeverLeavesATornFile) {
     for (const auto& e : fs::directory_iterator(dir_)) {
       if (e.path().filename().string().rfind(".results.json.", 0) == 0) fs::remove(e.path());
     }
-    const json j = expect_whole_or_absent(dir_, out);
-    if (!j.is_null()) ++with_file;
+    const json j = expect_whole_or_absent(dir_, out, true);
+    if (!j.is_null()) {
+      ++with_file;
+      EXPECT_EQ(j["stop_reason"].get<std::string>().find("run in progress"), std::string::npos)
+          << j["stop_reason"];
+    }
   }
   std::cout << "[ sigkill  ] " << with_file << " of 8 killed runs left a (valid) results file\n";
 }

@@ -302,5 +302,80 @@ class Merge(Tmp):
         self.assertEqual(m["summary"], {"pass": 2, "fail": 0, "skip": 0})
 
 
+class OutputSafety(Tmp):
+    """The peers' --out never destroys anything (as attnbench run's): refused with exit 2 and
+    nothing written when it is a device, FIFO, directory, read-only file, the config itself (also
+    through a symlink, ./x or a hard link) or a merge input; and locked for the whole run."""
+
+    def bad_outs(self):
+        os.mkfifo(self.path("fifo"))
+        os.mkdir(self.path("dir"))
+        os.symlink("/dev/null", self.path("null.json"))
+        with open(self.path("ro.json"), "w", encoding="utf-8") as f:
+            f.write("{}")
+        os.chmod(self.path("ro.json"), 0o444)
+        os.link(self.cfg, self.path("hard.json"))
+        os.symlink(self.cfg, self.path("cfglink.json"))
+        return [(self.path("fifo"), "is a FIFO"), (self.path("dir"), "is a directory"),
+                (self.path("null.json"), "is a character device"), (self.path("ro.json"), "is read-only"),
+                (self.cfg, "is the config file"), (self.path("hard.json"), "is the config file"),
+                (self.path("cfglink.json"), "is the config file"),
+                (os.path.join(self.tmp.name, ".", "peer_test.json"), "is the config file")]
+
+    def test_refusals(self):
+        from scripts import results_io
+        for out, msg in self.bad_outs():
+            self.assertIn(msg, results_io.output_refusal(out, [self.cfg], ["the config file"]), out)
+        self.assertEqual(results_io.output_refusal(self.path("new.json"), [self.cfg]), "")
+        with self.assertRaises(OSError):
+            results_io.write_atomic(self.path("dir"), {})
+        self.assertTrue(os.path.isdir(self.path("dir")))
+
+    @unittest.skipUnless(HAVE_CAPI, "needs ATTNBENCH_BUILD_DIR with attnbench and libattnbench_capi.so")
+    def test_peer_refuses_bad_out_and_a_held_lock(self):
+        from scripts import results_io
+        def text(path):
+            with open(path, encoding="utf-8") as f:
+                return f.read()
+        before = text(self.cfg)
+        argv = [self.cfg, "--on", "cpu", "--attnbench", EXE, "--quiet", "--pass", "fwd", "--case", "*f32*"]
+        for out, msg in self.bad_outs():
+            with self.assertRaises(SystemExit) as e:
+                common.main("planted", "test", [PlantedPeer()], argv + ["--out", out])
+            self.assertEqual(e.exception.code, 2, out)
+        self.assertEqual(text(self.cfg), before)
+        self.assertEqual(text(self.path("ro.json")), "{}")
+        self.assertTrue(os.path.islink(self.path("null.json")))
+        out = self.path("busy.json")
+        held = results_io.OutputLock(out, "a test holding the lock")
+        try:
+            p = py(os.path.join(PEERS, "attnbench_impls.py"), *argv, "--impl", "cpu.flash_1pass", "--out", out)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("is being written by another run", p.stderr)
+            self.assertIn("a test holding the lock", p.stderr)
+            self.assertIn(f"pid {os.getpid()}", p.stderr)
+            self.assertFalse(os.path.exists(out))
+            # attnbench run takes the same lock.
+            r = subprocess.run([EXE, "run", "--seq", "4", "--impl", "cpu.naive_3pass", "--quiet", "--profile",
+                                "--out", out], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("a test holding the lock", r.stderr)
+        finally:
+            held.release()
+        self.assertFalse(os.path.exists(out + ".lock"))
+
+    def test_merge_refuses_its_inputs(self):
+        run = {"schema": "attnbench.results/1", "complete": True, "context": {}, "rows": []}
+        for n in ("run.json", "peer.json"):
+            with open(self.path(n), "w", encoding="utf-8") as f:
+                json.dump(run, f)
+        for out in ("run.json", "peer.json"):
+            p = py(os.path.join(PEERS, "torch_sdpa.py"), "--merge", self.path("run.json"), self.path("peer.json"),
+                   "--out", self.path(out))
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("refused", p.stderr)
+            self.assertEqual(read_json(self.path(out)), run)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

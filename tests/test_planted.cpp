@@ -6,14 +6,20 @@
 // Planted bugs: causal mask off by one, wrong GQA head mapping, LSE unwritten, LSE garbage,
 // unscaled dQ/dK, one unwritten 16x16 tile of O, one wrong row far from the sampled rows
 // (caught in sampled mode), and a lost-update race that corrupts one row only sometimes.
+// A broken baseline cannot loosen the rule: where the naive baseline fails its absolute bound
+// (issue 17's example: bf16 at scale 1e4, where S stored in bf16 cannot resolve the logits; in
+// f16 the scores overflow to NaN), the others are held to that bound, and an error the broken
+// baseline would have let through is caught.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
@@ -28,6 +34,7 @@
 #include "attnbench/results.hpp"
 #include "attnbench/runner.hpp"
 #include "attnbench/tensors.hpp"
+#include "attnbench/validation.hpp"
 #include "attnbench/verify.hpp"
 #include "check_impl.hpp"
 #include "planted/planted.hpp"
@@ -376,4 +383,158 @@ TEST_F(PlantedRun, SampledRunCatchesTheFarRow) {
   }
 }
 
+// ---- A broken baseline cannot loosen the rule ---------------------------------------------------
+
+// Issue 17's example: --seq-q 70 --seq-kv 90 --heads-q 4 --heads-kv 2 --scale 10000 (head_dim 64).
+struct BaselineCase {
+  Problem p;
+  CaseInputs in;
+  Reference ref;
+  Outputs naive, flash;
+  explicit BaselineCase(DType t)
+      : p(make_problem(1, 4, 2, 70, 90, 64, false, t, 10000)),
+        in(make_inputs(p, 1234)),
+        ref(compute_reference(in, VerifyMode::full, true, false, 1234)),
+        naive(validation_call(impl("cpu.naive_3pass"), p, Pass::fwd, {}, in, ref, "naive").outputs),
+        flash(
+            validation_call(impl("cpu.flash_1pass"), p, Pass::fwd, {}, in, ref, "flash").outputs) {}
+};
+
+const OutputReport& output(const Verdict& v, const std::string& name) {
+  for (const auto& o : v.outputs) {
+    if (o.name == name) return o;
+  }
+  throw std::runtime_error("no output " + name);
+}
+
+// bf16: the naive's O error (1.93, about half of max|O|) used to set a bound of 3.9 for every
+// implementation. Now the naive's own row fails its absolute bound, the others are held to that
+// bound, and an O off by 1.0 at one element (inside the old bound) fails.
+TEST(BrokenBaseline, NaiveOutsideItsAbsoluteBoundFailsAndCannotLoosenTheRule) {
+  const BaselineCase c(DType::bf16);
+  const Verdict naive = verify(c.p, Pass::fwd, c.naive, &c.naive, c.ref);
+  const OutputReport& no = output(naive, "O");
+  EXPECT_FALSE(naive.ok) << describe(naive);
+  EXPECT_FALSE(no.ok);
+  EXPECT_FALSE(no.naive_ok);
+  EXPECT_GT(no.max_abs, 1.0) << "the example's naive O error is about 1.93";
+  EXPECT_LT(no.abs_bound, 0.6);
+  EXPECT_EQ(no.bound, no.abs_bound);
+  EXPECT_NE(no.why.find("absolute bound"), std::string::npos) << no.why;
+  EXPECT_TRUE(output(naive, "LSE").ok)
+      << "its LSE is within u(bf16) of the reference: " << describe(naive);
+
+  const Verdict flash = verify(c.p, Pass::fwd, c.flash, &c.naive, c.ref);
+  EXPECT_TRUE(flash.ok) << describe(flash);
+  EXPECT_EQ(output(flash, "O").bound, output(flash, "O").abs_bound) << "held to the absolute bound";
+  EXPECT_LT(output(flash, "O").bound, 0.6);
+
+  Outputs wrong = c.flash;
+  wrong.o.set(17, static_cast<float>(wrong.o.get(17) + 1.0));
+  const Verdict w = verify(c.p, Pass::fwd, wrong, &c.naive, c.ref);
+  EXPECT_FALSE(w.ok) << "an O error of 1.0 passed: the broken baseline loosened the rule\n"
+                     << describe(w);
+  EXPECT_EQ(failed(w), (Names{"O"})) << describe(w);
+  EXPECT_NE(w.failure().find("the naive baseline fails it: naive 1.9"), std::string::npos)
+      << w.failure();
+}
+
+// f16: the scores overflow f16 and the naive writes NaN. It is reported as NaN (never as a naive
+// error of 0, which shrank the bound to atol: "bound 3e-48"), and the others are held to the
+// absolute bound.
+TEST(BrokenBaseline, NonFiniteNaiveIsReportedAndTheAbsoluteBoundHolds) {
+  const BaselineCase c(DType::f16);
+  const Verdict naive = verify(c.p, Pass::fwd, c.naive, &c.naive, c.ref);
+  EXPECT_FALSE(naive.ok);
+  for (const char* name : {"O", "LSE"}) {
+    const OutputReport& o = output(naive, name);
+    EXPECT_GT(o.naive_nonfinite, 0) << name;
+    EXPECT_FALSE(o.naive_ok) << name;
+    EXPECT_TRUE(std::isinf(o.naive_max_abs)) << name << ": " << o.naive_max_abs;
+  }
+  const Verdict flash = verify(c.p, Pass::fwd, c.flash, &c.naive, c.ref);
+  EXPECT_TRUE(flash.ok) << describe(flash);
+  for (const auto& o : flash.outputs) {
+    EXPECT_EQ(o.bound, o.abs_bound) << o.name;
+    EXPECT_GT(o.bound, o.atol) << o.name << ": the bound shrank to atol";
+  }
+  Outputs wrong = c.flash;
+  wrong.o.set(3, static_cast<float>(wrong.o.get(3) + 1.0));
+  const Verdict w = verify(c.p, Pass::fwd, wrong, &c.naive, c.ref);
+  EXPECT_FALSE(w.ok);
+  const std::string f = w.failure();
+  EXPECT_NE(f.find("element(s) NaN/Inf"), std::string::npos) << f;
+  EXPECT_EQ(f.find("naive 0"), std::string::npos) << f;
+}
+
+// The bound is loose enough for the honest naive in the regime it is derived for: the planted
+// shapes (normal inputs, default scale) in every dtype and pass, and outlier inputs.
+TEST(BrokenBaseline, HonestNaiveMeetsItsAbsoluteBound) {
+  for (const Problem& p : shapes()) {
+    for (Pass pass : {Pass::fwd, Pass::bwd, Pass::fwd_bwd}) {
+      for (Distribution dist : {Distribution::normal, Distribution::outlier}) {
+        const Verdict v =
+            test::check_impl(impl("cpu.naive_3pass"), p, pass, kSeed, VerifyMode::full, {}, dist);
+        EXPECT_TRUE(v.ok) << p.label() << " " << to_string(pass) << "\n" << describe(v);
+        for (const auto& o : v.outputs) EXPECT_TRUE(o.naive_ok) << p.label() << " " << o.name;
+      }
+    }
+  }
+}
+
 }  // namespace
+
+// Not a planted bug, but the same module's other promise: a long reference says what it is doing
+// (issue 17: minutes of sampled backward reference with nothing printed). min_work 0 makes this
+// small one "long".
+TEST(ReferenceProgress, LongReferenceSaysEachStepAndItsTime) {
+  const Problem p = make_problem(2, 4, 2, 40, 50, 16, false, DType::f32);
+  const CaseInputs in = make_inputs(p, kSeed);
+  std::vector<std::string> lines;
+  ReferenceProgress told;
+  told.line = [&](const std::string& l) { lines.push_back(l); };
+  told.min_work = 0;
+  const SampleSpec spec{2, 8};
+  const Reference ref = compute_reference(in, VerifyMode::sampled, true, true, kSeed, spec, told);
+  std::string all;
+  for (const auto& l : lines) all += l + "\n";
+  // Two sampled query heads, two kv heads' backward, each followed by its time.
+  ASSERT_EQ(lines.size(), 8u) << all;
+  EXPECT_NE(lines[0].find("reference: sampled rows of (batch "), std::string::npos) << all;
+  EXPECT_NE(lines[0].find(", 1/2 ("), std::string::npos) << all;
+  EXPECT_NE(lines[4].find("reference: backward of (batch "), std::string::npos) << all;
+  EXPECT_NE(lines[6].find("and its 2 query head(s), 2/2"), std::string::npos) << all;
+  for (std::size_t i = 1; i < lines.size(); i += 2)
+    EXPECT_EQ(lines[i].rfind("reference: done in ", 0), 0u) << all;
+  // The same reference as without progress, and nothing said for a short one by default.
+  const Reference quiet = compute_reference(in, VerifyMode::sampled, true, true, kSeed, spec);
+  EXPECT_EQ(quiet.dk.val, ref.dk.val);
+  lines.clear();
+  told.min_work = ReferenceProgress{}.min_work;
+  compute_reference(in, VerifyMode::full, true, true, kSeed, spec, told);
+  EXPECT_TRUE(lines.empty()) << lines.front();
+  told.min_work = 0;
+  compute_reference(in, VerifyMode::full, true, true, kSeed, spec, told);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_NE(lines[0].find("reference: full forward"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[2].find("reference: full backward"), std::string::npos) << lines[2];
+}
+
+// The host memory a case's inputs and reference need, asked before they are made, is at least
+// what they hold: the inputs, the float64 copies, and the reference's values.
+TEST(ReferenceProgress, HostMemoryEstimateCoversWhatTheReferenceHolds) {
+  const Problem p = make_problem(1, 8, 2, 300, 200, 64, false, DType::bf16);
+  const CaseInputs in = make_inputs(p, kSeed);
+  for (const VerifyMode mode : {VerifyMode::full, VerifyMode::sampled}) {
+    const Reference ref = compute_reference(in, mode, true, true, kSeed);
+    std::int64_t held = 2 * (p.q_bytes() + p.kv_bytes()) + 8 * (2 * p.q_elems() + 2 * p.kv_elems());
+    for (const RefOutput* r : {&ref.o, &ref.lse, &ref.dq, &ref.dk, &ref.dv}) {
+      held += static_cast<std::int64_t>(r->val.size() * sizeof(double) +
+                                        r->idx.size() * sizeof(std::int64_t));
+    }
+    EXPECT_GE(reference_host_bytes(p, mode, true, true), held)
+        << (mode == VerifyMode::full ? "full" : "sampled");
+  }
+  // Off: the inputs only.
+  EXPECT_EQ(reference_host_bytes(p, VerifyMode::off, true, true), 2 * (p.q_bytes() + p.kv_bytes()));
+}

@@ -42,6 +42,9 @@ ResultRow full_row() {
   o.atol = 2e-4;
   o.bound = 3.2e-3;
   o.ratio = 7.5;
+  o.abs_bound = 0.125;
+  o.naive_ok = false;
+  o.naive_nonfinite = 3;
   o.ok = false;
   o.why = "5 element(s) NaN";
   r.outputs = {o};
@@ -78,6 +81,9 @@ TEST(Results, WrittenAndReadBackIsTheSameFile) {
   EXPECT_EQ(r.problem.dtype, DType::bf16);
   EXPECT_EQ(r.params.at("block_c"), 64);
   EXPECT_TRUE(std::isnan(r.outputs[0].max_abs));
+  EXPECT_EQ(r.outputs[0].abs_bound, 0.125);
+  EXPECT_FALSE(r.outputs[0].naive_ok);
+  EXPECT_EQ(r.outputs[0].naive_nonfinite, 3);
   EXPECT_FALSE(r.memory->peak_bytes.has_value());
   EXPECT_DOUBLE_EQ(*r.tflops(), r.flops / 1.5e-3 / 1e12);
   EXPECT_FALSE(back.rows[1].verified);

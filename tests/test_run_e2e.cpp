@@ -9,6 +9,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -244,13 +245,21 @@ TEST_F(E2E, BadFlagsExit2NamingTheFlag) {
     std::vector<std::string> pieces;
   };
   const std::vector<Case> cases = {
-      {"run --heads-q 8 --heads-kv 3", {"--heads-kv = 3", "heads_q = 8 is not a multiple of heads_kv = 3"}},
+      {"run --heads-q 8 --heads-kv 3",
+       {"--heads-kv = 3", "heads_q = 8 is not a multiple of heads_kv = 3"}},
       {"run --batch abc", {"--batch = abc", "not an integer"}},
       {"run --seq=-4", {"--seq = -4", "positive integer"}},
       {"run --head-dim 300", {"--head-dim = 300", "at most 256"}},
       {"run --dtype fp8 --seq 4", {"--dtype = \"fp8\"", "unknown dtype"}},
       {"run --scale x --seq 4", {"--scale = x", "not a number"}},
-      {"run --seq 4 --impl 'nope*'", {"--impl = \"nope*\"", "matches no registered implementation"}},
+      {"run --scale nan --seq 4", {"--scale = nan", "not a finite number"}},
+      {"run --scale inf --seq 4", {"--scale = inf", "not a finite number"}},
+      {"run --scale 1e300 --seq 4", {"--scale = 1e+300", "overflows float32"}},
+      {"run --seq 2147483648", {"--seq = 2147483648", "too large: at most 2147483647"}},
+      {"run --seq 99999999999999999999",
+       {"--seq = 99999999999999999999", "too large: at most 2147483647"}},
+      {"run --seq 4 --impl 'nope*'",
+       {"--impl = \"nope*\"", "matches no registered implementation"}},
       {"run --seq 4 --pass sideways", {"--pass = \"sideways\""}},
       {"run --seq 4 --verify maybe", {"--verify = \"maybe\""}},
       {"run --seq 4 --seed -3", {"--seed = -3"}},
@@ -259,7 +268,8 @@ TEST_F(E2E, BadFlagsExit2NamingTheFlag) {
       {"run --bogus", {"--bogus"}},
       {"frobnicate", {"frobnicate"}},
       {"run --seq 4 --benchmark_nonsense=1", {"benchmark_nonsense"}},
-      {"run " + config("smoke.json") + " --case 'nope*'", {"--case = nope*", "matches none of the"}},
+      {"run " + config("smoke.json") + " --case 'nope*'",
+       {"--case = nope*", "matches none of the"}},
   };
   for (const Case& c : cases) {
     const std::string out = path("never.json");
@@ -268,6 +278,177 @@ TEST_F(E2E, BadFlagsExit2NamingTheFlag) {
     for (const auto& p : c.pieces) EXPECT_NE(r.output.find(p), std::string::npos) << c.args << ": no '" << p << "' in\n" << r.output;
     EXPECT_FALSE(fs::exists(out)) << c.args;
   }
+}
+
+// Issue 17's example through the CLI: the naive baseline's O error (1.93 in bf16 at scale 1e4)
+// no longer sets a bound of 3.9 for everyone: its row fails its absolute bound and the others are
+// held to that bound. In f16 its NaN is reported as such.
+TEST_F(E2E, BrokenBaselineIsAFailRowAndCannotLoosenTheBound) {
+  for (const char* dtype : {"bf16", "f16"}) {
+    const std::string out = path("baseline.json");
+    const CliResult r = run_cli(
+        std::string("run --seq-q 70 --seq-kv 90 --heads-q 4 --heads-kv 2 --scale 10000 --dtype ") +
+        dtype + " --impl cpu.naive_3pass --impl cpu.flash_1pass --profile --quiet --out " + out);
+    EXPECT_EQ(r.code, 1) << dtype << ": the baseline's row fails\n" << r.output;
+    const nlohmann::json j = read_results_json(out);
+    ASSERT_EQ(j["rows"].size(), 2u) << dtype;
+    for (const auto& row : j["rows"]) {
+      const nlohmann::json& o = row["verify"]["outputs"][0];
+      ASSERT_EQ(o["name"], "O");
+      EXPECT_FALSE(o["naive_ok"].get<bool>()) << dtype;
+      EXPECT_EQ(o["bound"], o["abs_bound"]) << dtype << " " << row["impl"];
+      EXPECT_LT(o["bound"].get<double>(), 0.6) << dtype << " " << row["impl"];
+      if (row["impl"] == "cpu.naive_3pass") {
+        EXPECT_EQ(row["status"], "fail") << dtype;
+        const std::string why = row["reason"];
+        EXPECT_TRUE(why.find("absolute bound") != std::string::npos ||
+                    why.find("NaN") != std::string::npos)
+            << why;
+      } else {
+        EXPECT_EQ(row["status"], "pass") << dtype << ": " << row["reason"];
+      }
+      if (std::string(dtype) == "f16") {
+        EXPECT_GT(o["naive_nonfinite"].get<long>(), 0);
+        EXPECT_TRUE(o["naive_max_abs"].is_null()) << "NaN reported as " << o["naive_max_abs"];
+      }
+    }
+  }
+}
+
+// --heads-q alone is MHA (heads_kv = heads_q), as in FlashAttention and PyTorch: it was MQA.
+TEST_F(E2E, HeadsQAloneIsMultiHead) {
+  const std::string out = path("mha.json");
+  const CliResult r = run_cli(
+      "run --heads-q 8 --seq 4 --head-dim 8 --impl cpu.naive_3pass --profile --quiet --out " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const nlohmann::json j = read_results_json(out);
+  EXPECT_EQ(j["rows"][0]["case"], "b1_hq8_hkv8_sq4_skv4_d8_f32");
+  EXPECT_EQ(j["rows"][0]["problem"]["heads_kv"], 8);
+  const CliResult e = run_cli("expand --heads-q 8 --heads-kv 2 --seq 4");
+  ASSERT_EQ(e.code, 0) << e.output;
+  EXPECT_NE(e.output.find("b1_hq8_hkv2_sq4_skv4_d64_f32"), std::string::npos) << e.output;
+}
+
+// table and compare on a folder (or anything that is not a file): exit 2 with a message; they
+// aborted with std::terminate (exit 134) on the stream's read error.
+TEST_F(E2E, TableAndCompareOnAFolderExit2) {
+  const std::string good = path("good.json");
+  ASSERT_EQ(run_cli("run --seq 4 --impl cpu.naive_3pass --profile --quiet --out " + good).code, 0);
+  for (const std::string& args :
+       {"table " + dir_.string(), "compare " + dir_.string() + " " + good,
+        "compare " + good + " " + dir_.string(), std::string("table /dev/null")}) {
+    const CliResult r = run_cli(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
+    EXPECT_EQ(r.output.find("terminate"), std::string::npos) << r.output;
+  }
+  const CliResult r = run_cli("table " + dir_.string());
+  EXPECT_NE(r.output.find("is a directory, not a results file"), std::string::npos) << r.output;
+}
+
+// Arguments echoed in messages never reach the terminal as control bytes (an escape sequence in a
+// --case glob could clear the screen or retitle the terminal): they are written as \xNN.
+TEST_F(E2E, ControlBytesInArgumentsAreEscapedInMessages) {
+  // popen's /bin/sh: printf makes the bytes (dash has no $'...').
+  const CliResult r =
+      run_cli("run " + config("smoke.json") +
+              " --case \"$(printf '\\033]0;pwned\\007\\033[2J')*\" --out " + path("x.json"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--case = \\x1b]0;pwned\\x07\\x1b[2J*: matches none"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find('\x1b'), std::string::npos) << "a raw ESC reached the terminal";
+  EXPECT_EQ(r.output.find('\x07'), std::string::npos);
+  const CliResult b = run_cli("run --batch \"$(printf '1\\033[2J')\" --out " + path("x.json"));
+  EXPECT_EQ(b.code, 2);
+  EXPECT_NE(b.output.find("--batch = 1\\x1b[2J: not an integer"), std::string::npos) << b.output;
+  EXPECT_EQ(b.output.find('\x1b'), std::string::npos);
+  // Every message, whatever quotes the text (CLI11, a results file's path, --out in the last line,
+  // a --format value), and table's rows from a results file on stdout.
+  const std::string esc = "\"$(printf 'x\\033[2J')\"";
+  const std::string good = path("good.json");
+  ASSERT_EQ(run_cli("run --seq 4 --impl cpu.naive_3pass --profile --quiet --out " + good).code, 0);
+  for (const std::string& args :
+       {"table " + esc, "compare " + esc + " " + good, "table " + good + " --format " + esc,
+        "table " + good + " --baseline " + esc, "run --seq 4 --impl " + esc,
+        "run --seq 4 --impl cpu.naive_3pass --profile --quiet --out " + path("o") + "/" + esc +
+            ".json",
+        "run --seq 4 --impl cpu.naive_3pass --profile --quiet --out " + path("d.json") +
+            " --dump " + good + "/" + esc}) {
+    const CliResult e = run_cli(args);
+    EXPECT_EQ(e.output.find('\x1b'), std::string::npos) << args << "\n" << e.output;
+    // Escaped by printable() or, where the message quotes a JSON value, by JSON.
+    EXPECT_TRUE(e.output.find("x\\x1b[2J") != std::string::npos ||
+                e.output.find("x\\u001b[2J") != std::string::npos)
+        << args << "\n"
+        << e.output;
+  }
+  // A results file whose strings carry control bytes: table prints them escaped.
+  nlohmann::json j = read_results_json(good);
+  j["rows"][0]["reason"] = "evil\x1b]0;title\x07";
+  j["context"]["config_name"] = "n\x1b[2J";
+  std::ofstream(path("evil.json")) << j.dump();
+  const CliResult t = run_cli("table " + path("evil.json") + " --format long");
+  EXPECT_EQ(t.output.find('\x1b'), std::string::npos) << t.output;
+}
+
+// Issue 17's large backward case: its rows cannot fit, and that is known before the inputs and
+// the sampled reference are made (which took minutes, with nothing printed, before the SKIP).
+TEST_F(E2E, LargeCaseThatCannotFitSkipsBeforeTheReference) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const CliResult r =
+      run_cli("run --seq 262144 --heads-q 8 --impl cpu.naive_3pass --pass fwd,bwd --out " +
+              path("big.json"));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_LT(secs, 20.0) << "the memory was not checked first\n" << r.output;
+  EXPECT_NE(r.output.find("checked before the reference"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("reference: "), std::string::npos) << "a reference was computed\n"
+                                                             << r.output;
+  const nlohmann::json j = read_results_json(path("big.json"));
+  ASSERT_EQ(j["rows"].size(), 2u);
+  for (const auto& row : j["rows"]) {
+    EXPECT_EQ(row["status"], "skip");
+    EXPECT_EQ(row["reason"].get<std::string>().rfind("out of memory: needs ", 0), 0u)
+        << row["reason"];
+  }
+}
+
+// The inputs and the float64 reference live on the host: a case whose reference cannot fit is a
+// SKIP before they are made, and a CPU row is counted with them (ATTNBENCH_HOST_MEMORY_BYTES
+// stands for a small machine). The full reference of this forward case needs about 63 MB, its
+// tensors 34 MB, cpu.flash_1pass's buffers 17 MB.
+TEST_F(E2E, ReferenceThatCannotFitInHostMemorySkipsBeforeItIsMade) {
+  const std::string args =
+      "run --seq 2048 --heads-q 8 --impl cpu.flash_1pass --verify full --quiet --profile --out ";
+  struct Case {
+    const char* memory;
+    const char* reason;
+  };
+  for (const Case& c :
+       {Case{"50000000", "out of host memory: the case's inputs and float64 reference need "},
+        Case{"70000000", "for the case's inputs and float64 reference), more than the "}}) {
+    const std::string out = path("ref.json");
+    ::setenv("ATTNBENCH_HOST_MEMORY_BYTES", c.memory, 1);  // inherited by run_cli's shell
+    const CliResult r = run_cli(args + out);
+    ::unsetenv("ATTNBENCH_HOST_MEMORY_BYTES");
+    ASSERT_EQ(r.code, 0) << c.memory << "\n" << r.output;
+    const nlohmann::json j = read_results_json(out);
+    ASSERT_EQ(j["rows"].size(), 1u);
+    EXPECT_EQ(j["rows"][0]["status"], "skip") << c.memory;
+    EXPECT_NE(j["rows"][0]["reason"].get<std::string>().find(c.reason), std::string::npos)
+        << j["rows"][0]["reason"];
+  }
+  // With the memory it needs, the same case passes.
+  const CliResult ok = run_cli(args + path("ok.json"));
+  EXPECT_EQ(ok.code, 0) << ok.output;
+  EXPECT_EQ(read_results_json(path("ok.json"))["rows"][0]["status"], "pass");
+}
+
+// A config that is a folder is named as such (it was "not valid JSON at line 1").
+TEST_F(E2E, ConfigThatIsAFolderIsRefused) {
+  const CliResult r = run_cli("run " + dir_.string() + " --out " + path("x.json"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("is a directory, not a config file"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(path("x.json")));
 }
 
 TEST_F(E2E, ListAndHelp) {

@@ -494,5 +494,28 @@ class ClosedStdout(unittest.TestCase):
                 self.assertNotIn("Traceback", err)
 
 
+class ReadmeCommands(unittest.TestCase):
+    """The README's attnbench commands name files that exist (issue 17: its compare example named
+    results/h200/base.json, which never did). Outputs (new.json, --out) are not inputs."""
+
+    def test_input_files_of_the_readme_commands_exist(self):
+        import re
+        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        named = []
+        for line in lines:
+            m = re.match(r"\s*build/attnbench (run|compare|table|expand) (.*)", line)
+            if not m:
+                continue
+            words = m.group(2).split("#")[0].split()
+            for i, w in enumerate(words):
+                if (w.startswith("results/") or w.startswith("configs/")) and w.endswith(".json") \
+                        and (i == 0 or words[i - 1] not in ("--out", "-o")):
+                    named.append(w)
+        self.assertIn("results/h200/fa2_grid.json", named)
+        for w in named:
+            self.assertTrue(os.path.isfile(os.path.join(ROOT, w)), f"README names {w}, which does not exist")
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -72,6 +72,11 @@ std::string validate(const Problem& p, std::int64_t max_bytes) {
     s << "scale = " << p.scale << ": must be finite and positive (0 means 1/sqrt(head_dim))";
     return s.str();
   }
+  if (p.scale > kMaxScale) {
+    std::ostringstream s;
+    s << "scale = " << p.scale << ": " << kScaleOverflow;
+    return s.str();
+  }
   // Sizes in elements must fit in int64 with room for byte counts, and each per-(b,h) score
   // matrix index (seq_q * seq_kv) in int64 as well.
   const long double q = static_cast<long double>(p.batch) * p.seq_q * p.heads_q * p.head_dim;

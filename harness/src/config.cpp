@@ -19,6 +19,57 @@ std::string ConfigError::text() const {
   return s.append(": ").append(message);
 }
 
+std::string printable(std::string_view text) {
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  s.reserve(text.size());
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) {
+      s.append("\\x").push_back(hex[c >> 4]);
+      s.push_back(hex[c & 15]);
+    } else {
+      s.push_back(ch);
+    }
+  }
+  return s;
+}
+
+PrintableBuf::int_type PrintableBuf::overflow(int_type ch) {
+  if (traits_type::eq_int_type(ch, traits_type::eof())) return traits_type::not_eof(ch);
+  const char c = traits_type::to_char_type(ch);
+  const auto u = static_cast<unsigned char>(c);
+  if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7f) {
+    const std::string esc = printable(std::string_view(&c, 1));
+    return dest_->sputn(esc.data(), static_cast<std::streamsize>(esc.size())) ==
+                   static_cast<std::streamsize>(esc.size())
+               ? ch
+               : traits_type::eof();
+  }
+  return dest_->sputc(c);
+}
+
+std::streamsize PrintableBuf::xsputn(const char* s, std::streamsize n) {
+  std::streamsize done = 0;
+  while (done < n) {
+    // The longest run without a byte to escape goes through in one call.
+    std::streamsize run = 0;
+    while (done + run < n) {
+      const auto u = static_cast<unsigned char>(s[done + run]);
+      if ((u < 0x20 && u != '\n' && u != '\t') || u == 0x7f) break;
+      ++run;
+    }
+    if (run > 0 && dest_->sputn(s + done, run) != run) return done;
+    done += run;
+    if (done < n) {
+      if (traits_type::eq_int_type(overflow(traits_type::to_int_type(s[done])), traits_type::eof()))
+        return done;
+      ++done;
+    }
+  }
+  return n;
+}
+
 std::string json_pointer_escape(std::string_view key) {
   std::string s;
   for (char c : key) {
@@ -201,6 +252,12 @@ std::vector<Field> targets(std::string_view key) {
 
 void set_field(Problem& p, Field f, const json& v, const std::string& path) {
   auto size = [&](int& dst) {
+    // Beyond int (every size is an int in Problem): say so, with the limit.
+    if (v.is_number_integer() &&
+        (v.is_number_unsigned() ? v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT_MAX)
+                                : v.get<std::int64_t>() > INT_MAX)) {
+      fail(path, &v, "is too large: at most " + std::to_string(INT_MAX));
+    }
     dst = static_cast<int>(expect_int(v, path, 1, INT_MAX, "a positive integer"));
   };
   switch (f) {
@@ -217,6 +274,7 @@ void set_field(Problem& p, Field f, const json& v, const std::string& path) {
     case Field::scale: {
       const double s = expect_number(v, path);
       if (!std::isfinite(s) || s < 0) fail(path, &v, "must be a finite number >= 0 (0 means 1/sqrt(head_dim))");
+      if (s > kMaxScale) fail(path, &v, kScaleOverflow);
       p.scale = s;
       break;
     }
@@ -477,6 +535,9 @@ class Parser {
           }
         }
       }
+      // heads_kv left unset means MHA (heads_kv = heads_q), as in FlashAttention and PyTorch: a
+      // config or a --heads-q alone must not silently mean MQA.
+      if (src[static_cast<std::size_t>(Field::heads_kv)].path.empty()) p.heads_kv = p.heads_q;
       check_case(p, src, sweep_path);
       out.push_back(p);
       // Odometer: the last dimension varies fastest.

@@ -357,6 +357,16 @@ ShapeCache& prepare(const Shape& s, bool need_bwd, std::uint64_t seed) {
 
 }  // namespace
 
+bool ok_or_only_its_absolute_bound(const Verdict& v) {
+  for (const OutputReport& o : v.outputs) {
+    if (o.ok) continue;
+    if (o.naive_ok || o.nonfinite > 0 || o.why.find("absolute bound") == std::string::npos) {
+      return false;
+    }
+  }
+  return true;
+}
+
 Result check_case(const Case& c, std::uint64_t seed) {
   Result r;
   const Implementation& impl = *c.impl;
@@ -391,7 +401,13 @@ Result check_case(const Case& c, std::uint64_t seed) {
   }
   r.verdict = verify(p, c.pass, *out, naive.get(), *ref);
   std::vector<std::string> problems;
-  if (!r.verdict.ok) problems.push_back(r.verdict.failure());
+  // The baseline itself beyond its dtype (large scales in f16/bf16) may fail its absolute bound:
+  // the other implementations are then held to that bound instead of its error (verify.hpp).
+  const bool baseline_beyond_its_dtype = naive_baseline(impl.device()) == &impl &&
+                                         p.dtype != DType::f32 && c.shape.group == Group::large_scale;
+  if (!r.verdict.ok && !(baseline_beyond_its_dtype && ok_or_only_its_absolute_bound(r.verdict))) {
+    problems.push_back(r.verdict.failure());
+  }
   std::int64_t checked = 0;
   for (const OutputReport& o : r.verdict.outputs) {
     checked += o.checked;

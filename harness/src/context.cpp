@@ -1,10 +1,10 @@
 #include "attnbench/context.hpp"
 
-#include <cstdlib>
 #include <unistd.h>
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <sstream>
@@ -113,7 +113,14 @@ std::string file_date_utc() { return format_utc("%Y%m%d-%H%M%S"); }
 
 std::int64_t host_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<std::int64_t>(pages) * page : 0;
+  std::int64_t bytes = pages > 0 && page > 0 ? static_cast<std::int64_t>(pages) * page : 0;
+  // For tests of the out-of-memory paths: a smaller machine than this one (never a larger one).
+  if (const char* env = std::getenv("ATTNBENCH_HOST_MEMORY_BYTES"); env && *env) {
+    char* end = nullptr;
+    const long long v = std::strtoll(env, &end, 10);
+    if (*end == '\0' && v > 0 && (bytes == 0 || v < bytes)) bytes = v;
+  }
+  return bytes;
 }
 
 nlohmann::ordered_json collect_context() {

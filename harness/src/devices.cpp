@@ -140,7 +140,7 @@ std::string abnormal_end(const Worker& w) {
   if (WIFEXITED(w.status)) {
     const int c = WEXITSTATUS(w.status);
     if (c == 0 || c == 1) return {};
-    if (c == 130) return "was interrupted (exit 130)";
+    if (c == 129 || c == 130 || c == 143) return "was interrupted (exit " + std::to_string(c) + ")";
     return "exited with code " + std::to_string(c);
   }
   return "ended with wait status " + std::to_string(w.status);
@@ -154,7 +154,7 @@ int run_on_devices(const Config& cfg, const RunOptions& opts, const std::vector<
   // Ctrl-C: the workers are in process groups of their own, so a terminal's Ctrl-C reaches the
   // parent alone, which passes exactly one SIGINT on to each worker (a second one would kill a
   // worker before it writes its part) and merges what they wrote.
-  SigintGuard guard;
+  InterruptGuard guard;
   nlohmann::ordered_json ctx = run_context(cfg, opts);
   if (!opts.resume_path.empty()) {
     const std::string why = resume_refusal(opts.resume, opts.resume_path, cfg.hash(), opts.profile,
@@ -250,18 +250,25 @@ int run_on_devices(const Config& cfg, const RunOptions& opts, const std::vector<
     for (const Worker& o : workers)
       if (o.pid > 0 && !o.waited) ::kill(o.pid, SIGINT);
   };
-  for (Worker& w : workers) {
-    if (w.pid <= 0) continue;
-    forward_sigint();  // a Ctrl-C while the workers were being started
-    while (::waitpid(w.pid, &w.status, 0) < 0) {
-      if (errno != EINTR) break;
-      forward_sigint();
+  // Polled, not a blocking waitpid: the signal handlers restart system calls (SA_RESTART), so a
+  // blocking wait on one worker would not return on Ctrl-C and the others would run on.
+  for (auto left = std::count_if(workers.begin(), workers.end(), [](const Worker& w) { return w.pid > 0; });
+       left > 0;) {
+    forward_sigint();  // also a Ctrl-C while the workers were being started
+    bool any = false;
+    for (Worker& w : workers) {
+      if (w.pid <= 0 || w.waited) continue;
+      const pid_t r = ::waitpid(w.pid, &w.status, WNOHANG);
+      if (r == 0 || (r < 0 && errno == EINTR)) continue;
+      w.waited = true;  // ended (r == pid), or not ours to wait for (r < 0: nothing to merge from it)
+      --left;
+      any = true;
+      if (!opts.quiet) {
+        const std::string how = abnormal_end(w);
+        err << "worker " << w.index << " (cuda:" << w.device << ") " << (how.empty() ? "done" : how) << "\n";
+      }
     }
-    w.waited = true;
-    if (!opts.quiet) {
-      const std::string how = abnormal_end(w);
-      err << "worker " << w.index << " (cuda:" << w.device << ") " << (how.empty() ? "done" : how) << "\n";
-    }
+    if (!any && left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
@@ -287,7 +294,10 @@ int run_on_devices(const Config& cfg, const RunOptions& opts, const std::vector<
     }
     const std::string how = abnormal_end(w);
     j["end"] = how.empty() ? "exit " + std::to_string(WEXITSTATUS(w.status)) : how;
-    if (w.waited && WIFEXITED(w.status) && WEXITSTATUS(w.status) == 130) any_interrupted = true;
+    if (w.waited && WIFEXITED(w.status) &&
+        (WEXITSTATUS(w.status) == 129 || WEXITSTATUS(w.status) == 130 || WEXITSTATUS(w.status) == 143)) {
+      any_interrupted = true;
+    }
     if (w.waited && WIFEXITED(w.status) && WEXITSTATUS(w.status) == 2) any_bad_input = true;
     try {
       ResultsFile part = load_results(w.part);
@@ -330,7 +340,8 @@ int run_on_devices(const Config& cfg, const RunOptions& opts, const std::vector<
   print_run_table(merged, out);
   out << "results: " << opts.out_path << " (" << workers.size() << " workers, parts in " << parts_dir.string() << ")\n";
   if (!dead.empty()) err << "attnbench run: " << merged.stop_reason << "\n";
-  if (any_interrupted || interrupted()) return 130;
+  if (interrupted()) return 128 + interrupt_signal();  // SIGINT 130, SIGTERM 143, SIGHUP 129
+  if (any_interrupted) return 130;
   if (any_bad_input) return 2;
   const bool any_fail = std::any_of(merged.rows.begin(), merged.rows.end(),
                                     [](const ResultRow& r) { return r.status == Status::fail; });

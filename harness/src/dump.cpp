@@ -1,9 +1,14 @@
 // --dump: a row's tensors as .npy files (dump.hpp).
 #include "attnbench/dump.hpp"
 
+#include <unistd.h>
+
 #include <cctype>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
+#include <stdexcept>
 #include <vector>
 
 #include "attnbench/npy.hpp"
@@ -22,6 +27,24 @@ std::string safe_file_part(std::string s) {
 }
 
 }  // namespace
+
+void prepare_dump_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw std::runtime_error("--dump = " + dir + ": cannot create the folder: " + ec.message());
+  if (!fs::is_directory(dir, ec)) throw std::runtime_error("--dump = " + dir + ": not a folder");
+  // A probe file, as a dump file would be made (access(2) says yes to root on a read-only mount).
+  std::string probe = (fs::path(dir) / ".attnbench-dump-probe.XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) {
+    throw std::runtime_error("--dump = " + dir +
+                             ": cannot create files in the folder: " + std::strerror(errno));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
 
 void dump_row(const std::string& dir_name, const Problem& p, const CaseInputs& in,
               const Reference& ref, bool with_inputs, const std::string& impl,

@@ -2,11 +2,15 @@
 // and the calls of an implementation on them.
 #include "attnbench/execute.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <sstream>
 #include <vector>
+
+#include "attnbench/context.hpp"
 
 #ifdef ATTNBENCH_WITH_CUDA
 #include <cuda_runtime.h>
@@ -314,6 +318,30 @@ std::int64_t pass_io_bytes(const Problem& p, Pass pass) {
     case Pass::bwd: return qkv + 2 * p.q_bytes() + p.lse_bytes() + p.q_bytes() + 2 * p.kv_bytes();
     case Pass::fwd_bwd: return qkv + 2 * p.q_bytes() + p.lse_bytes() + p.q_bytes() + 2 * p.kv_bytes();
   }
+  return 0;
+}
+
+std::int64_t call_memory_bytes(const Implementation& impl, const Problem& p, Pass pass,
+                               const Options& opts) {
+  const Capabilities caps = impl.capabilities();
+  const Implementation* fwd = caps.forward ? &impl : Registry::instance().find(caps.fwd_partner);
+  std::size_t ws = 0;
+  if (pass != Pass::bwd && fwd) ws = std::max(ws, fwd->workspace_bytes(p, Pass::fwd, opts));
+  if (pass != Pass::fwd) ws = std::max(ws, impl.workspace_bytes(p, Pass::bwd, opts));
+  // A workspace beyond int64 (a planted 1 PiB one is not; an overflowing formula might be).
+  const auto w =
+      ws > static_cast<std::size_t>(INT64_MAX / 2) ? INT64_MAX / 2 : static_cast<std::int64_t>(ws);
+  return pass_io_bytes(p, pass) + w;
+}
+
+std::int64_t device_memory_bytes(Device d) {
+  if (d == Device::cpu) return host_memory_bytes();
+#ifdef ATTNBENCH_WITH_CUDA
+  std::size_t free = 0, total = 0;
+  if (cuda_device_count() > 0 && cudaMemGetInfo(&free, &total) == cudaSuccess)
+    return static_cast<std::int64_t>(total);
+  cudaGetLastError();
+#endif
   return 0;
 }
 

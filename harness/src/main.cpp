@@ -3,15 +3,19 @@
 //
 // Arguments starting with --benchmark_ go to Google Benchmark (e.g. --benchmark_repetitions=10,
 // --benchmark_out=gb.json, --benchmark_filter=REGEX) wherever they appear; the rest to CLI11.
-// Exit codes: 0 fine, 1 a row failed or compare found a regression, 2 bad input, 130 SIGINT.
+// Exit codes: 0 fine, 1 a row failed or compare found a regression, 2 bad input, 128 + the signal
+// when SIGINT, SIGTERM or SIGHUP stopped a run (130, 143, 129).
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -28,6 +32,7 @@
 #include "attnbench/devices.hpp"
 #include "attnbench/execute.hpp"
 #include "attnbench/expand.hpp"
+#include "attnbench/output_file.hpp"
 #include "attnbench/results.hpp"
 #include "attnbench/runner.hpp"
 #include "attnbench/table.hpp"
@@ -52,7 +57,8 @@ Examples:
   attnbench table results/local/default-20261129-104213.json --format csv
 
 Exit codes: 0 every row passed or was skipped; 1 a row failed (compare: a regression);
-2 bad input (config, flag, file); 130 interrupted (results written with complete=false).
+2 bad input (config, flag, file); 128 + the signal when SIGINT (130), SIGTERM
+(143) or SIGHUP (129) stopped a run (results written with complete=false).
 )";
 
 std::string shell_word(const std::string& s) {
@@ -125,6 +131,7 @@ struct RunArgs {
   bool hot = false, profile = false, quiet = false;
   std::string dump;
   std::string resume;
+  std::string benchmark_out;                   // --benchmark_out=FILE: Google Benchmark's own file
   std::map<std::string, std::string> problem;  // flag -> value text
   bool causal = false;
   std::map<std::string, CLI::Option*> problem_opts;
@@ -204,8 +211,10 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
   for (const auto& [flag, opt] : a.problem_opts) adhoc = adhoc || opt->count() > 0;
   adhoc = adhoc || a.causal_opt->count() > 0;
   if (adhoc && !a.config.empty()) {
-    err << who << "problem flags (--seq, --batch, ...) describe one problem without a config; "
-           "drop them or the config '" << a.config << "'\n";
+    err << who
+        << "problem flags (--seq, --batch, ...) describe one problem without a config; "
+           "drop them or the config '"
+        << printable(a.config) << "'\n";
     return kBadInput;
   }
 
@@ -232,11 +241,15 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
         long long v = 0;
         try {
           v = std::stoll(text, &used);
+        } catch (const std::out_of_range&) {
+          err << who << f.flag << " = " << printable(text) << ": is too large: at most " << INT_MAX
+              << "\n";
+          return kBadInput;
         } catch (const std::exception&) {
           used = 0;
         }
         if (used != text.size() || text.empty()) {
-          err << who << f.flag << " = " << text << ": not an integer\n";
+          err << who << f.flag << " = " << printable(text) << ": not an integer\n";
           return kBadInput;
         }
         problem[f.key] = v;
@@ -244,7 +257,11 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
         char* end = nullptr;
         const double v = std::strtod(text.c_str(), &end);
         if (text.empty() || *end != '\0') {
-          err << who << f.flag << " = " << text << ": not a number\n";
+          err << who << f.flag << " = " << printable(text) << ": not a number\n";
+          return kBadInput;
+        }
+        if (!std::isfinite(v)) {  // said here, as typed: JSON would carry NaN as null
+          err << who << f.flag << " = " << printable(text) << ": not a finite number\n";
           return kBadInput;
         }
         problem[f.key] = v;
@@ -256,9 +273,14 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
     doc["implementations"] = ojson::array({"*"});
   } else {
     config_path = find_config(a.config.empty() ? "configs/default.json" : a.config);
+    if (std::error_code ec; std::filesystem::is_directory(config_path, ec)) {
+      err << who << "the config '" << printable(config_path)
+          << "' is a directory, not a config file\n";
+      return kBadInput;
+    }
     const auto text = read_file(config_path);
     if (!text) {
-      err << who << "cannot read the config '" << config_path << "'\n";
+      err << who << "cannot read the config '" << printable(config_path) << "'\n";
       return kBadInput;
     }
     try {
@@ -267,12 +289,12 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
       // parse_config reports it: the line and column of a syntax error, or e.g. a number beyond
       // double (out_of_range, not parse_error).
       const ConfigResult r = parse_config(*text);
-      err << who << config_path << ": " << std::get<ConfigError>(r).text() << "\n";
+      err << who << printable(config_path) << ": " << std::get<ConfigError>(r).text() << "\n";
       return kBadInput;
     }
     // Before anything edits the document: an insertion copies values, which recurses per level.
     if (const auto e = check_depth(doc)) {
-      err << who << config_path << ": " << e->text() << "\n";
+      err << who << printable(config_path) << ": " << e->text() << "\n";
       return kBadInput;
     }
     if (doc.is_object() && !doc.contains("name")) {
@@ -299,7 +321,7 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
         used = 0;
       }
       if (used != a.seed.size() || a.seed.empty() || a.seed[0] == '-') {
-        err << who << "--seed = " << a.seed << ": not a non-negative integer\n";
+        err << who << "--seed = " << printable(a.seed) << ": not a non-negative integer\n";
         return kBadInput;
       }
       if (!doc.contains("inputs") || !doc["inputs"].is_object()) doc["inputs"] = ojson::object();
@@ -319,9 +341,11 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
     else if (!a.passes.empty() && ends_with_index_of(e->path, "passes")) flag = "--pass";
     else if (a.verify_opt->count() > 0 && e->path.size() >= 12 && e->path.ends_with("/verify/mode")) flag = "--verify";
     if (!flag.empty()) {
-      err << who << flag << " = " << (e->value.empty() ? "?" : e->value) << ": " << e->message << "\n";
+      err << who << flag << " = " << printable(e->value.empty() ? "?" : e->value) << ": "
+          << printable(e->message) << "\n";
     } else {
-      err << who << (config_path.empty() ? std::string("problem") : config_path) << ": " << e->text() << "\n";
+      err << who << printable(config_path.empty() ? std::string("problem") : config_path) << ": "
+          << printable(e->text()) << "\n";
     }
     return kBadInput;
   }
@@ -342,8 +366,9 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
     if (kept == 0) {
       std::string globs;
       for (const auto& c : a.cases) globs += (globs.empty() ? "" : ", ") + c;
-      err << who << "--case = " << globs << ": matches none of the " << std::get<Config>(parsed).case_count()
-          << " cases of " << cfg.name << " (labels look like " << example << ")\n";
+      err << who << "--case = " << printable(globs) << ": matches none of the "
+          << std::get<Config>(parsed).case_count() << " cases of " << cfg.name
+          << " (labels look like " << example << ")\n";
       return kBadInput;
     }
   }
@@ -390,7 +415,8 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
     try {
       ro.resume = load_results(a.resume);
     } catch (const std::exception& e) {
-      err << "attnbench run: --resume = " << a.resume << ": " << e.what() << "\n";
+      err << "attnbench run: --resume = " << printable(a.resume) << ": " << printable(e.what())
+          << "\n";
       return kBadInput;
     }
     ro.resume_path = a.resume;
@@ -417,6 +443,17 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
   ro.dump_dir = a.dump;
   ro.command_line = command_line;
   ro.benchmark_flags = bench_flags;
+  if (!a.benchmark_out.empty()) {
+    // Google Benchmark writes it itself: held to the rules of --out, and never the same file.
+    const std::string why = output_refusal(a.benchmark_out, {config_path, ro.out_path},
+                                           {"the config file", "the results file (--out)"});
+    if (!why.empty()) {
+      err << "attnbench run: --benchmark_out = " << printable(a.benchmark_out) << ": "
+          << printable(why) << "\n";
+      return kBadInput;
+    }
+    ro.other_files.push_back({a.benchmark_out, "Google Benchmark's --benchmark_out"});
+  }
   if (!a.quiet) {
     std::cerr << "attnbench: " << cfg.name << ": " << cfg.case_count() << " cases, " << cfg.row_count()
               << " rows" << (a.profile ? " (profile: one call per row, no timing)" : "") << "\n";
@@ -425,17 +462,47 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
     if (!devices.empty()) return run_on_devices(cfg, ro, devices, raw_args, std::cout, std::cerr);
     return run_config(cfg, ro, std::cout, std::cerr);
   } catch (const std::runtime_error& e) {
-    err << "attnbench run: " << e.what() << "\n";
+    err << "attnbench run: " << printable(e.what()) << "\n";
     return kBadInput;
   }
 }
 
+// While it lives, std::cerr (and, with on_stdout, std::cout) write through a PrintableBuf.
+class PrintableStreams {
+ public:
+  PrintableStreams() : err_(std::cerr.rdbuf()) { std::cerr.rdbuf(&err_); }
+  void on_stdout() {
+    if (!out_) {
+      out_ = std::make_unique<PrintableBuf>(std::cout.rdbuf());
+      std::cout.rdbuf(out_.get());
+    }
+  }
+  ~PrintableStreams() {
+    std::cerr.flush();
+    std::cerr.rdbuf(err_.dest());
+    if (out_) {
+      std::cout.flush();
+      std::cout.rdbuf(out_->dest());
+    }
+  }
+  PrintableStreams(const PrintableStreams&) = delete;
+  PrintableStreams& operator=(const PrintableStreams&) = delete;
+
+ private:
+  PrintableBuf err_;
+  std::unique_ptr<PrintableBuf> out_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Every message quotes its arguments through it: no control byte of a path, a glob or a results
+  // file reaches the terminal. stdout of `run` keeps Google Benchmark's colours.
+  PrintableStreams printable_streams;
   // Split the arguments: --benchmark_* for Google Benchmark, everything else for CLI11.
   std::vector<char*> gb_argv{argv[0]}, cli_argv{argv[0]};
   std::set<std::string> bench_flags;
+  std::string benchmark_out;
   std::string command_line = "attnbench";
   std::vector<std::string> raw_args(argv + 1, argv + argc);  // for the workers of run --devices
   for (int i = 1; i < argc; ++i) {
@@ -443,6 +510,7 @@ int main(int argc, char** argv) {
     command_line += " " + shell_word(s);
     if (s.rfind("--benchmark_", 0) == 0) {
       gb_argv.push_back(argv[i]);
+      if (s.rfind("--benchmark_out=", 0) == 0) benchmark_out = s.substr(16);
       bench_flags.insert(s.substr(2, s.find('=') == std::string::npos ? std::string::npos : s.find('=') - 2));
     } else {
       cli_argv.push_back(argv[i]);
@@ -452,7 +520,8 @@ int main(int argc, char** argv) {
   if (cli_argv.size() > 1 && cli_argv[1][0] != '-') {
     const std::string cmd = cli_argv[1];
     if (cmd != "list" && cmd != "run" && cmd != "expand" && cmd != "check" && cmd != "compare" && cmd != "table") {
-      std::cerr << "attnbench: unknown command '" << cmd << "' (commands: list, run, expand, check, compare, table; see --help)\n";
+      std::cerr << "attnbench: unknown command '" << printable(cmd)
+                << "' (commands: list, run, expand, check, compare, table; see --help)\n";
       return kBadInput;
     }
   }
@@ -470,6 +539,7 @@ int main(int argc, char** argv) {
   app.add_subcommand("list", "List every registered implementation and what it supports");
 
   RunArgs ra;
+  ra.benchmark_out = benchmark_out;
   CLI::App* run = app.add_subcommand(
       "run", "Verify, time and record a config (default configs/default.json) or one problem given by flags");
   run->footer(R"(
@@ -478,7 +548,7 @@ reference, timed through Google Benchmark (--benchmark_* flags are passed to it)
 as one row of the results JSON; a table is printed at the end. Config format, verification,
 timing, memory and profiling: docs/cli.md. Results format: docs/results_schema.md.
 A single problem starts from batch 1, heads 1, seq 1, head_dim 64, f32, non-causal, every
-implementation, pass fwd; the flags change what they name.
+implementation, pass fwd; the flags change what they name (--heads-kv defaults to --heads-q).
 
 Examples:
   attnbench run                                       # configs/default.json
@@ -488,7 +558,8 @@ Examples:
   attnbench run configs/smoke.json --dump /tmp/tensors --impl cpu.flash_1pass
   attnbench run configs/default.json --benchmark_repetitions=10 --benchmark_out=gb.json
 
-Exit codes: 0 all rows pass or skip, 1 a row failed, 2 bad input, 130 interrupted.)");
+Exit codes: 0 all rows pass or skip, 1 a row failed, 2 bad input, 130/143/129 stopped by
+SIGINT/SIGTERM/SIGHUP.)");
   // The config and the flags that change it (shared by run and expand, so that expand prints the
   // cases of exactly the run the same flags would make).
   auto case_flags = [](CLI::App* c, RunArgs& r) {
@@ -603,8 +674,10 @@ Exit codes: 0 printed, 2 bad input (nothing printed).)");
   } else if (chk->parsed()) {
     rc = run_check(ko, std::cout, std::cerr);
   } else if (cmp->parsed()) {
+    printable_streams.on_stdout();  // the rows' strings come from the files
     rc = run_compare(co, std::cout, std::cerr);
   } else if (tab->parsed()) {
+    printable_streams.on_stdout();
     rc = run_table(to, std::cout, std::cerr);
   }
   benchmark::Shutdown();

@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "attnbench/output_file.hpp"
+
 namespace attnbench {
 
 const char* to_string(Status s) {
@@ -115,6 +117,9 @@ nlohmann::ordered_json row_to_json(const ResultRow& r) {
       oj["atol"] = num(o.atol);
       oj["bound"] = num(o.bound);
       oj["ratio"] = num(o.ratio);
+      oj["abs_bound"] = num(o.abs_bound);
+      oj["naive_ok"] = o.naive_ok;
+      oj["naive_nonfinite"] = o.naive_nonfinite;
       oj["ok"] = o.ok;
       if (!o.why.empty()) oj["why"] = o.why;
       v["outputs"].push_back(std::move(oj));
@@ -171,8 +176,14 @@ namespace {
 
 }  // namespace
 
-void write_file_atomic(const std::string& path, const std::string& text) {
+void write_file_atomic(const std::string& out_path, const std::string& text) {
   namespace fs = std::filesystem;
+  // Never replace a device, FIFO, socket, directory or read-only file (output_file.hpp); through
+  // a symlink, replace its target and keep the link.
+  if (const std::string why = output_refusal(out_path); !why.empty()) {
+    throw std::runtime_error("'" + out_path + "' " + why);
+  }
+  const std::string path = resolved_output_path(out_path);
   const fs::path target(path);
   fs::path dir = target.parent_path();
   if (dir.empty()) dir = ".";

@@ -3,6 +3,7 @@
 // JSON reader; and the checks that decide whether a run may resume a file, and which of its
 // rows it keeps.
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <limits>
@@ -149,6 +150,9 @@ struct Reader {
       e.atol = num(o, "atol", op, false);
       e.bound = num(o, "bound", op, false);
       e.ratio = num(o, "ratio", op, false);
+      e.abs_bound = num(o, "abs_bound", op, false);
+      e.naive_ok = boolean(o, "naive_ok", op, false, true);
+      e.naive_nonfinite = integer(o, "naive_nonfinite", op, false);
       e.ok = boolean(o, "ok", op, false, true);
       e.why = str(o, "why", op, false);
       row.outputs.push_back(std::move(e));
@@ -227,12 +231,19 @@ struct Reader {
 // ResultsError naming it.
 template <class Json>
 Json parse_file(const std::string& path) {
+  // A folder opens as a stream on Linux and throws ios failure on the first read (std::terminate
+  // in table and compare, exit 134, before this check).
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ResultsError(path + ": is a directory, not a results file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ResultsError(path + ": cannot open the file");
   try {
     return Json::parse(in);
   } catch (const typename Json::exception& e) {
     throw ResultsError(path + ": not valid JSON: " + e.what());
+  } catch (const std::ios_base::failure& e) {
+    throw ResultsError(path + ": cannot read the file: " + e.what());
   }
 }
 

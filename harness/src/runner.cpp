@@ -5,12 +5,16 @@
 // results.hpp (rows, file, --resume) and render.hpp (the final table).
 #include "attnbench/runner.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <sstream>
 
 #include "attnbench/ceilings.hpp"
 #include "attnbench/context.hpp"
@@ -19,6 +23,7 @@
 #include "attnbench/interrupt.hpp"
 #include "attnbench/memory_probe.hpp"
 #include "attnbench/nvtx.hpp"
+#include "attnbench/output_file.hpp"
 #include "attnbench/render.hpp"
 #include "attnbench/timing.hpp"
 #include "attnbench/validation.hpp"
@@ -26,6 +31,9 @@
 namespace attnbench {
 
 namespace {
+
+// Where a second signal's handler puts its stop reason in the prepared text (interrupt.hpp).
+constexpr const char* kStopMarker = "@@attnbench-stop-reason@@";
 
 // Why a timing benchmark skipped a row that had passed: not the row's failure.
 constexpr const char* kInterrupted = "interrupted";
@@ -74,6 +82,8 @@ class Runner {
   // --resume: the earlier file's rows to keep, by call name (impl, options, case, pass).
   std::map<std::string, const ResultRow*> kept_;
   std::size_t reused_ = 0;
+  std::string unfinished_;  // the stop_reason of the file while the run goes on
+  std::map<Device, std::int64_t> device_memory_;  // device_memory_bytes, asked once per device
 
   void build_plan();
   void run_case(std::size_t first, std::size_t last);
@@ -96,6 +106,33 @@ class Runner {
     r.flops = pass_flops(*pr.problem, pr.pass);
     r.nvtx = pr.name;
     return r;
+  }
+
+  std::int64_t memory_of(Device dev) {
+    auto [it, fresh] = device_memory_.try_emplace(dev, 0);
+    if (fresh) it->second = device_memory_bytes(dev);  // asked once: cudaMemGetInfo is not free
+    return it->second;
+  }
+  static std::string gib(std::int64_t b) {
+    std::ostringstream s;
+    s.precision(3);
+    s << static_cast<double>(b) / (1ull << 30) << " GiB";
+    return s.str();
+  }
+  // "out of memory: ..." when the row's buffers and workspace exceed its device's memory, else "".
+  // host_extra: the case's inputs and reference, on the host beside a CPU row's buffers.
+  std::string memory_reason(const PlannedRow& pr, std::int64_t host_extra) {
+    const Device dev = pr.impl->device();
+    const std::int64_t have = memory_of(dev);
+    const std::int64_t call = call_memory_bytes(*pr.impl, *pr.problem, pr.pass, *pr.params);
+    const std::int64_t extra = dev == Device::cpu ? host_extra : 0;
+    const std::int64_t need = call > INT64_MAX / 2 - extra ? INT64_MAX / 2 : call + extra;
+    if (have <= 0 || need <= have) return {};
+    return "out of memory: needs " + gib(need) + " (inputs, outputs and workspace" +
+           (extra > 0 ? ", and " + gib(extra) + " for the case's inputs and float64 reference"
+                      : std::string()) +
+           "), more than the " + gib(have) + " of " + std::string(to_string(dev)) +
+           " memory (checked before the reference)";
   }
 
   // Why a row cannot run, or "" when it can.
@@ -246,18 +283,40 @@ void Runner::run_case(std::size_t first, std::size_t last) {
     }
     reasons[i - first] = skip_reason(plan_[i]);
     if (!reasons[i - first].empty()) continue;
+    need_fwd = need_fwd || plan_[i].pass != Pass::bwd;
+    need_bwd = need_bwd || plan_[i].pass != Pass::fwd;
+  }
+  // Before the inputs and the reference (minutes for a large case): the memory they need on the
+  // host, and each row's buffers beside them. A row that cannot fit is a SKIP now.
+  const VerifySettings& vs = head.group->verify;
+  const std::int64_t ref_bytes = reference_host_bytes(p, vs.mode, need_fwd, need_bwd, vs.sample);
+  std::string case_error;
+  if (need_fwd || need_bwd) {
+    if (const std::int64_t host = memory_of(Device::cpu); host > 0 && ref_bytes > host) {
+      case_error = "out of host memory: the case's inputs and float64 reference need " +
+                   gib(ref_bytes) + ", more than the " + gib(host) +
+                   " of host memory (checked before making them)";
+    }
+  }
+  need_fwd = need_bwd = false;
+  for (std::size_t i = first; i < last; ++i) {
+    if (kept[i - first] || !reasons[i - first].empty() || !case_error.empty()) continue;
+    reasons[i - first] = memory_reason(plan_[i], ref_bytes);
+    if (!reasons[i - first].empty()) continue;
     any = true;
     need_fwd = need_fwd || plan_[i].pass != Pass::bwd;
     need_bwd = need_bwd || plan_[i].pass != Pass::fwd;
   }
   CaseState cs;
-  std::string case_error;
   if (any) {
     try {
       nvtx::Range range("inputs+reference:" + p.label());
       cs.inputs = make_inputs(p, cfg_.seed, cfg_.distribution);
-      const VerifySettings& vs = head.group->verify;
-      cs.ref = compute_reference(*cs.inputs, vs.mode, need_fwd, need_bwd, cfg_.seed, vs.sample);
+      ReferenceProgress told;
+      if (!opts_.quiet)
+        told.line = [this](const std::string& line) { err_ << line << "\n" << std::flush; };
+      cs.ref =
+          compute_reference(*cs.inputs, vs.mode, need_fwd, need_bwd, cfg_.seed, vs.sample, told);
     } catch (const std::bad_alloc&) {
       case_error = "out of host memory for the inputs or the reference";
     }
@@ -401,23 +460,38 @@ void Runner::time_rows() {
 
 void Runner::save(bool final_write) {
   if (opts_.out_path.empty()) return;
+  SavingScope saving;  // a second signal now waits for the file to be whole
   if (!final_write) {
-    // Written after every case, so a crash or a kill leaves the rows measured so far.
+    // Written after every case, so a crash or a kill leaves the rows measured so far. What the
+    // file says meanwhile must stay true once the process is gone: one killed by SIGKILL (or a
+    // crash) never gets to change it.
     const bool complete = results_.complete;
     const std::string reason = results_.stop_reason;
     results_.complete = false;
-    if (results_.stop_reason.empty()) results_.stop_reason = "run in progress";
+    if (results_.stop_reason.empty()) results_.stop_reason = unfinished_;
     write_results(opts_.out_path, results_);
+    // What a second signal writes (interrupt.hpp): this file, with its own stop reason.
+    results_.stop_reason = reason.empty() ? std::string(kStopMarker) : reason + "; " + kStopMarker;
+    const std::string text = results_to_json(results_).dump(
+                                 2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
+                             "\n";
+    const std::string quoted = std::string("\"") + kStopMarker + "\"";
+    if (const auto at = text.find(quoted); at != std::string::npos) {
+      set_stop_file(resolved_output_path(opts_.out_path), lock_path_of(opts_.out_path),
+                    text.substr(0, at + 1), text.substr(at + quoted.size() - 1));
+    }
     results_.complete = complete;
     results_.stop_reason = reason;
     return;
   }
   write_results(opts_.out_path, results_);
+  clear_stop_file();  // the file is final: a second signal now only ends the process
 }
 
 int Runner::run() {
-  // Installed first: a Ctrl-C from here on ends with a results file and exit code 130.
-  SigintGuard guard;
+  // Installed first: a SIGINT, SIGTERM or SIGHUP from here on ends with a results file and exit
+  // code 128 + the signal.
+  InterruptGuard guard;
   build_plan();
   cuda_present_ = device_present(Device::cuda);
   PeakProbe::configure_process();
@@ -434,6 +508,31 @@ int Runner::run() {
     }
     ctx["resumed_from"] = opts_.resume_path;
   }
+  // Before anything is written: an output that would destroy something, or that another run is
+  // writing, and a --dump folder that cannot be made, are refused.
+  std::unique_ptr<OutputLock> lock;
+  if (!opts_.out_path.empty()) {
+    std::vector<std::string> files{opts_.config_path}, names{"the config file"};
+    for (const auto& [f, what] : opts_.other_files) {
+      files.push_back(f);
+      names.push_back(what);
+    }
+    if (const std::string why = output_refusal(opts_.out_path, files, names); !why.empty()) {
+      throw std::runtime_error("--out = " + opts_.out_path + ": " + why);
+    }
+  }
+  if (!opts_.out_path.empty()) {
+    try {
+      lock = std::make_unique<OutputLock>(opts_.out_path, opts_.command_line);
+    } catch (const OutputBusy& e) {
+      throw OutputBusy("--out = " + opts_.out_path + ": " + e.what());
+    }
+  }
+  if (!opts_.dump_dir.empty()) prepare_dump_dir(opts_.dump_dir);
+  unfinished_ =
+      "unfinished: written while the run was going (pid " + std::to_string(::getpid()) + " on " +
+      ctx.value("host", std::string("?")) + ", started " + ctx.value("date", std::string("?")) +
+      "); if that process is gone, it was killed before it could say why (SIGKILL, a crash)";
   // Fails here (before any work) when the results file cannot be written.
   save(false);
 
@@ -457,14 +556,16 @@ int Runner::run() {
   ctx["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (interrupted()) {
     results_.complete = false;
-    results_.stop_reason = "interrupted (SIGINT)";
+    results_.stop_reason = "interrupted (" + signal_name(interrupt_signal()) +
+                           "): the row in progress finished, the rows after it did not run";
   }
   save(true);
   print_run_table(results_, out_);
-  if (!opts_.out_path.empty()) out_ << "results: " << opts_.out_path << "\n";
+  if (!opts_.out_path.empty()) out_ << "results: " << printable(opts_.out_path) << "\n";
   if (interrupted()) {
-    err_ << "interrupted: results written with complete=false\n";
-    return 130;
+    err_ << "interrupted by " << signal_name(interrupt_signal())
+         << ": results written with complete=false\n";
+    return 128 + interrupt_signal();
   }
   const bool any_fail = std::any_of(results_.rows.begin(), results_.rows.end(),
                                     [](const ResultRow& r) { return r.status == Status::fail; });

@@ -3,6 +3,7 @@
 #include "attnbench/verify.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -30,6 +31,34 @@ VerifyMode resolve_mode(const Problem& p, VerifyMode requested) {
   return work <= kFullReferenceMaxWork ? VerifyMode::full : VerifyMode::sampled;
 }
 
+std::int64_t reference_host_bytes(const Problem& p, VerifyMode requested, bool need_fwd,
+                                  bool need_bwd, SampleSpec spec) {
+  const long double q = static_cast<long double>(p.q_elems()),
+                    kv = static_cast<long double>(p.kv_elems());
+  const long double lse = static_cast<long double>(p.lse_elems());
+  const long double ds = static_cast<long double>(dtype_size(p.dtype));
+  long double bytes = (2 * q + 2 * kv) * ds;  // q, k, v, dout in the dtype
+  const VerifyMode mode = resolve_mode(p, requested);
+  if (mode != VerifyMode::off && (need_fwd || need_bwd)) {
+    bytes += 8 * (q + 2 * kv);         // q, k, v as float64
+    if (need_bwd) bytes += 2 * 8 * q;  // dout as float64 (the floors' copy and the backward's)
+    if (mode == VerifyMode::full) {
+      bytes += 2 * 8 * (q + lse) + ds * q;          // o and lse, their RefOutput copies, o_in
+      if (need_bwd) bytes += 2 * 8 * (q + 2 * kv);  // dq, dk, dv and their RefOutput copies
+    } else {
+      // Index and value per sampled element: rows of spec.heads query heads, and the whole dq,
+      // dk, dv of spec.heads kv heads (with their query heads) and the scratch of one of them.
+      const long double hd = p.head_dim, heads = spec.heads;
+      bytes += 16 * heads * (spec.rows + 2) * (hd + 1);
+      const long double kv_head =
+          (static_cast<long double>(p.group()) * p.seq_q + 2.0L * p.seq_kv) * hd;
+      if (need_bwd) bytes += (16 * heads + 8) * kv_head;
+    }
+  }
+  const long double cap = static_cast<long double>(std::numeric_limits<std::int64_t>::max() / 2);
+  return bytes > cap ? static_cast<std::int64_t>(cap) : static_cast<std::int64_t>(bytes);
+}
+
 namespace {
 
 // Distinct values from [0, n), seeded; all of them when count >= n. Sorted.
@@ -51,19 +80,100 @@ std::vector<int> pick(int n, int count, std::mt19937_64& rng, std::vector<int> a
   return out;
 }
 
+// max over rows of the Euclidean norm of the head_dim-long rows of x (BSHD: every row of d).
+double max_row_norm(const std::vector<double>& x, int d) {
+  double m = 0;
+  for (std::size_t r = 0; r + static_cast<std::size_t>(d) <= x.size();
+       r += static_cast<std::size_t>(d)) {
+    double s = 0;
+    for (int c = 0; c < d; ++c)
+      s += x[r + static_cast<std::size_t>(c)] * x[r + static_cast<std::size_t>(c)];
+    m = std::max(m, s);
+  }
+  return std::sqrt(m);
+}
+
+double max_abs(const std::vector<double>& x) {
+  double m = 0;
+  for (double e : x) m = std::max(m, std::fabs(e));
+  return m;
+}
+
+// floor(dQ), floor(dK) of the absolute bound (verify.hpp): the rounding of dP - D,
+// (u + 2 d u_f32) |dO_i| max|v_j|, times what dQ and dK multiply dS by.
+void set_gradient_floors(const Problem& p, const std::vector<double>& q,
+                         const std::vector<double>& k, const std::vector<double>& v,
+                         const std::vector<double>& dout, Reference& ref) {
+  const int d = p.head_dim;
+  const double u = unit_roundoff(p.dtype) + 2.0 * d * unit_roundoff(DType::f32);
+  const double residual = u * max_row_norm(dout, d) * max_row_norm(v, d);
+  const double scale = p.effective_scale();
+  const double column_mass = std::max(1.0, static_cast<double>(p.group()) * p.seq_q / p.seq_kv);
+  ref.floor_dq = residual * scale * max_abs(k);
+  ref.floor_dk = residual * scale * max_abs(q) * column_mass;
+}
+
+}  // namespace
+
+double absolute_bound_factor(const Problem& p, bool gradient) {
+  const double n =
+      static_cast<double>(p.seq_kv) + (gradient ? static_cast<double>(p.group()) * p.seq_q : 0.0);
+  return 32.0 * unit_roundoff(p.dtype) + (n + 2.0 * p.head_dim) * unit_roundoff(DType::f32);
+}
+
+namespace {
+
+// The progress lines of a long reference: "reference: <step> (<work>)", then the step's time.
+class Steps {
+ public:
+  Steps(const ReferenceProgress& p, double work) {
+    if (work > p.min_work) f_ = p.line;
+  }
+  void step(const std::string& what, double work) {
+    if (!f_) return;
+    done();
+    std::ostringstream s;
+    s << "reference: " << what << " (" << work << " multiply-adds in float64) ...";
+    f_(s.str());
+    t0_ = std::chrono::steady_clock::now();
+    open_ = true;
+  }
+  void done() {
+    if (!f_ || !open_) return;
+    std::ostringstream s;
+    s << "reference: done in "
+      << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count() << " s";
+    f_(s.str());
+    open_ = false;
+  }
+  ~Steps() { done(); }
+
+ private:
+  std::function<void(const std::string&)> f_;
+  std::chrono::steady_clock::time_point t0_;
+  bool open_ = false;
+};
+
 }  // namespace
 
 Reference compute_reference(const CaseInputs& in, VerifyMode requested, bool need_fwd,
-                            bool need_bwd, std::uint64_t seed, SampleSpec spec) {
+                            bool need_bwd, std::uint64_t seed, SampleSpec spec,
+                            const ReferenceProgress& progress) {
   const Problem& p = in.p;
   Reference ref;
   ref.mode = resolve_mode(p, requested);
   if (ref.mode == VerifyMode::off) return ref;
+  // Multiply-adds of one (batch, head)'s scores: the forward is about 2 of them, the backward 5.
+  const double per_head = static_cast<double>(p.seq_q) * p.seq_kv * p.head_dim;
   const std::vector<double> q = in.q.to_double(), k = in.k.to_double(), v = in.v.to_double();
   const int d = p.head_dim;
+  if (need_bwd) set_gradient_floors(p, q, k, v, in.dout.to_double(), ref);
 
   if (ref.mode == VerifyMode::full) {
+    const double heads = static_cast<double>(p.batch) * p.heads_q;
+    Steps steps(progress, heads * per_head * (2 + (need_bwd ? 5 : 0)));
     std::vector<double> o(static_cast<std::size_t>(p.q_elems())), lse(static_cast<std::size_t>(p.lse_elems()));
+    steps.step("full forward", heads * per_head * 2);
     reference::forward(p, q.data(), k.data(), v.data(), o.data(), lse.data());
     ref.o_in = HostTensor(p.dtype, p.q_elems());
     for (std::int64_t i = 0; i < p.q_elems(); ++i) ref.o_in.set(i, static_cast<float>(o[static_cast<std::size_t>(i)]));
@@ -76,6 +186,7 @@ Reference compute_reference(const CaseInputs& in, VerifyMode requested, bool nee
       ref.lse.val = std::move(lse);
     }
     if (need_bwd) {
+      steps.step("full backward", heads * per_head * 5);
       const std::vector<double> dout = in.dout.to_double();
       ref.dq.val.resize(static_cast<std::size_t>(p.q_elems()));
       ref.dk.val.resize(static_cast<std::size_t>(p.kv_elems()));
@@ -90,9 +201,18 @@ Reference compute_reference(const CaseInputs& in, VerifyMode requested, bool nee
   // always in (tails and causal edges live there).
   std::mt19937_64 rng(seed ^ 0x5eed5eedull);
   const int pairs_q = p.batch * p.heads_q;
+  const double rows_work = 2.0 * std::min(spec.rows + 2, p.seq_q) / p.seq_q * per_head;
+  const double kv_work = 5.0 * p.group() * per_head;
+  const int n_fwd = std::min(spec.heads, pairs_q),
+            n_bwd = std::min(spec.heads, p.batch * p.heads_kv);
+  Steps steps(progress, n_fwd * rows_work + (need_bwd ? n_bwd * kv_work : 0));
   if (need_fwd || need_bwd) {
+    int n = 0;
     for (int bh : pick(pairs_q, spec.heads, rng)) {
       const int b = bh / p.heads_q, h = bh % p.heads_q;
+      std::ostringstream what;
+      what << "sampled rows of (batch " << b << ", head " << h << "), " << ++n << "/" << n_fwd;
+      steps.step(what.str(), rows_work);
       const std::vector<int> rows = pick(p.seq_q, spec.rows, rng, {0, p.seq_q - 1});
       std::vector<double> o(rows.size() * static_cast<std::size_t>(d)), lse(rows.size());
       reference::forward_rows(p, q.data(), k.data(), v.data(), b, h, rows, o.data(), lse.data());
@@ -115,8 +235,13 @@ Reference compute_reference(const CaseInputs& in, VerifyMode requested, bool nee
   if (need_bwd) {
     const std::vector<double> dout = in.dout.to_double();
     const int g = p.group();
+    int n = 0;
     for (int bh : pick(p.batch * p.heads_kv, spec.heads, rng)) {
       const int b = bh / p.heads_kv, hk = bh % p.heads_kv;
+      std::ostringstream what;
+      what << "backward of (batch " << b << ", kv head " << hk << ") and its " << g
+           << " query head(s), " << ++n << "/" << n_bwd;
+      steps.step(what.str(), kv_work);
       std::vector<double> dq(static_cast<std::size_t>(g) * p.seq_q * d);
       std::vector<double> dk(static_cast<std::size_t>(p.seq_kv) * d), dv(dk.size());
       reference::backward_kv_head(p, q.data(), k.data(), v.data(), dout.data(), b, hk, dq.data(),
@@ -172,6 +297,9 @@ struct OutputSpec {
   // own P, does not have: with seq_kv = 1 naive is exact and the bound would be atol alone.
   // atol grows by 4 * u_f32 * (1 + max|LSE|) * max|X_ref| (4: two roundings, through exp).
   double lse_rel = 0;
+  // The absolute bound (verify.hpp): c and, for dQ and dK, the floor.
+  double c_abs = 0;
+  double floor = 0;
 };
 
 OutputReport check_output(const Problem& p, const OutputSpec& s, VerifyMode mode) {
@@ -215,7 +343,7 @@ OutputReport check_output(const Problem& p, const OutputSpec& s, VerifyMode mode
     const bool all = ref.idx.empty();
     const std::int64_t m = static_cast<std::int64_t>(ref.val.size());
     double max_abs = 0, naive_max = 0, sq_err = 0, sq_ref = 0, ref_max = 0;
-    std::int64_t checked = 0, worst = -1;
+    std::int64_t checked = 0, worst = -1, naive_bad = 0;
     const bool have_naive = s.naive.present();
     for (std::int64_t j = 0; j < m; ++j) {
       const std::int64_t i = all ? j : ref.idx[static_cast<std::size_t>(j)];
@@ -233,7 +361,10 @@ OutputReport check_output(const Problem& p, const OutputSpec& s, VerifyMode mode
       ref_max = std::max(ref_max, std::fabs(rv));
       if (have_naive) {
         const double en = std::fabs(s.naive.at(i) - rv);
-        naive_max = std::max(naive_max, std::isfinite(en) ? en : 0.0);
+        if (std::isfinite(en))
+          naive_max = std::max(naive_max, en);
+        else
+          ++naive_bad;  // NaN/Inf where the reference is finite: reported, never as 0
       }
     }
     r.checked = checked;
@@ -241,19 +372,35 @@ OutputReport check_output(const Problem& p, const OutputSpec& s, VerifyMode mode
     r.rel_l2 = sq_ref > 0 ? std::sqrt(sq_err / sq_ref) : std::sqrt(sq_err);
     // "Twice the rounding error of X_ref in the dtype": 2 * unit roundoff * max|X_ref|.
     r.atol = (2.0 * unit_roundoff(s.dtype) + s.lse_rel) * ref_max;
+    r.abs_bound = s.c_abs * ref_max + r.atol + s.floor;
+    std::ostringstream naive_text;  // the baseline's error as the messages give it
     if (have_naive) {
-      r.naive_max_abs = naive_max;
-      r.bound = s.k * naive_max + r.atol;
-      r.ratio = naive_max > 0 ? max_abs / naive_max : 0;
+      r.naive_nonfinite = naive_bad;
+      r.naive_max_abs = naive_bad > 0 ? std::numeric_limits<double>::infinity() : naive_max;
+      r.naive_ok = naive_bad == 0 && naive_max <= r.abs_bound;
+      if (naive_bad > 0)
+        naive_text << "naive " << naive_bad << " element(s) NaN/Inf";
+      else
+        naive_text << "naive " << naive_max;
+      // A baseline that fails its own absolute bound is no yardstick: the absolute bound is.
+      r.bound = r.naive_ok ? s.k * naive_max + r.atol : r.abs_bound;
+      r.ratio = naive_bad == 0 && naive_max > 0 ? max_abs / naive_max : 0;
     } else {
       // No same-device baseline could run: fall back to a dtype-based bound, said in `why`.
       r.bound = 16.0 * r.atol;
+      naive_text << "no naive baseline";
     }
     if (!(max_abs <= r.bound)) {
       r.ok = false;
       std::ostringstream w;
-      w << "max_abs " << max_abs << " > bound " << r.bound << " (k=" << s.k << ", naive "
-        << r.naive_max_abs << ", atol " << r.atol << ") at element " << worst;
+      if (r.naive_ok) {
+        w << "max_abs " << max_abs << " > bound " << r.bound << " (k=" << s.k << ", "
+          << naive_text.str() << ", atol " << r.atol << ") at element " << worst;
+      } else {
+        w << "max_abs " << max_abs << " > absolute bound " << r.bound << " (c*max|ref| + atol"
+          << (s.floor > 0 ? " + floor" : "") << ", c=" << s.c_abs
+          << "; the naive baseline fails it: " << naive_text.str() << ") at element " << worst;
+      }
       r.why = w.str();
     }
   }
@@ -283,6 +430,8 @@ OutputReport check_against_naive(const OutputSpec& s, const OutputReport& sample
     if (std::isfinite(b)) mag = std::max(mag, std::fabs(b));
   }
   r.atol = 2.0 * unit_roundoff(s.dtype) * mag;
+  // The baseline's error on the samples; when it failed its absolute bound, the error the
+  // absolute bound allows (a broken baseline must not loosen this check either).
   const double base = 4.0 * ((s.k + 1.0) * std::max(sampled.naive_max_abs, 0.0) + r.atol);
   const double rel = 2.0 * (s.k + 1.0) * s.u_problem;
   double worst_excess = 0, worst_bound = base;
@@ -344,25 +493,41 @@ Verdict verify(const Problem& p, Pass pass, const Outputs& impl, const Outputs* 
     if (o) w.f = &o->lse;
     return w;
   };
+  const double up = unit_roundoff(p.dtype);
   if (pass != Pass::bwd) {
-    const double up = unit_roundoff(p.dtype);
-    specs.push_back({"O", view_t(&impl, &Outputs::o), view_t(naive, &Outputs::o), &ref.o, p.dtype, 2.0, false, up});
-    specs.push_back({"LSE", view_f(&impl), view_f(naive), &ref.lse, DType::f32, 2.0, true, up});
+    const double c = absolute_bound_factor(p, false);
+    specs.push_back({"O", view_t(&impl, &Outputs::o), view_t(naive, &Outputs::o), &ref.o, p.dtype,
+                     2.0, false, up, 0, c});
+    specs.push_back(
+        {"LSE", view_f(&impl), view_f(naive), &ref.lse, DType::f32, 2.0, true, up, 0, c});
   }
   if (pass != Pass::fwd) {
     const double lse_rel = 4.0 * unit_roundoff(DType::f32) * (1.0 + ref.lse_abs_max);
-    specs.push_back({"dQ", view_t(&impl, &Outputs::dq), view_t(naive, &Outputs::dq), &ref.dq, p.dtype, 3.0, false, unit_roundoff(p.dtype), lse_rel});
-    specs.push_back({"dK", view_t(&impl, &Outputs::dk), view_t(naive, &Outputs::dk), &ref.dk, p.dtype, 3.0, false, unit_roundoff(p.dtype), lse_rel});
-    specs.push_back({"dV", view_t(&impl, &Outputs::dv), view_t(naive, &Outputs::dv), &ref.dv, p.dtype, 3.0, false, unit_roundoff(p.dtype), lse_rel});
+    const double c = absolute_bound_factor(p, true);
+    specs.push_back({"dQ", view_t(&impl, &Outputs::dq), view_t(naive, &Outputs::dq), &ref.dq,
+                     p.dtype, 3.0, false, up, lse_rel, c, ref.floor_dq});
+    specs.push_back({"dK", view_t(&impl, &Outputs::dk), view_t(naive, &Outputs::dk), &ref.dk,
+                     p.dtype, 3.0, false, up, lse_rel, c, ref.floor_dk});
+    specs.push_back({"dV", view_t(&impl, &Outputs::dv), view_t(naive, &Outputs::dv), &ref.dv,
+                     p.dtype, 3.0, false, up, lse_rel, c});
   }
   for (const auto& s : specs) {
     OutputReport r = check_output(p, s, ref.mode);
     const bool global = ref.mode == VerifyMode::sampled && s.naive.present() && s.impl.present();
     v.ok = v.ok && r.ok;
     v.outputs.push_back(r);
-    if (global) {
+    if (global && r.naive_ok) {
       OutputReport g = check_against_naive(s, r);
       v.ok = v.ok && g.ok;
+      v.outputs.push_back(std::move(g));
+    } else if (global) {
+      // A baseline that failed its absolute bound on the samples is no proxy for the reference
+      // elsewhere: the every-element check is not made (checked 0, naive_ok false says so).
+      OutputReport g;
+      g.name = std::string(s.name) + "~naive";
+      g.naive_max_abs = r.naive_max_abs;
+      g.naive_nonfinite = r.naive_nonfinite;
+      g.naive_ok = false;
       v.outputs.push_back(std::move(g));
     }
   }

@@ -33,7 +33,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 if not __package__:  # run as a file: the repository root on the path, for the `scripts` package
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from scripts.results_io import SCHEMA, load_results, write_atomic  # noqa: E402
+from scripts.results_io import (SCHEMA, OutputBusy, OutputLock, load_results, output_refusal,  # noqa: E402
+                                write_atomic)
 
 EXIT_BAD_INPUT = 2
 PASSES = ("fwd", "bwd", "fwd_bwd")
@@ -734,8 +735,30 @@ def merge(run_path, peer_paths, out_path, prog="merge", fail=None):
     ctx["peers"] = peers
     out = {"schema": SCHEMA, "complete": complete, "stop_reason": "; ".join(x for x in reasons if x),
            "context": ctx, "rows": rows, "summary": summary(rows)}
-    write_atomic(out_path, out)
+    lock = take_output(out_path, [run_path] + list(peer_paths), ["the run file"] + ["a peer file"] * len(peer_paths),
+                       fail=fail)
+    try:
+        write_atomic(out_path, out)
+    finally:
+        lock.release()
     print(f"{prog}: wrote {out_path}: {len(rows)} rows")
+
+
+def take_output(out_path, inputs, names, fail=None, command=""):
+    """The checks and the lock of an output (results_io.output_refusal, OutputLock): refused with
+    exit 2 (fail, or BadInput) before anything is written. Returns the lock; release() it at the end."""
+    why = output_refusal(out_path, inputs, names)
+    try:
+        if why:
+            raise BadInput(f"--out = {out_path}: {why}")
+        try:
+            return OutputLock(out_path, command)
+        except OutputBusy as e:
+            raise BadInput(f"--out = {out_path}: {e}") from None
+    except BadInput as e:
+        if fail is None:
+            raise
+        fail(str(e))
 
 
 # ============================================================================ the run
@@ -1005,11 +1028,19 @@ def main(prog, description, peers, argv=None, peer_name=None):
         ctx["backends"] = {}
         for b in backends:
             ctx["backends"].setdefault(b.impl, b.context())
+        lock = take_output(out, [args.config], ["the config file"], command=ctx["command_line"])
         results = Results(out, ctx)
-        results.save()  # fails early if the file cannot be written
+        try:
+            results.save()  # fails early if the file cannot be written
+        except OSError as e:
+            lock.release()
+            raise BadInput(f"--out = {out}: {e}") from None
     except BadInput as e:
         die(prog, str(e))
-    return run(prog, peer, planned, backends, dev, capi, results, args)
+    try:
+        return run(prog, peer, planned, backends, dev, capi, results, args)
+    finally:
+        lock.release()
 
 
 def require_torch(prog):

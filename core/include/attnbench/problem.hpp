@@ -17,6 +17,13 @@ namespace attnbench {
 
 inline constexpr int kMaxHeadDim = 256;
 
+// Every implementation takes the scale in float32, and the exp2-based kernels scale by
+// scale * log2(e): the largest scale for which both are finite.
+inline constexpr double kMaxScale = 3.4028234663852886e38 / 1.4426950408889634;
+inline constexpr const char* kScaleOverflow =
+    "overflows float32, the type every implementation takes the scale in (at most 2.36e38, so that "
+    "scale * log2(e) stays finite)";
+
 struct Problem {
   int batch = 1;
   int heads_q = 1;

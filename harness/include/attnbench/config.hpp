@@ -19,7 +19,8 @@
 //
 // Sweeps: every product axis is crossed with every other axis; the arrays of one zip group
 // advance together (equal lengths) and the group is crossed with the rest. "seq" sets seq_q and
-// seq_kv, "heads" sets heads_q and heads_kv. Product axes vary slowest, in the order written,
+// seq_kv, "heads" sets heads_q and heads_kv; heads_kv set nowhere (problem, group, sweep) is
+// heads_q (MHA), as in FlashAttention and PyTorch. Product axes vary slowest, in the order written,
 // then the zip groups. "groups" splits a config into parts with their own sweeps,
 // implementations, passes, params and devices (e.g. CPU-sized and GPU-sized cases); "problem",
 // "verify" and "timing" at the top are per-field defaults for every group.
@@ -30,6 +31,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <streambuf>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -113,6 +115,28 @@ ConfigResult parse_config_doc(const nlohmann::ordered_json& doc, const ParseOpti
 // stack. Iterative. Returns the error, or nullopt when the document is shallow enough.
 inline constexpr int kMaxConfigDepth = 64;
 std::optional<ConfigError> check_depth(const nlohmann::ordered_json& doc, int max_depth = kMaxConfigDepth);
+
+// Text from the command line or a file, for a message on the terminal: control bytes (below
+// 0x20, and 0x7f) as \xNN, so that a hostile argument cannot move the cursor, clear the screen
+// or retitle the terminal.
+std::string printable(std::string_view text);
+
+// A stream buffer that writes through to `dest` with printable()'s escapes, except that newline
+// and tab pass: installed on std::cerr (and on std::cout for table and compare), it keeps any
+// path, glob or results-file string a message quotes from reaching the terminal as control bytes.
+class PrintableBuf : public std::streambuf {
+ public:
+  explicit PrintableBuf(std::streambuf* dest) : dest_(dest) {}
+  std::streambuf* dest() const { return dest_; }
+
+ protected:
+  int_type overflow(int_type ch) override;
+  std::streamsize xsputn(const char* s, std::streamsize n) override;
+  int sync() override { return dest_->pubsync(); }
+
+ private:
+  std::streambuf* dest_;
+};
 
 // JSON pointer escaping of one key ('~' -> "~0", '/' -> "~1").
 std::string json_pointer_escape(std::string_view key);

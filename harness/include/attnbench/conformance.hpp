@@ -57,6 +57,12 @@ std::vector<Pass> declared_passes(const Implementation& impl);
 // rounded to the dtype (the naive baseline), tight enough that a wrong index (error ~1) fails.
 double rel_l2_bound(DType t);
 
+// The naive baseline's own verdict where its dtype cannot resolve the logits (the large scales in
+// f16/bf16: S stored in the dtype ties or reorders the top scores): it may fail, but only by its
+// absolute bound (verify.hpp), never by NaN/Inf or an unwritten element. True when v passed or
+// failed for that reason alone.
+bool ok_or_only_its_absolute_bound(const Verdict& v);
+
 struct Case {
   const Implementation* impl = nullptr;
   Shape shape;

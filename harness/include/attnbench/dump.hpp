@@ -12,6 +12,11 @@
 
 namespace attnbench {
 
+// Makes DIR (and its parents) and checks that files can be created in it; throws
+// std::runtime_error saying why not. Called before anything runs: a --dump that cannot be
+// written is bad input, not a warning at the first row.
+void prepare_dump_dir(const std::string& dir);
+
 // with_inputs: also the case's inputs and reference (the first row of the case dumped).
 // Throws std::runtime_error when a file cannot be written.
 void dump_row(const std::string& dir, const Problem& p, const CaseInputs& in, const Reference& ref,

@@ -44,6 +44,15 @@ bool cuda_context_broken(std::string& why);
 // results' memory.io_bytes, also printed by `attnbench expand`.
 std::int64_t pass_io_bytes(const Problem& p, Pass pass);
 
+// The memory one call of impl needs on its device: the buffers CaseBuffers allocates (inputs,
+// outputs, LSE, and the larger workspace of the forward, its partner's for a backward-only
+// implementation, and the backward). Asked before a case's inputs and reference are made, so a
+// row that cannot fit is a SKIP at once instead of after minutes of reference.
+std::int64_t call_memory_bytes(const Implementation& impl, const Problem& p, Pass pass,
+                               const Options& opts);
+// The memory of a device: the CPU's physical memory, a CUDA device's total memory; 0 if unknown.
+std::int64_t device_memory_bytes(Device d);
+
 class CaseBuffers {
  public:
   CaseBuffers(const Implementation& impl, const Problem& p, Pass pass, const Options& opts);

@@ -98,6 +98,8 @@ nlohmann::ordered_json results_to_json(const ResultsFile& f);
 
 // Writes text to path atomically: a temporary file in the same folder, fsync, rename (and an
 // fsync of the folder), so a reader never sees half a file. Creates missing parent folders.
+// Refuses (throws) a path that is a device, FIFO, socket, directory or read-only file
+// (output_refusal); a symlink's target is replaced, the link kept.
 // Throws std::runtime_error naming the path.
 void write_file_atomic(const std::string& path, const std::string& text);
 void write_results(const std::string& path, const ResultsFile& f);

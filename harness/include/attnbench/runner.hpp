@@ -18,6 +18,8 @@
 #include <iosfwd>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "attnbench/config.hpp"
 #include "attnbench/results.hpp"
@@ -45,6 +47,9 @@ struct RunOptions {
   std::set<int> only_cases;
   int cuda_device = 0;
   std::string worker_note;
+  // Other files of the run that out_path must not be, with what they are (e.g. Google
+  // Benchmark's --benchmark_out); config_path is checked as "the config file" anyway.
+  std::vector<std::pair<std::string, std::string>> other_files;
 };
 
 // The context block of a run's results file: collect_context() and the run's config, seed,
@@ -56,8 +61,12 @@ inline constexpr const char* kNoCudaDevice = "no CUDA device";
 
 // Runs the config. Progress goes to err, the final table to out. Returns the exit code:
 // 0 every row passed or was skipped, 1 a row failed, 130 interrupted by SIGINT (the results
-// file is then written with complete=false). Throws std::runtime_error, before any work, when
-// the results file cannot be written or opts.resume may not be resumed (resume_refusal).
+// file is then written with complete=false). Throws std::runtime_error, before any work and
+// before writing anything, when the results file may not or cannot be written (output_refusal:
+// a device, FIFO, socket, directory, read-only file, the config or another file of the run),
+// another run holds its lock (OutputBusy, naming it), the --dump folder cannot be made, or
+// opts.resume may not be resumed (resume_refusal). The results file is locked (OutputLock) for
+// the whole run.
 int run_config(const Config& config, const RunOptions& opts, std::ostream& out, std::ostream& err);
 
 }  // namespace attnbench
