@@ -111,6 +111,13 @@ std::string cuda_version_text(int v) {
 std::string iso_date_utc() { return format_utc("%Y-%m-%dT%H:%M:%SZ"); }
 std::string file_date_utc() { return format_utc("%Y%m%d-%H%M%S"); }
 
+nlohmann::ordered_json load_average() {
+  std::ifstream la("/proc/loadavg");
+  double l1 = 0, l5 = 0, l15 = 0;
+  if (la >> l1 >> l5 >> l15) return {l1, l5, l15};
+  return nullptr;
+}
+
 std::int64_t host_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? static_cast<std::int64_t>(pages) * page : 0;
@@ -125,12 +132,8 @@ nlohmann::ordered_json collect_context() {
   c["omp_threads"] = omp_get_max_threads();
   c["host_memory_bytes"] = host_memory_bytes();
   // CPU timings on a busy machine are mostly scheduling noise (OpenMP threads waiting for a
-  // core); the load at the start says how busy it was.
-  {
-    std::ifstream la("/proc/loadavg");
-    double l1 = 0, l5 = 0, l15 = 0;
-    if (la >> l1 >> l5 >> l15) c["load_average"] = {l1, l5, l15};
-  }
+  // core); the load at the start says how busy it was (the run adds load_average_end).
+  if (auto la = load_average(); !la.is_null()) c["load_average"] = std::move(la);
   c["compiler"] = ATTNBENCH_CXX_COMPILER;
   c["build_type"] = ATTNBENCH_BUILD_TYPE;
 

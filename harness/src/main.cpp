@@ -176,7 +176,7 @@ bool ends_with_index_of(const std::string& path, const std::string& key) {
   return rest.empty() || (rest[0] == '/' && rest.find_first_not_of("0123456789", 1) == std::string::npos);
 }
 
-int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const std::string& command_line) {
+int cmd_run(const RunArgs& a, const std::map<std::string, std::string>& bench_flags, const std::string& command_line) {
   std::ostream& err = std::cerr;
   const std::string who = a.expand ? "attnbench expand: " : "attnbench run: ";
   bool adhoc = false;
@@ -367,14 +367,16 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
 int main(int argc, char** argv) {
   // Split the arguments: --benchmark_* for Google Benchmark, everything else for CLI11.
   std::vector<char*> gb_argv{argv[0]}, cli_argv{argv[0]};
-  std::set<std::string> bench_flags;
+  std::map<std::string, std::string> bench_flags;  // name without dashes -> value
   std::string command_line = "attnbench";
   for (int i = 1; i < argc; ++i) {
     const std::string s = argv[i];
     command_line += " " + shell_word(s);
     if (s.rfind("--benchmark_", 0) == 0) {
       gb_argv.push_back(argv[i]);
-      bench_flags.insert(s.substr(2, s.find('=') == std::string::npos ? std::string::npos : s.find('=') - 2));
+      const auto eq = s.find('=');
+      bench_flags[s.substr(2, eq == std::string::npos ? std::string::npos : eq - 2)] =
+          eq == std::string::npos ? "" : s.substr(eq + 1);
     } else {
       cli_argv.push_back(argv[i]);
     }
@@ -384,6 +386,14 @@ int main(int argc, char** argv) {
     const std::string cmd = cli_argv[1];
     if (cmd != "list" && cmd != "run" && cmd != "expand" && cmd != "compare" && cmd != "table") {
       std::cerr << "attnbench: unknown command '" << cmd << "' (commands: list, run, expand, compare, table; see --help)\n";
+      return kBadInput;
+    }
+  }
+  // Google Benchmark would print its usage and exit 0 on these.
+  for (const char* f : {"benchmark_format", "benchmark_out_format"}) {
+    if (const auto it = bench_flags.find(f); it != bench_flags.end() && it->second != "console" &&
+                                             it->second != "json" && it->second != "csv") {
+      std::cerr << "attnbench: --" << f << "=" << it->second << ": must be console, json or csv\n";
       return kBadInput;
     }
   }
@@ -488,6 +498,30 @@ Exit codes: 0 printed, 2 bad input (nothing printed).)");
   cmp->add_option("--threshold", co.threshold, "Slowdown tolerated beyond the noise (fraction)")->capture_default_str();
   cmp->add_flag("--allow-missing", co.allow_missing, "A row of BASE missing from NEW is not a failure");
   cmp->add_option("--error-factor", co.error_factor, "Error growth tolerated (factor on max_abs)")->capture_default_str();
+  cmp->add_option("--alpha", co.alpha, "Level of the test over all the rows, after the correction")->capture_default_str();
+  std::string correction = "holm";
+  cmp->add_option("--correction", correction, "For testing many rows: holm (family-wise), bh (false discovery rate) or none")
+      ->capture_default_str();
+  cmp->add_flag("--only-changed", co.only_changed, "Leave out the rows whose verdict is ok");
+  cmp->add_option("--format", co.format, "text or json")->capture_default_str();
+  cmp->add_option("--rerun", co.rerun, "Measure the rows found slower again with this attnbench binary (NEW's build) before deciding")
+      ->type_name("BINARY");
+  cmp->add_option("--rerun-base", co.rerun_base, "With --rerun: measure them again with BASE's build too, alternating with NEW's")
+      ->type_name("BINARY");
+  cmp->add_option("--rerun-rounds", co.rerun_rounds, "Measurements per side of each rerun row")->capture_default_str();
+  cmp->footer(R"(
+Slower means: new/base above 1 + threshold, and NEW's repetitions (time.samples_ms) slower than
+BASE's by a one-sided Mann-Whitney U test at level alpha over all the rows tested (Holm by
+default). Rows without samples (older files) are judged by the spread rule. compare.hpp and
+docs/cli.md have the rules.
+
+Examples:
+  attnbench compare base.json new.json
+  attnbench compare base.json new.json --rerun build/attnbench --rerun-base base-build/attnbench
+  attnbench compare base.json new.json --only-changed
+  attnbench compare base.json new.json --format json > diff.json
+
+Exit codes: 0 no regression, 1 a regression, 2 bad input.)");
 
   TableOptions to;
   CLI::App* tab = app.add_subcommand("table", "Render a results file as the papers' tables (markdown or CSV)");
@@ -515,7 +549,12 @@ Exit codes: 0 printed, 2 bad input (nothing printed).)");
   } else if (exp->parsed()) {
     rc = cmd_run(ea, bench_flags, command_line);
   } else if (cmp->parsed()) {
-    rc = run_compare(co, std::cout, std::cerr);
+    if (!parse_correction(correction, co.correction)) {
+      std::cerr << "attnbench compare: --correction must be holm, bh or none, got \"" << correction << "\"\n";
+      rc = kBadInput;
+    } else {
+      rc = run_compare(co, std::cout, std::cerr);
+    }
   } else if (tab->parsed()) {
     rc = run_table(to, std::cout, std::cerr);
   }
