@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <map>
 #include <ostream>
+#include <optional>
 #include <stdexcept>
 
 #include "attnbench/render.hpp"
@@ -247,78 +248,76 @@ std::vector<double> samples_of(const ResultRow& r) {
   return r.time ? r.time->samples_ms : std::vector<double>{};
 }
 
-// --rerun: the rows found slower measured again, rounds times per side, and judged on that.
+// --rerun: the rows found slower measured again, row by row, rounds times per side (BASE and NEW
+// alternating, in the order BASE NEW, NEW BASE, ... so that a drift of the machine's load falls
+// on both sides alike), and judged on the pooled fresh samples.
 void rerun_rows(std::vector<Judged*>& rows, const ResultsFile& base, const ResultsFile& next,
                 const CompareOptions& o, std::ostream& log, std::vector<std::string>& warnings) {
-  std::vector<const ResultRow*> brows, nrows;
-  for (const Judged* j : rows) {
-    brows.push_back(j->b);
-    nrows.push_back(j->n);
-  }
-  std::map<std::string, std::vector<double>> bs, ns;  // by key: pooled samples
-  std::map<std::string, const ResultRow*> nlast;      // by key: NEW's latest rerun row
-  std::vector<ResultsFile> keep;                      // owns the rows nlast points into
-  keep.reserve(static_cast<std::size_t>(2 * o.rerun_rounds));
   const bool both = !o.rerun_base.empty();
-  std::string revision_note;
+  Rerunner new_runner(o.rerun, next);
+  std::optional<Rerunner> base_runner;
+  if (both) base_runner.emplace(o.rerun_base, base);
+  std::vector<std::vector<double>> bs(rows.size()), ns(rows.size());
+  std::vector<std::optional<ResultRow>> last(rows.size());  // NEW's latest rerun row
   for (int round = 0; round < o.rerun_rounds; ++round) {
-    // BASE, NEW, NEW, BASE, ...: a drift of the machine's load falls on both sides alike.
-    const bool base_first = round % 2 == 0;
-    for (int k = 0; k < 2; ++k) {
-      const bool is_base = (k == 0) == base_first;
-      if (is_base && !both) continue;
-      const std::string tag = std::string(is_base ? "base" : "new") + "-" + std::to_string(round + 1);
-      keep.push_back(remeasure(is_base ? o.rerun_base : o.rerun, is_base ? base : next,
-                               is_base ? brows : nrows, tag, log));
-      const ResultsFile& f = keep.back();
-      const ResultsFile& origin = is_base ? base : next;
-      if (ctx_text(f.context, "git_revision") != ctx_text(origin.context, "git_revision") &&
-          revision_note.find(is_base ? "BASE" : "NEW") == std::string::npos) {
-        revision_note += std::string(revision_note.empty() ? "" : "; ") + (is_base ? "BASE" : "NEW") +
-                         " rerun binary is git " + ctx_text(f.context, "git_revision").substr(0, 12) +
-                         ", its file " + ctx_text(origin.context, "git_revision").substr(0, 12);
-      }
-      for (const ResultRow& r : f.rows) {
+    log << "rerun round " << round + 1 << "/" << o.rerun_rounds << ": " << rows.size() << " rows, "
+        << (both ? (round % 2 == 0 ? "BASE then NEW" : "NEW then BASE") : "NEW") << std::endl;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      for (int k = 0; k < 2; ++k) {
+        const bool is_base = (k == 0) == (round % 2 == 0);
+        if (is_base && !both) continue;
+        const ResultRow& row = is_base ? *rows[i]->b : *rows[i]->n;
+        auto r = (is_base ? *base_runner : new_runner).measure(row, o.rerun_repetitions);
         if (is_base) {
-          if (r.time) bs[r.key()].insert(bs[r.key()].end(), r.time->samples_ms.begin(), r.time->samples_ms.end());
+          if (r && r->time) bs[i].insert(bs[i].end(), r->time->samples_ms.begin(), r->time->samples_ms.end());
         } else {
-          if (r.time) ns[r.key()].insert(ns[r.key()].end(), r.time->samples_ms.begin(), r.time->samples_ms.end());
-          nlast[r.key()] = &r;
+          if (r && r->time) ns[i].insert(ns[i].end(), r->time->samples_ms.begin(), r->time->samples_ms.end());
+          last[i] = std::move(r);
         }
       }
     }
   }
-  if (!revision_note.empty()) warnings.push_back("the rerun ran another build than the file it re-measures (" + revision_note + ")");
+  std::string revision_note;
+  auto check_revision = [&](const Rerunner& r, const ResultsFile& origin, const char* which) {
+    const std::string rev = ctx_text(origin.context, "git_revision");
+    if (r.runs() > 0 && r.revision() != rev) {
+      revision_note += std::string(revision_note.empty() ? "" : "; ") + which + "'s rerun binary is git " +
+                       r.revision().substr(0, 12) + ", its file's " + rev.substr(0, 12);
+    }
+  };
+  if (base_runner) check_revision(*base_runner, base, "BASE");
+  check_revision(new_runner, next, "NEW");
+  if (!revision_note.empty()) {
+    warnings.push_back("the rerun ran another build than the file it measures again (" + revision_note + ")");
+  }
 
   std::vector<std::vector<double>> fb, fn;
   std::vector<Judged*> family;
-  for (Judged* j : rows) {
-    const std::string key = j->b->key();
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    Judged* j = rows[i];
     j->rerun = true;
     j->first_ratio = j->ratio;
-    const auto last = nlast.find(key);
-    if (last == nlast.end() || last->second->status != Status::pass || !last->second->time) {
+    const std::optional<ResultRow>& l = last[i];
+    if (!l || l->status != Status::pass || !l->time) {
       // Not measured again: its first verdict stands, with the reason.
-      j->rerun_note = last == nlast.end() ? "not in the rerun" : "rerun " + std::string(to_string(last->second->status)) +
-                                                                   (last->second->reason.empty() ? "" : ": " + last->second->reason);
-      if (last != nlast.end() && last->second->status != Status::pass)
-        j->regress.push_back("rerun pass->" + std::string(to_string(last->second->status)));
+      j->rerun_note = !l ? "not in the rerun"
+                         : "rerun " + std::string(to_string(l->status)) + (l->reason.empty() ? "" : ": " + l->reason);
+      if (l && l->status != Status::pass) j->regress.push_back("rerun pass->" + std::string(to_string(l->status)));
       continue;
     }
-    std::vector<double> b = both ? bs[key] : samples_of(*j->b);
-    std::vector<double> n = ns[key];
-    j->rerun_n_base = b.size();
-    j->rerun_n_new = n.size();
+    std::vector<double> b = both ? bs[i] : samples_of(*j->b);
     const double bm = b.empty() ? j->b->time->median_ms : median(b);
-    j->ratio = median(n) / bm;
-    if (samples_usable(b, n, o.alpha)) {
+    j->rerun_n_base = b.size();
+    j->rerun_n_new = ns[i].size();
+    j->ratio = median(ns[i]) / bm;
+    if (samples_usable(b, ns[i], o.alpha)) {
       family.push_back(j);
       fb.push_back(std::move(b));
-      fn.push_back(std::move(n));
+      fn.push_back(ns[i]);
     } else {
-      TimeStats bt = *j->b->time, nt = *last->second->time;
+      TimeStats bt = *j->b->time, nt = *l->time;
       bt.median_ms = bm;
-      nt.median_ms = median(n);
+      nt.median_ms = median(ns[i]);
       j->test = false;
       j->time = spread_rule(bt, nt, o.threshold);
     }
@@ -456,7 +455,8 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
                    {"spread_rule", s.spread_rule},
                    {"rerun", o.rerun.empty() ? json(nullptr) : json(o.rerun)},
                    {"rerun_base", o.rerun_base.empty() ? json(nullptr) : json(o.rerun_base)},
-                   {"rerun_rounds", o.rerun.empty() ? 0 : o.rerun_rounds}};
+                   {"rerun_rounds", o.rerun.empty() ? 0 : o.rerun_rounds},
+                   {"rerun_repetitions", o.rerun.empty() ? 0 : o.rerun_repetitions}};
     j["warnings"] = s.warnings;
     j["notes"] = notes;
     j["rows"] = json::array();
@@ -555,8 +555,10 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
     out << "No row changed (" << hidden << " rows with verdict ok; --only-changed).\n\n";
   }
   if (s.rerun > 0) {
-    out << "rerun: " << s.rerun << " rows found slower were measured again (" << o.rerun_rounds << " round"
-        << (o.rerun_rounds == 1 ? "" : "s") << (o.rerun_base.empty() ? " of NEW against BASE's recorded samples" : " of BASE and NEW, alternating")
+    out << "rerun: " << s.rerun << " rows found slower were measured again (" << o.rerun_rounds << " x "
+        << o.rerun_repetitions << " repetitions"
+        << (o.rerun_base.empty() ? " of NEW, against BASE's recorded samples"
+                                 : " per side, BASE and NEW alternating row by row")
         << "): " << s.confirmed << " confirmed\n";
   }
   for (const auto& r : regressions) out << "REGRESSED " << r << "\n";
@@ -590,8 +592,9 @@ int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {
     err << "attnbench compare: --format must be text or json, got \"" << o.format << "\"\n";
     return 2;
   }
-  if (o.rerun_rounds < 1) {
-    err << "attnbench compare: --rerun-rounds must be >= 1, got " << o.rerun_rounds << "\n";
+  if (o.rerun_rounds < 1 || o.rerun_repetitions < 1) {
+    err << "attnbench compare: --rerun-rounds and --rerun-repetitions must be >= 1, got "
+        << o.rerun_rounds << " and " << o.rerun_repetitions << "\n";
     return 2;
   }
   if (!o.rerun_base.empty() && o.rerun.empty()) {

@@ -508,7 +508,10 @@ Exit codes: 0 printed, 2 bad input (nothing printed).)");
       ->type_name("BINARY");
   cmp->add_option("--rerun-base", co.rerun_base, "With --rerun: measure them again with BASE's build too, alternating with NEW's")
       ->type_name("BINARY");
-  cmp->add_option("--rerun-rounds", co.rerun_rounds, "Measurements per side of each rerun row")->capture_default_str();
+  cmp->add_option("--rerun-rounds", co.rerun_rounds, "Measurements per side of each rerun row (alternating sides)")
+      ->capture_default_str();
+  cmp->add_option("--rerun-repetitions", co.rerun_repetitions, "Repetitions of each rerun measurement")
+      ->capture_default_str();
   cmp->footer(R"(
 Slower means: new/base above 1 + threshold, and NEW's repetitions (time.samples_ms) slower than
 BASE's by a one-sided Mann-Whitney U test at level alpha over all the rows tested (Holm by

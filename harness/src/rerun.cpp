@@ -1,17 +1,14 @@
-// Re-measuring rows of a results file with an attnbench binary (rerun.hpp).
+// Measuring rows of a results file again with an attnbench binary (rerun.hpp).
 #include "attnbench/rerun.hpp"
 
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <ostream>
-#include <set>
 #include <stdexcept>
+#include <vector>
 
 namespace attnbench {
 
@@ -54,60 +51,57 @@ int run_quietly(const std::vector<std::string>& argv) {
 
 }  // namespace
 
-ResultsFile remeasure(const std::string& binary, const ResultsFile& origin,
-                      const std::vector<const ResultRow*>& rows, const std::string& tag,
-                      std::ostream& log) {
+Rerunner::Rerunner(const std::string& binary, const ResultsFile& origin) : binary_(binary) {
   const auto cfg = origin.context.find("config");
   if (cfg == origin.context.end() || !cfg->is_object()) {
     throw std::runtime_error(origin.path + ": its context has no \"config\": it cannot be run again");
   }
-  const fs::path exe = fs::absolute(binary);
-  if (::access(exe.c_str(), X_OK) != 0) {
+  if (::access(binary.c_str(), X_OK) != 0) {
     throw std::runtime_error("--rerun: '" + binary + "' is not an executable file");
   }
   char tmpl[] = "/tmp/attnbench-rerun-XXXXXX";
-  if (!::mkdtemp(tmpl)) throw std::runtime_error(std::string("--rerun: cannot create a folder in /tmp: ") + std::strerror(errno));
-  const fs::path dir(tmpl);
-  struct Cleanup {
-    fs::path d;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(d, ec);
-    }
-  } cleanup{dir};
-  const fs::path config = dir / "config.json";
-  const fs::path out = dir / ("rerun-" + tag + ".json");
-  write_file_atomic(config.string(), cfg->dump(2) + "\n");
-
-  std::set<std::string> cases, impls, passes;
-  std::vector<std::string> names;
-  int repetitions = 0;
-  for (const ResultRow* r : rows) {
-    cases.insert(r->case_label);
-    impls.insert(r->impl);
-    passes.insert(std::string(to_string(r->pass)));
-    names.push_back(r->nvtx);
-    if (r->time) repetitions = std::max(repetitions, r->time->repetitions);
+  if (!::mkdtemp(tmpl)) {
+    throw std::runtime_error(std::string("--rerun: cannot create a folder in /tmp: ") + std::strerror(errno));
   }
-  std::vector<std::string> argv{exe.string(), "run", config.string()};
-  for (const auto& c : cases) argv.insert(argv.end(), {"--case", c});
-  for (const auto& i : impls) argv.insert(argv.end(), {"--impl", i});
-  for (const auto& p : passes) argv.insert(argv.end(), {"--pass", p});
-  argv.push_back("--benchmark_filter=" + exact_filter(names));
-  if (repetitions > 0) argv.push_back("--benchmark_repetitions=" + std::to_string(repetitions));
-  argv.insert(argv.end(), {"--quiet", "--out", out.string()});
+  dir_ = tmpl;
+  config_ = dir_ / "config.json";
+  out_ = dir_ / "rerun.json";
+  write_file_atomic(config_.string(), cfg->dump(2) + "\n");
+}
 
-  log << "rerun " << tag << ": " << binary << ", " << rows.size() << " rows ("
-      << cases.size() << " cases)" << std::endl;
+Rerunner::~Rerunner() {
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+}
+
+std::optional<ResultRow> Rerunner::measure(const ResultRow& row, int repetitions) {
+  const std::string exe = fs::absolute(binary_).string();
+  std::vector<std::string> argv{exe,      "run",        config_.string(), "--case",
+                                row.case_label, "--impl", row.impl,    "--pass",
+                                std::string(to_string(row.pass))};
+  argv.push_back("--benchmark_filter=" + exact_filter({row.nvtx}));
+  argv.push_back("--benchmark_repetitions=" + std::to_string(repetitions));
+  argv.insert(argv.end(), {"--verify", "off", "--quiet", "--out", out_.string()});
+  std::error_code ec;
+  fs::remove(out_, ec);
   const int rc = run_quietly(argv);
-  if (rc < 0 || rc == 127) throw std::runtime_error("--rerun: cannot run '" + binary + "'");
-  if (rc == 2) throw std::runtime_error("--rerun: '" + binary + "' refused the rerun (exit 2; its message is above)");
-  if (!fs::exists(out)) {
-    throw std::runtime_error("--rerun: '" + binary + "' exited " + std::to_string(rc) + " without a results file");
+  ++runs_;
+  if (rc < 0 || rc == 127) throw std::runtime_error("--rerun: cannot run '" + binary_ + "'");
+  if (rc == 2) {
+    throw std::runtime_error("--rerun: '" + binary_ + "' refused to measure " + row.nvtx +
+                             " again (exit 2; its message is above)");
   }
-  ResultsFile f = load_results(out.string());
-  f.path = binary + " (" + tag + ")";
-  return f;
+  if (!fs::exists(out_)) {
+    throw std::runtime_error("--rerun: '" + binary_ + "' exited " + std::to_string(rc) + " without a results file");
+  }
+  const ResultsFile f = load_results(out_.string());
+  if (revision_.empty()) {
+    const auto it = f.context.find("git_revision");
+    revision_ = it != f.context.end() && it->is_string() ? it->get<std::string>() : "unknown";
+  }
+  for (const ResultRow& r : f.rows)
+    if (r.key() == row.key()) return r;
+  return std::nullopt;
 }
 
 }  // namespace attnbench

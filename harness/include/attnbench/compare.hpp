@@ -29,11 +29,13 @@
 // way) and is reported, never a failure.
 //
 // --rerun BINARY: the rows found slower (rule 1) are measured again by BINARY, a build of NEW's
-// code (rerun.hpp), rerun_rounds times, and decided on those samples (pooled) instead: a slowdown
-// that was another process's burst is not confirmed. With --rerun-base BASE_BINARY the rows are
-// measured again on BASE's side too, alternating (BASE, NEW, NEW, BASE, ...), so that both sides
-// see the same machine; without it NEW's fresh samples are compared with BASE's recorded ones.
-// The rerun rows are one family for the correction.
+// code (rerun.hpp), one row at a time, rerun_rounds times with rerun_repetitions repetitions
+// each, and decided on those samples (pooled) instead: a slowdown that was another process's
+// burst is not confirmed. With --rerun-base BASE_BINARY each row is measured again on BASE's side
+// too, alternating row by row (BASE NEW, then NEW BASE, ...), so that both sides see the same
+// machine within seconds; without it NEW's fresh samples are compared with BASE's recorded ones,
+// which a machine busier now than then still turns into a "slower". The rerun rows are one
+// family for the correction. Status and error regressions are not measured again.
 //
 // A row of BASE missing from NEW is reported and is a regression unless allow_missing. A row only
 // in NEW is reported as information. A "WARNING:" line says when the two contexts differ in what
@@ -71,7 +73,8 @@ struct CompareOptions {
   std::string format = "text";   // text | json
   std::string rerun;             // NEW's binary: re-measure the rows found slower
   std::string rerun_base;        // BASE's binary: re-measure them on BASE's side too
-  int rerun_rounds = 2;          // measurements per side of each rerun row
+  int rerun_rounds = 4;          // measurements per side of each rerun row, alternating
+  int rerun_repetitions = 5;     // repetitions of each of those measurements
 };
 
 // What compare found, for callers that want more than the printed report.

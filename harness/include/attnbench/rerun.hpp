@@ -1,28 +1,49 @@
-// `compare --rerun`: re-measures some rows of a results file with an attnbench binary, so that a
-// row flagged as slower is decided on fresh samples rather than on one run's luck (a busy
-// machine, a burst of another process). It runs
-//   BINARY run CONFIG --case C... --impl I... --pass P... --benchmark_filter=^(ROW|...)(/|$)
-//          --benchmark_repetitions=N --quiet --out TMP/rerun-K.json
-// with CONFIG the file's own config as run (context.config: the overrides included), the cases,
-// implementations and passes of the rows, the filter timing exactly those rows (the others of
-// the product are verified but not timed), N the rows' repetitions, and reads the rows back.
+// `compare --rerun`: measures rows of a results file again with an attnbench binary, so that a
+// row found slower is decided on fresh samples rather than on one run's luck (a busy machine, a
+// burst of another process). One row per invocation:
+//   BINARY run CONFIG --case C --impl I --pass P --benchmark_filter=^(ROW)(/|$)
+//          --benchmark_repetitions=N --verify off --quiet --out TMP/rerun.json
+// CONFIG is the file's own config as run (context.config: the overrides included); the filter
+// times exactly the row (its implementation's other option sets are not timed); --verify off
+// leaves out the reference and the naive baseline (the row's verdict is in the file already; NaN,
+// Inf and unwritten outputs still fail), so an invocation costs little more than its timing and
+// compare can alternate BASE's and NEW's binaries row by row, seconds apart.
 #pragma once
 
+#include <filesystem>
 #include <iosfwd>
+#include <optional>
 #include <string>
-#include <vector>
 
 #include "attnbench/results.hpp"
 
 namespace attnbench {
 
-// The rows of `origin` named by keys (ResultRow::key()), measured again by `binary`. The returned
-// file holds the rows of that run (the timed ones among them). log gets one line per run. Throws
-// std::runtime_error when the binary cannot be run, exits with 2, or writes no results file; a
-// row that fails or cannot be timed is returned as it is (compare judges it).
-ResultsFile remeasure(const std::string& binary, const ResultsFile& origin,
-                      const std::vector<const ResultRow*>& rows, const std::string& tag,
-                      std::ostream& log);
+class Rerunner {
+ public:
+  // binary: an attnbench executable (or a script running one); origin: the results file whose
+  // config it runs. Throws std::runtime_error when the binary is not executable or origin has
+  // no config.
+  Rerunner(const std::string& binary, const ResultsFile& origin);
+  ~Rerunner();
+  Rerunner(const Rerunner&) = delete;
+  Rerunner& operator=(const Rerunner&) = delete;
+
+  // The row measured again with `repetitions` repetitions: the rerun's own row (status, time),
+  // or nullopt when the run did not have it. Throws std::runtime_error when the binary cannot
+  // run, exits with 2, or writes no results file.
+  std::optional<ResultRow> measure(const ResultRow& row, int repetitions);
+
+  // The git revision the binary recorded (after the first measure).
+  const std::string& revision() const { return revision_; }
+  int runs() const { return runs_; }
+
+ private:
+  std::string binary_;
+  std::filesystem::path dir_, config_, out_;
+  std::string revision_;
+  int runs_ = 0;
+};
 
 // The regular expression Google Benchmark's --benchmark_filter needs to time exactly these
 // names (each escaped; a name matches whole, or followed by Google Benchmark's "/..." suffixes).
