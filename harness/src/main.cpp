@@ -3,8 +3,6 @@
 // Arguments starting with --benchmark_ go to Google Benchmark (e.g. --benchmark_repetitions=10,
 // --benchmark_out=gb.json, --benchmark_filter=REGEX) wherever they appear; the rest to CLI11.
 // Exit codes: 0 fine, 1 a row failed or compare found a regression, 2 bad input, 130 SIGINT.
-#include <fnmatch.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -15,11 +13,13 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <benchmark/benchmark.h>
 
+#include "attnbench/cli_problem.hpp"
 #include "attnbench/compare.hpp"
 #include "attnbench/config.hpp"
 #include "attnbench/context.hpp"
@@ -122,8 +122,7 @@ struct RunArgs {
   bool hot = false, profile = false, quiet = false;
   std::string dump;
   std::string resume;
-  std::map<std::string, std::string> problem;  // flag -> value text
-  bool causal = false;
+  std::map<std::string, std::string> problem;  // flag -> value text (--causal: "true" when bare)
   std::map<std::string, CLI::Option*> problem_opts;
   CLI::Option *verify_opt = nullptr, *seed_opt = nullptr, *causal_opt = nullptr;
   bool expand = false;  // `attnbench expand`: the same config and overrides, printed as cases
@@ -183,7 +182,7 @@ int cmd_run(const RunArgs& a, const std::map<std::string, std::string>& bench_fl
   for (const auto& [flag, opt] : a.problem_opts) adhoc = adhoc || opt->count() > 0;
   adhoc = adhoc || a.causal_opt->count() > 0;
   if (adhoc && !a.config.empty()) {
-    err << who << "problem flags (--seq, --batch, ...) describe one problem without a config; "
+    err << who << "problem flags (--seq, --batch, ...) describe a problem or a sweep without a config; "
            "drop them or the config '" << a.config << "'\n";
     return kBadInput;
   }
@@ -193,44 +192,21 @@ int cmd_run(const RunArgs& a, const std::map<std::string, std::string>& bench_fl
   std::map<std::string, std::string> flag_of_path;  // "/problem/heads_kv" -> "--heads-kv"
   if (adhoc) {
     doc["name"] = "adhoc";
-    doc["description"] = "one problem from the command line";
-    ojson problem = ojson::object();
+    doc["description"] = "one problem (or a sweep) from the command line";
+    std::vector<ProblemFlagValue> given;
     for (const ProblemFlag& f : problem_flags()) {
-      if (f.kind == ProblemFlag::boolean) {
-        if (a.causal_opt->count() == 0) continue;
-        problem[f.key] = a.causal;
-        flag_of_path[std::string("/problem/") + f.key] = f.flag;
-        continue;
-      }
-      const CLI::Option* opt = a.problem_opts.at(f.flag);
+      const CLI::Option* opt = f.kind == ProblemFlag::boolean ? a.causal_opt : a.problem_opts.at(f.flag);
       if (opt->count() == 0) continue;
-      const std::string text = a.problem.at(f.flag);
-      flag_of_path[std::string("/problem/") + f.key] = f.flag;
-      if (f.kind == ProblemFlag::integer) {
-        std::size_t used = 0;
-        long long v = 0;
-        try {
-          v = std::stoll(text, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used != text.size() || text.empty()) {
-          err << who << f.flag << " = " << text << ": not an integer\n";
-          return kBadInput;
-        }
-        problem[f.key] = v;
-      } else if (f.kind == ProblemFlag::real) {
-        char* end = nullptr;
-        const double v = std::strtod(text.c_str(), &end);
-        if (text.empty() || *end != '\0') {
-          err << who << f.flag << " = " << text << ": not a number\n";
-          return kBadInput;
-        }
-        problem[f.key] = v;
-      } else {
-        problem[f.key] = text;
-      }
+      given.push_back({f.flag, f.key, static_cast<ProblemFlagValue::Kind>(f.kind), a.problem.at(f.flag)});
     }
+    const auto built = problem_from_flags(given, flag_of_path);  // cli_problem.hpp
+    if (const auto* e = std::get_if<std::string>(&built)) {
+      err << who << *e << "\n";
+      return kBadInput;
+    }
+    const ojson& parts = std::get<ojson>(built);
+    ojson problem = parts["problem"];
+    if (parts.contains("sweep")) doc["sweep"] = parts["sweep"];
     doc["problem"] = problem;
     doc["implementations"] = ojson::array({"*"});
   } else {
@@ -314,7 +290,7 @@ int cmd_run(const RunArgs& a, const std::map<std::string, std::string>& bench_fl
       std::erase_if(g.cases, [&](const Problem& p) {
         const std::string l = p.label();
         return std::none_of(a.cases.begin(), a.cases.end(),
-                            [&](const std::string& glob) { return fnmatch(glob.c_str(), l.c_str(), 0) == 0; });
+                            [&](const std::string& glob) { return glob_match(glob, l); });
       });
       kept += g.cases.size();
     }
@@ -450,17 +426,22 @@ Exit codes: 0 all rows pass or skip, 1 a row failed, 2 bad input, 130 interrupte
     r.verify_opt = c->add_option("--verify", r.verify, "Verification: auto, full, sampled or off")->type_name("MODE");
     r.seed_opt = c->add_option("--seed", r.seed, "Seed of the inputs (replaces the config's)")->type_name("N");
     c->add_flag("--hot", r.hot, "Do not flush the caches between timed calls");
+    const char* group = "A problem or a sweep (instead of a config; comma-separated values make a product)";
     for (const ProblemFlag& f : problem_flags()) {
       if (f.kind == ProblemFlag::boolean) {
-        r.causal_opt = c->add_flag(f.flag, r.causal, "One problem: causal (bottom-right aligned)")->group("Single problem (instead of a config)");
+        r.causal_opt = c->add_option(f.flag, r.problem[f.flag], "Causal (bottom-right aligned); alone: true; or false, both")
+                           ->expected(0, 1)
+                           ->default_str("true")
+                           ->type_name("[true|false|both]")
+                           ->group(group);
         continue;
       }
-      const char* tn = f.kind == ProblemFlag::integer ? "N" : f.kind == ProblemFlag::real ? "X" : "DTYPE";
-      std::string help = std::string("One problem: ") + f.key;
-      if (std::string(f.key) == "seq") help = "One problem: seq_q = seq_kv";
+      const char* tn = f.kind == ProblemFlag::integer ? "N,..." : f.kind == ProblemFlag::real ? "X,..." : "DTYPE,...";
+      std::string help = f.key;
+      if (std::string(f.key) == "seq") help = "seq_q = seq_kv (1k = 1024)";
       if (std::string(f.key) == "scale") help += " (default 1/sqrt(head_dim))";
-      if (std::string(f.key) == "dtype") help += ": f32, f16 or bf16";
-      r.problem_opts[f.flag] = c->add_option(f.flag, r.problem[f.flag], help)->type_name(tn)->group("Single problem (instead of a config)");
+      if (std::string(f.key) == "dtype") help += ": f32, f16, bf16";
+      r.problem_opts[f.flag] = c->add_option(f.flag, r.problem[f.flag], help)->type_name(tn)->group(group);
     }
   };
   case_flags(run, ra);
@@ -529,7 +510,8 @@ Exit codes: 0 no regression, 1 a regression, 2 bad input.)");
   TableOptions to;
   CLI::App* tab = app.add_subcommand("table", "Render a results file as the papers' tables (markdown or CSV)");
   tab->add_option("results", to.results, "Results file")->required()->type_name("RESULTS.json");
-  tab->add_option("--format", to.format, "markdown, csv or long")->capture_default_str();
+  tab->add_option("--format", to.format, "markdown; csv (tidy: one line per row, for pandas); wide-csv (the tables as CSV)")
+      ->capture_default_str();
   tab->add_option("--baseline", to.baseline, "Implementation the speedups divide by (default: cuda.standard_cublas where the group has it, else cpu.naive_3pass)")->type_name("IMPL");
   tab->add_option("--metric", to.metric, "tflops, ms or memory")->capture_default_str();
 

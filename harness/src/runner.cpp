@@ -19,6 +19,7 @@
 #include "attnbench/interrupt.hpp"
 #include "attnbench/memory_probe.hpp"
 #include "attnbench/nvtx.hpp"
+#include "attnbench/profiler.hpp"
 #include "attnbench/render.hpp"
 #include "attnbench/timing.hpp"
 #include "attnbench/validation.hpp"
@@ -190,7 +191,8 @@ ResultRow Runner::run_row(const PlannedRow& pr, CaseState& cs) {
   if (const Implementation* base = naive_baseline(dev)) r.baseline = base->name();
   try {
     Validated call =
-        validation_call(*pr.impl, p, pr.pass, *pr.params, *cs.inputs, ref, pr.name, true);
+        validation_call(*pr.impl, p, pr.pass, *pr.params, *cs.inputs, ref, pr.name, true,
+                        opts_.profile && dev == Device::cuda);
     r.memory = call.memory;
     const Outputs& outs = call.outputs;
     const Outputs* naive = nullptr;
@@ -420,10 +422,16 @@ void Runner::time_rows() {
   }
   bs.context.emplace_back("attnbench_device", device_name(ctx));
   if (slowdown_) bs.context.emplace_back("attnbench_test_slowdown", slowdown_->spec);
-  const auto outcomes = run_benchmarks(benchmarks, bs, [&](const std::string& name, const TimingOutcome& o) {
-    apply(name, o);
-    save(false);
-  });
+  const bool any_cuda = std::any_of(timed_.begin(), timed_.end(),
+                                    [&](std::size_t k) { return plan_[k].impl->device() == Device::cuda; });
+  std::map<std::string, TimingOutcome> outcomes;
+  {
+    ProfilerCapture profiled(any_cuda && cuda_present_);  // profiler.hpp: the timing phase
+    outcomes = run_benchmarks(benchmarks, bs, [&](const std::string& name, const TimingOutcome& o) {
+      apply(name, o);
+      save(false);
+    });
+  }
   slot->buf.reset();
   // Normally a no-op (each row was applied when done); it covers a benchmark whose last report
   // did not look final to the reporter (e.g. repetitions changed by a --benchmark_* flag).

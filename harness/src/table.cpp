@@ -389,6 +389,7 @@ void render_long(const std::vector<Group>& groups, std::ostream& out) {
               "median_ms",
               "min_ms",
               "cv",
+              "repetitions",
               "tflops",
               "baseline",
               "speedup",
@@ -427,6 +428,7 @@ void render_long(const std::vector<Group>& groups, std::ostream& out) {
                         num(r->time ? r->time->median_ms : NAN),
                         num(r->time ? r->time->min_ms : NAN),
                         num(r->time ? r->time->cv : NAN),
+                        r->time ? std::to_string(r->time->repetitions) : std::string(),
                         num(metric_value(*r, "tflops")),
                         g.baseline_label,
                         num(b ? speedup(b, r) : NAN),
@@ -467,8 +469,8 @@ std::string context_line(const ResultsFile& f, bool cpu_only) {
 }  // namespace
 
 int run_table(const TableOptions& o, std::ostream& out, std::ostream& err) {
-  if (o.format != "markdown" && o.format != "csv" && o.format != "long") {
-    err << "attnbench table: --format must be markdown, csv or long, got \"" << o.format << "\"\n";
+  if (o.format != "markdown" && o.format != "csv" && o.format != "long" && o.format != "wide-csv") {
+    err << "attnbench table: --format must be markdown, csv, wide-csv or long, got \"" << o.format << "\"\n";
     return 2;
   }
   if (o.metric != "tflops" && o.metric != "ms" && o.metric != "memory") {
@@ -490,7 +492,7 @@ int run_table(const TableOptions& o, std::ostream& out, std::ostream& err) {
       err << "attnbench table: warning: baseline \"" << o.baseline << "\" has no rows in "
           << o.results << "\n";
   }
-  if (o.format == "long") {
+  if (o.format == "csv" || o.format == "long") {  // "long": its earlier name
     render_long(groups, out);
     return 0;
   }

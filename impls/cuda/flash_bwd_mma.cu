@@ -74,7 +74,7 @@ __device__ __forceinline__ float prob(float s, float scale_log2, float lse2) {
 // One row (b, i, h) per D/8 lanes, 8 elements per lane (lanes past head_dim idle).
 // grid: ceil(rows * D/8 / 256), 256 threads.
 template <class T, int D, bool kPadded>
-__global__ void __launch_bounds__(256) bwd_preprocess_kernel(const MmaParams p) {
+__global__ void __launch_bounds__(256) bwd_preprocess_mma_kernel(const MmaParams p) {
   constexpr int kLanes = D / 8;
   const int dh = kPadded ? p.head_dim : D;
   static_assert(kLanes <= 32 && (kLanes & (kLanes - 1)) == 0, "a row within one warp");
@@ -493,7 +493,7 @@ void run_bwd(const MmaParams& p, bool det, void* stream) {
   using Tr = BwdTraits<D>;
   const int64_t rows = static_cast<int64_t>(p.batch) * p.seq_q * p.heads_q;
   const int64_t pre_threads = rows * (D / 8);
-  launch(bwd_preprocess_kernel<T, D, kPadded>,
+  launch(bwd_preprocess_mma_kernel<T, D, kPadded>,
          dim3(static_cast<unsigned>((pre_threads + 255) / 256)), dim3(256), 0, stream, p);
   using Main = typename Tr::Main;
   const dim3 grid((p.seq_kv + Main::kBlockN - 1) / Main::kBlockN, p.heads_kv, p.batch);
