@@ -12,6 +12,7 @@
 
 #include "test_util.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -26,6 +27,7 @@
 #include "attnbench/execute.hpp"
 #include "attnbench/implementation.hpp"
 #include "attnbench/tensors.hpp"
+#include "attnbench/validation.hpp"
 #include "attnbench/verify.hpp"
 #include "check_impl.hpp"
 
@@ -262,6 +264,55 @@ TEST(CudaImpls, RandomShapes) {
     ps.push_back(make_problem(batch, hkv * group, hkv, sq, skv, d, causal, t));
   }
   EXPECT_GT(check_all(ps), 0);
+}
+
+// The Hopper forward's persistent schedule (a block per SM taking tiles from a counter) on the odd
+// shapes, against the same rule as its default schedule.
+TEST(CudaImpls, WgmmaPersistent) {
+  SKIP_WITHOUT_CUDA();
+  const Implementation* impl = Registry::instance().find("cuda.flash_fwd_wgmma");
+  ASSERT_NE(impl, nullptr);
+  int ran = 0;
+  for (DType t : {DType::f16, DType::bf16})
+    for (int s : {1, 17, 129, 1000})
+      for (bool causal : {false, true})
+        for (int d : {40, 64, 128, 256}) {
+          ran += check_one(*impl, make_problem(2, 8, 2, s, s + 31, d, causal, t), Pass::fwd,
+                           {{"persistent", 1}})
+                     ? 1
+                     : 0;
+          ran += check_one(*impl, make_problem(1, 4, 1, s + 64, s, d, causal, t), Pass::fwd,
+                           {{"persistent", 1}})
+                     ? 1
+                     : 0;
+        }
+  if (ran == 0) GTEST_SKIP() << "cuda.flash_fwd_wgmma runs on sm_90a only";
+}
+
+// deterministic=1 backward: dQ, dK and dV bit for bit the same over 100 calls (causal GQA, a few
+// key blocks per query tile, so the dQ additions of different blocks meet).
+TEST(CudaImpls, DeterministicBackwardIsBitIdentical) {
+  SKIP_WITHOUT_CUDA();
+  const Problem p = make_problem(2, 8, 2, 1000, 1100, 128, true, DType::bf16);
+  const CaseInputs in = make_inputs(p, kSeed);
+  const Reference ref = compute_reference(in, VerifyMode::full, true, true, kSeed);
+  int ran = 0;
+  for (const Implementation* impl : cuda_impls()) {
+    const Capabilities caps = impl->capabilities();
+    const bool has = std::find(caps.options.begin(), caps.options.end(), "deterministic") != caps.options.end();
+    const Options opts{{"deterministic", 1}};
+    if (!has || !caps.backward || !impl->supports(p, Pass::bwd) || !impl->supports_options(p, Pass::bwd, opts))
+      continue;
+    ++ran;
+    const Outputs first = validation_call(*impl, p, Pass::bwd, opts, in, ref, "determinism").outputs;
+    for (int i = 1; i < 100; ++i) {
+      const Outputs again = validation_call(*impl, p, Pass::bwd, opts, in, ref, "determinism").outputs;
+      ASSERT_EQ(again.dq.bytes, first.dq.bytes) << impl->name() << ": dQ differs on call " << i;
+      ASSERT_EQ(again.dk.bytes, first.dk.bytes) << impl->name() << ": dK differs on call " << i;
+      ASSERT_EQ(again.dv.bytes, first.dv.bytes) << impl->name() << ": dV differs on call " << i;
+    }
+  }
+  if (ran == 0) GTEST_SKIP() << "no CUDA implementation with a deterministic backward runs here";
 }
 
 }  // namespace

@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(256) bwd_preprocess_mma_kernel(const MmaParams
 // then dQ = dS K (float32 atomics), dV += P^T dO, dK += dS^T Q, with dK, dV in registers.
 template <class T, class Cfg, bool kPadded, bool kCausal>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
-    flash_bwd_main_kernel(const MmaParams p) {
+    flash_bwd_mma_kernel(const MmaParams p) {
   constexpr int D = Cfg::kHeadDim, BN = Cfg::kBlockN, BM = Cfg::kBlockM;
   const int dh = kPadded ? p.head_dim : D;  // columns of the tensors
   constexpr int kThreads = Cfg::kThreads;
@@ -336,7 +336,7 @@ __global__ void __launch_bounds__(256)
 // dP = dO V^T, dS = P (dP - D), dQ += dS K with dS taken from the accumulators.
 template <class T, class Tr, bool kPadded, bool kCausal>
 __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
-    flash_bwd_dq_kernel(const MmaParams p) {
+    flash_bwd_mma_dq_kernel(const MmaParams p) {
   constexpr int D = Tr::kHeadDim, BM = Tr::kDqBlockM, BN = Tr::kDqBlockN;
   const int dh = kPadded ? p.head_dim : D;
   constexpr int kThreads = Tr::kDqThreads;
@@ -497,12 +497,12 @@ void run_bwd(const MmaParams& p, bool det, void* stream) {
          dim3(static_cast<unsigned>((pre_threads + 255) / 256)), dim3(256), 0, stream, p);
   using Main = typename Tr::Main;
   const dim3 grid((p.seq_kv + Main::kBlockN - 1) / Main::kBlockN, p.heads_kv, p.batch);
-  launch(flash_bwd_main_kernel<T, Main, kPadded, kCausal>, grid, dim3(Main::kThreads),
+  launch(flash_bwd_mma_kernel<T, Main, kPadded, kCausal>, grid, dim3(Main::kThreads),
          Main::kSmemBytes, stream, p);
   if (det) {
     using Dq = typename Tr::Dq;
     const dim3 grid_dq((p.seq_q + Dq::kDqBlockM - 1) / Dq::kDqBlockM, p.heads_q, p.batch);
-    launch(flash_bwd_dq_kernel<T, Dq, kPadded, kCausal>, grid_dq, dim3(Dq::kDqThreads),
+    launch(flash_bwd_mma_dq_kernel<T, Dq, kPadded, kCausal>, grid_dq, dim3(Dq::kDqThreads),
            Dq::kDqSmemBytes, stream, p);
   } else {
     const int64_t n8 = rows * p.head_dim / 8;
@@ -568,9 +568,9 @@ class FlashBwdMma final : public attnbench::Implementation {
     dispatch_mma<BwdHeadDims>(p, [&](auto e, auto d, auto padded, auto causal) {
       using T = typename decltype(e)::type;
       using Tr = BwdTraits<d.value>;
-      set_dynamic_smem(flash_bwd_main_kernel<T, typename Tr::Main, padded, causal>,
+      set_dynamic_smem(flash_bwd_mma_kernel<T, typename Tr::Main, padded, causal>,
                        Tr::Main::kSmemBytes);
-      set_dynamic_smem(flash_bwd_dq_kernel<T, typename Tr::Dq, padded, causal>,
+      set_dynamic_smem(flash_bwd_mma_dq_kernel<T, typename Tr::Dq, padded, causal>,
                        Tr::Dq::kDqSmemBytes);
     });
   }

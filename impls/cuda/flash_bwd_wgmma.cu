@@ -22,21 +22,22 @@
 // Shapes: any seq >= 1 (TMA zero-fills tails; masks cover them); head_dim any multiple of 8 up to
 // 128, on the 64 or 128 tile (zero-filled columns). Causal is bottom-right aligned.
 // Extra memory: 4 B · B · Hq · Sq_pad (D) + 4 B · B · Hq · Sq_pad · d_pad (the dQ accumulator).
+// Option deterministic=1: key blocks add into each query tile's dQ in their order (a turn counter
+// per 64 query rows), so dQ is the same bit for bit on every run; default 0, any order.
 // Limits: f16/bf16; sm_90a only; head_dim 256 is a SKIP (dK + dV of 64 keys × 256 would take 256
-// registers per thread: FlashAttention-3 swaps the dK/dV GEMM's operands there); no
-// deterministic mode yet (the dQ reductions of different key blocks land in any order).
+// registers per thread: FlashAttention-3 swaps the dK/dV GEMM's operands there).
 // Not yet overlapped: the next query tile's GEMMs wait for this tile's softmax and dQ (see
 // docs/tuning_flash_wgmma.md).
 #include <cmath>
 #include <cstdint>
+#include <hopper/host.cuh>
+#include <hopper/ptx.cuh>
+#include <hopper/wgmma_ops.cuh>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 
 #include "attnbench/implementation.hpp"
-#include <hopper/host.cuh>
-#include <hopper/ptx.cuh>
-#include <hopper/wgmma_ops.cuh>
 
 namespace attn_hopper {
 namespace bwd_wgmma {
@@ -77,7 +78,9 @@ struct BwdTile<128> {
 };
 
 // Query rows of the D and dQ workspaces per (batch, head): seq_q rounded up to 128.
-inline int seq_q_pad(int seq_q) { return (seq_q + 127) / 128 * 128; }
+inline int seq_q_pad(int seq_q) {
+  return (seq_q + 127) / 128 * 128;
+}
 
 }  // namespace bwd_wgmma
 
@@ -86,9 +89,10 @@ namespace {
 using attn_mma::Elem;
 
 struct BwdParams {
-  const float* lse;  // [B, Hq, Sq]
+  const float* lse;   // [B, Hq, Sq]
   const float* dsum;  // [B, Hq, Sq_pad]
   float* dq_accum;    // [B, Hq, Sq_pad, D]
+  int* dq_turn;       // deterministic: [B, Hq, Sq_pad / 64], the key block whose dQ goes next
   void* dk;           // [B, Skv, Hkv, head_dim]
   void* dv;
   int seq_q, seq_kv, seq_q_pad, heads_q, heads_kv, group, head_dim;
@@ -99,9 +103,9 @@ struct BwdParams {
 
 // D = rowsum(dO ∘ O) for every padded row; one warp per row. grid-stride over B * Hq * Sq_pad.
 template <class T>
-__global__ void __launch_bounds__(256) bwd_preprocess_wgmma_kernel(const T* o, const T* dout, float* dsum,
-                                                             int seq_q, int seq_q_pad, int heads_q,
-                                                             int head_dim, int64_t rows) {
+__global__ void __launch_bounds__(256)
+    bwd_preprocess_wgmma_kernel(const T* o, const T* dout, float* dsum, int seq_q, int seq_q_pad,
+                          int heads_q, int head_dim, int64_t rows) {
   const int lane = threadIdx.x % 32;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
   for (int64_t r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; r < rows; r += warps) {
@@ -125,11 +129,12 @@ __global__ void __launch_bounds__(256) bwd_preprocess_wgmma_kernel(const T* o, c
 
 // dQ = scale · accumulator; one thread per element pair, grid-stride over B * Sq * Hq * head_dim/2.
 template <class T>
-__global__ void __launch_bounds__(256) bwd_postprocess_wgmma_kernel(const float* dq_accum, T* dq, int seq_q,
-                                                              int seq_q_pad, int heads_q, int head_dim,
-                                                              int d_pad, float scale, int64_t pairs) {
+__global__ void __launch_bounds__(256)
+    bwd_postprocess_wgmma_kernel(const float* dq_accum, T* dq, int seq_q, int seq_q_pad, int heads_q,
+                           int head_dim, int d_pad, float scale, int64_t pairs) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < pairs; e += stride) {
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < pairs;
+       e += stride) {
     const int d = static_cast<int>(e % (head_dim / 2)) * 2;
     const int64_t rest = e / (head_dim / 2);  // (b * seq_q + i) * heads_q + h
     const int h = static_cast<int>(rest % heads_q);
@@ -137,17 +142,19 @@ __global__ void __launch_bounds__(256) bwd_postprocess_wgmma_kernel(const float*
     const int i = static_cast<int>(bi % seq_q);
     const int64_t b = bi / seq_q;
     const float* src = dq_accum + ((b * heads_q + h) * seq_q_pad + i) * d_pad + d;
-    *reinterpret_cast<uint32_t*>(dq + rest * head_dim + d) = Elem<T>::pack2(src[0] * scale, src[1] * scale);
+    *reinterpret_cast<uint32_t*>(dq + rest * head_dim + d) =
+        Elem<T>::pack2(src[0] * scale, src[1] * scale);
   }
 }
 
 // grid (ceil(Skv / 128), Hkv, B), Cfg::kThreads threads, Cfg::kSmemBytes of dynamic smem.
 // tq/tdo: [B, Sq, Hq, head_dim], boxes of kBlockM rows; tk/tv: [B, Skv, Hkv, head_dim], 128 rows.
-template <class T, class Cfg, bool kCausal>
+template <class T, class Cfg, bool kCausal, bool kDeterministic>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
-    flash_bwd_wgmma_kernel(const __grid_constant__ TensorMap tq, const __grid_constant__ TensorMap tk,
-                           const __grid_constant__ TensorMap tv, const __grid_constant__ TensorMap tdo,
-                           const BwdParams p) {
+    flash_bwd_wgmma_kernel(const __grid_constant__ TensorMap tq,
+                           const __grid_constant__ TensorMap tk,
+                           const __grid_constant__ TensorMap tv,
+                           const __grid_constant__ TensorMap tdo, const BwdParams p) {
 #if ATTN_HOPPER_DEVICE
   constexpr int D = Cfg::D, BM = Cfg::kBlockM, BN = Cfg::kBlockN, S = Cfg::kStages;
   constexpr float kLog2e = 1.4426950408889634f;
@@ -228,13 +235,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint32_t off = (kk / 4) * BN * 128 + 64 * c * 128 + (kk % 4) * 32;
       const uint32_t qoff = (kk / 4) * BM * 128 + (kk % 4) * 32;
-      Wgmma<T, BM>::template ss<0, 0>(st, desc_k_major(sk + off), desc_k_major(sq(s) + qoff), kk > 0);
+      Wgmma<T, BM>::template ss<0, 0>(st, desc_k_major(sk + off), desc_k_major(sq(s) + qoff),
+                                      kk > 0);
     }
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint32_t off = (kk / 4) * BN * 128 + 64 * c * 128 + (kk % 4) * 32;
       const uint32_t qoff = (kk / 4) * BM * 128 + (kk % 4) * 32;
-      Wgmma<T, BM>::template ss<0, 0>(dpt, desc_k_major(sv + off), desc_k_major(sdo(s) + qoff), kk > 0);
+      Wgmma<T, BM>::template ss<0, 0>(dpt, desc_k_major(sv + off), desc_k_major(sdo(s) + qoff),
+                                      kk > 0);
     }
     wgmma_commit();
     wgmma_wait<0>();
@@ -263,7 +272,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           if (need_mask) ok = ok && key < p.seq_kv && (!kCausal || key <= q + p.causal_offset);
           // The exponent is <= 0 in exact arithmetic; clamped so that rounding at huge scales
           // cannot push P past 1 (or to inf).
-          const float pv = ok ? attn_mma::exp2_approx(fminf(fmaf(st[i], p.scale_log2, -lse2), 0.f)) : 0.f;
+          const float pv =
+              ok ? attn_mma::exp2_approx(fminf(fmaf(st[i], p.scale_log2, -lse2), 0.f)) : 0.f;
           st[i] = pv;
           dpt[i] = pv * (dpt[i] - dsum);
         }
@@ -277,7 +287,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         pa[kk][r] = Elem<T>::pack2(st[8 * kk + 2 * r], st[8 * kk + 2 * r + 1]);
         dsa[kk][r] = Elem<T>::pack2(dpt[8 * kk + 2 * r], dpt[8 * kk + 2 * r + 1]);
       }
-    // dSᵀ to shared memory, [key][query] in 64-query panels, for this tile's dQ.
+      // dSᵀ to shared memory, [key][query] in 64-query panels, for this tile's dQ.
 #pragma unroll
     for (int g = 0; g < BM / 8; ++g)
 #pragma unroll
@@ -324,7 +334,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     fence_regs(dk);
     if (signals) mbar_arrive(qdo_empty(s));
 
-    // The dQ tile to shared memory (float32, row-major [BM][D] like the accumulator) ...
+      // The dQ tile to shared memory (float32, row-major [BM][D] like the accumulator) ...
 #pragma unroll
     for (int i = 0; i < Cfg::kDqN / 2; i += 2) {
       const int row = (Cfg::kSplitM ? 64 * c : 0) + 16 * warp + lane / 4 + ((i & 2) ? 8 : 0);
@@ -338,9 +348,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     // ... and added into the accumulator by one bulk reduction.
     if (c == 0 && signals) {
       float* dst = p.dq_accum + ((static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q_pad + m0) * D;
-      bulk_reduce_add_f32(dst, sdq, Cfg::kDqBytes);
-      tma_store_commit();
-      tma_store_wait_read();
+      if constexpr (kDeterministic) {
+        // Key blocks add into a query tile in their order 0, 1, 2, ... (every block from 0 up to
+        // the last one reaching the tile visits it), so the float32 sums are the same every run.
+        int* turn =
+            p.dq_turn + (static_cast<int64_t>(b) * p.heads_q + h) * (p.seq_q_pad / 64) + m0 / 64;
+        wait_turn(turn, n_block);
+        bulk_reduce_add_f32(dst, sdq, Cfg::kDqBytes);
+        tma_store_commit();
+        bulk_wait_complete();  // the sums are in global memory, not only read from shared memory
+        pass_turn_on(turn);
+      } else {
+        bulk_reduce_add_f32(dst, sdq, Cfg::kDqBytes);
+        tma_store_commit();
+        tma_store_wait_read();
+      }
     }
   }
 
@@ -352,8 +374,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     const int key = krow + ((i & 2) ? 8 : 0);
     const int col = 8 * (i / 4) + 2 * (lane % 4);
     if (key < p.seq_kv && col < p.head_dim) {
-      const int64_t off = ((static_cast<int64_t>(b) * p.seq_kv + key) * p.heads_kv + kvh) * p.head_dim + col;
-      *reinterpret_cast<uint32_t*>(dk_out + off) = Elem<T>::pack2(dk[i] * p.scale, dk[i + 1] * p.scale);
+      const int64_t off =
+          ((static_cast<int64_t>(b) * p.seq_kv + key) * p.heads_kv + kvh) * p.head_dim + col;
+      *reinterpret_cast<uint32_t*>(dk_out + off) =
+          Elem<T>::pack2(dk[i] * p.scale, dk[i + 1] * p.scale);
       *reinterpret_cast<uint32_t*>(dv_out + off) = Elem<T>::pack2(dv[i], dv[i + 1]);
     }
   }
@@ -370,19 +394,28 @@ using attnbench::Pass;
 using attnbench::Problem;
 using attnbench::Support;
 
-constexpr int bwd_padded_head_dim(int d) { return d <= 64 ? 64 : 128; }
+constexpr int bwd_padded_head_dim(int d) {
+  return d <= 64 ? 64 : 128;
+}
 
-// f(main kernel, Cfg{}, TypeTag) for the problem's (dtype, padded head_dim, causal).
+// f(main kernel, Cfg{}, TypeTag) for the problem's (dtype, padded head_dim, causal) and mode.
 template <class F>
-void dispatch(const Problem& pr, F&& f) {
+void dispatch(const Problem& pr, bool deterministic, F&& f) {
   attn_mma::dispatch_dtype(pr.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     auto with_d = [&](auto d) {
       using Cfg = typename bwd_wgmma::BwdTile<decltype(d)::value>::type;
+      auto with_c = [&](auto causal) {
+        constexpr bool C = decltype(causal)::value;
+        if (deterministic)
+          f(flash_bwd_wgmma_kernel<T, Cfg, C, true>, Cfg{}, tag);
+        else
+          f(flash_bwd_wgmma_kernel<T, Cfg, C, false>, Cfg{}, tag);
+      };
       if (pr.causal)
-        f(flash_bwd_wgmma_kernel<T, Cfg, true>, Cfg{}, tag);
+        with_c(std::true_type{});
       else
-        f(flash_bwd_wgmma_kernel<T, Cfg, false>, Cfg{}, tag);
+        with_c(std::false_type{});
     };
     if (bwd_padded_head_dim(pr.head_dim) == 64)
       with_d(std::integral_constant<int, 64>{});
@@ -391,14 +424,29 @@ void dispatch(const Problem& pr, F&& f) {
   });
 }
 
+bool deterministic_option(const Options* o) {
+  if (!o) return false;
+  const auto it = o->find("deterministic");
+  return it != o->end() && it->second != 0;
+}
+
 std::size_t dsum_bytes(const Problem& p) {
   return static_cast<std::size_t>(p.batch) * p.heads_q * bwd_wgmma::seq_q_pad(p.seq_q) * 4;
 }
 std::size_t dq_accum_bytes(const Problem& p) {
   return dsum_bytes(p) * bwd_padded_head_dim(p.head_dim);
 }
-// The dQ accumulator starts 256-byte aligned after D.
-std::size_t dq_accum_offset(const Problem& p) { return (dsum_bytes(p) + 255) / 256 * 256; }
+// The dQ accumulator starts 256-byte aligned after D; the deterministic mode's turn counters
+// (one per 64 query rows, zeroed with the accumulator) follow it.
+std::size_t dq_accum_offset(const Problem& p) {
+  return (dsum_bytes(p) + 255) / 256 * 256;
+}
+std::size_t dq_turn_bytes(const Problem& p) {
+  return dsum_bytes(p) / 64;
+}
+std::size_t zeroed_bytes(const Problem& p) {
+  return dq_accum_bytes(p) + dq_turn_bytes(p);
+}
 
 class FlashBwdWgmma final : public attnbench::Implementation {
  public:
@@ -418,7 +466,16 @@ class FlashBwdWgmma final : public attnbench::Implementation {
     c.forward = false;
     c.backward = true;
     c.fwd_partner = "cuda.flash_fwd_wgmma";
+    c.options = {"deterministic"};
     return c;
+  }
+
+  Support supports_options(const Problem&, Pass, const Options& o) const override {
+    const auto it = o.find("deterministic");
+    if (it != o.end() && it->second != 0 && it->second != 1) {
+      return Support::no("deterministic must be 0 or 1, not " + std::to_string(it->second));
+    }
+    return Support::yes();
   }
 
   Support supports_extra(const Problem& p, Pass) const override {
@@ -426,35 +483,37 @@ class FlashBwdWgmma final : public attnbench::Implementation {
       return Support::no("heads_kv and batch must be <= 65535 (grid y/z)");
     }
     std::string why;
-    dispatch(p, [&](auto kernel, auto, auto) { why = sm90a_missing(kernel); });
+    dispatch(p, false, [&](auto kernel, auto, auto) { why = sm90a_missing(kernel); });
     if (!why.empty()) return Support::no(why);
     const int smem = attn_mma::max_smem_per_block(why);
     if (smem < 0) return Support::no(why);
     int need = 0;
-    dispatch(p, [&](auto, auto cfg, auto) { need = decltype(cfg)::kSmemBytes; });
+    dispatch(p, false, [&](auto, auto cfg, auto) { need = decltype(cfg)::kSmemBytes; });
     if (smem < need) {
       return Support::no("needs " + std::to_string(need) +
-                         " bytes of shared memory per block, the device allows " + std::to_string(smem));
+                         " bytes of shared memory per block, the device allows " +
+                         std::to_string(smem));
     }
     return Support::yes();
   }
 
   std::size_t workspace_bytes(const Problem& p, Pass pass, const Options&) const override {
-    return pass == Pass::fwd ? 0 : dq_accum_offset(p) + dq_accum_bytes(p);
+    return pass == Pass::fwd ? 0 : dq_accum_offset(p) + zeroed_bytes(p);
   }
 
-  void prepare(const Problem& p, Pass, const Options&) const override {
-    dispatch(p, [&](auto kernel, auto cfg, auto) {
+  void prepare(const Problem& p, Pass, const Options& o) const override {
+    dispatch(p, deterministic_option(&o), [&](auto kernel, auto cfg, auto) {
       attn_mma::set_dynamic_smem(kernel, decltype(cfg)::kSmemBytes);
     });
   }
 
   void backward(const attnbench::BwdArgs& a) const override {
     const Problem& pr = a.p;
-    const std::size_t need = dq_accum_offset(pr) + dq_accum_bytes(pr);
+    const std::size_t need = dq_accum_offset(pr) + zeroed_bytes(pr);
     if (a.workspace_bytes < need || a.workspace == nullptr) {
-      throw std::invalid_argument("cuda.flash_bwd_wgmma: workspace of " + std::to_string(a.workspace_bytes) +
-                                  " bytes, needs " + std::to_string(need));
+      throw std::invalid_argument("cuda.flash_bwd_wgmma: workspace of " +
+                                  std::to_string(a.workspace_bytes) + " bytes, needs " +
+                                  std::to_string(need));
     }
     const bool bf16 = pr.dtype == DType::bf16;
     const int sq_pad = bwd_wgmma::seq_q_pad(pr.seq_q);
@@ -462,23 +521,29 @@ class FlashBwdWgmma final : public attnbench::Implementation {
     auto* ws = static_cast<unsigned char*>(a.workspace);
     float* dsum = reinterpret_cast<float*>(ws);
     float* dq_accum = reinterpret_cast<float*>(ws + dq_accum_offset(pr));
-    dispatch(pr, [&](auto kernel, auto cfg, auto tag) {
+    int* dq_turn = reinterpret_cast<int*>(ws + dq_accum_offset(pr) + dq_accum_bytes(pr));
+    dispatch(pr, deterministic_option(a.options), [&](auto kernel, auto cfg, auto tag) {
       using Cfg = decltype(cfg);
       using T = typename decltype(tag)::type;
-      launch_memset_zero(dq_accum, dq_accum_bytes(pr), a.stream);
+      launch_memset_zero(dq_accum, zeroed_bytes(pr), a.stream);
       const int64_t rows = static_cast<int64_t>(pr.batch) * pr.heads_q * sq_pad;
       const int pre_blocks = static_cast<int>(std::min<int64_t>((rows + 7) / 8, 65535));
-      attn_hopper::launch(bwd_preprocess_wgmma_kernel<T>, dim3(pre_blocks), dim3(256), 0, a.stream, static_cast<const T*>(a.o),
-             static_cast<const T*>(a.dout), dsum, pr.seq_q, sq_pad, pr.heads_q, pr.head_dim, rows);
-      const TensorMap tq = make_bshd_map(a.q, bf16, pr.batch, pr.seq_q, pr.heads_q, pr.head_dim, Cfg::kBlockM);
+      attn_hopper::launch(bwd_preprocess_wgmma_kernel<T>, dim3(pre_blocks), dim3(256), 0, a.stream,
+                          static_cast<const T*>(a.o), static_cast<const T*>(a.dout), dsum, pr.seq_q,
+                          sq_pad, pr.heads_q, pr.head_dim, rows);
+      const TensorMap tq =
+          make_bshd_map(a.q, bf16, pr.batch, pr.seq_q, pr.heads_q, pr.head_dim, Cfg::kBlockM);
       const TensorMap tdo =
           make_bshd_map(a.dout, bf16, pr.batch, pr.seq_q, pr.heads_q, pr.head_dim, Cfg::kBlockM);
-      const TensorMap tk = make_bshd_map(a.k, bf16, pr.batch, pr.seq_kv, pr.heads_kv, pr.head_dim, Cfg::kBlockN);
-      const TensorMap tv = make_bshd_map(a.v, bf16, pr.batch, pr.seq_kv, pr.heads_kv, pr.head_dim, Cfg::kBlockN);
+      const TensorMap tk =
+          make_bshd_map(a.k, bf16, pr.batch, pr.seq_kv, pr.heads_kv, pr.head_dim, Cfg::kBlockN);
+      const TensorMap tv =
+          make_bshd_map(a.v, bf16, pr.batch, pr.seq_kv, pr.heads_kv, pr.head_dim, Cfg::kBlockN);
       BwdParams p{};
       p.lse = a.lse;
       p.dsum = dsum;
       p.dq_accum = dq_accum;
+      p.dq_turn = dq_turn;
       p.dk = a.dk;
       p.dv = a.dv;
       p.seq_q = pr.seq_q;
@@ -493,11 +558,14 @@ class FlashBwdWgmma final : public attnbench::Implementation {
       p.scale = static_cast<float>(pr.effective_scale());
       p.scale_log2 = static_cast<float>(pr.effective_scale() * 1.4426950408889634);
       const dim3 grid((pr.seq_kv + Cfg::kBlockN - 1) / Cfg::kBlockN, pr.heads_kv, pr.batch);
-      attn_hopper::launch(kernel, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, a.stream, tq, tk, tv, tdo, p);
-      const int64_t pairs = static_cast<int64_t>(pr.batch) * pr.seq_q * pr.heads_q * (pr.head_dim / 2);
+      attn_hopper::launch(kernel, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, a.stream, tq, tk, tv,
+                          tdo, p);
+      const int64_t pairs =
+          static_cast<int64_t>(pr.batch) * pr.seq_q * pr.heads_q * (pr.head_dim / 2);
       const int post_blocks = static_cast<int>(std::min<int64_t>((pairs + 255) / 256, 65535));
-      attn_hopper::launch(bwd_postprocess_wgmma_kernel<T>, dim3(post_blocks), dim3(256), 0, a.stream, dq_accum,
-             static_cast<T*>(a.dq), pr.seq_q, sq_pad, pr.heads_q, pr.head_dim, d_pad, p.scale, pairs);
+      attn_hopper::launch(bwd_postprocess_wgmma_kernel<T>, dim3(post_blocks), dim3(256), 0, a.stream,
+                          dq_accum, static_cast<T*>(a.dq), pr.seq_q, sq_pad, pr.heads_q,
+                          pr.head_dim, d_pad, p.scale, pairs);
     });
   }
 };

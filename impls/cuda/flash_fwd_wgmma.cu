@@ -20,12 +20,13 @@
 // sees are never loaded; only tiles crossing the diagonal or seq_kv are masked; blocks are
 // launched longest first. GQA/MQA: head h reads K/V head h / (heads_q / heads_kv) through the TMA
 // coordinates; heads of a group are adjacent in the grid, so their K/V stay in L2.
-// Shapes: any seq >= 1 (TMA zero-fills rows past seq_q / seq_kv and clips the O store); head_dim any
-// multiple of 8 up to 256, run on the tile of the next width in {64, 128, 256} (TMA zero-fills the
-// columns past head_dim; the store drops them). Rows that see no key give O = 0 and LSE = -inf.
+// Shapes: any seq >= 1 (TMA zero-fills rows past seq_q / seq_kv and clips the O store); head_dim
+// any multiple of 8 up to 256, run on the tile of the next width in {64, 128, 256} (TMA zero-fills
+// the columns past head_dim; the store drops them). Rows that see no key give O = 0 and LSE = -inf.
 // Passes over HBM: Q and O once; K and V once per query block (mostly L2 hits for the other blocks
 // of the same kv head). Extra memory: none. Limits: f16/bf16; sm_90a only (other GPUs: SKIP).
 // Tiles per head_dim and what was tried: FwdTile below and docs/tuning_flash_wgmma.md.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
@@ -62,8 +63,10 @@ struct FwdCfg {
   static constexpr int kKVBytes = kBlockN * D * 2;  // one K or V stage
   static constexpr int kKVPanelBytes = kBlockN * 128;
   static constexpr int kBarOffset = kQBytes + 2 * kStages * kKVBytes;
-  // q_full, k_full[S], k_empty[S], v_full[S], v_empty[S]; 1 KiB of slack to align the base.
-  static constexpr int kSmemBytes = kBarOffset + 8 * (1 + 4 * kStages) + 1024;
+  // q_full, k_full[S], k_empty[S], v_full[S], v_empty[S], q_empty, tile_full[2], tile_empty[2],
+  // then two 8-byte tile slots; 1 KiB of slack to align the base.
+  static constexpr int kBarCount = 1 + 4 * kStages + 1 + 4;
+  static constexpr int kSmemBytes = kBarOffset + 8 * kBarCount + 16 + 1024;
   static_assert(kKVBytes % 1024 == 0 && kQWgBytes % 1024 == 0, "panels must stay 1 KiB aligned");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "P V k-steps are 16 keys");
   static_assert(kSmemBytes <= 232448, "shared memory per block on sm_90");
@@ -112,32 +115,45 @@ __device__ __forceinline__ void pass_turn_to_self(int bar) {
 }
 
 struct FwdParams {
-  float* lse;  // [B, Hq, Sq]
-  int seq_q, seq_kv, heads_q, group;
-  int causal_offset;  // seq_kv - seq_q: row i sees keys j <= i + causal_offset
-  int num_m_blocks;
-  float scale_log2;   // softmax scale * log2(e)
+  float* lse;         // [B, Hq, Sq]
+  void* o;            // [B, Sq, Hq, head_dim]: the persistent kernel stores O directly
+  int* tile_counter;  // persistent: the next tile to take (zeroed before the launch)
+  int seq_q, seq_kv, heads_q, group, head_dim;
+  int causal_offset;            // seq_kv - seq_q: row i sees keys j <= i + causal_offset
+  int num_m_blocks, num_tiles;  // num_tiles = num_m_blocks * Hq * B
+  float scale_log2;             // softmax scale * log2(e)
 };
 
-// grid (num_m_blocks, Hq, B), Cfg::kThreads threads, Cfg::kSmemBytes of dynamic smem.
+// Non-persistent: grid (num_m_blocks, Hq, B), one tile per block. Persistent: one block per SM
+// (at most num_tiles), each taking tiles from p.tile_counter until they run out; the producer
+// loads the next tile's Q and K/V while the consumers finish the current one.
+// Tiles are numbered as the non-persistent grid launches them: query blocks fastest, causal
+// longest first, heads of a GQA group adjacent. Cfg::kThreads threads, Cfg::kSmemBytes of smem.
 // tq/to: [B, Sq, Hq, head_dim], boxes of 64 rows; tk/tv: [B, Skv, Hkv, head_dim], kBlockN rows.
-template <class T, class Cfg, bool kCausal>
+template <class T, class Cfg, bool kCausal, bool kPersistent>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
-    flash_fwd_wgmma_kernel(const __grid_constant__ TensorMap tq, const __grid_constant__ TensorMap tk,
-                           const __grid_constant__ TensorMap tv, const __grid_constant__ TensorMap to,
-                           const FwdParams p) {
+    flash_fwd_wgmma_kernel(const __grid_constant__ TensorMap tq,
+                           const __grid_constant__ TensorMap tk,
+                           const __grid_constant__ TensorMap tv,
+                           const __grid_constant__ TensorMap to, const FwdParams p) {
 #if ATTN_HOPPER_DEVICE
   using Sh = Cfg;
   constexpr float kNegInf = -__builtin_huge_valf();
   constexpr int D = Cfg::D, BN = Sh::kBlockN, S = Sh::kStages, NC = Sh::kConsumers;
-  const int m_block = kCausal ? p.num_m_blocks - 1 - static_cast<int>(blockIdx.x)
-                              : static_cast<int>(blockIdx.x);
-  const int h = blockIdx.y, b = blockIdx.z, kvh = h / p.group;
-  const int m0 = m_block * Sh::kBlockM;
-  // Keys [0, n_end) are visible to at least one row of the block.
-  int n_end = p.seq_kv;
-  if (kCausal) n_end = max(0, min(p.seq_kv, m0 + Sh::kBlockM + p.causal_offset));
-  const int n_tiles = (n_end + BN - 1) / BN;
+  const int first_tile =
+      (static_cast<int>(blockIdx.z) * p.heads_q + static_cast<int>(blockIdx.y)) * p.num_m_blocks +
+      static_cast<int>(blockIdx.x);
+  // The tile's query block and (batch, head), and its number of visible K/V tiles.
+  int m0 = 0, h = 0, b = 0, n_tiles = 0;
+  auto decode = [&](int t) {
+    const int mi = t % p.num_m_blocks, hb = t / p.num_m_blocks;
+    m0 = (kCausal ? p.num_m_blocks - 1 - mi : mi) * Sh::kBlockM;
+    h = hb % p.heads_q;
+    b = hb / p.heads_q;
+    int n_end = p.seq_kv;  // keys [0, n_end) are visible to at least one row of the block
+    if (kCausal) n_end = max(0, min(p.seq_kv, m0 + Sh::kBlockM + p.causal_offset));
+    n_tiles = (n_end + BN - 1) / BN;
+  };
 
   const uint32_t base = (attn_mma::smem_u32(attn_mma::dynamic_smem()) + 1023u) & ~1023u;
   const uint32_t sq = base;
@@ -149,15 +165,24 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   auto k_empty = [&](int s) { return bars + 8 * (1 + S + s); };
   auto v_full = [&](int s) { return bars + 8 * (1 + 2 * S + s); };
   auto v_empty = [&](int s) { return bars + 8 * (1 + 3 * S + s); };
+  const uint32_t q_empty = bars + 8 * (1 + 4 * S);
+  auto tile_full = [&](int i) { return bars + 8 * (2 + 4 * S + i); };
+  auto tile_empty = [&](int i) { return bars + 8 * (4 + 4 * S + i); };
+  auto tile_slot = [&](int i) { return bars + 8 * Sh::kBarCount + 8 * i; };
 
   const int wg = threadIdx.x / 128;
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);
+    mbar_init(q_empty, NC);
     for (int s = 0; s < S; ++s) {
       mbar_init(k_full(s), 1);
       mbar_init(v_full(s), 1);
       mbar_init(k_empty(s), NC);
       mbar_init(v_empty(s), NC);
+    }
+    for (int i = 0; i < 2; ++i) {
+      mbar_init(tile_full(i), 1);
+      mbar_init(tile_empty(i), NC);
     }
     fence_barrier_init();
   }
@@ -166,23 +191,42 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (wg == 0) {
     // ---- producer -------------------------------------------------------------------------------
     setmaxnreg_dec<Sh::kProducerRegs>();
-    if (threadIdx.x == 0 && n_tiles > 0) {
-      mbar_arrive_expect_tx(q_full, Sh::kQBytes);
-      for (int w = 0; w < NC; ++w)
-        for (int pn = 0; pn < Sh::kPanels; ++pn)
-          tma_load_4d(sq + w * Sh::kQWgBytes + pn * 64 * 128, &tq, q_full, 64 * pn, h, m0 + 64 * w,
-                      b);
-      for (int j = 0; j < n_tiles; ++j) {
-        const int s = j % S;
-        const uint32_t ph = (j / S) & 1;
-        mbar_wait(k_empty(s), ph ^ 1);
-        mbar_arrive_expect_tx(k_full(s), Sh::kKVBytes);
-        for (int pn = 0; pn < Sh::kPanels; ++pn)
-          tma_load_4d(sk(s) + pn * Sh::kKVPanelBytes, &tk, k_full(s), 64 * pn, kvh, j * BN, b);
-        mbar_wait(v_empty(s), ph ^ 1);
-        mbar_arrive_expect_tx(v_full(s), Sh::kKVBytes);
-        for (int pn = 0; pn < Sh::kPanels; ++pn)
-          tma_load_4d(sv(s) + pn * Sh::kKVPanelBytes, &tv, v_full(s), 64 * pn, kvh, j * BN, b);
+    if (threadIdx.x == 0) {
+      int kv_it = 0, q_it = 0;  // K/V stages and Q tiles loaded so far (the rings' positions)
+      for (int i = 0;; ++i) {
+        int t;
+        if constexpr (kPersistent) {
+          // Take a tile and publish it to the consumers through a 2-slot ring.
+          mbar_wait(tile_empty(i % 2), ((i / 2) & 1) ^ 1);
+          t = atomic_add_i32(p.tile_counter, 1);
+          st_shared_u32(tile_slot(i % 2), static_cast<uint32_t>(t));
+          mbar_arrive(tile_full(i % 2));
+        } else {
+          t = i == 0 ? first_tile : p.num_tiles;
+        }
+        if (t >= p.num_tiles) break;
+        decode(t);
+        if (n_tiles == 0) continue;
+        const int kvh = h / p.group;
+        mbar_wait(q_empty, (q_it & 1) ^ 1);  // both consumers are done with the last tile's Q
+        mbar_arrive_expect_tx(q_full, Sh::kQBytes);
+        for (int w = 0; w < NC; ++w)
+          for (int pn = 0; pn < Sh::kPanels; ++pn)
+            tma_load_4d(sq + w * Sh::kQWgBytes + pn * 64 * 128, &tq, q_full, 64 * pn, h,
+                        m0 + 64 * w, b);
+        ++q_it;
+        for (int j = 0; j < n_tiles; ++j, ++kv_it) {
+          const int s = kv_it % S;
+          const uint32_t ph = (kv_it / S) & 1;
+          mbar_wait(k_empty(s), ph ^ 1);
+          mbar_arrive_expect_tx(k_full(s), Sh::kKVBytes);
+          for (int pn = 0; pn < Sh::kPanels; ++pn)
+            tma_load_4d(sk(s) + pn * Sh::kKVPanelBytes, &tk, k_full(s), 64 * pn, kvh, j * BN, b);
+          mbar_wait(v_empty(s), ph ^ 1);
+          mbar_arrive_expect_tx(v_full(s), Sh::kKVBytes);
+          for (int pn = 0; pn < Sh::kPanels; ++pn)
+            tma_load_4d(sv(s) + pn * Sh::kKVPanelBytes, &tv, v_full(s), 64 * pn, kvh, j * BN, b);
+        }
       }
     }
     return;
@@ -193,16 +237,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const int c = wg - 1;
   const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
   const bool signals = tid == 0;  // the thread that arrives on empty barriers for the warpgroup
-  const int row0 = m0 + 64 * c;   // first query row of this warpgroup
-  const int trow = row0 + 16 * warp + lane / 4;  // this thread's rows: trow and trow + 8
+  int row0 = 0;                   // first query row of this warpgroup in the tile
+  int trow = 0;                   // this thread's rows: trow and trow + 8
   const uint32_t sq_c = sq + c * Sh::kQWgBytes;
   const float sl2 = p.scale_log2;
 
   float o[D / 2];
-#pragma unroll
-  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
-  float row_max[2] = {kNegInf, kNegInf};
-  float row_sum[2] = {0.f, 0.f};  // this thread's columns only; the quad is summed at the end
+  float row_max[2], row_sum[2];  // row sums: this thread's columns only; the quad's at the end
   float s[BN / 2];
   uint32_t pa[BN / 16][4];
 
@@ -238,12 +279,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   };
   // Online softmax of s in place (s becomes exp2(scale_log2 * (s - max))); returns in alpha the
   // factor by which the rows' earlier O and sums shrink.
-  auto softmax = [&](float (&alpha)[2]) {
+  auto softmax = [&](float(&alpha)[2]) {
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
       float mx = row_max[hf];
 #pragma unroll
-      for (int g = 0; g < BN / 8; ++g) mx = fmaxf(mx, fmaxf(s[4 * g + 2 * hf], s[4 * g + 2 * hf + 1]));
+      for (int g = 0; g < BN / 8; ++g)
+        mx = fmaxf(mx, fmaxf(s[4 * g + 2 * hf], s[4 * g + 2 * hf + 1]));
       mx = attn_mma::quad_max(mx);
       // A row that has seen no visible key keeps max -inf: alpha 0 and exponent base 0, so masked
       // scores give exp2(-inf) = 0, never (-inf) - (-inf) = NaN.
@@ -287,7 +329,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       pa[kk][3] = Elem<T>::pack2(s[8 * kk + 6], s[8 * kk + 7]);
     }
   };
-  auto rescale = [&](const float (&alpha)[2]) {
+  auto rescale = [&](const float(&alpha)[2]) {
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] *= alpha[(i & 2) ? 1 : 0];
   };
@@ -304,93 +346,139 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   };
   if (c == 0) pass_turn_to_self<Sh::kPingpong>(Sh::kTurnBar0);
 
-  if (n_tiles > 0) {
-    mbar_wait(q_full, 0);
-    mbar_wait(k_full(0), 0);
-    wgmma_fence();
-    gemm_qk(0);
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_regs(s);
-    if (signals) mbar_arrive(k_empty(0));
-    mask(0);
-    float alpha[2];
-    softmax(alpha);
-    to_p();
-    for (int j = 1; j < n_tiles; ++j) {
-      const int st = j % S, sp = (j - 1) % S;
-      mbar_wait(k_full(st), (j / S) & 1);
+  int kv_it = 0, q_it = 0;  // as the producer's
+  for (int i = 0;; ++i) {
+    int t;
+    if constexpr (kPersistent) {
+      mbar_wait(tile_full(i % 2), (i / 2) & 1);
+      t = static_cast<int>(ld_shared_u32(tile_slot(i % 2)));
+      named_bar_sync(1 + c, 128);  // the whole warpgroup has read the slot before it is freed
+      if (signals) mbar_arrive(tile_empty(i % 2));
+    } else {
+      t = i == 0 ? first_tile : p.num_tiles;
+    }
+    if (t >= p.num_tiles) break;
+    decode(t);
+    row0 = m0 + 64 * c;
+    trow = row0 + 16 * warp + lane / 4;
+#pragma unroll
+    for (int k = 0; k < D / 2; ++k) o[k] = 0.f;
+    row_max[0] = row_max[1] = kNegInf;
+    row_sum[0] = row_sum[1] = 0.f;
+
+    if (n_tiles > 0) {
+      auto stage = [&](int j) { return (kv_it + j) % S; };
+      auto phase = [&](int j) { return static_cast<uint32_t>(((kv_it + j) / S) & 1); };
+      mbar_wait(q_full, q_it & 1);
+      mbar_wait(k_full(stage(0)), phase(0));
+      wgmma_fence();
+      gemm_qk(stage(0));
+      wgmma_commit();
+      wgmma_wait<0>();
       fence_regs(s);
+      if (signals) mbar_arrive(k_empty(stage(0)));
+      if (signals && n_tiles == 1) mbar_arrive(q_empty);  // the tile's last Q K^T is done
+      mask(0);
+      float alpha[2];
+      softmax(alpha);
+      to_p();
+      for (int j = 1; j < n_tiles; ++j) {
+        const int st = stage(j), sp = stage(j - 1);
+        mbar_wait(k_full(st), phase(j));
+        fence_regs(s);
+        fence_regs(o);
+        fence_regs(pa);
+        take_turn();
+        wgmma_fence();
+        gemm_qk(st);
+        wgmma_commit();
+        if constexpr (Sh::kRescaleEarly) rescale(alpha);  // alpha of tile j-1, under S_j
+        mbar_wait(v_full(sp), phase(j - 1));
+        wgmma_fence();
+        gemm_pv(sp);
+        wgmma_commit();
+        pass_turn();
+        wgmma_wait<1>();  // S_j has landed; P_{j-1} V_{j-1} may still run
+        fence_regs(s);
+        if (signals) mbar_arrive(k_empty(st));
+        if (signals && j == n_tiles - 1) mbar_arrive(q_empty);
+        mask(j);
+        softmax(alpha);
+        wgmma_wait<0>();
+        fence_regs(o);
+        if (signals) mbar_arrive(v_empty(sp));
+        if constexpr (!Sh::kRescaleEarly) rescale(alpha);
+        to_p();
+      }
+      if constexpr (Sh::kRescaleEarly) rescale(alpha);
+      const int sl = stage(n_tiles - 1);
+      mbar_wait(v_full(sl), phase(n_tiles - 1));
       fence_regs(o);
       fence_regs(pa);
-      take_turn();
       wgmma_fence();
-      gemm_qk(st);
+      gemm_pv(sl);
       wgmma_commit();
-      if constexpr (Sh::kRescaleEarly) rescale(alpha);  // alpha of tile j-1, under S_j
-      mbar_wait(v_full(sp), ((j - 1) / S) & 1);
-      wgmma_fence();
-      gemm_pv(sp);
-      wgmma_commit();
-      pass_turn();
-      wgmma_wait<1>();  // S_j has landed; P_{j-1} V_{j-1} may still run
-      fence_regs(s);
-      if (signals) mbar_arrive(k_empty(st));
-      mask(j);
-      softmax(alpha);
       wgmma_wait<0>();
       fence_regs(o);
-      if (signals) mbar_arrive(v_empty(sp));
-      if constexpr (!Sh::kRescaleEarly) rescale(alpha);
-      to_p();
+      if (signals) mbar_arrive(v_empty(sl));
+      kv_it += n_tiles;
+      ++q_it;
     }
-    if constexpr (Sh::kRescaleEarly) rescale(alpha);
-    const int sl = (n_tiles - 1) % S;
-    mbar_wait(v_full(sl), ((n_tiles - 1) / S) & 1);
-    fence_regs(o);
-    fence_regs(pa);
-    wgmma_fence();
-    gemm_pv(sl);
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_regs(o);
-    if (signals) mbar_arrive(v_empty(sl));
-  }
-  if (c == 0) take_turn();
 
-  // ---- epilogue: O /= l, LSE = (max * scale_log2 + log2 l) * ln 2 --------------------------------
-  constexpr float kLn2 = 0.69314718055994530942f;
-  float inv[2];
-#pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    const float l = attn_mma::quad_sum(row_sum[hf]);
-    inv[hf] = l > 0.f ? 1.f / l : 0.f;
-    const int row = trow + 8 * hf;
-    if (lane % 4 == 0 && row < p.seq_q) {
-      p.lse[(static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q + row] =
-          l > 0.f ? (attn_mma::mul_rn(row_max[hf], sl2) + log2f(l)) * kLn2 : kNegInf;
-    }
-  }
-  // This warpgroup's Q stage is idle now (its last Q K^T has completed): O goes there in the same
-  // swizzled panel layout, then one TMA store per panel (rows past seq_q, columns past head_dim
-  // are dropped by the store).
-#pragma unroll
-  for (int g = 0; g < D / 8; ++g)
+    // ---- epilogue: O /= l, LSE = (max * scale_log2 + log2 l) * ln 2
+    // ------------------------------
+    constexpr float kLn2 = 0.69314718055994530942f;
+    float inv[2];
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
-      const int r = 16 * warp + lane / 4 + 8 * hf;
-      const uint32_t chunk = static_cast<uint32_t>((g % 8) ^ (r % 8));
-      const uint32_t addr = sq_c + (g / 8) * 64 * 128 + r * 128 + chunk * 16 + (lane % 4) * 4;
-      attn_mma::st_shared_b32(addr, Elem<T>::pack2(o[4 * g + 2 * hf] * inv[hf],
-                                                   o[4 * g + 2 * hf + 1] * inv[hf]));
+      const float l = attn_mma::quad_sum(row_sum[hf]);
+      inv[hf] = l > 0.f ? 1.f / l : 0.f;
+      const int row = trow + 8 * hf;
+      if (lane % 4 == 0 && row < p.seq_q) {
+        p.lse[(static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q + row] =
+            l > 0.f ? (attn_mma::mul_rn(row_max[hf], sl2) + log2f(l)) * kLn2 : kNegInf;
+      }
     }
-  fence_proxy_async();
-  named_bar_sync(1 + c, 128);
-  if (signals) {
-    for (int pn = 0; pn < Sh::kPanels; ++pn) tma_store_4d(&to, sq_c + pn * 64 * 128, 64 * pn, h, row0, b);
-    tma_store_commit();
-    tma_store_wait_read();
+    if constexpr (kPersistent) {
+      // Straight from registers (the Q stage may already hold the next tile's Q).
+      T* out = static_cast<T*>(p.o);
+#pragma unroll
+      for (int g = 0; g < D / 8; ++g)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          const int row = trow + 8 * hf, col = 8 * g + 2 * (lane % 4);
+          if (row < p.seq_q && col < p.head_dim) {
+            const int64_t off =
+                ((static_cast<int64_t>(b) * p.seq_q + row) * p.heads_q + h) * p.head_dim + col;
+            *reinterpret_cast<uint32_t*>(out + off) =
+                Elem<T>::pack2(o[4 * g + 2 * hf] * inv[hf], o[4 * g + 2 * hf + 1] * inv[hf]);
+          }
+        }
+    } else {
+      // This warpgroup's Q stage is idle now (its last Q K^T has completed): O goes there in the
+      // same swizzled panel layout, then one TMA store per panel (rows past seq_q, columns past
+      // head_dim are dropped by the store).
+#pragma unroll
+      for (int g = 0; g < D / 8; ++g)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          const int r = 16 * warp + lane / 4 + 8 * hf;
+          const uint32_t chunk = static_cast<uint32_t>((g % 8) ^ (r % 8));
+          const uint32_t addr = sq_c + (g / 8) * 64 * 128 + r * 128 + chunk * 16 + (lane % 4) * 4;
+          attn_mma::st_shared_b32(
+              addr, Elem<T>::pack2(o[4 * g + 2 * hf] * inv[hf], o[4 * g + 2 * hf + 1] * inv[hf]));
+        }
+      fence_proxy_async();
+      named_bar_sync(1 + c, 128);
+      if (signals) {
+        for (int pn = 0; pn < Sh::kPanels; ++pn)
+          tma_store_4d(&to, sq_c + pn * 64 * 128, 64 * pn, h, row0, b);
+        tma_store_commit();
+        tma_store_wait_read();
+      }
+    }
   }
+  if (c == 0) take_turn();
 #else
   __trap();
 #endif
@@ -405,22 +493,29 @@ using attnbench::Problem;
 using attnbench::Support;
 
 // The padded tile width of a head_dim: the next of 64, 128, 256.
-constexpr int padded_head_dim(int d) { return d <= 64 ? 64 : d <= 128 ? 128 : 256; }
+constexpr int padded_head_dim(int d) {
+  return d <= 64 ? 64 : d <= 128 ? 128 : 256;
+}
 
-// f(kernel, Cfg{}) for the problem's (dtype, padded head_dim, causal).
+// f(kernel, Cfg{}) for the problem's (dtype, padded head_dim, causal) and the persistent option.
 template <class F>
-void dispatch(const Problem& pr, F&& f) {
+void dispatch(const Problem& pr, bool persistent, F&& f) {
   attn_mma::dispatch_dtype(pr.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     auto with_d = [&](auto d) {
       constexpr int D = decltype(d)::value;
-      if (pr.causal) {
-        using Cfg = typename fwd_wgmma::FwdTile<D, true>::type;
-        f(flash_fwd_wgmma_kernel<T, Cfg, true>, Cfg{});
-      } else {
-        using Cfg = typename fwd_wgmma::FwdTile<D, false>::type;
-        f(flash_fwd_wgmma_kernel<T, Cfg, false>, Cfg{});
-      }
+      auto with_c = [&](auto causal) {
+        constexpr bool C = decltype(causal)::value;
+        using Cfg = typename fwd_wgmma::FwdTile<D, C>::type;
+        if (persistent)
+          f(flash_fwd_wgmma_kernel<T, Cfg, C, true>, Cfg{});
+        else
+          f(flash_fwd_wgmma_kernel<T, Cfg, C, false>, Cfg{});
+      };
+      if (pr.causal)
+        with_c(std::true_type{});
+      else
+        with_c(std::false_type{});
     };
     switch (padded_head_dim(pr.head_dim)) {
       case 64:
@@ -434,6 +529,14 @@ void dispatch(const Problem& pr, F&& f) {
         break;
     }
   });
+}
+
+// The "persistent" option: 0 (default) launches a block per tile; 1 a block per SM taking tiles
+// from a counter in the workspace (docs/tuning_flash_wgmma.md: not yet timed on the H200).
+bool persistent_option(const Options* o) {
+  if (!o) return false;
+  const auto it = o->find("persistent");
+  return it != o->end() && it->second != 0;
 }
 
 class FlashFwdWgmma final : public attnbench::Implementation {
@@ -453,29 +556,47 @@ class FlashFwdWgmma final : public attnbench::Implementation {
     c.gqa = true;
     c.forward = true;
     c.backward = false;
+    c.options = {"persistent"};
     return c;
+  }
+
+  Support supports_options(const Problem&, Pass, const Options& o) const override {
+    const auto it = o.find("persistent");
+    if (it != o.end() && it->second != 0 && it->second != 1) {
+      return Support::no("persistent must be 0 or 1, not " + std::to_string(it->second));
+    }
+    return Support::yes();
+  }
+
+  std::size_t workspace_bytes(const Problem&, Pass pass, const Options& o) const override {
+    return pass != Pass::bwd && persistent_option(&o) ? 256 : 0;  // the tile counter
   }
 
   Support supports_extra(const Problem& p, Pass) const override {
     if (p.heads_q > 65535 || p.batch > 65535) {
       return Support::no("heads_q and batch must be <= 65535 (grid y/z)");
     }
+    if (static_cast<int64_t>(p.batch) * p.heads_q * ((p.seq_q + 63) / 64) >
+        (int64_t{1} << 31) - 1) {
+      return Support::no("more than 2^31 query tiles");
+    }
     std::string why;
-    dispatch(p, [&](auto kernel, auto) { why = sm90a_missing(kernel); });
+    dispatch(p, false, [&](auto kernel, auto) { why = sm90a_missing(kernel); });
     if (!why.empty()) return Support::no(why);
     const int smem = attn_mma::max_smem_per_block(why);
     if (smem < 0) return Support::no(why);
     int need = 0;
-    dispatch(p, [&](auto, auto cfg) { need = decltype(cfg)::kSmemBytes; });
+    dispatch(p, false, [&](auto, auto cfg) { need = decltype(cfg)::kSmemBytes; });
     if (smem < need) {
-      return Support::no("needs " + std::to_string(need) + " bytes of shared memory per block, the device allows " +
+      return Support::no("needs " + std::to_string(need) +
+                         " bytes of shared memory per block, the device allows " +
                          std::to_string(smem));
     }
     return Support::yes();
   }
 
-  void prepare(const Problem& p, Pass, const Options&) const override {
-    dispatch(p, [&](auto kernel, auto cfg) {
+  void prepare(const Problem& p, Pass, const Options& o) const override {
+    dispatch(p, persistent_option(&o), [&](auto kernel, auto cfg) {
       attn_mma::set_dynamic_smem(kernel, decltype(cfg)::kSmemBytes);
     });
   }
@@ -483,24 +604,38 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   void forward(const attnbench::FwdArgs& a) const override {
     const Problem& pr = a.p;
     const bool bf16 = pr.dtype == DType::bf16;
-    dispatch(pr, [&](auto kernel, auto cfg) {
+    const bool persistent = persistent_option(a.options);
+    if (persistent && (a.workspace == nullptr || a.workspace_bytes < 4)) {
+      throw std::invalid_argument("cuda.flash_fwd_wgmma: persistent=1 needs its 4-byte workspace");
+    }
+    dispatch(pr, persistent, [&](auto kernel, auto cfg) {
       using Sh = decltype(cfg);
-      const TensorMap tq = make_bshd_map(a.q, bf16, pr.batch, pr.seq_q, pr.heads_q, pr.head_dim, 64);
+      const TensorMap tq =
+          make_bshd_map(a.q, bf16, pr.batch, pr.seq_q, pr.heads_q, pr.head_dim, 64);
       const TensorMap tk =
           make_bshd_map(a.k, bf16, pr.batch, pr.seq_kv, pr.heads_kv, pr.head_dim, Sh::kBlockN);
       const TensorMap tv =
           make_bshd_map(a.v, bf16, pr.batch, pr.seq_kv, pr.heads_kv, pr.head_dim, Sh::kBlockN);
-      const TensorMap to = make_bshd_map(a.o, bf16, pr.batch, pr.seq_q, pr.heads_q, pr.head_dim, 64);
+      const TensorMap to =
+          make_bshd_map(a.o, bf16, pr.batch, pr.seq_q, pr.heads_q, pr.head_dim, 64);
       FwdParams p{};
       p.lse = a.lse;
+      p.o = a.o;
+      p.tile_counter = persistent ? static_cast<int*>(a.workspace) : nullptr;
       p.seq_q = pr.seq_q;
       p.seq_kv = pr.seq_kv;
       p.heads_q = pr.heads_q;
       p.group = pr.group();
+      p.head_dim = pr.head_dim;
       p.causal_offset = pr.seq_kv - pr.seq_q;
       p.num_m_blocks = (pr.seq_q + Sh::kBlockM - 1) / Sh::kBlockM;
+      p.num_tiles = p.num_m_blocks * pr.heads_q * pr.batch;
       p.scale_log2 = static_cast<float>(pr.effective_scale() * 1.4426950408889634);
-      const dim3 grid(p.num_m_blocks, pr.heads_q, pr.batch);
+      dim3 grid(p.num_m_blocks, pr.heads_q, pr.batch);
+      if (persistent) {
+        launch_memset_zero(p.tile_counter, 4, a.stream);
+        grid = dim3(std::min(p.num_tiles, multiprocessors()));
+      }
       launch(kernel, grid, dim3(Sh::kThreads), Sh::kSmemBytes, a.stream, tq, tk, tv, to, p);
     });
   }

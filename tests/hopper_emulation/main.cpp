@@ -10,68 +10,21 @@
 //
 // Linked with attn_harness and the CPU implementations only: the emulated kernel registers
 // "cuda.flash_fwd_wgmma" itself, and attn_impls_cuda must not be linked as well.
-#include <chrono>
-#include <cmath>
+#include <cstdint>
 #include <cstdio>
-#include <cstring>
-#include <string>
 #include <vector>
 
 #include "attnbench/implementation.hpp"
 #include "attnbench/tensors.hpp"
 #include "attnbench/verify.hpp"
+#include "emulated_call.hpp"
+// The emulator itself (emu::sched_seed): found first on this test's include path.
+#include "mma/ptx.cuh"
 
 using namespace attnbench;
+using attnbench::test::check_on_host;
 
 namespace {
-
-Outputs run_fwd(const Implementation& impl, const CaseInputs& in) {
-  const Problem& p = in.p;
-  Outputs out;
-  out.o = HostTensor(p.dtype, p.q_elems());
-  std::memset(out.o.data(), 0xFF, out.o.nbytes());  // NaN poison: unwritten elements fail
-  out.lse.assign(static_cast<size_t>(p.lse_elems()), std::nanf(""));
-  std::vector<unsigned char> ws(impl.workspace_bytes(p, Pass::fwd, {}));
-  FwdArgs a;
-  a.p = p;
-  a.workspace = ws.data();
-  a.workspace_bytes = ws.size();
-  a.q = in.q.data();
-  a.k = in.k.data();
-  a.v = in.v.data();
-  a.o = out.o.data();
-  a.lse = out.lse.data();
-  impl.prepare(p, Pass::fwd, {});
-  impl.forward(a);
-  return out;
-}
-
-Outputs run_bwd(const Implementation& impl, const CaseInputs& in, const Reference& ref) {
-  const Problem& p = in.p;
-  Outputs out;
-  out.dq = HostTensor(p.dtype, p.q_elems());
-  out.dk = HostTensor(p.dtype, p.kv_elems());
-  out.dv = HostTensor(p.dtype, p.kv_elems());
-  for (HostTensor* t : {&out.dq, &out.dk, &out.dv}) std::memset(t->data(), 0xFF, t->nbytes());
-  std::vector<unsigned char> ws(impl.workspace_bytes(p, Pass::bwd, {}));
-  std::memset(ws.data(), 0xFF, ws.size());  // the kernel must initialise what it reads
-  BwdArgs a;
-  a.p = p;
-  a.q = in.q.data();
-  a.k = in.k.data();
-  a.v = in.v.data();
-  a.o = ref.o_in.data();
-  a.lse = ref.lse_in.data();
-  a.dout = in.dout.data();
-  a.dq = out.dq.data();
-  a.dk = out.dk.data();
-  a.dv = out.dv.data();
-  a.workspace = ws.data();
-  a.workspace_bytes = ws.size();
-  impl.prepare(p, Pass::bwd, {});
-  impl.backward(a);
-  return out;
-}
 
 struct Case {
   int b, hq, hkv, sq, skv, d;
@@ -81,68 +34,59 @@ struct Case {
   double scale = 0;  // 0: 1/sqrt(head_dim)
 };
 
+Problem problem(const Case& c) {
+  Problem p;
+  p.batch = c.b;
+  p.heads_q = c.hq;
+  p.heads_kv = c.hkv;
+  p.seq_q = c.sq;
+  p.seq_kv = c.skv;
+  p.head_dim = c.d;
+  p.causal = c.causal;
+  p.dtype = c.t;
+  p.scale = c.scale;
+  return p;
+}
+
+// One pass of impl on the emulator with its threads interleaved by `seed` (0: in index order;
+// see impls/cuda/mma/emulation/mma/ptx.cuh); the naive baseline runs on the CPU.
+bool check_emulated(const Implementation& impl, const Implementation& naive, const Problem& p,
+                    Pass pass, const CaseInputs& in, const Reference& ref, const Options& opts,
+                    uint64_t seed) {
+  std::printf("%s%s\n", p.label().c_str(), seed ? " (threads shuffled)" : "");
+  emu::sched_seed = seed;
+  const bool ok = check_on_host(impl, naive, p, pass, in, ref, opts);
+  emu::sched_seed = 0;
+  return ok;
+}
+
 }  // namespace
 
 int main() {
-  const Implementation* impl = Registry::instance().find("cuda.flash_fwd_wgmma");
+  const Implementation* fwd = Registry::instance().find("cuda.flash_fwd_wgmma");
+  const Implementation* bwd = Registry::instance().find("cuda.flash_bwd_wgmma");
   const Implementation* naive = Registry::instance().find("cpu.naive_3pass");
-  if (!impl || !naive) {
+  if (!fwd || !bwd || !naive) {
     std::fprintf(stderr, "implementations not registered\n");
     return 100;
   }
   const DType bf = DType::bf16, hf = DType::f16;
   const Distribution nrm = Distribution::normal, out = Distribution::outlier;
-  const std::vector<Case> cases = {
-      {1, 2, 2, 130, 200, 128, false, bf, nrm},   // tails in q and kv, 2 kv tiles
-      {1, 2, 2, 129, 129, 128, true, bf, nrm},    // causal, diagonal tiles, m tail
-      {2, 8, 2, 70, 300, 64, true, hf, nrm},      // GQA 8:2, causal seq_q < seq_kv, ring wraps
-      {1, 3, 1, 200, 60, 64, true, bf, out},      // MQA, causal seq_q > seq_kv: rows see nothing
-      {1, 1, 1, 1, 17, 256, false, hf, nrm},      // seq_q 1, d256 (80-key tiles)
-      {1, 2, 1, 65, 170, 256, true, bf, out},     // d256 causal, 3 kv tiles
-      {1, 2, 2, 17, 33, 40, false, bf, nrm},      // padded head_dim 40 -> 64
-      {1, 2, 2, 33, 140, 96, true, hf, out},      // padded head_dim 96 -> 128
-      {1, 1, 1, 64, 64, 80, false, bf, nrm},      // padded head_dim 80 -> 128
-      {1, 2, 2, 40, 520, 128, false, hf, out},    // 5 kv tiles: stages reused twice
+  const std::vector<Case> fwd_cases = {
+      {1, 2, 2, 130, 200, 128, false, bf, nrm},  // tails in q and kv, 2 kv tiles
+      {1, 2, 2, 129, 129, 128, true, bf, nrm},   // causal, diagonal tiles, m tail
+      {2, 8, 2, 70, 300, 64, true, hf, nrm},     // GQA 8:2, causal seq_q < seq_kv, ring wraps
+      {1, 3, 1, 200, 60, 64, true, bf, out},     // MQA, causal seq_q > seq_kv: rows see nothing
+      {1, 1, 1, 1, 17, 256, false, hf, nrm},     // seq_q 1, d256 (80-key tiles)
+      {1, 2, 1, 65, 170, 256, true, bf, out},    // d256 causal, 3 kv tiles
+      {1, 2, 2, 17, 33, 40, false, bf, nrm},     // padded head_dim 40 -> 64
+      {1, 2, 2, 33, 140, 96, true, hf, out},     // padded head_dim 96 -> 128
+      {1, 1, 1, 64, 64, 80, false, bf, nrm},     // padded head_dim 80 -> 128
+      {1, 2, 2, 40, 520, 128, false, hf, out},   // 5 kv tiles: stages reused twice
+      {2, 4, 2, 300, 300, 128, true, bf, nrm},   // persistent: 24 tiles of varied length in a row
       {1, 2, 2, 64, 200, 128, true, bf, nrm, 1e8},  // huge logits: no overflow in ex2
       {1, 2, 2, 64, 130, 64, false, hf, nrm, 500},  // large f16 logits
   };
-  int failed = 0;
-  for (const Case& c : cases) {
-    Problem p;
-    p.batch = c.b;
-    p.heads_q = c.hq;
-    p.heads_kv = c.hkv;
-    p.seq_q = c.sq;
-    p.seq_kv = c.skv;
-    p.head_dim = c.d;
-    p.causal = c.causal;
-    p.dtype = c.t;
-    p.scale = c.scale;
-    const std::string label = p.label() + (c.dist == out ? "_outlier" : "");
-    if (const Support s = impl->supports(p, Pass::fwd); !s) {
-      std::printf("FAIL %s: not supported: %s\n", label.c_str(), s.reason.c_str());
-      ++failed;
-      continue;
-    }
-    const auto t0 = std::chrono::steady_clock::now();
-    const CaseInputs in = make_inputs(p, 1234, c.dist);
-    const Reference ref = compute_reference(in, VerifyMode::full, true, false, 1);
-    const Outputs base = run_fwd(*naive, in);
-    const Outputs got = run_fwd(*impl, in);
-    const Verdict v = verify(p, Pass::fwd, got, &base, ref);
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("%s %s (%.1f s)", v.ok ? "ok  " : "FAIL", label.c_str(), secs);
-    for (const OutputReport& r : v.outputs)
-      std::printf("  %s max_abs %.3g bound %.3g", r.name.c_str(), r.max_abs, r.bound);
-    std::printf("%s%s\n", v.ok ? "" : "  : ", v.failure().c_str());
-    if (!v.ok) ++failed;
-  }
-  // The backward (head_dim <= 128): the forward's odd shapes that fit, and two more.
-  const Implementation* bwd = Registry::instance().find("cuda.flash_bwd_wgmma");
-  if (!bwd) {
-    std::fprintf(stderr, "cuda.flash_bwd_wgmma not registered\n");
-    return 100;
-  }
   const std::vector<Case> bwd_cases = {
       {1, 2, 2, 130, 200, 128, false, bf, nrm},  // tails, 2 key blocks, 3 query tiles (ring wraps)
       {1, 2, 2, 129, 129, 128, true, bf, nrm},   // causal diagonal, tails
@@ -153,37 +97,28 @@ int main() {
       {1, 1, 1, 1, 17, 128, false, hf, nrm},     // seq_q 1
       {1, 2, 2, 260, 130, 64, false, bf, out},   // 3 query tiles of 128 at d64
   };
-  int bwd_failed = 0;
+  int failed = 0, runs = 0;
+  for (const Case& c : fwd_cases) {
+    const Problem p = problem(c);
+    const CaseInputs in = make_inputs(p, 1234, c.dist);
+    const Reference ref = compute_reference(in, VerifyMode::full, true, false, 1);
+    // Both schedules (a block per tile; the persistent grid taking tiles from a counter), each
+    // with the threads in index order and shuffled every round.
+    for (const Options& opts : {Options{}, Options{{"persistent", 1}}})
+      for (const uint64_t seed : {uint64_t{0}, uint64_t{7}}) {
+        ++runs;
+        if (!check_emulated(*fwd, *naive, p, Pass::fwd, in, ref, opts, seed)) ++failed;
+      }
+  }
   for (const Case& c : bwd_cases) {
-    Problem p;
-    p.batch = c.b;
-    p.heads_q = c.hq;
-    p.heads_kv = c.hkv;
-    p.seq_q = c.sq;
-    p.seq_kv = c.skv;
-    p.head_dim = c.d;
-    p.causal = c.causal;
-    p.dtype = c.t;
-    const std::string label = "bwd " + p.label() + (c.dist == out ? "_outlier" : "");
-    if (const Support s = bwd->supports(p, Pass::bwd); !s) {
-      std::printf("FAIL %s: not supported: %s\n", label.c_str(), s.reason.c_str());
-      ++bwd_failed;
-      continue;
-    }
-    const auto t0 = std::chrono::steady_clock::now();
+    const Problem p = problem(c);
     const CaseInputs in = make_inputs(p, 4321, c.dist);
     const Reference ref = compute_reference(in, VerifyMode::full, true, true, 1);
-    const Outputs base = run_bwd(*naive, in, ref);
-    const Outputs got = run_bwd(*bwd, in, ref);
-    const Verdict v = verify(p, Pass::bwd, got, &base, ref);
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("%s %s (%.1f s)", v.ok ? "ok  " : "FAIL", label.c_str(), secs);
-    for (const OutputReport& r : v.outputs)
-      std::printf("  %s max_abs %.3g bound %.3g", r.name.c_str(), r.max_abs, r.bound);
-    std::printf("%s%s\n", v.ok ? "" : "  : ", v.failure().c_str());
-    if (!v.ok) ++bwd_failed;
+    for (const Options& opts : {Options{}, Options{{"deterministic", 1}}}) {
+      ++runs;
+      if (!check_emulated(*bwd, *naive, p, Pass::bwd, in, ref, opts, 11)) ++failed;
+    }
   }
-  std::printf("%d of %zu forward and %d of %zu backward cases failed\n", failed, cases.size(),
-              bwd_failed, bwd_cases.size());
-  return failed + bwd_failed;
+  std::printf("%d of %d emulated runs failed\n", failed, runs);
+  return failed;
 }

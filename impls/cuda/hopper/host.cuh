@@ -7,8 +7,8 @@
 #pragma once
 
 #include <cuda.h>
-#include <cuda_runtime.h>
 #include <cudaTypedefs.h>
+#include <cuda_runtime.h>
 
 #include <cstdint>
 #include <stdexcept>
@@ -26,8 +26,8 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
     void* p = nullptr;
     cudaDriverEntryPointQueryResult status{};
-    const cudaError_t e =
-        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &status);
+    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
+                                                           cudaEnableDefault, &status);
     if (e != cudaSuccess || status != cudaDriverEntryPointSuccess || p == nullptr) {
       throw std::runtime_error("cuTensorMapEncodeTiled is not available from the CUDA driver");
     }
@@ -55,10 +55,19 @@ inline TensorMap make_bshd_map(const void* base, bool bf16, int batch, int seq, 
       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     throw std::runtime_error("cuTensorMapEncodeTiled failed (CUresult " + std::to_string(r) +
-                             ") for a [" + std::to_string(batch) + ", " + std::to_string(seq) + ", " +
-                             std::to_string(heads) + ", " + std::to_string(head_dim) + "] tensor");
+                             ") for a [" + std::to_string(batch) + ", " + std::to_string(seq) +
+                             ", " + std::to_string(heads) + ", " + std::to_string(head_dim) +
+                             "] tensor");
   }
   return m;
+}
+
+// Multiprocessors of the current device (the size of a persistent grid).
+inline int multiprocessors() {
+  int dev = 0, sms = 0;
+  ATTN_CUDA_CHECK(cudaGetDevice(&dev));
+  ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
 }
 
 // Zeroes `bytes` of device memory on `stream` (a cudaStream_t).

@@ -31,14 +31,19 @@ namespace attn_hopper {
 
 // ---- matrix descriptors -------------------------------------------------------------------------
 
-__device__ __forceinline__ uint64_t desc_field(uint32_t bytes) { return (bytes & 0x3FFFF) >> 4; }
+__device__ __forceinline__ uint64_t desc_field(uint32_t bytes) {
+  return (bytes & 0x3FFFF) >> 4;
+}
 
 // 128B-swizzle descriptor of the operand starting at shared address `addr`.
-__device__ __forceinline__ uint64_t make_desc(uint32_t addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+__device__ __forceinline__ uint64_t make_desc(uint32_t addr, uint32_t lbo_bytes,
+                                              uint32_t sbo_bytes) {
   return desc_field(addr) | (desc_field(lbo_bytes) << 16) | (desc_field(sbo_bytes) << 32) |
          (uint64_t{1} << 62);
 }
-__device__ __forceinline__ uint64_t desc_k_major(uint32_t addr) { return make_desc(addr, 16, 1024); }
+__device__ __forceinline__ uint64_t desc_k_major(uint32_t addr) {
+  return make_desc(addr, 16, 1024);
+}
 __device__ __forceinline__ uint64_t desc_mn_major(uint32_t addr, uint32_t panel_bytes) {
   return make_desc(addr, panel_bytes, 1024);
 }
@@ -90,17 +95,18 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* tmap, uint
 __device__ __forceinline__ void tma_store_4d(const void* tmap, uint32_t src, int c0, int c1, int c2,
                                              int c3) {
   asm volatile(
-      "cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::
-          "l"(tmap),
+      "cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4, %5}], "
+      "[%1];\n" ::"l"(tmap),
       "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
       : "memory");
 }
 // Adds `bytes` of float32 from shared memory at `src` into global memory at `dst` (both 16-byte
 // aligned, bytes a multiple of 16), element by element, in L2; completes with the bulk group.
 __device__ __forceinline__ void bulk_reduce_add_f32(float* dst, uint32_t src, uint32_t bytes) {
-  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
-               "r"(src), "r"(bytes)
-               : "memory");
+  asm volatile(
+      "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
+      "r"(src), "r"(bytes)
+      : "memory");
 }
 // Bulk groups (TMA stores, bulk reductions): commit, then wait until their shared-memory reads end.
 __device__ __forceinline__ void tma_store_commit() {
@@ -156,6 +162,37 @@ __device__ __forceinline__ void fence_regs(uint32_t (&r)[N][4]) {
   for (int i = 0; i < N; ++i)
 #pragma unroll
     for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
+}
+
+// ---- scalars: shared memory by address, a global counter --------------------------------------
+
+__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ int atomic_add_i32(int* p, int v) {
+  return atomicAdd(p, v);
+}
+
+// A turn counter in global memory: wait until it reads `mine` (acquire), and pass it on (release,
+// after this thread's earlier writes, its bulk reductions included, are visible to the GPU).
+__device__ __forceinline__ void wait_turn(const int* turn, int mine) {
+  int v;
+  do {
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(turn) : "memory");
+  } while (v != mine);
+}
+__device__ __forceinline__ void pass_turn_on(int* turn) {
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+  asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(turn) : "memory");
+}
+// Waits until the committed bulk operations are complete (their global writes done too).
+__device__ __forceinline__ void bulk_wait_complete() {
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 }
 
 // ---- named barriers (id 0 is __syncthreads) -----------------------------------------------------

@@ -15,7 +15,8 @@ namespace attn_hopper {
 
 inline TensorMap make_bshd_map(const void* base, bool, int batch, int seq, int heads, int head_dim,
                                int box_rows) {
-  if ((head_dim * 2) % 16 != 0) throw std::runtime_error("TMA: row stride not a multiple of 16 bytes");
+  if ((head_dim * 2) % 16 != 0)
+    throw std::runtime_error("TMA: row stride not a multiple of 16 bytes");
   if (box_rows < 1 || box_rows > 256) throw std::runtime_error("TMA: box rows out of range");
   TensorMap m;
   m.base = static_cast<unsigned char*>(const_cast<void*>(base));
@@ -37,7 +38,14 @@ inline TensorMap make_bshd_map(const void* base, bool, int batch, int seq, int h
   return m;
 }
 
-inline void launch_memset_zero(void* dst, std::size_t bytes, void*) { std::memset(dst, 0, bytes); }
+// A small "device": a persistent grid of 3 blocks (the first takes every tile, see atomic_add_i32).
+inline int multiprocessors() {
+  return 3;
+}
+
+inline void launch_memset_zero(void* dst, std::size_t bytes, void*) {
+  std::memset(dst, 0, bytes);
+}
 
 template <class... KArgs>
 std::string sm90a_missing(void (*)(KArgs...)) {
@@ -51,9 +59,10 @@ void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, std::size_t smem, v
   const auto it = attrs.find(reinterpret_cast<const void*>(kernel));
   const int limit = it != attrs.end() ? it->second : 48 * 1024;
   if (static_cast<int>(smem) > limit)
-    throw std::runtime_error("launch: dynamic smem " + std::to_string(smem) + " above the attribute " +
-                             std::to_string(limit));
-  if (block.x % 128 || block.y != 1 || block.z != 1) throw std::runtime_error("launch: block shape");
+    throw std::runtime_error("launch: dynamic smem " + std::to_string(smem) +
+                             " above the attribute " + std::to_string(limit));
+  if (block.x % 128 || block.y != 1 || block.z != 1)
+    throw std::runtime_error("launch: block shape");
   emu::grid_dim = grid;
   emu::block_dim = block;
   for (unsigned z = 0; z < grid.z; ++z)

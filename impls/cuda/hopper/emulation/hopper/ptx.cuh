@@ -44,7 +44,7 @@ struct TensorMap {
   uint64_t dims[5] = {};
   uint64_t strides[5] = {};  // bytes; strides[0] is the element size
   uint32_t box[5] = {};
-  int swizzle_bytes = 0;     // 128 or 0
+  int swizzle_bytes = 0;  // 128 or 0
 };
 
 namespace emu_h {
@@ -77,6 +77,12 @@ struct Named {
 };
 
 inline std::map<uint32_t, Mbar> bars;
+// TMA loads land at the next wait (lazy: a read before the wait sees stale data) or, when
+// emu::sched_seed is odd, at once (eager: a stage reused too early is overwritten under its
+// reader).
+inline bool eager_landing() {
+  return (emu::sched_seed & 1) != 0;
+}
 inline std::vector<Landing> landings;
 inline std::vector<ThreadOps> ops;
 inline std::map<int, Named> named;
@@ -94,7 +100,8 @@ inline void reset_block(int threads) {
 }
 // After every block: nothing may be left in flight.
 inline void check_block_end() {
-  if (!landings.empty()) EMU_FAIL("block ends with %zu TMA loads never waited for", landings.size());
+  if (!landings.empty())
+    EMU_FAIL("block ends with %zu TMA loads never waited for", landings.size());
   for (size_t t = 0; t < ops.size(); ++t)
     if (!ops[t].open.empty() || !ops[t].groups.empty())
       EMU_FAIL("thread %zu ends with wgmma operations never waited for", t);
@@ -119,7 +126,9 @@ inline void arrive(uint32_t addr) {
   --b.pending;
   try_complete(b);
 }
-inline uint32_t swizzle128(uint32_t byte) { return byte ^ (((byte >> 7) & 7u) << 4); }
+inline uint32_t swizzle128(uint32_t byte) {
+  return byte ^ (((byte >> 7) & 7u) << 4);
+}
 
 inline void land_all() {
   std::vector<Landing> now;
@@ -225,7 +234,8 @@ inline void run_op(int wg, const std::vector<const Op*>& o) {
   for (int t = 0; t < 128; ++t) {
     const int w = t / 32, l = t % 32;
     for (int i = 0; i < N / 2; ++i) {
-      const int e = i % 4, row = 16 * w + l / 4 + (e >> 1) * 8, col = 8 * (i / 4) + 2 * (l % 4) + (e & 1);
+      const int e = i % 4, row = 16 * w + l / 4 + (e >> 1) * 8,
+                col = 8 * (i / 4) + 2 * (l % 4) + (e & 1);
       float acc = 0.f;
       for (int k = 0; k < 16; ++k) acc += A[row * 16 + k] * B[k * N + col];
       o[t]->d[i] = (op0.scale_d ? o[t]->d[i] : 0.f) + acc;
@@ -236,7 +246,8 @@ inline void run_op(int wg, const std::vector<const Op*>& o) {
 // wgmma.wait_group kPending, collectively for the calling thread's warpgroup.
 inline void wait_groups(int pending) {
   const int t = emu::cur->lin, wg = t / 128;
-  if (static_cast<int>(emu::threads.size()) < 128 * (wg + 1)) EMU_FAIL("wgmma needs whole warpgroups");
+  if (static_cast<int>(emu::threads.size()) < 128 * (wg + 1))
+    EMU_FAIL("wgmma needs whole warpgroups");
   const uint64_t g = wg_gen[wg];
   ++emu::progress;
   if (++wg_count[wg] == 128) {
@@ -269,13 +280,17 @@ inline void wait_groups(int pending) {
 
 // ---- the hopper/ptx.cuh interface ---------------------------------------------------------------
 
-inline uint64_t desc_field(uint32_t bytes) { return (bytes & 0x3FFFF) >> 4; }
+inline uint64_t desc_field(uint32_t bytes) {
+  return (bytes & 0x3FFFF) >> 4;
+}
 inline uint64_t make_desc(uint32_t addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
   if (addr % 16) EMU_FAIL("wgmma operand not 16-byte aligned");
   return desc_field(addr) | (desc_field(lbo_bytes) << 16) | (desc_field(sbo_bytes) << 32) |
          (uint64_t{1} << 62);
 }
-inline uint64_t desc_k_major(uint32_t addr) { return make_desc(addr, 16, 1024); }
+inline uint64_t desc_k_major(uint32_t addr) {
+  return make_desc(addr, 16, 1024);
+}
 inline uint64_t desc_mn_major(uint32_t addr, uint32_t panel_bytes) {
   return make_desc(addr, panel_bytes, 1024);
 }
@@ -285,7 +300,9 @@ inline void mbar_init(uint32_t bar, uint32_t count) {
   emu_h::bars[bar] = emu_h::Mbar{count, count, 0, 0};
 }
 inline void fence_barrier_init() {}
-inline void mbar_arrive(uint32_t bar) { emu_h::arrive(bar); }
+inline void mbar_arrive(uint32_t bar) {
+  emu_h::arrive(bar);
+}
 inline void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
   emu_h::bar_at(bar).tx += bytes;
   emu_h::arrive(bar);
@@ -298,9 +315,11 @@ inline void mbar_wait(uint32_t bar, uint32_t parity) {
   }
 }
 
-inline void tma_load_4d(uint32_t dst, const void* tmap, uint32_t bar, int c0, int c1, int c2, int c3) {
+inline void tma_load_4d(uint32_t dst, const void* tmap, uint32_t bar, int c0, int c1, int c2,
+                        int c3) {
   const TensorMap& m = *static_cast<const TensorMap*>(tmap);
-  if (m.swizzle_bytes == 128 && dst % 1024) EMU_FAIL("128B-swizzled TMA destination not 1 KiB aligned");
+  if (m.swizzle_bytes == 128 && dst % 1024)
+    EMU_FAIL("128B-swizzled TMA destination not 1 KiB aligned");
   if (m.box[0] * m.strides[0] > 128) EMU_FAIL("TMA box inner dimension above the 128B swizzle");
   uint32_t bytes = static_cast<uint32_t>(m.strides[0]);
   for (int d = 0; d < 4; ++d) bytes *= m.box[d];
@@ -312,6 +331,7 @@ inline void tma_load_4d(uint32_t dst, const void* tmap, uint32_t bar, int c0, in
     if (in) std::memcpy(&l.bytes[so], m.base + g, esz);
   });
   emu_h::landings.push_back(std::move(l));
+  if (emu_h::eager_landing()) emu_h::land_all();
 }
 inline void tma_store_4d(const void* tmap, uint32_t src, int c0, int c1, int c2, int c3) {
   const TensorMap& m = *static_cast<const TensorMap*>(tmap);
@@ -356,6 +376,33 @@ template <int N>
 inline void fence_regs(float (&)[N]) {}
 template <int N>
 inline void fence_regs(uint32_t (&)[N][4]) {}
+
+inline void st_shared_u32(uint32_t addr, uint32_t v) {
+  emu::check_smem(addr, 4, 4);
+  std::memcpy(&emu::smem[addr], &v, 4);
+}
+inline uint32_t ld_shared_u32(uint32_t addr) {
+  emu::check_smem(addr, 4, 4);
+  uint32_t v;
+  std::memcpy(&v, &emu::smem[addr], 4);
+  return v;
+}
+// Blocks run one after the other here, so the first block takes every tile of a persistent grid.
+inline int atomic_add_i32(int* p, int v) {
+  const int old = *p;
+  *p += v;
+  return old;
+}
+
+// Blocks run in launch order here, one at a time: the turn must already be ours.
+inline void wait_turn(const int* turn, int mine) {
+  if (*turn != mine)
+    EMU_FAIL("turn counter at %d, block %d waits for it: would deadlock", *turn, mine);
+}
+inline void pass_turn_on(int* turn) {
+  ++*turn;
+}
+inline void bulk_wait_complete() {}
 
 inline void named_bar_sync(int id, int threads) {
   auto& b = emu_h::named[id];

@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <random>
 #include <vector>
 
 #include "attnbench/dtype.hpp"
@@ -152,6 +153,11 @@ inline void entry() {
   }
 }
 
+// 0: every round runs the threads in index order. Otherwise each round runs them in a fresh
+// random order drawn from this seed: another legal interleaving, which shows races that the
+// fixed order happens to hide (a stage reused too early, a missing wait).
+inline uint64_t sched_seed = 0;
+
 inline void run_block(int n) {
   nthreads = n;
   threads.assign(n, Thread{});
@@ -171,10 +177,15 @@ inline void run_block(int n) {
     t.ctx.uc_link = &sched_ctx;
     makecontext(&t.ctx, entry, 0);
   }
+  std::vector<int> order(n);
+  for (int i = 0; i < n; ++i) order[i] = i;
+  std::mt19937_64 rng(sched_seed);
   for (;;) {
     bool any = false;
     const uint64_t before = progress;
-    for (auto& t : threads) {
+    if (sched_seed != 0) std::shuffle(order.begin(), order.end(), rng);
+    for (const int i : order) {
+      Thread& t = threads[i];
       if (t.done) continue;
       any = true;
       cur = &t;

@@ -1,0 +1,94 @@
+// The emulator tests' calls (tests/mma_emulation, tests/hopper_emulation): an implementation
+// compiled against a CPU emulator, or a CPU implementation, run on host buffers (their "device"
+// memory is host memory) with poisoned outputs and workspace, and held to the project's rule
+// against a naive baseline.
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "attnbench/implementation.hpp"
+#include "attnbench/tensors.hpp"
+#include "attnbench/verify.hpp"
+
+namespace attnbench::test {
+
+// Calls impl's pass on host buffers (the emulator's and the CPU's device memory is host memory).
+// For the backward, O and LSE come from the reference's forward, as check_impl does.
+inline Outputs run_on_host(const Implementation& impl, const Problem& p, Pass pass,
+                           const CaseInputs& in, const Reference& ref, const Options& opts) {
+  Outputs out;
+  impl.prepare(p, pass, opts);
+  std::vector<float> ws(impl.workspace_bytes(p, pass, opts) / 4 + 4);
+  poison_nan(ws.data(), ws.size(), DType::f32);
+  if (pass == Pass::fwd) {
+    out.o = HostTensor(p.dtype, p.q_elems());
+    out.lse.assign(static_cast<std::size_t>(p.lse_elems()), 0.f);
+    poison_nan(out.o.data(), static_cast<std::size_t>(out.o.numel), p.dtype);
+    poison_nan(out.lse.data(), out.lse.size(), DType::f32);
+    FwdArgs a;
+    a.p = p;
+    a.q = in.q.data();
+    a.k = in.k.data();
+    a.v = in.v.data();
+    a.o = out.o.data();
+    a.lse = out.lse.data();
+    a.workspace = ws.data();
+    a.workspace_bytes = ws.size() * 4;
+    a.options = &opts;
+    impl.forward(a);
+    return out;
+  }
+  out.dq = HostTensor(p.dtype, p.q_elems());
+  out.dk = HostTensor(p.dtype, p.kv_elems());
+  out.dv = HostTensor(p.dtype, p.kv_elems());
+  for (HostTensor* t : {&out.dq, &out.dk, &out.dv})
+    poison_nan(t->data(), static_cast<std::size_t>(t->numel), p.dtype);
+  BwdArgs a;
+  a.p = p;
+  a.q = in.q.data();
+  a.k = in.k.data();
+  a.v = in.v.data();
+  a.o = ref.o_in.data();
+  a.lse = ref.lse_in.data();
+  a.dout = in.dout.data();
+  a.dq = out.dq.data();
+  a.dk = out.dk.data();
+  a.dv = out.dv.data();
+  a.workspace = ws.data();
+  a.workspace_bytes = ws.size() * 4;
+  a.options = &opts;
+  impl.backward(a);
+  return out;
+}
+
+// Checks one pass of impl; prints its verdict; returns false on a failure.
+inline bool check_on_host(const Implementation& impl, const Implementation& naive, const Problem& p,
+                          Pass pass, const CaseInputs& in, const Reference& ref,
+                          const Options& opts) {
+  const Support s = impl.supports(p, pass);
+  if (!s) {
+    std::printf("  %s %s: SKIP %s\n", impl.name().c_str(), std::string(to_string(pass)).c_str(),
+                s.reason.c_str());
+    return false;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const Outputs out = run_on_host(impl, p, pass, in, ref, opts);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const Outputs base = run_on_host(naive, p, pass, in, ref, {});
+  const Verdict v = verify(p, pass, out, &base, ref);
+  std::string opt;
+  for (const auto& [k, x] : opts) opt += " " + k + "=" + std::to_string(x);
+  std::printf("  %s %s%s (%.1f s): %s\n", impl.name().c_str(), std::string(to_string(pass)).c_str(),
+              opt.c_str(), secs, v.ok ? "ok" : "FAIL");
+  for (const OutputReport& r : v.outputs) {
+    std::printf("    %-3s max_abs %.3g  bound %.3g  naive %.3g  ratio %.2f  rel_l2 %.3g%s%s\n",
+                r.name.c_str(), r.max_abs, r.bound, r.naive_max_abs, r.ratio, r.rel_l2,
+                r.ok ? "" : "  FAIL: ", r.ok ? "" : r.why.c_str());
+  }
+  return v.ok;
+}
+
+}  // namespace attnbench::test
