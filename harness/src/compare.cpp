@@ -170,20 +170,42 @@ struct Judged {
   std::string rerun_note;
 };
 
-bool samples_usable(const std::vector<double>& a, const std::vector<double>& b, double alpha) {
-  return a.size() >= 2 && b.size() >= 2 && mann_whitney_min_p(a.size(), b.size()) <= alpha;
+// Which rows the test can decide: at least 2 samples a side, and a smallest possible p-value
+// (mann_whitney_min_p) that could still be significant after the correction over the rows so
+// chosen: alpha / N for Holm and Benjamini-Hochberg (the strictest step of both, which the first
+// rejection must pass), alpha without a correction. N shrinks as rows drop out, so the choice is
+// repeated until it holds for every row kept. The others go to the spread rule.
+std::vector<bool> testable(const std::vector<std::pair<std::size_t, std::size_t>>& sizes,
+                           const CompareOptions& o) {
+  std::vector<bool> keep(sizes.size());
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    keep[i] = sizes[i].first >= 2 && sizes[i].second >= 2;
+    n += keep[i];
+  }
+  for (bool changed = true; changed && n > 0;) {
+    changed = false;
+    const double limit = o.correction == Correction::none ? o.alpha : o.alpha / static_cast<double>(n);
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      if (keep[i] && mann_whitney_min_p(sizes[i].first, sizes[i].second) > limit) {
+        keep[i] = false;
+        changed = true;
+      }
+    }
+    n = static_cast<std::size_t>(std::count(keep.begin(), keep.end(), true));
+  }
+  return keep;
 }
 
-// The U tests of a family of rows, each on (base samples, new samples), with the correction.
-// Rows whose samples cannot reach the level keep test = false.
+// The U tests of a family of rows (chosen by testable), each on (base samples, new samples),
+// with the correction.
 void test_family(std::vector<Judged*>& rows, const std::vector<std::vector<double>>& bs,
                  const std::vector<std::vector<double>>& ns, const CompareOptions& o) {
   std::vector<double> ps, pf;
   std::vector<std::size_t> idx;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     Judged& j = *rows[i];
-    j.test = samples_usable(bs[i], ns[i], o.alpha);
-    if (!j.test) continue;
+    j.test = true;
     j.p_slower = mann_whitney_greater(bs[i], ns[i]);
     j.p_faster = mann_whitney_greater(ns[i], bs[i]);
     ps.push_back(j.p_slower);
@@ -291,8 +313,9 @@ void rerun_rows(std::vector<Judged*>& rows, const ResultsFile& base, const Resul
     warnings.push_back("the rerun ran another build than the file it measures again (" + revision_note + ")");
   }
 
-  std::vector<std::vector<double>> fb, fn;
-  std::vector<Judged*> family;
+  std::vector<std::vector<double>> cb, cn;
+  std::vector<Judged*> measured;
+  std::vector<const ResultRow*> measured_last;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     Judged* j = rows[i];
     j->rerun = true;
@@ -310,14 +333,26 @@ void rerun_rows(std::vector<Judged*>& rows, const ResultsFile& base, const Resul
     j->rerun_n_base = b.size();
     j->rerun_n_new = ns[i].size();
     j->ratio = median(ns[i]) / bm;
-    if (samples_usable(b, ns[i], o.alpha)) {
+    measured.push_back(j);
+    measured_last.push_back(&*l);
+    cb.push_back(std::move(b));
+    cn.push_back(ns[i]);
+  }
+  std::vector<std::pair<std::size_t, std::size_t>> sizes;
+  for (std::size_t k = 0; k < measured.size(); ++k) sizes.emplace_back(cb[k].size(), cn[k].size());
+  const std::vector<bool> keep = testable(sizes, o);
+  std::vector<std::vector<double>> fb, fn;
+  std::vector<Judged*> family;
+  for (std::size_t k = 0; k < measured.size(); ++k) {
+    Judged* j = measured[k];
+    if (keep[k]) {
       family.push_back(j);
-      fb.push_back(std::move(b));
-      fn.push_back(ns[i]);
+      fb.push_back(std::move(cb[k]));
+      fn.push_back(std::move(cn[k]));
     } else {
-      TimeStats bt = *j->b->time, nt = *l->time;
-      bt.median_ms = bm;
-      nt.median_ms = median(ns[i]);
+      TimeStats bt = *j->b->time, nt = *measured_last[k]->time;
+      bt.median_ms = cb[k].empty() ? j->b->time->median_ms : median(cb[k]);
+      nt.median_ms = median(cn[k]);
       j->test = false;
       j->time = spread_rule(bt, nt, o.threshold);
     }
@@ -371,12 +406,20 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
   // Time: the test over the family of rows with samples; the spread rule for the others.
   int hot_mismatch = 0;  // timed rows whose L2 flushing differs: their times do not compare
   {
-    std::vector<Judged*> family;
-    std::vector<std::vector<double>> bs, ns;
+    std::vector<Judged*> timed;
+    std::vector<std::pair<std::size_t, std::size_t>> sizes;
     for (Judged& j : judged) {
       if (!j.timed) continue;
       if (j.b->time->hot != j.n->time->hot) ++hot_mismatch;
-      if (samples_usable(samples_of(*j.b), samples_of(*j.n), o.alpha)) {
+      timed.push_back(&j);
+      sizes.emplace_back(samples_of(*j.b).size(), samples_of(*j.n).size());
+    }
+    const std::vector<bool> keep = testable(sizes, o);
+    std::vector<Judged*> family;
+    std::vector<std::vector<double>> bs, ns;
+    for (std::size_t k = 0; k < timed.size(); ++k) {
+      Judged& j = *timed[k];
+      if (keep[k]) {
         family.push_back(&j);
         bs.push_back(samples_of(*j.b));
         ns.push_back(samples_of(*j.n));

@@ -13,8 +13,9 @@
 //         tested (Holm by default: the chance that any row of the comparison is flagged by
 //         noise alone stays below alpha).
 //     The report says which test, correction and level were used. Rows without samples (files
-//     written before samples_ms), or with too few for the test to ever reach the level (1 /
-//     C(n+m, n) > alpha: e.g. 3 against 3), are judged by the earlier rule, printed as such:
+//     written before samples_ms), or with too few for the test to ever reach the level after
+//     the correction (1 / C(n+m, n) > alpha / N over the N rows tested; alpha without a
+//     correction: e.g. 3 against 3 among 6 rows), are judged by the earlier rule, printed as such:
 //         new.median > base.median * (1 + threshold)                        and
 //         new.median - base.median > spread(base) + spread(new),
 //     spread(r) = max(cv * median_ms, median_ms - min_ms).
