@@ -116,6 +116,9 @@ def main():
     ap.add_argument("--variants", default="plain,rerun-both",
                     help="comma-separated: plain, rerun, rerun-both")
     ap.add_argument("--kinds", default="same,slow,one", help="comma-separated: same, slow, one")
+    ap.add_argument("--case", action="append", default=[],
+                    help="only the cases matching this glob (attnbench run --case), repeatable: a "
+                         "smaller run of the config where the whole one takes too long")
     ap.add_argument("--resume", action="store_true", help="reuse the files already in OUT")
     a = ap.parse_args()
     exe = os.path.abspath(a.attnbench)
@@ -133,7 +136,8 @@ def main():
             path = os.path.join(a.out, f"{kind}-{i}.json")
             if not (a.resume and os.path.exists(path)):
                 before = loadavg()
-                wall = run_config(exe, a.config, path, slowdowns.get(kind), [])
+                wall = run_config(exe, a.config, path, slowdowns.get(kind),
+                                  [x for c in a.case for x in ("--case", c)])
                 print(f"[pair {i}] {kind}: {wall:.0f} s, load {before[0] if before else '?'}", file=sys.stderr, flush=True)
             la, le, oc = run_load(path)
             pair["runs"][kind] = {"file": path, "load_start": la, "load_end": le, "others_cores": oc}
@@ -169,7 +173,8 @@ def main():
             json.dump({"config": a.config, "factor": a.factor, "slow_impl": a.slow_impl, "pairs": pairs}, f, indent=1)
 
     # The summary: per pair, then the totals.
-    lines = [f"# Regression gate figures: {a.config}, {len(pairs)} pairs, slowdown x{a.factor} "
+    cases = "".join(f" --case '{c}'" for c in a.case)
+    lines = [f"# Regression gate figures: {a.config}{cases}, {len(pairs)} pairs, slowdown x{a.factor} "
              f"(uniform, and {a.slow_impl} alone)", ""]
     cols = [f"{k}/{v}" for k in kinds for v in variants]
     lines.append("| pair | load 1-min (start-end, per run) | others' cores (mean over rows) | " + " | ".join(cols) + " |")
