@@ -14,6 +14,7 @@ then compares base-i with each of the others, each way asked for (--variants):
   plain       attnbench compare BASE NEW
   rerun       ... --rerun BINARY                 (the rows found slower measured again, NEW only)
   rerun-both  ... --rerun BINARY --rerun-base BINARY   (again on both sides, alternating)
+  rerun-all   ... --rerun BINARY --rerun-base BINARY --rerun-rows all   (every timed row again)
 
 The slowdown is real time on this machine: the harness spins on the clock after each timed call
 of the slowed implementation until the call has taken FACTOR times its own measured duration
@@ -67,7 +68,7 @@ def wrapper(path, exe, slowdown):
     return path
 
 
-def compare(exe, base, new, out, rerun=None, rerun_base=None):
+def compare(exe, base, new, out, rerun=None, rerun_base=None, extra=()):
     env = dict(os.environ)
     env.pop("ATTNBENCH_TEST_SLOWDOWN", None)
     cmd = [exe, "compare", base, new, "--format", "json"]
@@ -75,6 +76,7 @@ def compare(exe, base, new, out, rerun=None, rerun_base=None):
         cmd += ["--rerun", rerun]
     if rerun_base:
         cmd += ["--rerun-base", rerun_base]
+    cmd += list(extra)
     t0 = time.time()
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode not in (0, 1):
@@ -113,8 +115,10 @@ def main():
     ap.add_argument("--pairs", type=int, default=10)
     ap.add_argument("--factor", type=float, default=1.15)
     ap.add_argument("--slow-impl", default="cpu.flash_1pass", help="the implementation slowed alone")
-    ap.add_argument("--variants", default="plain,rerun-both",
-                    help="comma-separated: plain, rerun, rerun-both")
+    ap.add_argument("--variants", default="plain,rerun-all",
+                    help="comma-separated: plain, rerun, rerun-both, rerun-all")
+    ap.add_argument("--rerun-rounds", type=int, default=4, help="compare --rerun-rounds")
+    ap.add_argument("--rerun-repetitions", type=int, default=5, help="compare --rerun-repetitions")
     ap.add_argument("--kinds", default="same,slow,one", help="comma-separated: same, slow, one")
     ap.add_argument("--case", action="append", default=[],
                     help="only the cases matching this glob (attnbench run --case), repeatable: a "
@@ -149,9 +153,12 @@ def main():
                 if a.resume and os.path.exists(path):
                     rep = load_json(path)
                 else:
-                    rerun = wrappers[kind] if v in ("rerun", "rerun-both") else None
-                    rerun_base = exe if v == "rerun-both" else None
-                    rep = compare(exe, base, new, path, rerun, rerun_base)
+                    rerun = wrappers[kind] if v in ("rerun", "rerun-both", "rerun-all") else None
+                    rerun_base = exe if v in ("rerun-both", "rerun-all") else None
+                    extra = ["--rerun-rows", "all"] if v == "rerun-all" else []
+                    if rerun:
+                        extra += ["--rerun-rounds", str(a.rerun_rounds), "--rerun-repetitions", str(a.rerun_repetitions)]
+                    rep = compare(exe, base, new, path, rerun, rerun_base, extra)
                     print(f"[pair {i}] compare {kind} {v}: exit {rep['summary']['exit_code']}, "
                           f"{len(flagged(rep))} rows regressed, {rep['wall_s']:.0f} s", file=sys.stderr, flush=True)
                 rows = flagged(rep)

@@ -507,6 +507,9 @@ TEST_F(Compare, BadOptionsExitTwo) {
   o.format = "yaml";
   EXPECT_EQ(run(two_impls(), two_impls(), o).code, 2);
   o = {};
+  o.rerun_rows = "some";
+  EXPECT_EQ(run(two_impls(), two_impls(), o).code, 2);
+  o = {};
   o.rerun_base = "/bin/true";  // without --rerun
   EXPECT_EQ(run(two_impls(), two_impls(), o).code, 2);
   o = {};

@@ -368,7 +368,8 @@ TEST_F(E2E, BenchmarkOutNamesDoNotDependOnFlags) {
   ASSERT_EQ(run_cli(args + " --benchmark_repetitions=2 --benchmark_out=" + b).code, 0);
   auto names = [](const std::string& file) {
     std::set<std::string> n;
-    for (const auto& x : nlohmann::json::parse(read_file_text(file))["benchmarks"])
+    const nlohmann::json j = nlohmann::json::parse(read_file_text(file));  // outlives the loop
+    for (const auto& x : j["benchmarks"])
       if (x["run_type"] == "iteration") n.insert(x["name"].get<std::string>());
     return n;
   };
@@ -418,6 +419,18 @@ TEST_F(E2E, CompareRerunConfirmsOnlyRealSlowdowns) {
   const CliResult real = run_cli(cmp + "--rerun " + slow + " --rerun-base " + ATTNBENCH_EXE);
   EXPECT_EQ(real.code, 1) << real.output;
   EXPECT_NE(real.output.find("confirmed by the rerun"), std::string::npos) << real.output;
+
+  // A real slowdown that the files hide (BASE recorded 4x slower than it is, as a machine busier
+  // during BASE's run than during NEW's would): NEW looks faster, so the rows found slower are
+  // none; --rerun-rows all measures every timed row again and finds it.
+  const CliResult hidden_cmp = run_cli("compare " + planted + " " + base + " --threshold 1 --rerun " + slow +
+                                       " --rerun-base " + ATTNBENCH_EXE);
+  EXPECT_EQ(hidden_cmp.code, 0) << hidden_cmp.output;
+  const CliResult all = run_cli("compare " + planted + " " + base + " --threshold 1 --rerun " + slow +
+                                " --rerun-base " + ATTNBENCH_EXE + " --rerun-rows all");
+  EXPECT_EQ(all.code, 1) << all.output;
+  EXPECT_NE(all.output.find("found by the rerun"), std::string::npos) << all.output;
+  EXPECT_NE(all.output.find("timed rows (all) were measured again"), std::string::npos) << all.output;
 }
 
 TEST_F(E2E, SigintFinishesTheRowAndWritesAnIncompleteFile) {

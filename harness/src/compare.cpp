@@ -165,6 +165,7 @@ struct Judged {
   bool fixed = false;
   // --rerun
   bool rerun = false;
+  TimeVerdict first_time = TimeVerdict::untimed;  // before the rerun
   double first_ratio = NAN;  // before the rerun
   std::size_t rerun_n_base = 0, rerun_n_new = 0;
   std::string rerun_note;
@@ -437,13 +438,20 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
   }
 
   if (!o.rerun.empty()) {
-    std::vector<Judged*> slower;
-    for (Judged& j : judged)
-      if (j.time == TimeVerdict::slower) slower.push_back(&j);
-    if (!slower.empty()) {
-      rerun_rows(slower, base, next, o, log, s.warnings);
-      s.rerun = static_cast<int>(slower.size());
-      for (const Judged* j : slower) s.confirmed += j->time == TimeVerdict::slower;
+    // Which rows are measured again (--rerun-rows): those found slower, those whose median is
+    // above the threshold at all (slower, or slower within the noise), or every timed row.
+    std::vector<Judged*> again;
+    for (Judged& j : judged) {
+      j.first_time = j.time;
+      const bool pick = o.rerun_rows == "all"       ? j.time != TimeVerdict::untimed
+                        : o.rerun_rows == "suspect" ? j.time == TimeVerdict::slower || j.time == TimeVerdict::slower_in_noise
+                                                    : j.time == TimeVerdict::slower;
+      if (pick) again.push_back(&j);
+    }
+    if (!again.empty()) {
+      rerun_rows(again, base, next, o, log, s.warnings);
+      s.rerun = static_cast<int>(again.size());
+      for (const Judged* j : again) s.confirmed += j->time == TimeVerdict::slower;
     }
   }
 
@@ -455,7 +463,10 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
     std::vector<std::string> reasons;
     if (j.time == TimeVerdict::slower) {
       std::string r = "slower x" + fmt_x(j.ratio);
-      if (j.rerun) r += " (confirmed by the rerun; first x" + fmt_x(j.first_ratio) + ")";
+      if (j.rerun) {
+        r += std::string(j.first_time == TimeVerdict::slower ? " (confirmed by the rerun" : " (found by the rerun") +
+             "; first x" + fmt_x(j.first_ratio) + ")";
+      }
       reasons.push_back(r);
     }
     reasons.insert(reasons.end(), j.regress.begin(), j.regress.end());
@@ -469,8 +480,9 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
       ++s.improved;
       verdict = j.time == TimeVerdict::faster ? "faster" : "fixed";
     } else if (j.rerun) {
-      verdict = "ok (not confirmed by the rerun: x" + fmt_x(j.ratio) + "; first x" + fmt_x(j.first_ratio) +
-                (j.rerun_note.empty() ? "" : "; " + j.rerun_note) + ")";
+      verdict = std::string(j.first_time == TimeVerdict::slower ? "ok (not confirmed by the rerun: x" : "ok (rerun: x") +
+                fmt_x(j.ratio) + "; first x" + fmt_x(j.first_ratio) + (j.rerun_note.empty() ? "" : "; " + j.rerun_note) +
+                ")";
     } else {
       verdict = j.time == TimeVerdict::slower_in_noise ? "ok (slower, within noise)" : "ok";
     }
@@ -498,6 +510,7 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
                    {"spread_rule", s.spread_rule},
                    {"rerun", o.rerun.empty() ? json(nullptr) : json(o.rerun)},
                    {"rerun_base", o.rerun_base.empty() ? json(nullptr) : json(o.rerun_base)},
+                   {"rerun_rows", o.rerun.empty() ? json(nullptr) : json(o.rerun_rows)},
                    {"rerun_rounds", o.rerun.empty() ? 0 : o.rerun_rounds},
                    {"rerun_repetitions", o.rerun.empty() ? 0 : o.rerun_repetitions}};
     j["warnings"] = s.warnings;
@@ -598,7 +611,10 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
     out << "No row changed (" << hidden << " rows with verdict ok; --only-changed).\n\n";
   }
   if (s.rerun > 0) {
-    out << "rerun: " << s.rerun << " rows found slower were measured again (" << o.rerun_rounds << " x "
+    const char* which = o.rerun_rows == "all" ? " timed rows (all) were measured again ("
+                        : o.rerun_rows == "suspect" ? " rows above the threshold were measured again ("
+                                                    : " rows found slower were measured again (";
+    out << "rerun: " << s.rerun << which << o.rerun_rounds << " x "
         << o.rerun_repetitions << " repetitions"
         << (o.rerun_base.empty() ? " of NEW, against BASE's recorded samples"
                                  : " per side, BASE and NEW alternating row by row")
@@ -638,6 +654,10 @@ int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {
   if (o.rerun_rounds < 1 || o.rerun_repetitions < 1) {
     err << "attnbench compare: --rerun-rounds and --rerun-repetitions must be >= 1, got "
         << o.rerun_rounds << " and " << o.rerun_repetitions << "\n";
+    return 2;
+  }
+  if (o.rerun_rows != "slower" && o.rerun_rows != "suspect" && o.rerun_rows != "all") {
+    err << "attnbench compare: --rerun-rows must be slower, suspect or all, got \"" << o.rerun_rows << "\"\n";
     return 2;
   }
   if (!o.rerun_base.empty() && o.rerun.empty()) {

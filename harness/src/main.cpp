@@ -489,6 +489,8 @@ Exit codes: 0 printed, 2 bad input (nothing printed).)");
       ->type_name("BINARY");
   cmp->add_option("--rerun-base", co.rerun_base, "With --rerun: measure them again with BASE's build too, alternating with NEW's")
       ->type_name("BINARY");
+  cmp->add_option("--rerun-rows", co.rerun_rows, "With --rerun: slower (the rows found slower), suspect (above the threshold, significant or not) or all (every timed row)")
+      ->capture_default_str();
   cmp->add_option("--rerun-rounds", co.rerun_rounds, "Measurements per side of each rerun row (alternating sides)")
       ->capture_default_str();
   cmp->add_option("--rerun-repetitions", co.rerun_repetitions, "Repetitions of each rerun measurement")

@@ -37,6 +37,11 @@
 // machine within seconds; without it NEW's fresh samples are compared with BASE's recorded ones,
 // which a machine busier now than then still turns into a "slower". The rerun rows are one
 // family for the correction. Status and error regressions are not measured again.
+// rerun_rows chooses the rows measured again: "slower" (those found slower, the default),
+// "suspect" (new/base above the threshold, significant or not) or "all" (every timed row). On a
+// machine whose load drifts between the two runs a real slowdown can look like no change, or
+// faster, in the files: only "all" with --rerun-base (every row measured again, both sides
+// alternating) sees it then.
 //
 // A row of BASE missing from NEW is reported and is a regression unless allow_missing. A row only
 // in NEW is reported as information. A "WARNING:" line says when the two contexts differ in what
@@ -74,6 +79,7 @@ struct CompareOptions {
   std::string format = "text";   // text | json
   std::string rerun;             // NEW's binary: re-measure the rows found slower
   std::string rerun_base;        // BASE's binary: re-measure them on BASE's side too
+  std::string rerun_rows = "slower";  // which rows the rerun measures: slower | suspect | all
   int rerun_rounds = 4;          // measurements per side of each rerun row, alternating
   int rerun_repetitions = 5;     // repetitions of each of those measurements
 };
