@@ -25,10 +25,14 @@ per row the cores other processes kept busy while it was timed (time.others_core
 prints them beside each pair.
 
 Writes OUT/*.json (runs and compare reports), OUT/summary.json and OUT/summary.md, and prints the
-summary. --resume reuses the files already in OUT. Takes about 2 hours for 10 pairs of
-configs/default.json on 2 cores (40 runs of ~1 min, and the reruns).
+summary. --resume reuses the files already in OUT. The whole of configs/default.json is too
+long for 10 pairs here: one CPU run of it took 1 min 46 s on the shared 2-core machine (load
+about 10), so 40 runs and the reruns of every row are hours. --case runs a part of it; the
+figures in docs/gate_figures.md come from one of its cases (7 timed rows), in about 40 minutes:
 
-  python3 scripts/gate_figures.py --attnbench build/attnbench --out /tmp/gate --pairs 10
+  python3 scripts/gate_figures.py --attnbench build/attnbench --config configs/default.json \
+      --case '*_sq256_skv256_d64_*' --out /tmp/gate3 --pairs 10 --variants plain,rerun-all \
+      --rerun-rounds 2 --rerun-repetitions 10
 """
 import argparse
 import json
@@ -213,8 +217,18 @@ def main():
             what = "uniform slowdown" if c.startswith("slow/") else f"{a.slow_impl} slowed"
             lines.append(f"- {what}, {c.split('/')[1]}: caught {caught}/{len(rs)}; slowed rows flagged "
                          f"{rows}/{total}; rows of other implementations flagged: {other}")
-    if pairs:
-        lines.append(f"- method: {pairs[0]['compare'][cols[0]]['method']}")
+    for v in variants:
+        c = f"{kinds[0]}/{v}"
+        m = pairs[0]["compare"][c]["method"] if pairs else None
+        if not m:
+            continue
+        text = (f"{m['test']}, {m['correction']} at alpha {m['alpha']} over the rows tested, and new/base "
+                f"above {1 + m['threshold']:.2f}")
+        if m.get("rerun"):
+            text += (f"; rerun of the {m.get('rerun_rows') or 'slower'} rows, {m['rerun_rounds']} rounds x "
+                     f"{m['rerun_repetitions']} repetitions per side" +
+                     (", BASE and NEW alternating" if m.get("rerun_base") else ", NEW only"))
+        lines.append(f"- method ({v}): {text}")
     text = "\n".join(lines) + "\n"
     with open(os.path.join(a.out, "summary.md"), "w") as f:
         f.write(text)

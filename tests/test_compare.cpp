@@ -385,10 +385,11 @@ json sampled(double scale_of_row3 = 1.0, int n = 10, double spread = 0.02) {
 TEST_F(Compare, SamplesAreTestedAndTheMethodIsPrinted) {
   const Outcome same = run(sampled(), sampled());
   EXPECT_EQ(same.code, 0) << same.out;
-  EXPECT_NE(same.out.find("method: one-sided Mann-Whitney U on each row's repetitions (time.samples_ms), "
-                          "Holm-Bonferroni (family-wise error rate) at alpha 0.050 over 6 rows, and "
-                          "new/base above 1.050"),
-            std::string::npos)
+  EXPECT_NE(
+      same.out.find("method: one-sided Mann-Whitney U on each row's repetitions (time.samples_ms), "
+                    "Holm-Bonferroni (family-wise error rate) at alpha 0.050 over 6 rows, and "
+                    "new/base above 1.050"),
+      std::string::npos)
       << same.out;
   EXPECT_EQ(same.out.find("spread rule"), std::string::npos) << same.out;
 
@@ -396,7 +397,7 @@ TEST_F(Compare, SamplesAreTestedAndTheMethodIsPrinted) {
   const Outcome slow = run(sampled(), sampled(1.10));
   EXPECT_EQ(slow.code, 1) << slow.out;
   EXPECT_NE(slow.out.find("REGRESSED: slower x1.100"), std::string::npos) << slow.out;
-  EXPECT_NE(slow.out.find("| 3e-05 |"), std::string::npos) << slow.out;  // the adjusted p
+  EXPECT_NE(slow.out.find("| 3e-05 |"), std::string::npos) << slow.out;   // the adjusted p
   EXPECT_NE(slow.out.find(" 1.0/1.0 |"), std::string::npos) << slow.out;  // the noise column (cv %)
 }
 
@@ -482,15 +483,22 @@ TEST_F(Compare, TimingContextDifferencesWarn) {
   next["context"]["benchmark_library"] = {{"version", "1.8.3"}, {"build_type", "release"}};
   next["context"]["test_slowdown"] = "*=1.15";
   const Outcome r = run(base, next);
-  EXPECT_NE(r.out.find("WARNING: host differs: BASE \"a\" vs NEW \"b\""), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("WARNING: load average differs: BASE 0.20 at the start, NEW 3.50 at the start"),
+  EXPECT_NE(r.out.find("WARNING: host differs: BASE \"a\" vs NEW \"b\""), std::string::npos)
+      << r.out;
+  EXPECT_NE(
+      r.out.find("WARNING: load average differs: BASE 0.20 at the start, NEW 3.50 at the start"),
+      std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("WARNING: NEW ran on a busy machine: load average 3.50"), std::string::npos)
+      << r.out;
+  EXPECT_NE(
+      r.out.find(
+          "WARNING: Google Benchmark library build differs: BASE \"debug\" vs NEW \"release\""),
+      std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("WARNING: test slowdown (ATTNBENCH_TEST_SLOWDOWN) differs"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("WARNING: NEW ran on a busy machine: load average 3.50"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("WARNING: Google Benchmark library build differs: BASE \"debug\" vs NEW \"release\""),
-            std::string::npos)
-      << r.out;
-  EXPECT_NE(r.out.find("WARNING: test slowdown (ATTNBENCH_TEST_SLOWDOWN) differs"), std::string::npos) << r.out;
 }
 
 TEST_F(Compare, BadOptionsExitTwo) {

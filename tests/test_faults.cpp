@@ -6,7 +6,9 @@
 // complete=false and exit code 130 (or no file), never a torn one; SIGKILL at any point leaves a
 // valid file or none. Every input the config fuzzer found is refused by the CLI with exit code 2.
 // The planted implementations are in tests/planted/.
+#include <benchmark/benchmark.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -17,16 +19,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <variant>
 #include <vector>
-
-#include <benchmark/benchmark.h>
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "attnbench/config.hpp"
 #include "attnbench/context.hpp"
@@ -243,7 +242,8 @@ TEST_F(Faults, FailedRowsAreErrorsInGoogleBenchmarksReport) {
   std::vector<char*> argv{prog, const_cast<char*>(flag.c_str()), nullptr};
   int argc = 2;
   benchmark::Initialize(&argc, argv.data());
-  const ConfigResult parsed = parse_config(R"({"name": "faults", "implementations": ["cpu.naive_3pass",
+  const ConfigResult parsed =
+      parse_config(R"({"name": "faults", "implementations": ["cpu.naive_3pass",
       "cpu.planted_nan", "cpu.planted_throws_timed"], "passes": ["fwd"], "verify": {"mode": "full"},
       "timing": {"min_time_s": 0.001, "repetitions": 2, "warmup_s": 0},
       "problem": {"heads_q": 2, "seq": 16, "head_dim": 16, "dtype": "f32"}})");
@@ -268,11 +268,14 @@ TEST_F(Faults, FailedRowsAreErrorsInGoogleBenchmarksReport) {
   ASSERT_TRUE(by_name.count("cpu.planted_nan" + c)) << j.dump(1);
   const json& nan = by_name.at("cpu.planted_nan" + c);
   EXPECT_EQ(nan["error_occurred"], true);
-  EXPECT_EQ(nan["error_message"].get<std::string>().rfind("verification failed: O: 1 element(s) NaN", 0), 0u)
+  EXPECT_EQ(
+      nan["error_message"].get<std::string>().rfind("verification failed: O: 1 element(s) NaN", 0),
+      0u)
       << nan.dump();
   const json& timed = by_name.at("cpu.planted_throws_timed" + c);
   EXPECT_EQ(timed["error_occurred"], true);
-  EXPECT_NE(timed["error_message"].get<std::string>().find("planted: timed call threw on purpose"), std::string::npos);
+  EXPECT_NE(timed["error_message"].get<std::string>().find("planted: timed call threw on purpose"),
+            std::string::npos);
   const json& ok = by_name.at("cpu.naive_3pass" + c + "_median");
   EXPECT_FALSE(ok.contains("error_occurred"));
   EXPECT_EQ(ok["time_unit"], "ns");
@@ -485,7 +488,8 @@ TEST_F(Faults, SigkillDuringTimingKeepsTheRowsTimedSoFar) {
   fs::remove(out);
   Child c({"run", cfg, "--out", out});
   // Google Benchmark prints a row's aggregates when its repetitions are done; the third row:
-  ASSERT_TRUE(c.wait_for("b1_hq4_hkv1_sq784_skv784_d64_f32:fwd_median", std::chrono::seconds(240))) << c.output();
+  ASSERT_TRUE(c.wait_for("b1_hq4_hkv1_sq784_skv784_d64_f32:fwd_median", std::chrono::seconds(240)))
+      << c.output();
   c.pump_for(std::chrono::milliseconds(300));
   c.signal(SIGKILL);
   c.wait();

@@ -109,7 +109,8 @@ TEST(Results, StrictReaderNamesThePath) {
             "f.json: $.rows[0].time.median_ms: expected a time >= 0, got -1");
   EXPECT_EQ(message("/rows/0/time/samples_ms/2", "slow"),
             "f.json: $.rows[0].time.samples_ms[2]: expected a time >= 0, got \"slow\"");
-  EXPECT_EQ(message("/rows/0/time/samples_ms", 3), "f.json: $.rows[0].time.samples_ms: expected an array, got 3");
+  EXPECT_EQ(message("/rows/0/time/samples_ms", 3),
+            "f.json: $.rows[0].time.samples_ms: expected an array, got 3");
   EXPECT_EQ(message("/schema", "attnbench.results/0"),
             "f.json: $.schema: \"attnbench.results/0\" is not supported (expected "
             "\"attnbench.results/1\")");

@@ -298,8 +298,10 @@ std::string stdout_of(const std::string& args) {
 
 TEST_F(E2E, SweepFromTheCommandLineAndFnmatchImplGlobs) {
   const std::string out = path("sweep.json");
-  const CliResult r = run_cli("run --seq 16,24 --head-dim 8,16 --causal both --dtype f32 --heads-q 2 "
-                              "--impl 'cpu.[n]*' --pass fwd --quiet --benchmark_min_time=0.001 --out " + out);
+  const CliResult r = run_cli(
+      "run --seq 16,24 --head-dim 8,16 --causal both --dtype f32 --heads-q 2 "
+      "--impl 'cpu.[n]*' --pass fwd --quiet --benchmark_min_time=0.001 --out " +
+      out);
   ASSERT_EQ(r.code, 0) << r.output;
   const nlohmann::json j = read_results_json(out);
   ASSERT_EQ(j["rows"].size(), 8u) << "2 seq x 2 head_dim x 2 causal, cpu.naive_3pass only";
@@ -319,14 +321,17 @@ TEST_F(E2E, SweepFromTheCommandLineAndFnmatchImplGlobs) {
   const auto line = nlohmann::json::parse(e.output.substr(0, e.output.find('\n')));
   std::set<std::string> impls;
   for (const auto& row : line["rows"]) impls.insert(row["impl"].get<std::string>());
-  EXPECT_EQ(impls, (std::set<std::string>{"cpu.flash_1pass", "cpu.flash_backward", "cpu.naive_3pass"}));
+  EXPECT_EQ(impls,
+            (std::set<std::string>{"cpu.flash_1pass", "cpu.flash_backward", "cpu.naive_3pass"}));
   EXPECT_EQ(line["problem"]["seq_q"], 1024);
 }
 
 TEST_F(E2E, SamplesProvenanceAndAQuietStdout) {
   const std::string out = path("one.json");
-  const std::string args = "run --seq 32 --heads-q 2 --head-dim 16 --impl cpu.naive_3pass --benchmark_repetitions=4 "
-                           "--benchmark_min_time=0.002 --out " + out;
+  const std::string args =
+      "run --seq 32 --heads-q 2 --head-dim 16 --impl cpu.naive_3pass --benchmark_repetitions=4 "
+      "--benchmark_min_time=0.002 --out " +
+      out;
   const std::string table = stdout_of(args);
   // stdout: the table and the results line, no Google Benchmark console lines.
   EXPECT_NE(table.find("err/naive"), std::string::npos) << table;
@@ -349,7 +354,8 @@ TEST_F(E2E, SamplesProvenanceAndAQuietStdout) {
   // A copied tree names its revision at run time: recorded as such, with the baked one beside it.
   ::setenv("ATTNBENCH_GIT_REVISION", "0123abc", 1);
   ::setenv("ATTNBENCH_GIT_DIRTY", "0", 1);
-  const CliResult r = run_cli("run --seq 8 --head-dim 8 --impl cpu.naive_3pass --profile --quiet --out " + out);
+  const CliResult r =
+      run_cli("run --seq 8 --head-dim 8 --impl cpu.naive_3pass --profile --quiet --out " + out);
   ::unsetenv("ATTNBENCH_GIT_REVISION");
   ::unsetenv("ATTNBENCH_GIT_DIRTY");
   ASSERT_EQ(r.code, 0) << r.output;
@@ -362,8 +368,9 @@ TEST_F(E2E, SamplesProvenanceAndAQuietStdout) {
 
 TEST_F(E2E, BenchmarkOutNamesDoNotDependOnFlags) {
   const std::string a = path("a.gb.json"), b = path("b.gb.json");
-  const std::string args = "run --seq 16 --head-dim 8 --impl cpu.naive_3pass --quiet --benchmark_min_time=0.001 --out " +
-                           path("r.json");
+  const std::string args =
+      "run --seq 16 --head-dim 8 --impl cpu.naive_3pass --quiet --benchmark_min_time=0.001 --out " +
+      path("r.json");
   ASSERT_EQ(run_cli(args + " --benchmark_out=" + a).code, 0);
   ASSERT_EQ(run_cli(args + " --benchmark_repetitions=2 --benchmark_out=" + b).code, 0);
   auto names = [](const std::string& file) {
@@ -383,9 +390,12 @@ TEST_F(E2E, TestSlowdownIsRecordedAndCheckedForm) {
   ::setenv("ATTNBENCH_TEST_SLOWDOWN", "cpu.naive_3pass=nope", 1);
   CliResult r = run_cli("run --seq 8 --head-dim 8 --impl cpu.naive_3pass --quiet --out " + out);
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("ATTNBENCH_TEST_SLOWDOWN = cpu.naive_3pass=nope"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ATTNBENCH_TEST_SLOWDOWN = cpu.naive_3pass=nope"), std::string::npos)
+      << r.output;
   ::setenv("ATTNBENCH_TEST_SLOWDOWN", "cpu.naive_*=1.5", 1);
-  r = run_cli("run --seq 8 --head-dim 8 --impl cpu.naive_3pass --quiet --benchmark_min_time=0.001 --out " + out);
+  r = run_cli(
+      "run --seq 8 --head-dim 8 --impl cpu.naive_3pass --quiet --benchmark_min_time=0.001 --out " +
+      out);
   ::unsetenv("ATTNBENCH_TEST_SLOWDOWN");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(read_results_json(out)["context"]["test_slowdown"], "cpu.naive_*=1.5");
@@ -397,7 +407,10 @@ TEST_F(E2E, TestSlowdownIsRecordedAndCheckedForm) {
 TEST_F(E2E, CompareRerunConfirmsOnlyRealSlowdowns) {
   const std::string base = path("base.json"), planted = path("planted.json");
   ASSERT_EQ(run_cli("run --seq 256 --heads-q 4 --head-dim 32 --impl cpu.naive_3pass --quiet "
-                    "--benchmark_repetitions=10 --benchmark_min_time=0.005 --out " + base).code, 0);
+                    "--benchmark_repetitions=10 --benchmark_min_time=0.005 --out " +
+                    base)
+                .code,
+            0);
   nlohmann::json j = nlohmann::json::parse(read_file_text(base));
   auto& t = j["rows"][0]["time"];
   for (auto& x : t["samples_ms"]) x = x.get<double>() * 4;
@@ -405,15 +418,18 @@ TEST_F(E2E, CompareRerunConfirmsOnlyRealSlowdowns) {
   std::ofstream(planted) << j.dump(1);
 
   const std::string slow = path("slow-attnbench.sh");
-  std::ofstream(slow) << "#!/bin/sh\nATTNBENCH_TEST_SLOWDOWN='cpu.naive_3pass=4' exec " << ATTNBENCH_EXE << " \"$@\"\n";
+  std::ofstream(slow) << "#!/bin/sh\nATTNBENCH_TEST_SLOWDOWN='cpu.naive_3pass=4' exec "
+                      << ATTNBENCH_EXE << " \"$@\"\n";
   fs::permissions(slow, fs::perms::owner_all, fs::perm_options::add);
   const std::string cmp = "compare " + base + " " + planted + " --threshold 1 ";
   const CliResult plain = run_cli(cmp);
   EXPECT_EQ(plain.code, 1) << plain.output;  // the file says 4x slower
-  const CliResult same = run_cli(cmp + "--rerun " + std::string(ATTNBENCH_EXE) + " --rerun-base " + ATTNBENCH_EXE);
+  const CliResult same =
+      run_cli(cmp + "--rerun " + std::string(ATTNBENCH_EXE) + " --rerun-base " + ATTNBENCH_EXE);
   EXPECT_EQ(same.code, 0) << same.output;
   EXPECT_NE(same.output.find("ok (not confirmed by the rerun"), std::string::npos) << same.output;
-  EXPECT_NE(same.output.find("rerun: 1 rows found slower were measured again (4 x 5 repetitions per side"),
+  EXPECT_NE(same.output.find(
+                "rerun: 1 rows found slower were measured again (4 x 5 repetitions per side"),
             std::string::npos)
       << same.output;
   const CliResult real = run_cli(cmp + "--rerun " + slow + " --rerun-base " + ATTNBENCH_EXE);
@@ -423,14 +439,16 @@ TEST_F(E2E, CompareRerunConfirmsOnlyRealSlowdowns) {
   // A real slowdown that the files hide (BASE recorded 4x slower than it is, as a machine busier
   // during BASE's run than during NEW's would): NEW looks faster, so the rows found slower are
   // none; --rerun-rows all measures every timed row again and finds it.
-  const CliResult hidden_cmp = run_cli("compare " + planted + " " + base + " --threshold 1 --rerun " + slow +
-                                       " --rerun-base " + ATTNBENCH_EXE);
+  const CliResult hidden_cmp =
+      run_cli("compare " + planted + " " + base + " --threshold 1 --rerun " + slow +
+              " --rerun-base " + ATTNBENCH_EXE);
   EXPECT_EQ(hidden_cmp.code, 0) << hidden_cmp.output;
-  const CliResult all = run_cli("compare " + planted + " " + base + " --threshold 1 --rerun " + slow +
-                                " --rerun-base " + ATTNBENCH_EXE + " --rerun-rows all");
+  const CliResult all = run_cli("compare " + planted + " " + base + " --threshold 1 --rerun " +
+                                slow + " --rerun-base " + ATTNBENCH_EXE + " --rerun-rows all");
   EXPECT_EQ(all.code, 1) << all.output;
   EXPECT_NE(all.output.find("found by the rerun"), std::string::npos) << all.output;
-  EXPECT_NE(all.output.find("timed rows (all) were measured again"), std::string::npos) << all.output;
+  EXPECT_NE(all.output.find("timed rows (all) were measured again"), std::string::npos)
+      << all.output;
 }
 
 TEST_F(E2E, SigintFinishesTheRowAndWritesAnIncompleteFile) {

@@ -30,7 +30,8 @@ TEST(MannWhitney, ExactAgainstSciPy) {
 
 TEST(MannWhitney, NormalApproximationWithTiesAndLargeSamples) {
   // Ties: the tie-corrected normal approximation with continuity correction (SciPy's asymptotic).
-  EXPECT_NEAR(mann_whitney_greater({1, 2, 2, 3, 3, 3, 4}, {2, 3, 4, 4, 5, 5, 6}), 0.021525716364472567, 1e-9);
+  EXPECT_NEAR(mann_whitney_greater({1, 2, 2, 3, 3, 3, 4}, {2, 3, 4, 4, 5, 5, 6}),
+              0.021525716364472567, 1e-9);
   // More than kExactMax samples on a side.
   std::vector<double> a, b;
   for (int x = 0; x < 60; ++x) a.push_back(x);
@@ -41,12 +42,13 @@ TEST(MannWhitney, NormalApproximationWithTiesAndLargeSamples) {
 }
 
 TEST(MannWhitney, SmallestPValue) {
-  EXPECT_NEAR(mann_whitney_min_p(3, 3), 0.05, 1e-12);        // 3 against 3 can never reach 0.05 / N
+  EXPECT_NEAR(mann_whitney_min_p(3, 3), 0.05, 1e-12);  // 3 against 3 can never reach 0.05 / N
   EXPECT_NEAR(mann_whitney_min_p(10, 10), 1 / 184756.0, 1e-15);
   EXPECT_NEAR(mann_whitney_min_p(2, 5), 1 / 21.0, 1e-12);
   EXPECT_EQ(mann_whitney_min_p(0, 5), 1.0);
   // The exact test reaches it with complete separation.
-  EXPECT_NEAR(mann_whitney_greater({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {11, 12, 13, 14, 15, 16, 17, 18, 19, 20}),
+  EXPECT_NEAR(mann_whitney_greater({1, 2, 3, 4, 5, 6, 7, 8, 9, 10},
+                                   {11, 12, 13, 14, 15, 16, 17, 18, 19, 20}),
               mann_whitney_min_p(10, 10), 1e-15);
 }
 
@@ -81,17 +83,48 @@ TEST(Median, OddEvenEmpty) {
 // --impl, --case and the configs' implementations take fnmatch's globs: glob_match agrees with
 // fnmatch(pattern, name, 0) on every pattern and name here.
 TEST(Glob, SameAsFnmatch) {
-  const std::vector<std::string> names{"cpu.flash_1pass",  "cpu.flash_backward", "cpu.naive_3pass",
-                                       "cpu.online_2pass", "cuda.flash_fwd_mma", "cuda.standard_cublas",
-                                       "b1_hq8_hkv8_sq1024_skv1024_d64_causal_bf16", "a*b", "x]y", "-", ""};
-  const std::vector<std::string> patterns{
-      "*",         "cpu.*",     "cpu.[fn]*", "cpu.[!fn]*", "cpu.[^fn]*", "cuda.flash_*_mma", "*_[0-9]pass",
-      "*[[:digit:]]pass", "c?u.*",   "*causal*",  "*_sq1024_*", "[]x]*",      "x[]]y",           "a\\*b",
-      "a*b",       "[a-c]*",    "[z-a]*",    "cpu.[fn",    "*[",         "[!]]*",            "\\-",
-      "*d64*bf16", "**",        "cpu.flash_1pass", "[[:alpha:]][[:alpha:]]u.*", "*[-]*", "[a-]*"};
+  const std::vector<std::string> names{"cpu.flash_1pass",
+                                       "cpu.flash_backward",
+                                       "cpu.naive_3pass",
+                                       "cpu.online_2pass",
+                                       "cuda.flash_fwd_mma",
+                                       "cuda.standard_cublas",
+                                       "b1_hq8_hkv8_sq1024_skv1024_d64_causal_bf16",
+                                       "a*b",
+                                       "x]y",
+                                       "-",
+                                       ""};
+  const std::vector<std::string> patterns{"*",
+                                          "cpu.*",
+                                          "cpu.[fn]*",
+                                          "cpu.[!fn]*",
+                                          "cpu.[^fn]*",
+                                          "cuda.flash_*_mma",
+                                          "*_[0-9]pass",
+                                          "*[[:digit:]]pass",
+                                          "c?u.*",
+                                          "*causal*",
+                                          "*_sq1024_*",
+                                          "[]x]*",
+                                          "x[]]y",
+                                          "a\\*b",
+                                          "a*b",
+                                          "[a-c]*",
+                                          "[z-a]*",
+                                          "cpu.[fn",
+                                          "*[",
+                                          "[!]]*",
+                                          "\\-",
+                                          "*d64*bf16",
+                                          "**",
+                                          "cpu.flash_1pass",
+                                          "[[:alpha:]][[:alpha:]]u.*",
+                                          "*[-]*",
+                                          "[a-]*"};
   for (const auto& p : patterns) {
     for (const auto& n : names) {
-      EXPECT_EQ(glob_match(p, n), fnmatch(p.c_str(), n.c_str(), 0) == 0) << "pattern '" << p << "', name '" << n << "'";
+      EXPECT_EQ(glob_match(p, n), fnmatch(p.c_str(), n.c_str(), 0) == 0)
+          << "pattern '" << p << "', name '" << n << "'";
     }
   }
 }
@@ -122,19 +155,22 @@ TEST(CliSweep, ListsAreProductAxesInAFixedOrder) {
                         {"--dtype", "dtype", K::text, "bf16,f16"},
                         {"--heads-q", "heads_q", K::integer, "16"}});
   EXPECT_EQ(j["problem"].dump(), R"({"heads_q":16})");
-  EXPECT_EQ(j["sweep"]["product"].dump(),
-            R"({"dtype":["bf16","f16"],"causal":[false,true],"head_dim":[64,128],"seq":[512,1024,2048]})");
+  EXPECT_EQ(
+      j["sweep"]["product"].dump(),
+      R"({"dtype":["bf16","f16"],"causal":[false,true],"head_dim":[64,128],"seq":[512,1024,2048]})");
   EXPECT_EQ(paths.at("/sweep/product/seq/2"), "--seq");
   EXPECT_EQ(paths.at("/problem/heads_q"), "--heads-q");
 }
 
 TEST(CliSweep, SingleValuesAndBareCausal) {
   using K = ProblemFlagValue;
-  const auto j = built({{"--seq", "seq", K::integer, "16K"}, {"--causal", "causal", K::boolean, ""},
+  const auto j = built({{"--seq", "seq", K::integer, "16K"},
+                        {"--causal", "causal", K::boolean, ""},
                         {"--scale", "scale", K::real, "0.125"}});
   EXPECT_EQ(j["problem"].dump(), R"({"seq":16384,"causal":true,"scale":0.125})");
   EXPECT_FALSE(j.contains("sweep"));
-  EXPECT_EQ(built({{"--causal", "causal", K::boolean, "false"}})["problem"].dump(), R"({"causal":false})");
+  EXPECT_EQ(built({{"--causal", "causal", K::boolean, "false"}})["problem"].dump(),
+            R"({"causal":false})");
 }
 
 TEST(CliSweep, BadValuesNameTheFlag) {
@@ -144,8 +180,10 @@ TEST(CliSweep, BadValuesNameTheFlag) {
   EXPECT_EQ(error_of({{"--seq", "seq", K::integer, "512,"}}),
             "--seq = 512,: not an integer (or a list of them, e.g. 512,1k,2k)");
   EXPECT_EQ(error_of({{"--causal", "causal", K::boolean, "configs/x.json"}}),
-            "--causal = configs/x.json: must be true, false or both (a config file goes before the flags)");
-  EXPECT_EQ(error_of({{"--scale", "scale", K::real, "0.1,abc"}}), "--scale = 0.1,abc: not a number (or a list of them)");
+            "--causal = configs/x.json: must be true, false or both (a config file goes before the "
+            "flags)");
+  EXPECT_EQ(error_of({{"--scale", "scale", K::real, "0.1,abc"}}),
+            "--scale = 0.1,abc: not a number (or a list of them)");
   EXPECT_EQ(error_of({{"--dtype", "dtype", K::text, "bf16,"}}), "--dtype = bf16,: an empty value");
 }
 

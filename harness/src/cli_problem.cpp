@@ -42,10 +42,14 @@ bool parse_size(const std::string& t, long long& v) {
 }
 
 bool parse_bool(const std::string& t, std::vector<bool>& out) {
-  if (t.empty() || t == "true" || t == "yes" || t == "on" || t == "1") out.push_back(true);
-  else if (t == "false" || t == "no" || t == "off" || t == "0") out.push_back(false);
-  else if (t == "both") out.insert(out.end(), {false, true});
-  else return false;
+  if (t.empty() || t == "true" || t == "yes" || t == "on" || t == "1")
+    out.push_back(true);
+  else if (t == "false" || t == "no" || t == "off" || t == "0")
+    out.push_back(false);
+  else if (t == "both")
+    out.insert(out.end(), {false, true});
+  else
+    return false;
   return true;
 }
 
@@ -55,8 +59,8 @@ const char* const kAxisOrder[] = {"dtype", "causal", "head_dim", "heads_q", "hea
 
 }  // namespace
 
-std::variant<ojson, std::string> problem_from_flags(const std::vector<ProblemFlagValue>& given,
-                                                    std::map<std::string, std::string>& flag_of_path) {
+std::variant<ojson, std::string> problem_from_flags(
+    const std::vector<ProblemFlagValue>& given, std::map<std::string, std::string>& flag_of_path) {
   ojson problem = ojson::object();
   std::map<std::string, std::pair<std::string, ojson>> axes;  // key -> flag, values
   for (const ProblemFlagValue& f : given) {
@@ -68,21 +72,25 @@ std::variant<ojson, std::string> problem_from_flags(const std::vector<ProblemFla
       switch (f.kind) {
         case ProblemFlagValue::integer: {
           long long v = 0;
-          if (!parse_size(t, v)) return f.flag + " = " + f.value + ": not an integer (or a list of them, e.g. 512,1k,2k)";
+          if (!parse_size(t, v))
+            return f.flag + " = " + f.value +
+                   ": not an integer (or a list of them, e.g. 512,1k,2k)";
           values.push_back(v);
           break;
         }
         case ProblemFlagValue::real: {
           char* end = nullptr;
           const double v = std::strtod(t.c_str(), &end);
-          if (t.empty() || *end != '\0') return f.flag + " = " + f.value + ": not a number (or a list of them)";
+          if (t.empty() || *end != '\0')
+            return f.flag + " = " + f.value + ": not a number (or a list of them)";
           values.push_back(v);
           break;
         }
         case ProblemFlagValue::boolean: {
           std::vector<bool> b;
           if (!parse_bool(t, b)) {
-            return f.flag + " = " + f.value + ": must be true, false or both (a config file goes before the flags)";
+            return f.flag + " = " + f.value +
+                   ": must be true, false or both (a config file goes before the flags)";
           }
           for (const bool x : b) values.push_back(x);
           break;
@@ -110,7 +118,8 @@ std::variant<ojson, std::string> problem_from_flags(const std::vector<ProblemFla
       product[key] = it->second.second;
       flag_of_path[std::string("/sweep/product/") + key] = it->second.first;
       for (std::size_t i = 0; i < it->second.second.size(); ++i)
-        flag_of_path[std::string("/sweep/product/") + key + "/" + std::to_string(i)] = it->second.first;
+        flag_of_path[std::string("/sweep/product/") + key + "/" + std::to_string(i)] =
+            it->second.first;
     }
     doc["sweep"] = {{"product", product}};
   }

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
-#include <ostream>
 #include <optional>
+#include <ostream>
 #include <stdexcept>
 
 #include "attnbench/render.hpp"
@@ -110,7 +110,8 @@ std::vector<std::string> context_warnings(const ResultsFile& a, const ResultsFil
   differ("CUDA runtime", ctx_text(a.context, "cuda_runtime"), ctx_text(b.context, "cuda_runtime"));
   auto gb_build = [](const json& ctx) {
     const auto it = ctx.find("benchmark_library");
-    return it != ctx.end() && it->is_object() ? it->value("build_type", std::string()) : std::string();
+    return it != ctx.end() && it->is_object() ? it->value("build_type", std::string())
+                                              : std::string();
   };
   if (!gb_build(a.context).empty() && !gb_build(b.context).empty())
     differ("Google Benchmark library build", gb_build(a.context), gb_build(b.context));
@@ -119,10 +120,12 @@ std::vector<std::string> context_warnings(const ResultsFile& a, const ResultsFil
 
   // Load: CPU rows share the cores with every other process.
   const std::vector<double> la = loads(a.context), lb = loads(b.context);
-  const double cores_a = a.context.value("cpu_cores", 0.0), cores_b = b.context.value("cpu_cores", 0.0);
+  const double cores_a = a.context.value("cpu_cores", 0.0),
+               cores_b = b.context.value("cpu_cores", 0.0);
   const double cores = std::max({cores_a, cores_b, 1.0});
   if (!la.empty() && !lb.empty()) {
-    const double ma = *std::max_element(la.begin(), la.end()), mb = *std::max_element(lb.begin(), lb.end());
+    const double ma = *std::max_element(la.begin(), la.end()),
+                 mb = *std::max_element(lb.begin(), lb.end());
     if (std::fabs(ma - mb) >= std::max(1.0, cores / 2)) {
       w.push_back("load average differs: BASE " + load_text(la) + ", NEW " + load_text(lb) + " (" +
                   fmt_ms(cores) + " cores): CPU rows measure the machine's load too");
@@ -155,8 +158,8 @@ struct Judged {
   const ResultRow* b = nullptr;
   const ResultRow* n = nullptr;
   bool timed = false;
-  double ratio = NAN;         // new median / base median
-  bool test = false;          // decided by the U test (else the spread rule)
+  double ratio = NAN;  // new median / base median
+  bool test = false;   // decided by the U test (else the spread rule)
   double p_slower = 1, p_faster = 1, p_adjusted = NAN;  // adjusted: in the direction of ratio
   TimeVerdict time = TimeVerdict::untimed;
   double growth = NAN;
@@ -166,7 +169,7 @@ struct Judged {
   // --rerun
   bool rerun = false;
   TimeVerdict first_time = TimeVerdict::untimed;  // before the rerun
-  double first_ratio = NAN;  // before the rerun
+  double first_ratio = NAN;                       // before the rerun
   std::size_t rerun_n_base = 0, rerun_n_new = 0;
   std::string rerun_note;
 };
@@ -186,7 +189,8 @@ std::vector<bool> testable(const std::vector<std::pair<std::size_t, std::size_t>
   }
   for (bool changed = true; changed && n > 0;) {
     changed = false;
-    const double limit = o.correction == Correction::none ? o.alpha : o.alpha / static_cast<double>(n);
+    const double limit =
+        o.correction == Correction::none ? o.alpha : o.alpha / static_cast<double>(n);
     for (std::size_t i = 0; i < sizes.size(); ++i) {
       if (keep[i] && mann_whitney_min_p(sizes[i].first, sizes[i].second) > limit) {
         keep[i] = false;
@@ -219,10 +223,10 @@ void test_family(std::vector<Judged*>& rows, const std::vector<std::vector<doubl
     const bool slower = j.ratio > 1 + o.threshold && as[k] <= o.alpha;
     const bool faster = j.ratio * (1 + o.threshold) < 1 && af[k] <= o.alpha;
     j.p_adjusted = j.ratio >= 1 ? as[k] : af[k];
-    j.time = slower                       ? TimeVerdict::slower
-             : faster                     ? TimeVerdict::faster
+    j.time = slower                      ? TimeVerdict::slower
+             : faster                    ? TimeVerdict::faster
              : j.ratio > 1 + o.threshold ? TimeVerdict::slower_in_noise
-                                          : TimeVerdict::same;
+                                         : TimeVerdict::same;
   }
 }
 
@@ -230,7 +234,8 @@ void test_family(std::vector<Judged*>& rows, const std::vector<std::vector<doubl
 TimeVerdict spread_rule(const TimeStats& b, const TimeStats& n, double threshold) {
   const double bm = b.median_ms, nm = n.median_ms;
   const double noise = spread(b) + spread(n);
-  if (nm > bm * (1 + threshold)) return nm - bm > noise ? TimeVerdict::slower : TimeVerdict::slower_in_noise;
+  if (nm > bm * (1 + threshold))
+    return nm - bm > noise ? TimeVerdict::slower : TimeVerdict::slower_in_noise;
   if (bm > nm * (1 + threshold) && bm - nm > noise) return TimeVerdict::faster;
   return TimeVerdict::same;
 }
@@ -292,9 +297,11 @@ void rerun_rows(std::vector<Judged*>& rows, const ResultsFile& base, const Resul
         const ResultRow& row = is_base ? *rows[i]->b : *rows[i]->n;
         auto r = (is_base ? *base_runner : new_runner).measure(row, o.rerun_repetitions);
         if (is_base) {
-          if (r && r->time) bs[i].insert(bs[i].end(), r->time->samples_ms.begin(), r->time->samples_ms.end());
+          if (r && r->time)
+            bs[i].insert(bs[i].end(), r->time->samples_ms.begin(), r->time->samples_ms.end());
         } else {
-          if (r && r->time) ns[i].insert(ns[i].end(), r->time->samples_ms.begin(), r->time->samples_ms.end());
+          if (r && r->time)
+            ns[i].insert(ns[i].end(), r->time->samples_ms.begin(), r->time->samples_ms.end());
           last[i] = std::move(r);
         }
       }
@@ -304,14 +311,16 @@ void rerun_rows(std::vector<Judged*>& rows, const ResultsFile& base, const Resul
   auto check_revision = [&](const Rerunner& r, const ResultsFile& origin, const char* which) {
     const std::string rev = ctx_text(origin.context, "git_revision");
     if (r.runs() > 0 && r.revision() != rev) {
-      revision_note += std::string(revision_note.empty() ? "" : "; ") + which + "'s rerun binary is git " +
-                       r.revision().substr(0, 12) + ", its file's " + rev.substr(0, 12);
+      revision_note += std::string(revision_note.empty() ? "" : "; ") + which +
+                       "'s rerun binary is git " + r.revision().substr(0, 12) + ", its file's " +
+                       rev.substr(0, 12);
     }
   };
   if (base_runner) check_revision(*base_runner, base, "BASE");
   check_revision(new_runner, next, "NEW");
   if (!revision_note.empty()) {
-    warnings.push_back("the rerun ran another build than the file it measures again (" + revision_note + ")");
+    warnings.push_back("the rerun ran another build than the file it measures again (" +
+                       revision_note + ")");
   }
 
   std::vector<std::vector<double>> cb, cn;
@@ -325,8 +334,10 @@ void rerun_rows(std::vector<Judged*>& rows, const ResultsFile& base, const Resul
     if (!l || l->status != Status::pass || !l->time) {
       // Not measured again: its first verdict stands, with the reason.
       j->rerun_note = !l ? "not in the rerun"
-                         : "rerun " + std::string(to_string(l->status)) + (l->reason.empty() ? "" : ": " + l->reason);
-      if (l && l->status != Status::pass) j->regress.push_back("rerun pass->" + std::string(to_string(l->status)));
+                         : "rerun " + std::string(to_string(l->status)) +
+                               (l->reason.empty() ? "" : ": " + l->reason);
+      if (l && l->status != Status::pass)
+        j->regress.push_back("rerun pass->" + std::string(to_string(l->status)));
       continue;
     }
     std::vector<double> b = both ? bs[i] : samples_of(*j->b);
@@ -369,9 +380,9 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
   s.warnings = context_warnings(base, next);
   std::vector<std::string> notes;
   if (ctx_text(base.context, "config_hash") != ctx_text(next.context, "config_hash")) {
-    notes.push_back("the two runs used different configs (" + ctx_text(base.context, "config_name") +
-                    " vs " + ctx_text(next.context, "config_name") +
-                    "): only the rows they share are compared");
+    notes.push_back(
+        "the two runs used different configs (" + ctx_text(base.context, "config_name") + " vs " +
+        ctx_text(next.context, "config_name") + "): only the rows they share are compared");
   }
 
   // A key may repeat (a case listed twice): the k-th occurrence in BASE matches the k-th in NEW.
@@ -444,7 +455,8 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
     for (Judged& j : judged) {
       j.first_time = j.time;
       const bool pick = o.rerun_rows == "all"       ? j.time != TimeVerdict::untimed
-                        : o.rerun_rows == "suspect" ? j.time == TimeVerdict::slower || j.time == TimeVerdict::slower_in_noise
+                        : o.rerun_rows == "suspect" ? j.time == TimeVerdict::slower ||
+                                                          j.time == TimeVerdict::slower_in_noise
                                                     : j.time == TimeVerdict::slower;
       if (pick) again.push_back(&j);
     }
@@ -464,7 +476,8 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
     if (j.time == TimeVerdict::slower) {
       std::string r = "slower x" + fmt_x(j.ratio);
       if (j.rerun) {
-        r += std::string(j.first_time == TimeVerdict::slower ? " (confirmed by the rerun" : " (found by the rerun") +
+        r += std::string(j.first_time == TimeVerdict::slower ? " (confirmed by the rerun"
+                                                             : " (found by the rerun") +
              "; first x" + fmt_x(j.first_ratio) + ")";
       }
       reasons.push_back(r);
@@ -480,9 +493,11 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
       ++s.improved;
       verdict = j.time == TimeVerdict::faster ? "faster" : "fixed";
     } else if (j.rerun) {
-      verdict = std::string(j.first_time == TimeVerdict::slower ? "ok (not confirmed by the rerun: x" : "ok (rerun: x") +
-                fmt_x(j.ratio) + "; first x" + fmt_x(j.first_ratio) + (j.rerun_note.empty() ? "" : "; " + j.rerun_note) +
-                ")";
+      verdict =
+          std::string(j.first_time == TimeVerdict::slower ? "ok (not confirmed by the rerun: x"
+                                                          : "ok (rerun: x") +
+          fmt_x(j.ratio) + "; first x" + fmt_x(j.first_ratio) +
+          (j.rerun_note.empty() ? "" : "; " + j.rerun_note) + ")";
     } else {
       verdict = j.time == TimeVerdict::slower_in_noise ? "ok (slower, within noise)" : "ok";
     }
@@ -492,9 +507,9 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
   if (!o.allow_missing) s.regressed += s.missing;
 
   const std::string method =
-      "one-sided Mann-Whitney U on each row's repetitions (time.samples_ms), " + describe(o.correction) +
-      " at alpha " + fmt_p(o.alpha) + " over " + std::to_string(s.tested) + " rows, and new/base above " +
-      fmt_x(1 + o.threshold);
+      "one-sided Mann-Whitney U on each row's repetitions (time.samples_ms), " +
+      describe(o.correction) + " at alpha " + fmt_p(o.alpha) + " over " + std::to_string(s.tested) +
+      " rows, and new/base above " + fmt_x(1 + o.threshold);
 
   if (o.format == "json") {
     json j;
@@ -549,7 +564,7 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
                         {"note", r.rerun_note}};
       }
       const std::string& v = verdicts[i];
-      row["verdict"] = v.rfind("REGRESSED", 0) == 0 ? "regressed"
+      row["verdict"] = v.rfind("REGRESSED", 0) == 0    ? "regressed"
                        : v == "faster" || v == "fixed" ? "improved"
                                                        : "ok";
       row["detail"] = v;
@@ -560,8 +575,9 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
     j["added"] = json::array();
     for (std::size_t i = 0; i < next.rows.size(); ++i)
       if (!used[i]) j["added"].push_back(row_name(next.rows[i]));
-    j["summary"] = {{"matched", s.matched},   {"regressed", s.regressed}, {"improved", s.improved},
-                    {"missing", s.missing},   {"added", s.added},         {"rerun", s.rerun},
+    j["summary"] = {{"matched", s.matched},     {"regressed", s.regressed},
+                    {"improved", s.improved},   {"missing", s.missing},
+                    {"added", s.added},         {"rerun", s.rerun},
                     {"confirmed", s.confirmed}, {"exit_code", s.exit_code()}};
     out << j.dump(2) << "\n";
     return s;
@@ -573,9 +589,11 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
 
   // The device is shown only when the rows do not all run on the same one.
   bool multi_device = false;
-  for (const ResultRow& r : base.rows) multi_device = multi_device || r.device != base.rows[0].device;
+  for (const ResultRow& r : base.rows)
+    multi_device = multi_device || r.device != base.rows[0].device;
   TextTable t;
-  t.header = {"case", "impl", "pass", "base ms", "new ms", "new/base", "cv % base/new", "p", "error ×", "status", "verdict"};
+  t.header = {"case",          "impl", "pass",    "base ms", "new ms", "new/base",
+              "cv % base/new", "p",    "error ×", "status",  "verdict"};
   int hidden = 0;
   for (std::size_t i = 0; i < judged.size(); ++i) {
     const Judged& j = judged[i];
@@ -585,25 +603,32 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
     }
     const ResultRow& b = *j.b;
     const ResultRow& n = *j.n;
-    const std::string status = b.status == n.status ? to_string(b.status)
-                               : std::string(to_string(b.status)) + " -> " + to_string(n.status);
+    const std::string status =
+        b.status == n.status ? to_string(b.status)
+                             : std::string(to_string(b.status)) + " -> " + to_string(n.status);
     const std::string cv = j.timed ? fmt_cv(b.time->cv) + "/" + fmt_cv(n.time->cv) : "-";
     t.rows.push_back({b.case_label, b.impl_label() + (multi_device ? " (" + b.device + ")" : ""),
                       std::string(to_string(b.pass)), b.time ? fmt_ms(b.time->median_ms) : "-",
-                      n.time ? fmt_ms(n.time->median_ms) : "-", fmt_x(j.timed ? n.time->median_ms / b.time->median_ms : NAN),
-                      cv, j.test ? fmt_p(j.p_adjusted) : "-", std::isnan(j.growth) ? "-" : fmt_x(j.growth), status,
-                      verdicts[i]});
+                      n.time ? fmt_ms(n.time->median_ms) : "-",
+                      fmt_x(j.timed ? n.time->median_ms / b.time->median_ms : NAN), cv,
+                      j.test ? fmt_p(j.p_adjusted) : "-",
+                      std::isnan(j.growth) ? "-" : fmt_x(j.growth), status, verdicts[i]});
   }
   if (!t.rows.empty()) {
-    t.note = "new/base: median time ratio (> 1 is slower); cv: the repetitions' standard deviation / "
-             "mean; p: the test's p-value after the correction, in the direction of the change; "
-             "error ×: largest max_abs growth over the outputs. Slower: " + method + "." +
-             (s.spread_rule > 0 ? " Rows without p (" + std::to_string(s.spread_rule) +
-                                      ": no samples_ms, or too few to reach the level): above " +
-                                      fmt_x(1 + o.threshold) +
-                                      "× and beyond both runs' spread (max(cv·median, median − min), added)."
-                                : std::string()) +
-             (hidden > 0 ? "\n" + std::to_string(hidden) + " rows with verdict ok not shown (--only-changed)." : std::string());
+    t.note =
+        "new/base: median time ratio (> 1 is slower); cv: the repetitions' standard deviation / "
+        "mean; p: the test's p-value after the correction, in the direction of the change; "
+        "error ×: largest max_abs growth over the outputs. Slower: " +
+        method + "." +
+        (s.spread_rule > 0
+             ? " Rows without p (" + std::to_string(s.spread_rule) +
+                   ": no samples_ms, or too few to reach the level): above " +
+                   fmt_x(1 + o.threshold) +
+                   "× and beyond both runs' spread (max(cv·median, median − min), added)."
+             : std::string()) +
+        (hidden > 0
+             ? "\n" + std::to_string(hidden) + " rows with verdict ok not shown (--only-changed)."
+             : std::string());
     render_markdown(t, out);
   } else if (judged.empty()) {
     out << "No rows in common.\n\n";
@@ -612,10 +637,11 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
   }
   if (s.rerun > 0) {
     const char* which = o.rerun_rows == "all" ? " timed rows (all) were measured again ("
-                        : o.rerun_rows == "suspect" ? " rows above the threshold were measured again ("
-                                                    : " rows found slower were measured again (";
-    out << "rerun: " << s.rerun << which << o.rerun_rounds << " x "
-        << o.rerun_repetitions << " repetitions"
+                        : o.rerun_rows == "suspect"
+                            ? " rows above the threshold were measured again ("
+                            : " rows found slower were measured again (";
+    out << "rerun: " << s.rerun << which << o.rerun_rounds << " x " << o.rerun_repetitions
+        << " repetitions"
         << (o.rerun_base.empty() ? " of NEW, against BASE's recorded samples"
                                  : " per side, BASE and NEW alternating row by row")
         << "): " << s.confirmed << " confirmed\n";
@@ -626,10 +652,12 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
   for (std::size_t i = 0; i < next.rows.size(); ++i)
     if (!used[i]) out << "new row (not in BASE): " << row_name(next.rows[i]) << "\n";
 
-  out << (s.missing || s.added || !regressions.empty() || s.rerun ? "\n" : "") << "compare: " << s.matched
-      << " matched, " << s.regressed << " regressed, " << s.improved << " improved, " << s.missing
-      << " missing, " << s.added << " new -> " << (s.exit_code() ? "REGRESSION" : "OK") << "\n";
-  out << "method: " << method << (s.spread_rule ? "; " + std::to_string(s.spread_rule) + " rows by the spread rule" : "")
+  out << (s.missing || s.added || !regressions.empty() || s.rerun ? "\n" : "")
+      << "compare: " << s.matched << " matched, " << s.regressed << " regressed, " << s.improved
+      << " improved, " << s.missing << " missing, " << s.added << " new -> "
+      << (s.exit_code() ? "REGRESSION" : "OK") << "\n";
+  out << "method: " << method
+      << (s.spread_rule ? "; " + std::to_string(s.spread_rule) + " rows by the spread rule" : "")
       << "\n";
   return s;
 }
@@ -657,7 +685,8 @@ int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {
     return 2;
   }
   if (o.rerun_rows != "slower" && o.rerun_rows != "suspect" && o.rerun_rows != "all") {
-    err << "attnbench compare: --rerun-rows must be slower, suspect or all, got \"" << o.rerun_rows << "\"\n";
+    err << "attnbench compare: --rerun-rows must be slower, suspect or all, got \"" << o.rerun_rows
+        << "\"\n";
     return 2;
   }
   if (!o.rerun_base.empty() && o.rerun.empty()) {

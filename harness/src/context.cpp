@@ -1,15 +1,14 @@
 #include "attnbench/context.hpp"
 
-#include <cstdlib>
+#include <omp.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <sstream>
 #include <thread>
-
-#include <omp.h>
 
 #ifdef ATTNBENCH_WITH_CUDA
 #include <cuda_runtime.h>

@@ -3,6 +3,9 @@
 // Arguments starting with --benchmark_ go to Google Benchmark (e.g. --benchmark_repetitions=10,
 // --benchmark_out=gb.json, --benchmark_filter=REGEX) wherever they appear; the rest to CLI11.
 // Exit codes: 0 fine, 1 a row failed or compare found a regression, 2 bad input, 130 SIGINT.
+#include <benchmark/benchmark.h>
+
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -15,9 +18,6 @@
 #include <string>
 #include <variant>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <benchmark/benchmark.h>
 
 #include "attnbench/cli_problem.hpp"
 #include "attnbench/compare.hpp"
@@ -175,15 +175,18 @@ bool ends_with_index_of(const std::string& path, const std::string& key) {
   return rest.empty() || (rest[0] == '/' && rest.find_first_not_of("0123456789", 1) == std::string::npos);
 }
 
-int cmd_run(const RunArgs& a, const std::map<std::string, std::string>& bench_flags, const std::string& command_line) {
+int cmd_run(const RunArgs& a, const std::map<std::string, std::string>& bench_flags,
+            const std::string& command_line) {
   std::ostream& err = std::cerr;
   const std::string who = a.expand ? "attnbench expand: " : "attnbench run: ";
   bool adhoc = false;
   for (const auto& [flag, opt] : a.problem_opts) adhoc = adhoc || opt->count() > 0;
   adhoc = adhoc || a.causal_opt->count() > 0;
   if (adhoc && !a.config.empty()) {
-    err << who << "problem flags (--seq, --batch, ...) describe a problem or a sweep without a config; "
-           "drop them or the config '" << a.config << "'\n";
+    err << who
+        << "problem flags (--seq, --batch, ...) describe a problem or a sweep without a config; "
+           "drop them or the config '"
+        << a.config << "'\n";
     return kBadInput;
   }
 
@@ -195,9 +198,11 @@ int cmd_run(const RunArgs& a, const std::map<std::string, std::string>& bench_fl
     doc["description"] = "one problem (or a sweep) from the command line";
     std::vector<ProblemFlagValue> given;
     for (const ProblemFlag& f : problem_flags()) {
-      const CLI::Option* opt = f.kind == ProblemFlag::boolean ? a.causal_opt : a.problem_opts.at(f.flag);
+      const CLI::Option* opt =
+          f.kind == ProblemFlag::boolean ? a.causal_opt : a.problem_opts.at(f.flag);
       if (opt->count() == 0) continue;
-      given.push_back({f.flag, f.key, static_cast<ProblemFlagValue::Kind>(f.kind), a.problem.at(f.flag)});
+      given.push_back(
+          {f.flag, f.key, static_cast<ProblemFlagValue::Kind>(f.kind), a.problem.at(f.flag)});
     }
     const auto built = problem_from_flags(given, flag_of_path);  // cli_problem.hpp
     if (const auto* e = std::get_if<std::string>(&built)) {
@@ -426,22 +431,27 @@ Exit codes: 0 all rows pass or skip, 1 a row failed, 2 bad input, 130 interrupte
     r.verify_opt = c->add_option("--verify", r.verify, "Verification: auto, full, sampled or off")->type_name("MODE");
     r.seed_opt = c->add_option("--seed", r.seed, "Seed of the inputs (replaces the config's)")->type_name("N");
     c->add_flag("--hot", r.hot, "Do not flush the caches between timed calls");
-    const char* group = "A problem or a sweep (instead of a config; comma-separated values make a product)";
+    const char* group =
+        "A problem or a sweep (instead of a config; comma-separated values make a product)";
     for (const ProblemFlag& f : problem_flags()) {
       if (f.kind == ProblemFlag::boolean) {
-        r.causal_opt = c->add_option(f.flag, r.problem[f.flag], "Causal (bottom-right aligned); alone: true; or false, both")
+        r.causal_opt = c->add_option(f.flag, r.problem[f.flag],
+                                     "Causal (bottom-right aligned); alone: true; or false, both")
                            ->expected(0, 1)
                            ->default_str("true")
                            ->type_name("[true|false|both]")
                            ->group(group);
         continue;
       }
-      const char* tn = f.kind == ProblemFlag::integer ? "N,..." : f.kind == ProblemFlag::real ? "X,..." : "DTYPE,...";
+      const char* tn = f.kind == ProblemFlag::integer ? "N,..."
+                       : f.kind == ProblemFlag::real  ? "X,..."
+                                                      : "DTYPE,...";
       std::string help = f.key;
       if (std::string(f.key) == "seq") help = "seq_q = seq_kv (1k = 1024)";
       if (std::string(f.key) == "scale") help += " (default 1/sqrt(head_dim))";
       if (std::string(f.key) == "dtype") help += ": f32, f16, bf16";
-      r.problem_opts[f.flag] = c->add_option(f.flag, r.problem[f.flag], help)->type_name(tn)->group(group);
+      r.problem_opts[f.flag] =
+          c->add_option(f.flag, r.problem[f.flag], help)->type_name(tn)->group(group);
     }
   };
   case_flags(run, ra);
@@ -479,21 +489,30 @@ Exit codes: 0 printed, 2 bad input (nothing printed).)");
   cmp->add_option("--threshold", co.threshold, "Slowdown tolerated beyond the noise (fraction)")->capture_default_str();
   cmp->add_flag("--allow-missing", co.allow_missing, "A row of BASE missing from NEW is not a failure");
   cmp->add_option("--error-factor", co.error_factor, "Error growth tolerated (factor on max_abs)")->capture_default_str();
-  cmp->add_option("--alpha", co.alpha, "Level of the test over all the rows, after the correction")->capture_default_str();
+  cmp->add_option("--alpha", co.alpha, "Level of the test over all the rows, after the correction")
+      ->capture_default_str();
   std::string correction = "holm";
-  cmp->add_option("--correction", correction, "For testing many rows: holm (family-wise), bh (false discovery rate) or none")
+  cmp->add_option("--correction", correction,
+                  "For testing many rows: holm (family-wise), bh (false discovery rate) or none")
       ->capture_default_str();
   cmp->add_flag("--only-changed", co.only_changed, "Leave out the rows whose verdict is ok");
   cmp->add_option("--format", co.format, "text or json")->capture_default_str();
-  cmp->add_option("--rerun", co.rerun, "Measure the rows found slower again with this attnbench binary (NEW's build) before deciding")
+  cmp->add_option("--rerun", co.rerun,
+                  "Measure the rows found slower again with this attnbench binary (NEW's build) "
+                  "before deciding")
       ->type_name("BINARY");
-  cmp->add_option("--rerun-base", co.rerun_base, "With --rerun: measure them again with BASE's build too, alternating with NEW's")
+  cmp->add_option("--rerun-base", co.rerun_base,
+                  "With --rerun: measure them again with BASE's build too, alternating with NEW's")
       ->type_name("BINARY");
-  cmp->add_option("--rerun-rows", co.rerun_rows, "With --rerun: slower (the rows found slower), suspect (above the threshold, significant or not) or all (every timed row)")
+  cmp->add_option("--rerun-rows", co.rerun_rows,
+                  "With --rerun: slower (the rows found slower), suspect (above the threshold, "
+                  "significant or not) or all (every timed row)")
       ->capture_default_str();
-  cmp->add_option("--rerun-rounds", co.rerun_rounds, "Measurements per side of each rerun row (alternating sides)")
+  cmp->add_option("--rerun-rounds", co.rerun_rounds,
+                  "Measurements per side of each rerun row (alternating sides)")
       ->capture_default_str();
-  cmp->add_option("--rerun-repetitions", co.rerun_repetitions, "Repetitions of each rerun measurement")
+  cmp->add_option("--rerun-repetitions", co.rerun_repetitions,
+                  "Repetitions of each rerun measurement")
       ->capture_default_str();
   cmp->footer(R"(
 Slower means: new/base above 1 + threshold, and NEW's repetitions (time.samples_ms) slower than
@@ -512,7 +531,9 @@ Exit codes: 0 no regression, 1 a regression, 2 bad input.)");
   TableOptions to;
   CLI::App* tab = app.add_subcommand("table", "Render a results file as the papers' tables (markdown or CSV)");
   tab->add_option("results", to.results, "Results file")->required()->type_name("RESULTS.json");
-  tab->add_option("--format", to.format, "markdown; csv (tidy: one line per row, for pandas); wide-csv (the tables as CSV)")
+  tab->add_option(
+         "--format", to.format,
+         "markdown; csv (tidy: one line per row, for pandas); wide-csv (the tables as CSV)")
       ->capture_default_str();
   tab->add_option("--baseline", to.baseline, "Implementation the speedups divide by (default: cuda.standard_cublas where the group has it, else cpu.naive_3pass)")->type_name("IMPL");
   tab->add_option("--metric", to.metric, "tflops, ms or memory")->capture_default_str();
@@ -537,7 +558,8 @@ Exit codes: 0 no regression, 1 a regression, 2 bad input.)");
     rc = cmd_run(ea, bench_flags, command_line);
   } else if (cmp->parsed()) {
     if (!parse_correction(correction, co.correction)) {
-      std::cerr << "attnbench compare: --correction must be holm, bh or none, got \"" << correction << "\"\n";
+      std::cerr << "attnbench compare: --correction must be holm, bh or none, got \"" << correction
+                << "\"\n";
       rc = kBadInput;
     } else {
       rc = run_compare(co, std::cout, std::cerr);

@@ -103,7 +103,9 @@ std::string fmt(const char* f, double x) {
   return buf;
 }
 
-std::string rate_text(double t) { return t >= 10 ? fmt("%.1f", t) : t >= 0.1 ? fmt("%.3f", t) : fmt("%.5f", t); }
+std::string rate_text(double t) {
+  return t >= 10 ? fmt("%.1f", t) : t >= 0.1 ? fmt("%.3f", t) : fmt("%.5f", t);
+}
 
 }  // namespace
 
@@ -112,10 +114,13 @@ void print_run_table(const ResultsFile& res, std::ostream& out) {
   // 1 TFLOP/s (a CPU run), else TFLOP/s.
   double top = 0;
   for (const ResultRow& r : res.rows)
-    if (const auto tf = r.tflops(); r.status == Status::pass && tf && std::isfinite(*tf)) top = std::max(top, *tf);
+    if (const auto tf = r.tflops(); r.status == Status::pass && tf && std::isfinite(*tf))
+      top = std::max(top, *tf);
   const bool giga = top > 0 && top < 1;
-  const std::vector<std::string> header{"case",      "impl", "pass", "status", "err/naive", "median ms",
-                                        "cv %",      giga ? "GFLOP/s" : "TFLOP/s", "ws MiB", "note"};
+  const std::vector<std::string> header{
+      "case",      "impl",      "pass", "status",
+      "err/naive", "median ms", "cv %", giga ? "GFLOP/s" : "TFLOP/s",
+      "ws MiB",    "note"};
   std::vector<std::vector<std::string>> rows;
   // Skipped rows are counted by reason below the table, not listed: in a sweep they are
   // mostly "no backward pass" or "no CUDA device", and would bury the rows that ran.
@@ -145,13 +150,14 @@ void print_run_table(const ResultsFile& res, std::ostream& out) {
     if (note.size() > 70) note = note.substr(0, 67) + "...";
     if (r.status == Status::pass && r.verified) note = to_string(r.verify_mode);
     const auto tf = r.tflops();
-    rows.push_back({r.case_label, impl, std::string(to_string(r.pass)),
-                    r.status == Status::fail ? "FAIL" : to_string(r.status), ratio,
-                    r.time ? fmt("%.3f", r.time->median_ms) : "-",
-                    r.time && r.time->repetitions > 1 ? fmt("%.1f", r.time->cv * 100) : "-",
-                    tf ? rate_text(*tf * (giga ? 1e3 : 1)) : "-",
-                    r.memory ? fmt("%.1f", static_cast<double>(r.memory->workspace_bytes) / (1 << 20)) : "-",
-                    note});
+    rows.push_back(
+        {r.case_label, impl, std::string(to_string(r.pass)),
+         r.status == Status::fail ? "FAIL" : to_string(r.status), ratio,
+         r.time ? fmt("%.3f", r.time->median_ms) : "-",
+         r.time && r.time->repetitions > 1 ? fmt("%.1f", r.time->cv * 100) : "-",
+         tf ? rate_text(*tf * (giga ? 1e3 : 1)) : "-",
+         r.memory ? fmt("%.1f", static_cast<double>(r.memory->workspace_bytes) / (1 << 20)) : "-",
+         note});
   }
   std::vector<std::size_t> w(header.size());
   for (std::size_t c = 0; c < header.size(); ++c) {

@@ -46,7 +46,8 @@ int run_quietly(const std::vector<std::string>& argv) {
   while (::waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) return -1;
   }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status)
+                           : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
 }  // namespace
@@ -54,14 +55,16 @@ int run_quietly(const std::vector<std::string>& argv) {
 Rerunner::Rerunner(const std::string& binary, const ResultsFile& origin) : binary_(binary) {
   const auto cfg = origin.context.find("config");
   if (cfg == origin.context.end() || !cfg->is_object()) {
-    throw std::runtime_error(origin.path + ": its context has no \"config\": it cannot be run again");
+    throw std::runtime_error(origin.path +
+                             ": its context has no \"config\": it cannot be run again");
   }
   if (::access(binary.c_str(), X_OK) != 0) {
     throw std::runtime_error("--rerun: '" + binary + "' is not an executable file");
   }
   char tmpl[] = "/tmp/attnbench-rerun-XXXXXX";
   if (!::mkdtemp(tmpl)) {
-    throw std::runtime_error(std::string("--rerun: cannot create a folder in /tmp: ") + std::strerror(errno));
+    throw std::runtime_error(std::string("--rerun: cannot create a folder in /tmp: ") +
+                             std::strerror(errno));
   }
   dir_ = tmpl;
   config_ = dir_ / "config.json";
@@ -76,9 +79,9 @@ Rerunner::~Rerunner() {
 
 std::optional<ResultRow> Rerunner::measure(const ResultRow& row, int repetitions) {
   const std::string exe = fs::absolute(binary_).string();
-  std::vector<std::string> argv{exe,      "run",        config_.string(), "--case",
-                                row.case_label, "--impl", row.impl,    "--pass",
-                                std::string(to_string(row.pass))};
+  std::vector<std::string> argv{exe,      "run",          config_.string(),
+                                "--case", row.case_label, "--impl",
+                                row.impl, "--pass",       std::string(to_string(row.pass))};
   argv.push_back("--benchmark_filter=" + exact_filter({row.nvtx}));
   argv.push_back("--benchmark_repetitions=" + std::to_string(repetitions));
   argv.insert(argv.end(), {"--verify", "off", "--quiet", "--out", out_.string()});
@@ -92,7 +95,8 @@ std::optional<ResultRow> Rerunner::measure(const ResultRow& row, int repetitions
                              " again (exit 2; its message is above)");
   }
   if (!fs::exists(out_)) {
-    throw std::runtime_error("--rerun: '" + binary_ + "' exited " + std::to_string(rc) + " without a results file");
+    throw std::runtime_error("--rerun: '" + binary_ + "' exited " + std::to_string(rc) +
+                             " without a results file");
   }
   const ResultsFile f = load_results(out_.string());
   if (revision_.empty()) {

@@ -68,8 +68,8 @@ class Runner {
   std::ostream& err_;
   ResultsFile results_;
   std::vector<PlannedRow> plan_;
-  std::vector<std::size_t> timed_;   // indices into plan_/results_.rows of rows to time
-  std::vector<std::size_t> failed_;  // of rows that failed verification in this run
+  std::vector<std::size_t> timed_;        // indices into plan_/results_.rows of rows to time
+  std::vector<std::size_t> failed_;       // of rows that failed verification in this run
   std::optional<TestSlowdown> slowdown_;  // ATTNBENCH_TEST_SLOWDOWN (timing.hpp)
   std::string cuda_broken_;         // set once a sticky CUDA error was seen
   std::size_t done_ = 0;
@@ -190,9 +190,8 @@ ResultRow Runner::run_row(const PlannedRow& pr, CaseState& cs) {
   r.verify_mode = ref.mode;
   if (const Implementation* base = naive_baseline(dev)) r.baseline = base->name();
   try {
-    Validated call =
-        validation_call(*pr.impl, p, pr.pass, *pr.params, *cs.inputs, ref, pr.name, true,
-                        opts_.profile && dev == Device::cuda);
+    Validated call = validation_call(*pr.impl, p, pr.pass, *pr.params, *cs.inputs, ref, pr.name,
+                                     true, opts_.profile && dev == Device::cuda);
     r.memory = call.memory;
     const Outputs& outs = call.outputs;
     const Outputs* naive = nullptr;
@@ -332,8 +331,9 @@ void Runner::time_rows() {
   };
 
   std::map<std::string, std::size_t> by_name;
-  std::map<std::string, std::shared_ptr<CpuTicks>> started;  // by name: the machine's CPU time when its timing began
-  std::map<std::string, std::optional<double>> ended;         // by name: others_cores once it was done
+  std::map<std::string, std::shared_ptr<CpuTicks>>
+      started;  // by name: the machine's CPU time when its timing began
+  std::map<std::string, std::optional<double>> ended;  // by name: others_cores once it was done
   std::vector<TimedBenchmark> benchmarks;
   // Rows that failed verification go to Google Benchmark's outputs too, as errors, in row order.
   std::vector<std::size_t> rows = timed_;
@@ -352,7 +352,8 @@ void Runner::time_rows() {
     started[pr.name] = std::make_shared<CpuTicks>();
     const CallCounters counters{results_.rows[k].flops,
                                 results_.rows[k].memory ? results_.rows[k].memory->io_bytes : 0};
-    const double slowdown = slowdown_ && dev == Device::cpu ? slowdown_->factor(pr.impl->name()) : 1.0;
+    const double slowdown =
+        slowdown_ && dev == Device::cpu ? slowdown_->factor(pr.impl->name()) : 1.0;
     auto body = [this, slot, prepare, k, dev, ts, warmed, counters, slowdown,
                  ticks = started[pr.name]](benchmark::State& st) {
       // An interrupt skips the rows not started yet. A row already started finishes its
@@ -416,14 +417,17 @@ void Runner::time_rows() {
   bs.progress = &err_;
   bs.stdout_report = &out_;
   const auto& ctx = results_.context;
-  for (const char* key : {"git_revision", "git_dirty", "config_name", "config_hash", "host", "cpu"}) {
+  for (const char* key :
+       {"git_revision", "git_dirty", "config_name", "config_hash", "host", "cpu"}) {
     if (const auto it = ctx.find(key); it != ctx.end())
-      bs.context.emplace_back(std::string("attnbench_") + key, it->is_string() ? it->get<std::string>() : it->dump());
+      bs.context.emplace_back(std::string("attnbench_") + key,
+                              it->is_string() ? it->get<std::string>() : it->dump());
   }
   bs.context.emplace_back("attnbench_device", device_name(ctx));
   if (slowdown_) bs.context.emplace_back("attnbench_test_slowdown", slowdown_->spec);
-  const bool any_cuda = std::any_of(timed_.begin(), timed_.end(),
-                                    [&](std::size_t k) { return plan_[k].impl->device() == Device::cuda; });
+  const bool any_cuda = std::any_of(timed_.begin(), timed_.end(), [&](std::size_t k) {
+    return plan_[k].impl->device() == Device::cuda;
+  });
   std::map<std::string, TimingOutcome> outcomes;
   {
     ProfilerCapture profiled(any_cuda && cuda_present_);  // profiler.hpp: the timing phase

@@ -48,7 +48,7 @@ std::vector<double> u_counts(std::size_t n, std::size_t m) {
     cur[0] = {1.0};
     for (std::size_t j = 1; j <= m; ++j) {
       std::vector<double> c(i * j + 1, 0.0);
-      const auto& up = prev[j];     // last is an a: (i - 1, j), U unchanged
+      const auto& up = prev[j];       // last is an a: (i - 1, j), U unchanged
       const auto& left = cur[j - 1];  // last is a b: (i, j - 1), U + i
       for (std::size_t u = 0; u < up.size(); ++u) c[u] += up[u];
       for (std::size_t u = 0; u < left.size(); ++u) c[u + i] += left[u];
@@ -91,26 +91,36 @@ double mann_whitney_min_p(std::size_t n, std::size_t m) {
 
 const char* to_string(Correction c) {
   switch (c) {
-    case Correction::holm: return "holm";
-    case Correction::bh: return "bh";
-    case Correction::none: return "none";
+    case Correction::holm:
+      return "holm";
+    case Correction::bh:
+      return "bh";
+    case Correction::none:
+      return "none";
   }
   return "?";
 }
 
 bool parse_correction(const std::string& s, Correction& out) {
-  if (s == "holm") out = Correction::holm;
-  else if (s == "bh" || s == "benjamini-hochberg") out = Correction::bh;
-  else if (s == "none") out = Correction::none;
-  else return false;
+  if (s == "holm")
+    out = Correction::holm;
+  else if (s == "bh" || s == "benjamini-hochberg")
+    out = Correction::bh;
+  else if (s == "none")
+    out = Correction::none;
+  else
+    return false;
   return true;
 }
 
 std::string describe(Correction c) {
   switch (c) {
-    case Correction::holm: return "Holm-Bonferroni (family-wise error rate)";
-    case Correction::bh: return "Benjamini-Hochberg (false discovery rate)";
-    case Correction::none: return "none (per-row level)";
+    case Correction::holm:
+      return "Holm-Bonferroni (family-wise error rate)";
+    case Correction::bh:
+      return "Benjamini-Hochberg (false discovery rate)";
+    case Correction::none:
+      return "none (per-row level)";
   }
   return "?";
 }
@@ -121,7 +131,8 @@ std::vector<double> adjust_p(const std::vector<double>& p, Correction c) {
   if (c == Correction::none || n == 0) return out;
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return p[x] < p[y]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t x, std::size_t y) { return p[x] < p[y]; });
   const double nn = static_cast<double>(n);
   if (c == Correction::holm) {
     double run = 0;

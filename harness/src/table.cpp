@@ -371,34 +371,20 @@ std::vector<TextTable> group_tables(const Group& g, const TableOptions& o) {
 
 void render_long(const std::vector<Group>& groups, std::ostream& out) {
   TextTable t;
-  t.header = {"pass",
-              "head_dim",
-              "causal",
-              "dtype",
-              "batch",
-              "heads_q",
-              "heads_kv",
-              "seq_q",
-              "seq_kv",
-              "case",
-              "impl",
-              "params",
-              "device",
-              "status",
-              "reason",
-              "median_ms",
-              "min_ms",
-              "cv",
-              "repetitions",
-              "tflops",
-              "baseline",
-              "speedup",
-              "io_mib",
-              "workspace_mib",
-              "peak_mib",
-              "footprint_reduction",
-              "peak_reduction",
-              "hbm_gb"};
+  t.header = {"pass",           "head_dim",
+              "causal",         "dtype",
+              "batch",          "heads_q",
+              "heads_kv",       "seq_q",
+              "seq_kv",         "case",
+              "impl",           "params",
+              "device",         "status",
+              "reason",         "median_ms",
+              "min_ms",         "cv",
+              "repetitions",    "tflops",
+              "baseline",       "speedup",
+              "io_mib",         "workspace_mib",
+              "peak_mib",       "footprint_reduction",
+              "peak_reduction", "hbm_gb"};
   auto num = [](double v) {
     if (!std::isfinite(v)) return std::string();
     char b[64];
@@ -470,7 +456,8 @@ std::string context_line(const ResultsFile& f, bool cpu_only) {
 
 int run_table(const TableOptions& o, std::ostream& out, std::ostream& err) {
   if (o.format != "markdown" && o.format != "csv" && o.format != "long" && o.format != "wide-csv") {
-    err << "attnbench table: --format must be markdown, csv, wide-csv or long, got \"" << o.format << "\"\n";
+    err << "attnbench table: --format must be markdown, csv, wide-csv or long, got \"" << o.format
+        << "\"\n";
     return 2;
   }
   if (o.metric != "tflops" && o.metric != "ms" && o.metric != "memory") {

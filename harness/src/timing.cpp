@@ -3,6 +3,8 @@
 // TimeStats.
 #include "attnbench/timing.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -13,8 +15,6 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
-
-#include <unistd.h>
 
 #ifdef ATTNBENCH_WITH_CUDA
 #include <cuda_runtime.h>
@@ -53,7 +53,8 @@ void set_counters(benchmark::State& st, const CallCounters& c, double seconds) {
   const double calls = static_cast<double>(st.iterations());
   if (!(seconds > 0) || !(calls > 0)) return;
   st.counters["TFLOP/s"] = benchmark::Counter(c.flops * calls / seconds / 1e12);
-  st.counters["bytes_per_second"] = benchmark::Counter(static_cast<double>(c.io_bytes) * calls / seconds);
+  st.counters["bytes_per_second"] =
+      benchmark::Counter(static_cast<double>(c.io_bytes) * calls / seconds);
   st.counters["io_bytes"] = benchmark::Counter(static_cast<double>(c.io_bytes));
 }
 
@@ -150,7 +151,8 @@ void stable_name(BRun& r) {
 // streams of the reporter it is given (this one) before the context: they are passed on then.
 class StableNames : public benchmark::BenchmarkReporter {
  public:
-  explicit StableNames(std::unique_ptr<benchmark::BenchmarkReporter> inner) : inner_(std::move(inner)) {}
+  explicit StableNames(std::unique_ptr<benchmark::BenchmarkReporter> inner)
+      : inner_(std::move(inner)) {}
   bool ReportContext(const Context& c) override {
     inner_->SetOutputStream(&GetOutputStream());
     inner_->SetErrorStream(&GetErrorStream());
@@ -168,20 +170,24 @@ class StableNames : public benchmark::BenchmarkReporter {
 };
 
 // Console output options: colour when the stream is a terminal, unless --benchmark_color says.
-benchmark::ConsoleReporter::OutputOptions console_options(const std::map<std::string, std::string>& flags, int fd) {
+benchmark::ConsoleReporter::OutputOptions console_options(
+    const std::map<std::string, std::string>& flags, int fd) {
   using CR = benchmark::ConsoleReporter;
   const auto color = flags.find("benchmark_color");
-  const bool colored = color == flags.end() || color->second == "auto" || color->second.empty()
-                           ? ::isatty(fd) != 0
-                           : color->second == "true" || color->second == "yes" || color->second == "1";
+  const bool colored =
+      color == flags.end() || color->second == "auto" || color->second.empty()
+          ? ::isatty(fd) != 0
+          : color->second == "true" || color->second == "yes" || color->second == "1";
   const auto tab = flags.find("benchmark_counters_tabular");
-  const bool tabular = tab != flags.end() && (tab->second.empty() || tab->second == "true" || tab->second == "1");
-  return static_cast<CR::OutputOptions>((colored ? CR::OO_Color : CR::OO_None) | (tabular ? CR::OO_Tabular : CR::OO_None));
+  const bool tabular =
+      tab != flags.end() && (tab->second.empty() || tab->second == "true" || tab->second == "1");
+  return static_cast<CR::OutputOptions>((colored ? CR::OO_Color : CR::OO_None) |
+                                        (tabular ? CR::OO_Tabular : CR::OO_None));
 }
 
 // Google Benchmark's reporter for a --benchmark_format / --benchmark_out_format value.
-std::unique_ptr<benchmark::BenchmarkReporter> reporter_for(const std::string& format,
-                                                           const std::map<std::string, std::string>& flags, int fd) {
+std::unique_ptr<benchmark::BenchmarkReporter> reporter_for(
+    const std::string& format, const std::map<std::string, std::string>& flags, int fd) {
   if (format == "json") return std::make_unique<benchmark::JSONReporter>();
   if (format == "csv") {
     // Deprecated by Google Benchmark, still what --benchmark_format=csv asks for.
@@ -190,7 +196,9 @@ std::unique_ptr<benchmark::BenchmarkReporter> reporter_for(const std::string& fo
     return std::make_unique<benchmark::CSVReporter>();
 #pragma GCC diagnostic pop
   }
-  if (format == "console") return std::make_unique<benchmark::ConsoleReporter>(fd < 0 ? benchmark::ConsoleReporter::OO_None : console_options(flags, fd));
+  if (format == "console")
+    return std::make_unique<benchmark::ConsoleReporter>(fd < 0 ? benchmark::ConsoleReporter::OO_None
+                                                               : console_options(flags, fd));
   throw std::runtime_error("--benchmark_format / --benchmark_out_format = " + format +
                            ": must be console, json or csv");
 }
@@ -208,7 +216,8 @@ class CollectingReporter : public benchmark::BenchmarkReporter {
  public:
   CollectingReporter(benchmark::BenchmarkReporter* console, std::ostream* console_stream,
                      benchmark::BenchmarkReporter* report, const std::set<std::string>& failed,
-                     std::map<std::string, Collected>& out, std::function<void(const std::string&)> on_done)
+                     std::map<std::string, Collected>& out,
+                     std::function<void(const std::string&)> on_done)
       : console_(console),
         console_stream_(console_stream),
         report_(report),
@@ -348,9 +357,8 @@ std::map<std::string, TimingOutcome> run_benchmarks(
     if (!tb.failed.empty()) {
       failed.insert(tb.name);
       const std::string why = tb.failed;
-      b = benchmark::RegisterBenchmark(tb.name.c_str(), [why](benchmark::State& st) {
-        st.SkipWithError(why.c_str());
-      });
+      b = benchmark::RegisterBenchmark(
+          tb.name.c_str(), [why](benchmark::State& st) { st.SkipWithError(why.c_str()); });
     } else {
       // Warm-up is the body's (CallTimer::warm_up) rather than MinWarmUpTime: Google Benchmark
       // 1.8.x can then give repetitions different iteration counts (a failed check in its debug
@@ -380,15 +388,18 @@ std::map<std::string, TimingOutcome> run_benchmarks(
   // With --benchmark_format the asked report is on stdout and the console lines are left out.
   const bool asked = settings.flags.count("benchmark_format") && settings.stdout_report;
   if (!settings.quiet && settings.progress && !asked) {
-    console = std::make_unique<benchmark::ConsoleReporter>(console_options(settings.flags, STDERR_FILENO));
+    console = std::make_unique<benchmark::ConsoleReporter>(
+        console_options(settings.flags, STDERR_FILENO));
   }
   if (asked) {
-    report = std::make_unique<StableNames>(reporter_for(flag(settings, "benchmark_format"), settings.flags, STDOUT_FILENO));
+    report = std::make_unique<StableNames>(
+        reporter_for(flag(settings, "benchmark_format"), settings.flags, STDOUT_FILENO));
     report->SetOutputStream(settings.stdout_report);
     report->SetErrorStream(settings.stdout_report);
   }
   if (!flag(settings, "benchmark_out").empty()) {
-    file = std::make_unique<StableNames>(reporter_for(flag(settings, "benchmark_out_format", "json"), settings.flags, -1));
+    file = std::make_unique<StableNames>(
+        reporter_for(flag(settings, "benchmark_out_format", "json"), settings.flags, -1));
   }
   CollectingReporter reporter(console.get(), settings.progress, report.get(), failed, collected,
                               [&](const std::string& name) {
@@ -419,9 +430,10 @@ nlohmann::ordered_json benchmark_library() {
     const std::string text = ss.str();
     const std::string key = "\"library_build_type\": \"";
     const auto at = text.find(key);
-    j["build_type"] = at == std::string::npos
-                          ? std::string("unknown")
-                          : text.substr(at + key.size(), text.find('"', at + key.size()) - at - key.size());
+    j["build_type"] =
+        at == std::string::npos
+            ? std::string("unknown")
+            : text.substr(at + key.size(), text.find('"', at + key.size()) - at - key.size());
     return j;
   }();
   return info;
@@ -495,12 +507,14 @@ std::optional<TestSlowdown> test_slowdown_from_env() {
     const double f = eq == std::string::npos ? 0 : std::strtod(rule.c_str() + eq + 1, &end);
     if (eq == std::string::npos || eq == 0 || end == rule.c_str() + eq + 1 || *end != '\0' ||
         !(f >= 1) || !std::isfinite(f)) {
-      throw std::runtime_error("ATTNBENCH_TEST_SLOWDOWN = " + t.spec + ": expected GLOB=FACTOR[,GLOB=FACTOR...] " +
+      throw std::runtime_error("ATTNBENCH_TEST_SLOWDOWN = " + t.spec +
+                               ": expected GLOB=FACTOR[,GLOB=FACTOR...] " +
                                "with factors >= 1 (e.g. '*=1.15'), got '" + rule + "'");
     }
     t.rules.emplace_back(rule.substr(0, eq), f);
   }
-  if (t.rules.empty()) throw std::runtime_error("ATTNBENCH_TEST_SLOWDOWN = " + t.spec + ": no rule");
+  if (t.rules.empty())
+    throw std::runtime_error("ATTNBENCH_TEST_SLOWDOWN = " + t.spec + ": no rule");
   return t;
 }
 

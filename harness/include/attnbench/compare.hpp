@@ -75,21 +75,21 @@ struct CompareOptions {
   double error_factor = 2.0;   // max_abs growth tolerated
   double alpha = 0.05;         // the level of the test, over all the rows (after the correction)
   Correction correction = Correction::holm;
-  bool only_changed = false;     // text: leave out the rows whose verdict is "ok"
-  std::string format = "text";   // text | json
-  std::string rerun;             // NEW's binary: re-measure the rows found slower
-  std::string rerun_base;        // BASE's binary: re-measure them on BASE's side too
+  bool only_changed = false;          // text: leave out the rows whose verdict is "ok"
+  std::string format = "text";        // text | json
+  std::string rerun;                  // NEW's binary: re-measure the rows found slower
+  std::string rerun_base;             // BASE's binary: re-measure them on BASE's side too
   std::string rerun_rows = "slower";  // which rows the rerun measures: slower | suspect | all
-  int rerun_rounds = 4;          // measurements per side of each rerun row, alternating
-  int rerun_repetitions = 5;     // repetitions of each of those measurements
+  int rerun_rounds = 4;               // measurements per side of each rerun row, alternating
+  int rerun_repetitions = 5;          // repetitions of each of those measurements
 };
 
 // What compare found, for callers that want more than the printed report.
 struct CompareSummary {
   int matched = 0, regressed = 0, improved = 0, missing = 0, added = 0;
-  int tested = 0;       // rows decided by the test (the family of the correction)
-  int spread_rule = 0;  // timed rows decided by the spread rule (too few samples)
-  int rerun = 0, confirmed = 0;  // rows measured again, and those still slower
+  int tested = 0;                     // rows decided by the test (the family of the correction)
+  int spread_rule = 0;                // timed rows decided by the spread rule (too few samples)
+  int rerun = 0, confirmed = 0;       // rows measured again, and those still slower
   std::vector<std::string> warnings;  // context differences, without the "WARNING: " prefix
   int exit_code() const { return regressed > 0 ? 1 : 0; }
 };

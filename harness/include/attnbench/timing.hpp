@@ -24,12 +24,11 @@
 #include <functional>
 #include <iosfwd>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "attnbench/config.hpp"
 #include "attnbench/execute.hpp"
@@ -87,8 +86,8 @@ struct BenchmarkSettings {
   // over the rows' settings (benchmark_repetitions, benchmark_min_time); benchmark_out and
   // benchmark_out_format choose the file report, benchmark_format the report on stdout.
   std::map<std::string, std::string> flags;
-  bool quiet = false;                 // no console lines on the progress stream
-  std::ostream* progress = nullptr;   // where the console lines go (stderr); null: none
+  bool quiet = false;                     // no console lines on the progress stream
+  std::ostream* progress = nullptr;       // where the console lines go (stderr); null: none
   std::ostream* stdout_report = nullptr;  // with benchmark_format: where that report goes
   // Added to Google Benchmark's context (AddCustomContext), e.g. git_revision, config_hash.
   std::vector<std::pair<std::string, std::string>> context;

@@ -30,7 +30,8 @@ struct Validated {
 // Throws what the implementation or the buffers throw (OutOfMemory when they cannot be allocated).
 Validated validation_call(const Implementation& impl, const Problem& p, Pass pass,
                           const Options& opts, const CaseInputs& in, const Reference& ref,
-                          const std::string& range, bool measure_peak = false, bool capture = false);
+                          const std::string& range, bool measure_peak = false,
+                          bool capture = false);
 
 // The verification rule's baseline: the validation call of the same device's naive 3-pass on
 // the case (NVTX range "<its call range>:baseline"). Null, with why in note, when there is none,
