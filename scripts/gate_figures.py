@@ -225,7 +225,9 @@ def main():
         text = (f"{m['test']}, {m['correction']} at alpha {m['alpha']} over the rows tested, and new/base "
                 f"above {1 + m['threshold']:.2f}")
         if m.get("rerun"):
-            text += (f"; rerun of the {m.get('rerun_rows') or 'slower'} rows, {m['rerun_rounds']} rounds x "
+            which = {"all": "every timed row", "suspect": "the rows above the threshold"}.get(
+                m.get("rerun_rows"), "the rows found slower")
+            text += (f"; rerun of {which}, {m['rerun_rounds']} rounds x "
                      f"{m['rerun_repetitions']} repetitions per side" +
                      (", BASE and NEW alternating" if m.get("rerun_base") else ", NEW only"))
         lines.append(f"- method ({v}): {text}")
