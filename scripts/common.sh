@@ -2,7 +2,8 @@
 # Usage: attn_setup [build-dir]   (sets ATTN_BUILD)
 set -euo pipefail
 ATTN_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-ATTN_DEBS=(cmake g++ make libeigen3-dev libcli11-dev nlohmann-json3-dev libbenchmark-dev libgtest-dev python3)
+ATTN_DEBS=(cmake g++ make libeigen3-dev libcli11-dev nlohmann-json3-dev libbenchmark-dev libgtest-dev python3
+           libbenchmark-tools python3-scipy)  # the last two: Google Benchmark's compare.py, for test_gbench_interop
 
 attn_log() { printf '[attnbench] %s\n' "$*" >&2; }
 

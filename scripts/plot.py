@@ -3,16 +3,19 @@
 
     python3 scripts/plot.py RESULTS.json --out DIR [--baseline IMPL] [--impl GLOB ...] [--stem NAME]
 
-For each pass (fwd, bwd, fwd_bwd) and dtype it writes, into DIR:
-  <stem>_<pass>_<dtype>_tflops.png   grouped bars of TFLOP/s per case (sequence length), one panel
+For each pass (fwd, bwd, fwd_bwd) and dtype it writes, into DIR, each as .png and .svg:
+  <stem>_<pass>_<dtype>_tflops       grouped bars of TFLOP/s per case (sequence length), one panel
                                      per head_dim x causal, one bar per implementation;
-  <stem>_<pass>_<dtype>_speedup.png  speedup over the baseline (its median time / the impl's) per case;
-  <stem>_<pass>_<dtype>_memory.png   memory reduction over the baseline: footprint (inputs + outputs
+  <stem>_<pass>_<dtype>_speedup      speedup over the baseline (its median time / the impl's) per case;
+  <stem>_<pass>_<dtype>_memory       memory reduction over the baseline: footprint (inputs + outputs
                                      + workspace, solid) and measured peak (dashed, when measured).
+Every implementation has the same colour in every figure, whatever file it comes from (COLORS; an
+unlisted name gets one from a hash of the name, variants with params a hatch or line style of
+it), and the legend sits outside the panels, below them, so it never covers a bar or a line.
 The baseline defaults to cuda.standard_cublas, else cpu.naive_3pass (the FA3 grid's figures use
 --baseline fa4.flash_attn: speedup over FA4). --impl keeps the rows whose implementation (or its
 label with params, e.g. "fa4.flash_attn [deterministic=1]") matches one of the globs; --stem
-replaces the results file's name in the PNG names. Skipped and failed rows get no bar and a
+replaces the results file's name in the figure names. Skipped and failed rows get no bar and a
 "skip"/"FAIL" mark. Exit codes: 0 written, 2 bad input or matplotlib missing.
 """
 import argparse
@@ -20,6 +23,7 @@ import fnmatch
 import math
 import os
 import sys
+import zlib
 
 if not __package__:  # run as a file: the repository root on the path, for the `scripts` package
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -29,6 +33,57 @@ from scripts.results_io import load_results  # noqa: E402
 DEFAULT_BASELINES = ("cuda.standard_cublas", "cpu.naive_3pass")
 PASS_ORDER = {"fwd": 0, "bwd": 1, "fwd_bwd": 2}
 MIB = 1024.0 * 1024.0
+
+
+# One colour per implementation, the same in every figure: the families share a hue family
+# (ours in blues and greens, the CUDA baselines in greys and browns, the peers in warm colours).
+COLORS = {
+    "cuda.flash_fwd_mma": "#1f77b4", "cuda.flash_bwd_mma": "#1f77b4",
+    "cuda.flash_fwd_wgmma": "#17becf", "cuda.flash_bwd_wgmma": "#17becf",
+    "cuda.flash_fwd": "#2ca02c", "cuda.flash_bwd": "#2ca02c",
+    "cuda.online_2pass": "#bcbd22", "cuda.naive_3pass": "#7f7f7f",
+    "cuda.standard_cublas": "#8c564b", "cuda.cudnn_sdpa": "#9467bd",
+    "cpu.flash_1pass": "#1f77b4", "cpu.flash_backward": "#17becf",
+    "cpu.online_2pass": "#2ca02c", "cpu.naive_3pass": "#7f7f7f",
+    "torch.sdpa_flash": "#d62728", "torch.sdpa_efficient": "#ff7f0e",
+    "torch.sdpa_cudnn": "#e377c2", "torch.sdpa_math": "#c49c94",
+    "fa4.flash_attn": "#ff9896",
+}
+FALLBACK = ("#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#f7b6d2", "#dbdb8d", "#9edae5",
+            "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
+HATCHES = ("", "//", "..", "xx", "\\\\", "++")
+LINESTYLES = ("-", "-.", ":", (0, (5, 1)))
+
+
+def color_of(impl):
+    return COLORS.get(impl) or FALLBACK[zlib.crc32(impl.encode()) % len(FALLBACK)]
+
+
+def styles_of(rows):
+    """label -> (colour, variant index): the colour of the implementation, and the label's place
+    among the labels (params variants) of the same implementation in these rows."""
+    out, seen = {}, {}
+    for r in rows:
+        label = impl_label(r)
+        if label not in out:
+            out[label] = (color_of(r["impl"]), seen.setdefault(r["impl"], []).__len__())
+            seen[r["impl"]].append(label)
+    return out
+
+
+def save(fig, path):
+    """The figure as path (.png) and beside it as .svg; returns both paths."""
+    svg = os.path.splitext(path)[0] + ".svg"
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    fig.savefig(svg, bbox_inches="tight")
+    return [path, svg]
+
+
+def outside_legend(fig, handles, labels):
+    """One legend for the figure, below the panels."""
+    if handles:
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), fontsize=8,
+                   ncol=min(4, len(labels)), frameon=False)
 
 
 def fail(msg):
@@ -169,6 +224,7 @@ def grid(plt, n):
 def bars(plt, rows, colors, title, path):
     panels = panels_of(rows)
     fig, axes = grid(plt, len(panels))
+    shown = []
     for ax, (key, prs) in zip(axes, panels.items()):
         cases = {}
         for r in prs:
@@ -190,27 +246,31 @@ def bars(plt, rows, colors, title, path):
                 v = tflops(r) if r else None
                 if v is not None:
                     v *= scale
-                    ax.bar(xpos, v, width, color=colors[label])
+                    ax.bar(xpos, v, width, color=colors[label][0], hatch=HATCHES[colors[label][1] % len(HATCHES)],
+                           edgecolor="white" if colors[label][1] else None)
                     ax.text(xpos, v, f"{v:.0f}" if v >= 10 else f"{v:.3g}", ha="center", va="bottom",
                             fontsize=6, rotation=90 if len(labels) > 3 else 0)
                 elif r is not None:
                     mark = "skip" if r["status"] == "skip" else "FAIL" if r["status"] == "fail" else "-"
                     ax.text(xpos, top * 0.02, mark, ha="center", va="bottom", fontsize=6, rotation=90,
                             color="firebrick" if mark == "FAIL" else "gray")
-        # One legend entry per implementation, even when its first case was skipped.
-        handles = [plt.Rectangle((0, 0), 1, 1, color=colors[l]) for l in labels]
-        # Above the bars (the y range leaves room), in rows of up to 3: never over a bar.
-        ax.legend(handles, labels, fontsize=7, loc="upper center", ncol=min(3, len(labels)))
+        shown += [l for l in labels if l not in shown]
         ax.set_xticks(range(len(order)), ticks, fontsize=8)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(unit)
-        ax.set_ylim(0, top * (1.25 + 0.12 * math.ceil(len(labels) / 3)))
+        ax.set_ylim(0, top * 1.15)
         ax.set_title(panel_title(key), fontsize=10)
         ax.grid(axis="y", alpha=0.3)
+    # One entry per implementation of any panel, even when its first case was skipped: outside
+    # the panels, so never over a bar.
+    handles = [plt.Rectangle((0, 0), 1, 1, facecolor=colors[l][0], hatch=HATCHES[colors[l][1] % len(HATCHES)],
+                             edgecolor="white" if colors[l][1] else colors[l][0]) for l in shown]
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    outside_legend(fig, handles, shown)
+    written = save(fig, path)
     plt.close(fig)
+    return written
 
 
 def lines(plt, rows, colors, baseline, title, ylabel, value, path):
@@ -235,7 +295,9 @@ def lines(plt, rows, colors, baseline, title, ylabel, value, path):
                     ys[x] = v if v is not None and math.isfinite(v) else math.nan
             for style, ys in series.items():
                 if any(math.isfinite(y) for y in ys):
-                    ax.plot(range(len(order)), ys, style[0], color=colors[label], marker=style[2],
+                    variant = colors[label][1]
+                    ls = style[0] if not variant else LINESTYLES[variant % len(LINESTYLES)]
+                    ax.plot(range(len(order)), ys, linestyle=ls, color=colors[label][0], marker=style[2],
                             markersize=5, label=label + style[1])
                     drawn = True
         # Say why a case has no point when the baseline itself has no value there.
@@ -253,14 +315,19 @@ def lines(plt, rows, colors, baseline, title, ylabel, value, path):
         ax.set_ylabel(ylabel)
         ax.set_title(panel_title(key), fontsize=10)
         ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7, loc="best")
+    # Every panel's entries once, outside the panels.
+    handles, labels = [], []
+    for ax in axes:
+        for h, l in zip(*ax.get_legend_handles_labels()):
+            if l not in labels:
+                handles.append(h)
+                labels.append(l)
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
-    if drawn:
-        fig.savefig(path, dpi=100)
+    outside_legend(fig, handles, labels)
+    written = save(fig, path) if drawn else []
     plt.close(fig)
-    return drawn
+    return written
 
 
 def speedup_value(b, r):
@@ -278,9 +345,9 @@ def memory_value(b, r):
 
 
 def main():
-    ap = argparse.ArgumentParser(description="Plot an attnbench results file as PNG figures.")
+    ap = argparse.ArgumentParser(description="Plot an attnbench results file as PNG and SVG figures.")
     ap.add_argument("results", help="results JSON written by `attnbench run`")
-    ap.add_argument("--out", required=True, help="folder for the PNG files (created if needed)")
+    ap.add_argument("--out", required=True, help="folder for the PNG and SVG files (created if needed)")
     ap.add_argument("--baseline", default="",
                     help="implementation the speedup and memory figures divide by "
                          "(default: cuda.standard_cublas, else cpu.naive_3pass)")
@@ -311,11 +378,8 @@ def main():
     stem = args.stem or os.path.splitext(os.path.basename(args.results))[0]
     device = device_title(res)
 
-    # One colour per implementation across every figure.
-    palette = plt.get_cmap("tab10").colors + plt.get_cmap("Dark2").colors
-    colors = {}
-    for r in rows:
-        colors.setdefault(impl_label(r), palette[len(colors) % len(palette)])
+    # One colour per implementation across every figure (COLORS).
+    colors = styles_of(rows)
 
     groups = {}
     for r in rows:
@@ -325,19 +389,16 @@ def main():
         base = f"{stem}_{pas}_{dtype}"
         what = f"{pas} {dtype}"
         path = os.path.join(args.out, base + "_tflops.png")
-        bars(plt, grs, colors, f"Attention {what}: throughput on {device}", path)
-        written.append(path)
+        written += bars(plt, grs, colors, f"Attention {what}: throughput on {device}", path)
         baseline = pick_baseline(grs, args.baseline)
         if baseline is None:
             continue
         path = os.path.join(args.out, base + "_speedup.png")
-        if lines(plt, grs, colors, baseline, f"Attention {what}: speedup over {baseline} on {device}",
-                 f"speedup over {baseline} (×)", speedup_value, path):
-            written.append(path)
+        written += lines(plt, grs, colors, baseline, f"Attention {what}: speedup over {baseline} on {device}",
+                         f"speedup over {baseline} (×)", speedup_value, path)
         path = os.path.join(args.out, base + "_memory.png")
-        if lines(plt, grs, colors, baseline, f"Attention {what}: memory reduction vs {baseline} on {device}",
-                 f"memory of {baseline} / impl (×)", memory_value, path):
-            written.append(path)
+        written += lines(plt, grs, colors, baseline, f"Attention {what}: memory reduction vs {baseline} on {device}",
+                         f"memory of {baseline} / impl (×)", memory_value, path)
     if args.baseline and not any(r["impl"] == args.baseline or impl_label(r) == args.baseline for r in rows):
         print(f"plot.py: warning: baseline {args.baseline} has no rows; no speedup or memory figures",
               file=sys.stderr)

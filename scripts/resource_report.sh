@@ -8,21 +8,25 @@
 # architecture, into a temporary directory, and prints one row per kernel:
 #   arch  regs  spill_st  spill_ld  stack  smem  file  kernel
 # (smem: static shared memory only; the mma kernels size theirs at launch, see their traits).
-# --fail-on-spill: exit 1 if any kernel spills (a check for CI). Rows go to stdout sorted by file,
-# kernel and arch; compile errors go to stderr and make the script fail.
+# --fail-on-spill: exit 1 if any kernel spills (a check for CI). --unique-names: exit 1 if two
+# files define kernels of the same name (namespaces and template arguments aside: the name ncu and
+# nsys show), so that every implementation's kernels can be told apart in a profile. Rows go to
+# stdout sorted by file, kernel and arch; compile errors go to stderr and make the script fail.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 archs="sm_90a sm_80"
 jobs=2
 fail_on_spill=0
+unique_names=0
 files=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     -a|--arch) archs="$2"; shift 2 ;;
     -j|--jobs) jobs="$2"; shift 2 ;;
     --fail-on-spill) fail_on_spill=1; shift ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --unique-names) unique_names=1; shift ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) files+=("$1"); shift ;;
   esac
 done
@@ -77,4 +81,18 @@ printf '%s\n' "${pairs[@]}" | xargs -P "$jobs" -L 1 bash -c 'compile "$0" "$1"'
 if [[ $fail_on_spill -eq 1 ]] && cat "$tmp"/*.rows | awk -F'\t' '$3 > 0 || $4 > 0 { bad = 1 } END { exit !bad }'; then
   echo "resource_report: some kernels spill" >&2
   exit 1
+fi
+if [[ $unique_names -eq 1 ]]; then
+  # The kernel's own name: the demangled signature without return type, namespaces, template
+  # arguments and parameters ("void attn_mma::(anonymous namespace)::flash_fwd_mma_kernel<...>(...)").
+  dups="$(cat "$tmp"/*.rows | demangle | awk -F'\t' '{
+      n = $8; sub(/^void /, "", n); gsub(/\(anonymous namespace\)::/, "", n); sub(/[<(].*/, "", n); sub(/.*::/, "", n)
+      if (!((n, $7) in seen)) { seen[n, $7] = 1; files[n] = files[n] " " $7; count[n]++ }
+    } END { for (n in count) if (count[n] > 1) print n ":" files[n] }')"
+  if [[ -n "$dups" ]]; then
+    echo "resource_report: kernel names defined in more than one file:" >&2
+    echo "$dups" >&2
+    exit 1
+  fi
+  echo "resource_report: every kernel name belongs to one file" >&2
 fi

@@ -356,6 +356,151 @@ TEST_F(Compare, BadInputExitsTwo) {
       << r.err;
 }
 
+// ---- The test over many rows (rows with time.samples_ms) --------------------------------------
+
+// n samples around median_ms: median * (1 + spread * k / n) for k = -n/2 .. n/2, shuffled by a
+// fixed stride so that they are not sorted.
+json with_samples(json r, int n, double spread, double scale = 1.0) {
+  const double m = r["time"]["median_ms"].get<double>() * scale;
+  json s = json::array();
+  for (int i = 0; i < n; ++i) {
+    const int k = (i * 7) % n - n / 2;
+    s.push_back(m * (1 + spread * k / n));
+  }
+  r["time"]["samples_ms"] = s;
+  r["time"]["median_ms"] = m;
+  r["time"]["min_ms"] = m * (1 - spread / 2);
+  r["time"]["mean_ms"] = m;
+  r["time"]["repetitions"] = n;
+  return r;
+}
+
+json sampled(double scale_of_row3 = 1.0, int n = 10, double spread = 0.02) {
+  json j = two_impls();
+  for (std::size_t i = 0; i < j["rows"].size(); ++i)
+    j["rows"][i] = with_samples(j["rows"][i], n, spread, i == 3 ? scale_of_row3 : 1.0);
+  return j;
+}
+
+TEST_F(Compare, SamplesAreTestedAndTheMethodIsPrinted) {
+  const Outcome same = run(sampled(), sampled());
+  EXPECT_EQ(same.code, 0) << same.out;
+  EXPECT_NE(
+      same.out.find("method: one-sided Mann-Whitney U on each row's repetitions (time.samples_ms), "
+                    "Holm-Bonferroni (family-wise error rate) at alpha 0.050 over 6 rows, and "
+                    "new/base above 1.050"),
+      std::string::npos)
+      << same.out;
+  EXPECT_EQ(same.out.find("spread rule"), std::string::npos) << same.out;
+
+  // 10% slower, every sample: significant after Holm over 6 rows (p = 6 / C(20, 10)).
+  const Outcome slow = run(sampled(), sampled(1.10));
+  EXPECT_EQ(slow.code, 1) << slow.out;
+  EXPECT_NE(slow.out.find("REGRESSED: slower x1.100"), std::string::npos) << slow.out;
+  EXPECT_NE(slow.out.find("| 3e-05 |"), std::string::npos) << slow.out;   // the adjusted p
+  EXPECT_NE(slow.out.find(" 1.0/1.0 |"), std::string::npos) << slow.out;  // the noise column (cv %)
+}
+
+TEST_F(Compare, ASlowdownInsideTheSamplesSpreadIsNotSignificant) {
+  // 10% slower medians, but each run's samples spread over +-40%: the U test cannot tell.
+  const Outcome r = run(sampled(1.0, 10, 0.8), sampled(1.10, 10, 0.8));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("ok (slower, within noise)"), std::string::npos) << r.out;
+}
+
+TEST_F(Compare, TheCorrectionHoldsOverManyRows) {
+  // 40 rows, each new run's samples a little above the base's: p = 0.0074 per row, significant
+  // alone, not after Holm over 40 rows (0.30). Benjamini-Hochberg, which bounds the share of false
+  // discoveries rather than the chance of any, flags all 40: forty such rows together are strong
+  // evidence. The threshold (new/base 1.19) is passed.
+  json base = results(json::array()), next = results(json::array());
+  for (int i = 0; i < 40; ++i) {
+    json b = row(64 * (i + 1), "cpu.naive_3pass", 1.0);
+    json n = b;
+    b["time"]["samples_ms"] = {1.0, 1.2, 0.9, 1.1, 1.05, 0.95, 1.3, 1.02};
+    n["time"]["samples_ms"] = {1.11, 1.25, 1.4, 1.22, 1.15, 1.5, 1.06, 1.33};
+    b["time"]["median_ms"] = 1.035;
+    n["time"]["median_ms"] = 1.235;
+    base["rows"].push_back(b);
+    next["rows"].push_back(n);
+  }
+  const Outcome holm = run(base, next);
+  EXPECT_EQ(holm.code, 0) << holm.out;
+  EXPECT_NE(holm.out.find("| 0.295 |"), std::string::npos) << holm.out;  // 40 x 0.0074
+  CompareOptions o;
+  o.correction = Correction::bh;
+  EXPECT_EQ(run(base, next, o).code, 1);
+  o.correction = Correction::none;
+  const Outcome r = run(base, next, o);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("40 regressed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("none (per-row level)"), std::string::npos) << r.out;
+}
+
+TEST_F(Compare, TooFewSamplesFallBackToTheSpreadRule) {
+  // 3 against 3 repetitions cannot reach 0.05 / 6: the spread rule decides, and says so.
+  const Outcome r = run(sampled(1.0, 3), sampled(1.2, 3));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("6 rows by the spread rule"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("REGRESSED: slower x1.200"), std::string::npos) << r.out;
+}
+
+TEST_F(Compare, OnlyChangedAndJson) {
+  CompareOptions o;
+  o.only_changed = true;
+  Outcome r = run(sampled(), sampled(1.10), o);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("cuda.flash_fwd"), std::string::npos) << r.out;  // row 3, the slower one
+  EXPECT_EQ(r.out.find("cuda.standard_cublas"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("5 rows with verdict ok not shown"), std::string::npos) << r.out;
+
+  o = {};
+  o.format = "json";
+  r = run(sampled(), sampled(1.10), o);
+  EXPECT_EQ(r.code, 1);
+  const json j = json::parse(r.out);  // nothing but the JSON object
+  EXPECT_EQ(j["schema"], "attnbench.compare/1");
+  EXPECT_EQ(j["method"]["correction"], "holm");
+  EXPECT_EQ(j["method"]["tested"], 6);
+  EXPECT_EQ(j["rows"].size(), 6u);
+  EXPECT_EQ(j["rows"][3]["verdict"], "regressed");
+  EXPECT_EQ(j["rows"][3]["rule"], "u-test");
+  EXPECT_NEAR(j["rows"][3]["ratio"].get<double>(), 1.1, 1e-9);
+  EXPECT_EQ(j["rows"][0]["verdict"], "ok");
+  EXPECT_EQ(j["summary"]["regressed"], 1);
+  EXPECT_EQ(j["summary"]["exit_code"], 1);
+}
+
+TEST_F(Compare, TimingContextDifferencesWarn) {
+  json base = two_impls(), next = two_impls();
+  base["context"]["host"] = "a";
+  next["context"]["host"] = "b";
+  base["context"]["cpu_cores"] = 2;
+  next["context"]["cpu_cores"] = 2;
+  base["context"]["load_average"] = {0.2, 0.3, 0.4};
+  next["context"]["load_average"] = {3.5, 2.0, 1.0};
+  base["context"]["benchmark_library"] = {{"version", "1.7.1"}, {"build_type", "debug"}};
+  next["context"]["benchmark_library"] = {{"version", "1.8.3"}, {"build_type", "release"}};
+  next["context"]["test_slowdown"] = "*=1.15";
+  const Outcome r = run(base, next);
+  EXPECT_NE(r.out.find("WARNING: host differs: BASE \"a\" vs NEW \"b\""), std::string::npos)
+      << r.out;
+  EXPECT_NE(
+      r.out.find("WARNING: load average differs: BASE 0.20 at the start, NEW 3.50 at the start"),
+      std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("WARNING: NEW ran on a busy machine: load average 3.50"), std::string::npos)
+      << r.out;
+  EXPECT_NE(
+      r.out.find(
+          "WARNING: Google Benchmark library build differs: BASE \"debug\" vs NEW \"release\""),
+      std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("WARNING: test slowdown (ATTNBENCH_TEST_SLOWDOWN) differs"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST_F(Compare, BadOptionsExitTwo) {
   CompareOptions o;
   o.threshold = -0.1;
@@ -363,6 +508,25 @@ TEST_F(Compare, BadOptionsExitTwo) {
   o = {};
   o.error_factor = 0.5;
   EXPECT_EQ(run(two_impls(), two_impls(), o).code, 2);
+  o = {};
+  o.alpha = 1.5;
+  EXPECT_EQ(run(two_impls(), two_impls(), o).code, 2);
+  o = {};
+  o.format = "yaml";
+  EXPECT_EQ(run(two_impls(), two_impls(), o).code, 2);
+  o = {};
+  o.rerun_rows = "some";
+  EXPECT_EQ(run(two_impls(), two_impls(), o).code, 2);
+  o = {};
+  o.rerun_base = "/bin/true";  // without --rerun
+  EXPECT_EQ(run(two_impls(), two_impls(), o).code, 2);
+  o = {};
+  o.rerun = "/does/not/exist";
+  json slower = sampled(1.10);
+  slower["context"]["config"] = {{"name", "x"}};
+  const Outcome r = run(sampled(), slower, o);  // a row to rerun, and no binary
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("is not an executable file"), std::string::npos) << r.err;
 }
 
 }  // namespace

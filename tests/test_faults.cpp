@@ -6,7 +6,9 @@
 // complete=false and exit code 130 (or no file), never a torn one; SIGKILL at any point leaves a
 // valid file or none. Every input the config fuzzer found is refused by the CLI with exit code 2.
 // The planted implementations are in tests/planted/.
+#include <benchmark/benchmark.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -23,14 +25,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "attnbench/config.hpp"
 #include "attnbench/context.hpp"
@@ -237,6 +238,55 @@ TEST_F(Faults, CpuFaultsAreRowsAndTheRunGoesOn) {
   }
   EXPECT_EQ(j["summary"]["skip"], 4);
   EXPECT_EQ(j["summary"]["fail"], 2 * 5);
+}
+
+// Google Benchmark's report (--benchmark_out) lists the rows that failed verification too, as
+// errors with the verdict, beside the timed ones: a failure does not look like a row left out.
+TEST_F(Faults, FailedRowsAreErrorsInGoogleBenchmarksReport) {
+  const std::string gb = path("gb.json");
+  const std::string flag = "--benchmark_out=" + gb;
+  char prog[] = "test_faults";
+  std::vector<char*> argv{prog, const_cast<char*>(flag.c_str()), nullptr};
+  int argc = 2;
+  benchmark::Initialize(&argc, argv.data());
+  const ConfigResult parsed =
+      parse_config(R"({"name": "faults", "implementations": ["cpu.naive_3pass",
+      "cpu.planted_nan", "cpu.planted_throws_timed"], "passes": ["fwd"], "verify": {"mode": "full"},
+      "timing": {"min_time_s": 0.001, "repetitions": 2, "warmup_s": 0},
+      "problem": {"heads_q": 2, "seq": 16, "head_dim": 16, "dtype": "f32"}})");
+  ASSERT_TRUE(std::holds_alternative<Config>(parsed));
+  RunOptions ro;
+  ro.out_path = path("r.json");
+  ro.quiet = true;
+  ro.benchmark_flags = {{"benchmark_out", gb}};
+  std::ostringstream o, e;
+  EXPECT_EQ(run_config(std::get<Config>(parsed), ro, o, e), 1);
+  // Back to no file report for the tests after this one.
+  std::string none = "--benchmark_out=";
+  argv = {prog, none.data(), nullptr};
+  argc = 2;
+  benchmark::Initialize(&argc, argv.data());
+
+  std::ifstream in(gb);
+  const json j = json::parse(in);
+  std::map<std::string, json> by_name;
+  for (const auto& b : j["benchmarks"]) by_name.emplace(b["name"].get<std::string>(), b);
+  const std::string c = ":b1_hq2_hkv2_sq16_skv16_d16_f32:fwd";
+  ASSERT_TRUE(by_name.count("cpu.planted_nan" + c)) << j.dump(1);
+  const json& nan = by_name.at("cpu.planted_nan" + c);
+  EXPECT_EQ(nan["error_occurred"], true);
+  EXPECT_EQ(
+      nan["error_message"].get<std::string>().rfind("verification failed: O: 1 element(s) NaN", 0),
+      0u)
+      << nan.dump();
+  const json& timed = by_name.at("cpu.planted_throws_timed" + c);
+  EXPECT_EQ(timed["error_occurred"], true);
+  EXPECT_NE(timed["error_message"].get<std::string>().find("planted: timed call threw on purpose"),
+            std::string::npos);
+  const json& ok = by_name.at("cpu.naive_3pass" + c + "_median");
+  EXPECT_FALSE(ok.contains("error_occurred"));
+  EXPECT_EQ(ok["time_unit"], "ns");
+  EXPECT_EQ(j["context"]["attnbench_config_name"], "faults");
 }
 
 // An option value the implementation cannot run at this problem (a tile too large for shared
@@ -631,7 +681,7 @@ TEST_F(Faults, SigkillDuringTimingKeepsTheRowsTimedSoFar) {
   fs::remove(out);
   Child c({"run", cfg, "--out", out});
   // Google Benchmark prints a row's aggregates when its repetitions are done; the third row:
-  ASSERT_TRUE(c.wait_for("b1_hq4_hkv4_sq784_skv784_d64_f32:fwd/", std::chrono::seconds(240)))
+  ASSERT_TRUE(c.wait_for("b1_hq4_hkv4_sq784_skv784_d64_f32:fwd_median", std::chrono::seconds(240)))
       << c.output();
   c.pump_for(std::chrono::milliseconds(300));
   c.signal(SIGKILL);

@@ -48,7 +48,7 @@ ResultRow full_row() {
   o.ok = false;
   o.why = "5 element(s) NaN";
   r.outputs = {o};
-  r.time = TimeStats{1.5, 1.25, 1.625, 0.0625, 5, 20, true};
+  r.time = TimeStats{1.5, 1.25, 1.625, 0.0625, 5, 20, true, {1.5, 1.25, 1.75, 1.5, 1.625}, 0.5};
   r.memory = MemoryStats{1 << 20, 4096, std::nullopt, "VmHWM-reset"};
   return r;
 }
@@ -86,6 +86,8 @@ TEST(Results, WrittenAndReadBackIsTheSameFile) {
   EXPECT_EQ(r.outputs[0].naive_nonfinite, 3);
   EXPECT_FALSE(r.memory->peak_bytes.has_value());
   EXPECT_DOUBLE_EQ(*r.tflops(), r.flops / 1.5e-3 / 1e12);
+  EXPECT_EQ(r.time->samples_ms, (std::vector<double>{1.5, 1.25, 1.75, 1.5, 1.625}));
+  EXPECT_EQ(r.time->others_cores, 0.5);
   EXPECT_FALSE(back.rows[1].verified);
   EXPECT_FALSE(back.rows[1].time.has_value());
 }
@@ -111,6 +113,10 @@ TEST(Results, StrictReaderNamesThePath) {
             "f.json: $.rows[0].pass: \"both\" is not one of fwd, bwd, fwd_bwd");
   EXPECT_EQ(message("/rows/0/time/median_ms", -1),
             "f.json: $.rows[0].time.median_ms: expected a time >= 0, got -1");
+  EXPECT_EQ(message("/rows/0/time/samples_ms/2", "slow"),
+            "f.json: $.rows[0].time.samples_ms[2]: expected a time >= 0, got \"slow\"");
+  EXPECT_EQ(message("/rows/0/time/samples_ms", 3),
+            "f.json: $.rows[0].time.samples_ms: expected an array, got 3");
   EXPECT_EQ(message("/schema", "attnbench.results/0"),
             "f.json: $.schema: \"attnbench.results/0\" is not supported (expected "
             "\"attnbench.results/1\")");

@@ -465,6 +465,173 @@ TEST_F(E2E, ListAndHelp) {
   EXPECT_NE(top.output.find("Examples:"), std::string::npos);
 }
 
+// stdout alone (stderr to /dev/null).
+std::string stdout_of(const std::string& args) {
+  std::string out;
+  FILE* f = ::popen((std::string(ATTNBENCH_EXE) + " " + args + " 2>/dev/null").c_str(), "r");
+  if (!f) return out;
+  std::array<char, 4096> buf{};
+  std::size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) out.append(buf.data(), n);
+  ::pclose(f);
+  return out;
+}
+
+TEST_F(E2E, SweepFromTheCommandLineAndFnmatchImplGlobs) {
+  const std::string out = path("sweep.json");
+  const CliResult r = run_cli(
+      "run --seq 16,24 --head-dim 8,16 --causal both --dtype f32 --heads-q 2 "
+      "--impl 'cpu.[n]*' --pass fwd --quiet --benchmark_min_time=0.001 --out " +
+      out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const nlohmann::json j = read_results_json(out);
+  ASSERT_EQ(j["rows"].size(), 8u) << "2 seq x 2 head_dim x 2 causal, cpu.naive_3pass only";
+  std::set<std::string> cases;
+  for (const auto& row : j["rows"]) {
+    EXPECT_EQ(row["impl"], "cpu.naive_3pass");
+    cases.insert(row["case"].get<std::string>());
+  }
+  EXPECT_EQ(cases.size(), 8u);
+  EXPECT_TRUE(cases.count("b1_hq2_hkv2_sq24_skv24_d16_causal_f32"));
+  EXPECT_EQ(j["context"]["config"]["sweep"]["product"].dump(),
+            R"({"causal":[false,true],"head_dim":[8,16],"seq":[16,24]})");
+
+  // The same globs as --case: a bracket expression.
+  const CliResult e = run_cli("expand --seq 1k --impl 'cpu.[fn]*'");
+  ASSERT_EQ(e.code, 0) << e.output;
+  const auto line = nlohmann::json::parse(e.output.substr(0, e.output.find('\n')));
+  std::set<std::string> impls;
+  for (const auto& row : line["rows"]) impls.insert(row["impl"].get<std::string>());
+  EXPECT_EQ(impls,
+            (std::set<std::string>{"cpu.flash_1pass", "cpu.flash_backward", "cpu.naive_3pass"}));
+  EXPECT_EQ(line["problem"]["seq_q"], 1024);
+}
+
+TEST_F(E2E, SamplesProvenanceAndAQuietStdout) {
+  const std::string out = path("one.json");
+  const std::string args =
+      "run --seq 32 --heads-q 2 --head-dim 16 --impl cpu.naive_3pass --benchmark_repetitions=4 "
+      "--benchmark_min_time=0.002 --out " +
+      out;
+  const std::string table = stdout_of(args);
+  // stdout: the table and the results line, no Google Benchmark console lines.
+  EXPECT_NE(table.find("err/naive"), std::string::npos) << table;
+  EXPECT_NE(table.find("cv %"), std::string::npos) << table;
+  EXPECT_NE(table.find("GFLOP/s"), std::string::npos) << table;  // a CPU run: one unit, GFLOP/s
+  EXPECT_EQ(table.find("_median"), std::string::npos) << table;
+  EXPECT_EQ(table.find("Google Benchmark"), std::string::npos) << table;
+  const nlohmann::json j = read_results_json(out);
+  const auto& t = j["rows"][0]["time"];
+  ASSERT_EQ(t["samples_ms"].size(), 4u) << t.dump();
+  EXPECT_EQ(t["repetitions"], 4);
+  EXPECT_TRUE(t.contains("others_cores")) << t.dump();
+  const auto& ctx = j["context"];
+  EXPECT_EQ(ctx["git_revision"].get<std::string>().size(), 40u) << ctx.dump();
+  EXPECT_EQ(ctx["git_revision_source"], "git at build time");
+  EXPECT_TRUE(ctx["load_average_end"].is_array());
+  EXPECT_TRUE(ctx["benchmark_library"].contains("build_type"));
+  EXPECT_FALSE(ctx.contains("test_slowdown"));
+
+  // A copied tree names its revision at run time: recorded as such, with the baked one beside it.
+  ::setenv("ATTNBENCH_GIT_REVISION", "0123abc", 1);
+  ::setenv("ATTNBENCH_GIT_DIRTY", "0", 1);
+  const CliResult r =
+      run_cli("run --seq 8 --head-dim 8 --impl cpu.naive_3pass --profile --quiet --out " + out);
+  ::unsetenv("ATTNBENCH_GIT_REVISION");
+  ::unsetenv("ATTNBENCH_GIT_DIRTY");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const nlohmann::json named = read_results_json(out)["context"];
+  EXPECT_EQ(named["git_revision"], "0123abc");
+  EXPECT_EQ(named["git_dirty"], false);
+  EXPECT_EQ(named["git_revision_source"], "ATTNBENCH_GIT_REVISION");
+  EXPECT_EQ(named["git_revision_built"], ctx["git_revision"]);
+}
+
+TEST_F(E2E, BenchmarkOutNamesDoNotDependOnFlags) {
+  const std::string a = path("a.gb.json"), b = path("b.gb.json");
+  const std::string args =
+      "run --seq 16 --head-dim 8 --impl cpu.naive_3pass --quiet --benchmark_min_time=0.001 --out " +
+      path("r.json");
+  ASSERT_EQ(run_cli(args + " --benchmark_out=" + a).code, 0);
+  ASSERT_EQ(run_cli(args + " --benchmark_repetitions=2 --benchmark_out=" + b).code, 0);
+  auto names = [](const std::string& file) {
+    std::set<std::string> n;
+    const nlohmann::json j = nlohmann::json::parse(read_file_text(file));  // outlives the loop
+    for (const auto& x : j["benchmarks"])
+      if (x["run_type"] == "iteration") n.insert(x["name"].get<std::string>());
+    return n;
+  };
+  EXPECT_EQ(names(a), (std::set<std::string>{"cpu.naive_3pass:b1_hq1_hkv1_sq16_skv16_d8_f32:fwd"}));
+  EXPECT_EQ(names(a), names(b));
+  EXPECT_EQ(run_cli(args + " --benchmark_format=yaml").code, 2);
+}
+
+TEST_F(E2E, TestSlowdownIsRecordedAndCheckedForm) {
+  const std::string out = path("slow.json");
+  ::setenv("ATTNBENCH_TEST_SLOWDOWN", "cpu.naive_3pass=nope", 1);
+  CliResult r = run_cli("run --seq 8 --head-dim 8 --impl cpu.naive_3pass --quiet --out " + out);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("ATTNBENCH_TEST_SLOWDOWN = cpu.naive_3pass=nope"), std::string::npos)
+      << r.output;
+  ::setenv("ATTNBENCH_TEST_SLOWDOWN", "cpu.naive_*=1.5", 1);
+  r = run_cli(
+      "run --seq 8 --head-dim 8 --impl cpu.naive_3pass --quiet --benchmark_min_time=0.001 --out " +
+      out);
+  ::unsetenv("ATTNBENCH_TEST_SLOWDOWN");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(read_results_json(out)["context"]["test_slowdown"], "cpu.naive_*=1.5");
+}
+
+// compare --rerun: a slowdown planted in the file alone is not confirmed when both sides are
+// measured again; a slowdown the code really has (the test slowdown, 4x) is. The threshold is
+// set high (new/base above 2) so that the machine's noise cannot decide either way.
+TEST_F(E2E, CompareRerunConfirmsOnlyRealSlowdowns) {
+  const std::string base = path("base.json"), planted = path("planted.json");
+  ASSERT_EQ(run_cli("run --seq 256 --heads-q 4 --head-dim 32 --impl cpu.naive_3pass --quiet "
+                    "--benchmark_repetitions=10 --benchmark_min_time=0.005 --out " +
+                    base)
+                .code,
+            0);
+  nlohmann::json j = nlohmann::json::parse(read_file_text(base));
+  auto& t = j["rows"][0]["time"];
+  for (auto& x : t["samples_ms"]) x = x.get<double>() * 4;
+  for (const char* k : {"median_ms", "min_ms", "mean_ms"}) t[k] = t[k].get<double>() * 4;
+  std::ofstream(planted) << j.dump(1);
+
+  const std::string slow = path("slow-attnbench.sh");
+  std::ofstream(slow) << "#!/bin/sh\nATTNBENCH_TEST_SLOWDOWN='cpu.naive_3pass=4' exec "
+                      << ATTNBENCH_EXE << " \"$@\"\n";
+  fs::permissions(slow, fs::perms::owner_all, fs::perm_options::add);
+  const std::string cmp = "compare " + base + " " + planted + " --threshold 1 ";
+  const CliResult plain = run_cli(cmp);
+  EXPECT_EQ(plain.code, 1) << plain.output;  // the file says 4x slower
+  const CliResult same =
+      run_cli(cmp + "--rerun " + std::string(ATTNBENCH_EXE) + " --rerun-base " + ATTNBENCH_EXE);
+  EXPECT_EQ(same.code, 0) << same.output;
+  EXPECT_NE(same.output.find("ok (not confirmed by the rerun"), std::string::npos) << same.output;
+  EXPECT_NE(same.output.find(
+                "rerun: 1 rows found slower were measured again (4 x 5 repetitions per side"),
+            std::string::npos)
+      << same.output;
+  const CliResult real = run_cli(cmp + "--rerun " + slow + " --rerun-base " + ATTNBENCH_EXE);
+  EXPECT_EQ(real.code, 1) << real.output;
+  EXPECT_NE(real.output.find("confirmed by the rerun"), std::string::npos) << real.output;
+
+  // A real slowdown that the files hide (BASE recorded 4x slower than it is, as a machine busier
+  // during BASE's run than during NEW's would): NEW looks faster, so the rows found slower are
+  // none; --rerun-rows all measures every timed row again and finds it.
+  const CliResult hidden_cmp =
+      run_cli("compare " + planted + " " + base + " --threshold 1 --rerun " + slow +
+              " --rerun-base " + ATTNBENCH_EXE);
+  EXPECT_EQ(hidden_cmp.code, 0) << hidden_cmp.output;
+  const CliResult all = run_cli("compare " + planted + " " + base + " --threshold 1 --rerun " +
+                                slow + " --rerun-base " + ATTNBENCH_EXE + " --rerun-rows all");
+  EXPECT_EQ(all.code, 1) << all.output;
+  EXPECT_NE(all.output.find("found by the rerun"), std::string::npos) << all.output;
+  EXPECT_NE(all.output.find("timed rows (all) were measured again"), std::string::npos)
+      << all.output;
+}
+
 TEST_F(E2E, SigintFinishesTheRowAndWritesAnIncompleteFile) {
   // Enough slow rows that the run is still going when the signal arrives.
   const std::string cfg = path("slow.json"), out = path("interrupted.json");

@@ -517,5 +517,113 @@ class ReadmeCommands(unittest.TestCase):
             self.assertTrue(os.path.isfile(os.path.join(ROOT, w)), f"README names {w}, which does not exist")
 
 
+
+def has_matplotlib():
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class Plot(unittest.TestCase):
+    """scripts/plot.py: SVG beside every PNG, one colour per implementation in every figure,
+    whichever implementations a file holds, and the legend outside the panels."""
+
+    def results(self, impls):
+        rows = []
+        for seq in (256, 512):
+            case = f"b1_hq8_hkv8_sq{seq}_skv{seq}_d64_f32"
+            problem = {"batch": 1, "heads_q": 8, "heads_kv": 8, "seq_q": seq, "seq_kv": seq,
+                       "head_dim": 64, "causal": False, "dtype": "f32"}
+            for k, impl in enumerate(impls):
+                rows.append({"case": case, "impl": impl, "pass": "fwd", "status": "pass", "reason": "",
+                             "device": "cpu", "problem": problem, "flops": 1e9 * seq,
+                             "time": {"median_ms": 1.0 + k + seq / 256.0},
+                             "memory": {"io_bytes": 1 << 20, "workspace_bytes": (k + 1) << 20}})
+        return results_file(rows)
+
+    def test_svg_beside_png_and_fixed_colours(self):
+        if not has_matplotlib():
+            self.skipTest("matplotlib not installed")
+        plot = os.path.join(ROOT, "scripts", "plot.py")
+        fills = {}
+        with tempfile.TemporaryDirectory() as d:
+            # The same implementation first in one file and second in the other.
+            for name, impls in (("a", ["cpu.flash_1pass", "cpu.naive_3pass"]),
+                                ("b", ["cpu.online_2pass", "cpu.flash_1pass", "cpu.naive_3pass"])):
+                path = os.path.join(d, name + ".json")
+                write(path, json.dumps(self.results(impls)))
+                out = os.path.join(d, "out_" + name)
+                p = run(plot, path, "--out", out)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                files = sorted(os.listdir(out))
+                pngs = [f for f in files if f.endswith(".png")]
+                self.assertTrue(pngs, files)
+                for f in pngs:
+                    self.assertIn(f[:-4] + ".svg", files)
+                with open(os.path.join(out, f"{name}_fwd_f32_tflops.svg"), encoding="utf-8") as f:
+                    fills[name] = f.read().lower()
+        # cpu.flash_1pass keeps its colour (COLORS) in both files; cpu.online_2pass's is only in b.
+        self.assertIn("#1f77b4", fills["a"])
+        self.assertIn("#1f77b4", fills["b"])
+        self.assertNotIn("#2ca02c", fills["a"])
+        self.assertIn("#2ca02c", fills["b"])
+
+
+def kernel_names(root):
+    """{kernel name: [files]} of every __global__ function defined under root (the emulators,
+    which define __global__ away, excluded): the name after __global__, void and
+    __launch_bounds__(...), as ncu and nsys show it without namespaces and template arguments."""
+    names = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [x for x in dirnames if x != "emulation"]
+        for fn in filenames:
+            if not fn.endswith((".cu", ".cuh")):
+                continue
+            path = os.path.join(dirpath, fn)
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            at = 0
+            while True:
+                at = text.find("__global__", at)
+                if at < 0:
+                    break
+                i = at + len("__global__")
+                at = i
+                rest = text[i:].lstrip()
+                if rest.startswith("void"):
+                    rest = rest[4:].lstrip()
+                if rest.startswith("__launch_bounds__"):
+                    depth, j = 0, len("__launch_bounds__")
+                    while j < len(rest):
+                        depth += {"(": 1, ")": -1}.get(rest[j], 0)
+                        j += 1
+                        if depth == 0:
+                            break
+                    rest = rest[j:].lstrip()
+                name = ""
+                for c in rest:
+                    if not (c.isalnum() or c == "_"):
+                        break
+                    name += c
+                if name:
+                    names.setdefault(name, []).append(os.path.relpath(path, root))
+    return names
+
+
+class KernelNames(unittest.TestCase):
+    """Every CUDA kernel has a name of its own (issue 18): a profile tells the implementations
+    apart by kernel name alone (cuda.flash_fwd and cuda.flash_fwd_mma once both launched
+    flash_fwd_kernel)."""
+
+    def test_unique(self):
+        names = kernel_names(os.path.join(ROOT, "impls", "cuda"))
+        self.assertIn("flash_fwd_mma_kernel", names)
+        self.assertIn("flash_fwd_cc_kernel", names)
+        self.assertIn("bwd_preprocess_wgmma_kernel", names)
+        dups = {n: f for n, f in names.items() if len(f) > 1}
+        self.assertEqual(dups, {})
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -1,6 +1,7 @@
 // Implementation::supports (Capabilities, then supports_extra), the registry of every
 // implementation (filled by ATTNBENCH_REGISTER at static initialisation) and its glob matcher.
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -82,16 +83,82 @@ std::vector<const Implementation*> Registry::match(std::string_view glob) const 
   return v;
 }
 
+namespace {
+
+bool in_class(std::string_view name, unsigned char c) {
+  if (name == "alpha") return std::isalpha(c);
+  if (name == "digit") return std::isdigit(c);
+  if (name == "alnum") return std::isalnum(c);
+  if (name == "upper") return std::isupper(c);
+  if (name == "lower") return std::islower(c);
+  if (name == "space") return std::isspace(c);
+  if (name == "punct") return std::ispunct(c);
+  if (name == "xdigit") return std::isxdigit(c);
+  return false;
+}
+
+// One pattern element at pat[p] against the character c: '?', a bracket expression ([abc],
+// [a-z], [!x] or [^x], [[:digit:]]), a backslash escape, or itself. len gets the element's length.
+// An unterminated '[' is an ordinary character, as for fnmatch.
+bool element_matches(std::string_view pat, std::size_t p, char c, std::size_t& len) {
+  if (pat[p] == '?') {
+    len = 1;
+    return true;
+  }
+  if (pat[p] == '\\' && p + 1 < pat.size()) {
+    len = 2;
+    return pat[p + 1] == c;
+  }
+  if (pat[p] == '[') {
+    std::size_t q = p + 1;
+    const bool negate = q < pat.size() && (pat[q] == '!' || pat[q] == '^');
+    if (negate) ++q;
+    bool hit = false, first = true;
+    const auto uc = static_cast<unsigned char>(c);
+    while (q < pat.size() && (pat[q] != ']' || first)) {
+      first = false;
+      if (pat[q] == '[' && q + 1 < pat.size() && pat[q + 1] == ':') {
+        const std::size_t close = pat.find(":]", q + 2);
+        if (close != std::string_view::npos) {
+          hit = hit || in_class(pat.substr(q + 2, close - q - 2), uc);
+          q = close + 2;
+          continue;
+        }
+      }
+      char lo = pat[q];
+      if (lo == '\\' && q + 1 < pat.size()) lo = pat[++q];
+      char hi = lo;
+      if (q + 2 < pat.size() && pat[q + 1] == '-' && pat[q + 2] != ']') {
+        hi = pat[q + 2];
+        if (hi == '\\' && q + 3 < pat.size()) hi = pat[++q + 2];
+        q += 2;
+      }
+      hit = hit || (uc >= static_cast<unsigned char>(lo) && uc <= static_cast<unsigned char>(hi));
+      ++q;
+    }
+    if (q < pat.size()) {  // the closing ']'
+      len = q + 1 - p;
+      return hit != negate;
+    }
+  }
+  len = 1;
+  return pat[p] == c;
+}
+
+}  // namespace
+
 bool glob_match(std::string_view pat, std::string_view s) {
-  // Iterative matcher with single-star backtracking: linear in practice, no recursion.
+  // fnmatch's globs (no flags): '*', '?', bracket expressions and backslash escapes. Iterative
+  // with single-star backtracking: linear in practice, no recursion (the fuzzer feeds it).
   std::size_t p = 0, t = 0, star = std::string_view::npos, mark = 0;
   while (t < s.size()) {
-    if (p < pat.size() && (pat[p] == '?' || pat[p] == s[t])) {
-      ++p;
-      ++t;
-    } else if (p < pat.size() && pat[p] == '*') {
+    std::size_t len = 0;
+    if (p < pat.size() && pat[p] == '*') {
       star = p++;
       mark = t;
+    } else if (p < pat.size() && element_matches(pat, p, s[t], len)) {
+      p += len;
+      ++t;
     } else if (star != std::string_view::npos) {
       p = star + 1;
       t = ++mark;

@@ -1,14 +1,18 @@
 // `attnbench compare`: matches the rows of two results files and flags regressions. The rules
-// (noise-aware slowdown, status, error growth, missing rows) are defined in compare.hpp.
+// (the test over many rows, the spread rule for rows without samples, status, error growth,
+// missing rows, the rerun) are defined in compare.hpp; the statistics are stats.hpp's.
 #include "attnbench/compare.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <ostream>
+#include <stdexcept>
 
 #include "attnbench/render.hpp"
+#include "attnbench/rerun.hpp"
 
 namespace attnbench {
 
@@ -26,6 +30,22 @@ std::string fmt_x(double v) {
   char b[64];
   std::snprintf(b, sizeof b, "%.3f", v);
   return b;
+}
+std::string fmt_p(double p) {
+  if (!std::isfinite(p)) return "-";
+  char b[64];
+  std::snprintf(b, sizeof b, p < 1e-3 ? "%.0e" : "%.3f", p);
+  return b;
+}
+std::string fmt_cv(double cv) {
+  if (!std::isfinite(cv)) return "-";
+  char b[64];
+  std::snprintf(b, sizeof b, "%.1f", cv * 100);
+  return b;
+}
+json num(double x) {
+  if (!std::isfinite(x)) return nullptr;
+  return x;
 }
 
 // The spread of a row's time: see compare.hpp.
@@ -52,24 +72,72 @@ std::string device_field(const json& ctx, const char* key) {
   }
   return s;
 }
+// The 1-minute load averages a run recorded (at its start and, newer files, its end).
+std::vector<double> loads(const json& ctx) {
+  std::vector<double> v;
+  for (const char* k : {"load_average", "load_average_end"}) {
+    const auto it = ctx.find(k);
+    if (it != ctx.end() && it->is_array() && !it->empty() && (*it)[0].is_number())
+      v.push_back((*it)[0].get<double>());
+  }
+  return v;
+}
+std::string load_text(const std::vector<double>& l) {
+  char b[64];
+  if (l.size() >= 2)
+    std::snprintf(b, sizeof b, "%.2f at the start, %.2f at the end", l[0], l[1]);
+  else
+    std::snprintf(b, sizeof b, "%.2f at the start", l[0]);
+  return b;
+}
 
 std::vector<std::string> context_warnings(const ResultsFile& a, const ResultsFile& b) {
   std::vector<std::string> w;
   auto differ = [&](const std::string& what, const std::string& x, const std::string& y) {
     if (x != y) w.push_back(what + " differs: BASE \"" + x + "\" vs NEW \"" + y + "\"");
   };
+  differ("host", ctx_text(a.context, "host"), ctx_text(b.context, "host"));
   differ("device", device_field(a.context, "name"), device_field(b.context, "name"));
   differ("SM clock (MHz)", device_field(a.context, "sm_clock_mhz"),
          device_field(b.context, "sm_clock_mhz"));
   differ("memory clock (MHz)", device_field(a.context, "mem_clock_mhz"),
          device_field(b.context, "mem_clock_mhz"));
   differ("CPU", ctx_text(a.context, "cpu"), ctx_text(b.context, "cpu"));
+  differ("OpenMP threads", ctx_text(a.context, "omp_threads"), ctx_text(b.context, "omp_threads"));
   differ("build type", ctx_text(a.context, "build_type"), ctx_text(b.context, "build_type"));
   differ("compiler", ctx_text(a.context, "compiler"), ctx_text(b.context, "compiler"));
   differ("CUDA driver", ctx_text(a.context, "cuda_driver"), ctx_text(b.context, "cuda_driver"));
   differ("CUDA runtime", ctx_text(a.context, "cuda_runtime"), ctx_text(b.context, "cuda_runtime"));
+  auto gb_build = [](const json& ctx) {
+    const auto it = ctx.find("benchmark_library");
+    return it != ctx.end() && it->is_object() ? it->value("build_type", std::string())
+                                              : std::string();
+  };
+  if (!gb_build(a.context).empty() && !gb_build(b.context).empty())
+    differ("Google Benchmark library build", gb_build(a.context), gb_build(b.context));
+  differ("test slowdown (ATTNBENCH_TEST_SLOWDOWN)", ctx_text(a.context, "test_slowdown"),
+         ctx_text(b.context, "test_slowdown"));
+
+  // Load: CPU rows share the cores with every other process.
+  const std::vector<double> la = loads(a.context), lb = loads(b.context);
+  const double cores_a = a.context.value("cpu_cores", 0.0),
+               cores_b = b.context.value("cpu_cores", 0.0);
+  const double cores = std::max({cores_a, cores_b, 1.0});
+  if (!la.empty() && !lb.empty()) {
+    const double ma = *std::max_element(la.begin(), la.end()),
+                 mb = *std::max_element(lb.begin(), lb.end());
+    if (std::fabs(ma - mb) >= std::max(1.0, cores / 2)) {
+      w.push_back("load average differs: BASE " + load_text(la) + ", NEW " + load_text(lb) + " (" +
+                  fmt_ms(cores) + " cores): CPU rows measure the machine's load too");
+    }
+  }
   for (const auto* f : {&a, &b}) {
     const char* which = f == &a ? "BASE" : "NEW";
+    const std::vector<double>& l = f == &a ? la : lb;
+    if (!l.empty() && *std::max_element(l.begin(), l.end()) > cores) {
+      w.push_back(std::string(which) + " ran on a busy machine: load average " + load_text(l) +
+                  ", " + fmt_ms(cores) + " cores");
+    }
     if (ctx_text(f->context, "git_dirty") == "true") {
       w.push_back(std::string(which) + " was built from a dirty tree (git " +
                   ctx_text(f->context, "git_revision").substr(0, 12) +
@@ -83,30 +151,101 @@ std::vector<std::string> context_warnings(const ResultsFile& a, const ResultsFil
   return w;
 }
 
-struct RowVerdict {
-  std::vector<std::string> regress;  // reasons; any makes the row a regression
-  bool faster = false;
-  bool slower_in_noise = false;  // beyond the threshold but within the runs' noise
+enum class TimeVerdict { untimed, same, slower, slower_in_noise, faster };
+
+// One matched row and everything decided about it.
+struct Judged {
+  const ResultRow* b = nullptr;
+  const ResultRow* n = nullptr;
+  bool timed = false;
+  double ratio = NAN;  // new median / base median
+  bool test = false;   // decided by the U test (else the spread rule)
+  double p_slower = 1, p_faster = 1, p_adjusted = NAN;  // adjusted: in the direction of ratio
+  TimeVerdict time = TimeVerdict::untimed;
+  double growth = NAN;
+  std::string worst_output;
+  std::vector<std::string> regress;  // status and error reasons (the time reason is added last)
+  bool fixed = false;
+  // --rerun
+  bool rerun = false;
+  TimeVerdict first_time = TimeVerdict::untimed;  // before the rerun
+  double first_ratio = NAN;                       // before the rerun
+  std::size_t rerun_n_base = 0, rerun_n_new = 0;
+  std::string rerun_note;
 };
 
-RowVerdict judge(const ResultRow& b, const ResultRow& n, const CompareOptions& o, double& worst_growth,
-              std::string& worst_output) {
-  RowVerdict v;
-  if (b.time && n.time) {
-    const double bm = b.time->median_ms, nm = n.time->median_ms;
-    const double noise = spread(*b.time) + spread(*n.time);
-    if (nm > bm * (1 + o.threshold)) {
-      if (nm - bm > noise)
-        v.regress.push_back("slower x" + fmt_x(nm / bm));
-      else
-        v.slower_in_noise = true;
-    } else if (bm > nm * (1 + o.threshold) && bm - nm > noise) {
-      v.faster = true;
-    }
+// Which rows the test can decide: at least 2 samples a side, and a smallest possible p-value
+// (mann_whitney_min_p) that could still be significant after the correction over the rows so
+// chosen: alpha / N for Holm and Benjamini-Hochberg (the strictest step of both, which the first
+// rejection must pass), alpha without a correction. N shrinks as rows drop out, so the choice is
+// repeated until it holds for every row kept. The others go to the spread rule.
+std::vector<bool> testable(const std::vector<std::pair<std::size_t, std::size_t>>& sizes,
+                           const CompareOptions& o) {
+  std::vector<bool> keep(sizes.size());
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    keep[i] = sizes[i].first >= 2 && sizes[i].second >= 2;
+    n += keep[i];
   }
-  if (b.status == Status::pass && n.status != Status::pass) v.regress.push_back(std::string("pass->") + to_string(n.status));
+  for (bool changed = true; changed && n > 0;) {
+    changed = false;
+    const double limit =
+        o.correction == Correction::none ? o.alpha : o.alpha / static_cast<double>(n);
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      if (keep[i] && mann_whitney_min_p(sizes[i].first, sizes[i].second) > limit) {
+        keep[i] = false;
+        changed = true;
+      }
+    }
+    n = static_cast<std::size_t>(std::count(keep.begin(), keep.end(), true));
+  }
+  return keep;
+}
 
-  worst_growth = NAN;
+// The U tests of a family of rows (chosen by testable), each on (base samples, new samples),
+// with the correction.
+void test_family(std::vector<Judged*>& rows, const std::vector<std::vector<double>>& bs,
+                 const std::vector<std::vector<double>>& ns, const CompareOptions& o) {
+  std::vector<double> ps, pf;
+  std::vector<std::size_t> idx;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    Judged& j = *rows[i];
+    j.test = true;
+    j.p_slower = mann_whitney_greater(bs[i], ns[i]);
+    j.p_faster = mann_whitney_greater(ns[i], bs[i]);
+    ps.push_back(j.p_slower);
+    pf.push_back(j.p_faster);
+    idx.push_back(i);
+  }
+  const std::vector<double> as = adjust_p(ps, o.correction), af = adjust_p(pf, o.correction);
+  for (std::size_t k = 0; k < idx.size(); ++k) {
+    Judged& j = *rows[idx[k]];
+    const bool slower = j.ratio > 1 + o.threshold && as[k] <= o.alpha;
+    const bool faster = j.ratio * (1 + o.threshold) < 1 && af[k] <= o.alpha;
+    j.p_adjusted = j.ratio >= 1 ? as[k] : af[k];
+    j.time = slower                      ? TimeVerdict::slower
+             : faster                    ? TimeVerdict::faster
+             : j.ratio > 1 + o.threshold ? TimeVerdict::slower_in_noise
+                                         : TimeVerdict::same;
+  }
+}
+
+// The spread rule (compare.hpp) for rows without usable samples.
+TimeVerdict spread_rule(const TimeStats& b, const TimeStats& n, double threshold) {
+  const double bm = b.median_ms, nm = n.median_ms;
+  const double noise = spread(b) + spread(n);
+  if (nm > bm * (1 + threshold))
+    return nm - bm > noise ? TimeVerdict::slower : TimeVerdict::slower_in_noise;
+  if (bm > nm * (1 + threshold) && bm - nm > noise) return TimeVerdict::faster;
+  return TimeVerdict::same;
+}
+
+void judge_errors(Judged& j, const CompareOptions& o) {
+  const ResultRow& b = *j.b;
+  const ResultRow& n = *j.n;
+  if (b.status == Status::pass && n.status != Status::pass)
+    j.regress.push_back(std::string("pass->") + to_string(n.status));
+  j.fixed = b.status != Status::pass && n.status == Status::pass;
   for (const auto& ne : n.outputs) {
     const auto it = std::find_if(b.outputs.begin(), b.outputs.end(),
                                  [&](const OutputReport& e) { return e.name == ne.name; });
@@ -118,15 +257,14 @@ RowVerdict judge(const ResultRow& b, const ResultRow& n, const CompareOptions& o
                      : denom > 0                ? ne.max_abs / denom
                      : ne.max_abs > 0           ? INFINITY
                                                 : 1.0;
-    if (!(g <= worst_growth)) {
-      worst_growth = g;
-      worst_output = ne.name;
+    if (!(g <= j.growth)) {
+      j.growth = g;
+      j.worst_output = ne.name;
     }
   }
-  if (std::isfinite(worst_growth) ? worst_growth > o.error_factor : !std::isnan(worst_growth)) {
-    v.regress.push_back(worst_output + " error x" + fmt_x(worst_growth));
+  if (std::isfinite(j.growth) ? j.growth > o.error_factor : !std::isnan(j.growth)) {
+    j.regress.push_back(j.worst_output + " error x" + fmt_x(j.growth));
   }
-  return v;
 }
 
 std::string row_name(const ResultRow& r) {
@@ -134,37 +272,126 @@ std::string row_name(const ResultRow& r) {
          (r.device.empty() ? "" : " (" + r.device + ")");
 }
 
+std::vector<double> samples_of(const ResultRow& r) {
+  return r.time ? r.time->samples_ms : std::vector<double>{};
+}
+
+// --rerun: the rows found slower measured again, row by row, rounds times per side (BASE and NEW
+// alternating, in the order BASE NEW, NEW BASE, ... so that a drift of the machine's load falls
+// on both sides alike), and judged on the pooled fresh samples.
+void rerun_rows(std::vector<Judged*>& rows, const ResultsFile& base, const ResultsFile& next,
+                const CompareOptions& o, std::ostream& log, std::vector<std::string>& warnings) {
+  const bool both = !o.rerun_base.empty();
+  Rerunner new_runner(o.rerun, next);
+  std::optional<Rerunner> base_runner;
+  if (both) base_runner.emplace(o.rerun_base, base);
+  std::vector<std::vector<double>> bs(rows.size()), ns(rows.size());
+  std::vector<std::optional<ResultRow>> last(rows.size());  // NEW's latest rerun row
+  for (int round = 0; round < o.rerun_rounds; ++round) {
+    log << "rerun round " << round + 1 << "/" << o.rerun_rounds << ": " << rows.size() << " rows, "
+        << (both ? (round % 2 == 0 ? "BASE then NEW" : "NEW then BASE") : "NEW") << std::endl;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      for (int k = 0; k < 2; ++k) {
+        const bool is_base = (k == 0) == (round % 2 == 0);
+        if (is_base && !both) continue;
+        const ResultRow& row = is_base ? *rows[i]->b : *rows[i]->n;
+        auto r = (is_base ? *base_runner : new_runner).measure(row, o.rerun_repetitions);
+        if (is_base) {
+          if (r && r->time)
+            bs[i].insert(bs[i].end(), r->time->samples_ms.begin(), r->time->samples_ms.end());
+        } else {
+          if (r && r->time)
+            ns[i].insert(ns[i].end(), r->time->samples_ms.begin(), r->time->samples_ms.end());
+          last[i] = std::move(r);
+        }
+      }
+    }
+  }
+  std::string revision_note;
+  auto check_revision = [&](const Rerunner& r, const ResultsFile& origin, const char* which) {
+    const std::string rev = ctx_text(origin.context, "git_revision");
+    if (r.runs() > 0 && r.revision() != rev) {
+      revision_note += std::string(revision_note.empty() ? "" : "; ") + which +
+                       "'s rerun binary is git " + r.revision().substr(0, 12) + ", its file's " +
+                       rev.substr(0, 12);
+    }
+  };
+  if (base_runner) check_revision(*base_runner, base, "BASE");
+  check_revision(new_runner, next, "NEW");
+  if (!revision_note.empty()) {
+    warnings.push_back("the rerun ran another build than the file it measures again (" +
+                       revision_note + ")");
+  }
+
+  std::vector<std::vector<double>> cb, cn;
+  std::vector<Judged*> measured;
+  std::vector<const ResultRow*> measured_last;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    Judged* j = rows[i];
+    j->rerun = true;
+    j->first_ratio = j->ratio;
+    const std::optional<ResultRow>& l = last[i];
+    if (!l || l->status != Status::pass || !l->time) {
+      // Not measured again: its first verdict stands, with the reason.
+      j->rerun_note = !l ? "not in the rerun"
+                         : "rerun " + std::string(to_string(l->status)) +
+                               (l->reason.empty() ? "" : ": " + l->reason);
+      if (l && l->status != Status::pass)
+        j->regress.push_back("rerun pass->" + std::string(to_string(l->status)));
+      continue;
+    }
+    std::vector<double> b = both ? bs[i] : samples_of(*j->b);
+    const double bm = b.empty() ? j->b->time->median_ms : median(b);
+    j->rerun_n_base = b.size();
+    j->rerun_n_new = ns[i].size();
+    j->ratio = median(ns[i]) / bm;
+    measured.push_back(j);
+    measured_last.push_back(&*l);
+    cb.push_back(std::move(b));
+    cn.push_back(ns[i]);
+  }
+  std::vector<std::pair<std::size_t, std::size_t>> sizes;
+  for (std::size_t k = 0; k < measured.size(); ++k) sizes.emplace_back(cb[k].size(), cn[k].size());
+  const std::vector<bool> keep = testable(sizes, o);
+  std::vector<std::vector<double>> fb, fn;
+  std::vector<Judged*> family;
+  for (std::size_t k = 0; k < measured.size(); ++k) {
+    Judged* j = measured[k];
+    if (keep[k]) {
+      family.push_back(j);
+      fb.push_back(std::move(cb[k]));
+      fn.push_back(std::move(cn[k]));
+    } else {
+      TimeStats bt = *j->b->time, nt = *measured_last[k]->time;
+      bt.median_ms = cb[k].empty() ? j->b->time->median_ms : median(cb[k]);
+      nt.median_ms = median(cn[k]);
+      j->test = false;
+      j->time = spread_rule(bt, nt, o.threshold);
+    }
+  }
+  test_family(family, fb, fn, o);
+}
+
 }  // namespace
 
 CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
-                               const CompareOptions& o, std::ostream& out) {
+                               const CompareOptions& o, std::ostream& out, std::ostream& log) {
   CompareSummary s;
   s.warnings = context_warnings(base, next);
-  for (const auto& w : s.warnings) out << "WARNING: " << w << "\n";
+  std::vector<std::string> notes;
   if (ctx_text(base.context, "config_hash") != ctx_text(next.context, "config_hash")) {
-    out << "note: the two runs used different configs (" << ctx_text(base.context, "config_name")
-        << " vs " << ctx_text(next.context, "config_name")
-        << "): only the rows they share are compared\n";
+    notes.push_back(
+        "the two runs used different configs (" + ctx_text(base.context, "config_name") + " vs " +
+        ctx_text(next.context, "config_name") + "): only the rows they share are compared");
   }
-  if (!s.warnings.empty()) out << "\n";
 
   // A key may repeat (a case listed twice): the k-th occurrence in BASE matches the k-th in NEW.
   std::map<std::string, std::vector<std::size_t>> in_next;
   for (std::size_t i = 0; i < next.rows.size(); ++i) in_next[next.rows[i].key()].push_back(i);
   std::vector<bool> used(next.rows.size(), false);
   std::vector<const ResultRow*> missing;
-  int hot_mismatch = 0;  // timed rows whose L2 flushing differs: their times do not compare
-  std::vector<std::string> regressions;  // repeated after the table, where a reader looks
-
-  // The device kind is shown only when the rows do not all run on the same kind (rows are
-  // matched on the kind: a --devices sweep over cuda:0..N-1 compares with a one-GPU run).
-  bool multi_device = false;
-  for (const ResultRow& r : base.rows)
-    multi_device = multi_device || r.device_kind() != base.rows[0].device_kind();
-
-  TextTable t;
-  t.header = {"case",     "impl",    "pass",    "base ms", "new ms",
-              "new/base", "speedup", "error ×", "status",  "verdict"};
+  std::vector<Judged> judged;
+  judged.reserve(base.rows.size());
   for (const ResultRow& b : base.rows) {
     const ResultRow* n = nullptr;
     for (const std::size_t i : in_next[b.key()]) {
@@ -178,64 +405,261 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
       missing.push_back(&b);
       continue;
     }
-    ++s.matched;
-    double growth = NAN;
-    std::string worst;
-    const RowVerdict v = judge(b, *n, o, growth, worst);
-    const bool timed = b.time && n->time;
-    if (timed && b.time->hot != n->time->hot) ++hot_mismatch;
-    const double ratio = timed ? n->time->median_ms / b.time->median_ms : NAN;
-    std::string verdict;
-    if (!v.regress.empty()) {
-      ++s.regressed;
-      verdict = "REGRESSED:";
-      for (const auto& r : v.regress) verdict += " " + r;
-      regressions.push_back(row_name(b) + ":" + verdict.substr(verdict.find(':') + 1));
-    } else if (v.faster || (b.status != Status::pass && n->status == Status::pass)) {
-      ++s.improved;
-      verdict = v.faster ? "faster" : "fixed";
-    } else {
-      verdict = v.slower_in_noise ? "ok (slower, within noise)" : "ok";
-    }
-    const std::string status = b.status == n->status ? to_string(b.status)
-                               : std::string(to_string(b.status)) + " -> " + to_string(n->status);
-    t.rows.push_back({b.case_label, b.impl_label() + (multi_device ? " (" + b.device_kind() + ")" : ""),
-                      std::string(to_string(b.pass)), b.time ? fmt_ms(b.time->median_ms) : "-",
-                      n->time ? fmt_ms(n->time->median_ms) : "-", fmt_x(ratio), fmt_x(1 / ratio),
-                      std::isnan(growth) ? "-" : fmt_x(growth), status, verdict});
+    Judged j;
+    j.b = &b;
+    j.n = n;
+    j.timed = b.time && n->time;
+    if (j.timed) j.ratio = n->time->median_ms / b.time->median_ms;
+    judge_errors(j, o);
+    judged.push_back(std::move(j));
   }
-  if (!t.rows.empty()) {
-    t.note =
-        "new/base: median time ratio (> 1 is slower); speedup = base/new; error ×: largest max_abs "
-        "growth "
-        "over the outputs. Slower counts only above " +
-        fmt_x(1 + o.threshold) +
-        "× and beyond both runs' spread (max(cv·median, median − min), added).";
-    render_markdown(t, out);
-  } else {
-    out << "No rows in common.\n\n";
-  }
+  s.matched = static_cast<int>(judged.size());
 
+  // Time: the test over the family of rows with samples; the spread rule for the others.
+  int hot_mismatch = 0;  // timed rows whose L2 flushing differs: their times do not compare
+  {
+    std::vector<Judged*> timed;
+    std::vector<std::pair<std::size_t, std::size_t>> sizes;
+    for (Judged& j : judged) {
+      if (!j.timed) continue;
+      if (j.b->time->hot != j.n->time->hot) ++hot_mismatch;
+      timed.push_back(&j);
+      sizes.emplace_back(samples_of(*j.b).size(), samples_of(*j.n).size());
+    }
+    const std::vector<bool> keep = testable(sizes, o);
+    std::vector<Judged*> family;
+    std::vector<std::vector<double>> bs, ns;
+    for (std::size_t k = 0; k < timed.size(); ++k) {
+      Judged& j = *timed[k];
+      if (keep[k]) {
+        family.push_back(&j);
+        bs.push_back(samples_of(*j.b));
+        ns.push_back(samples_of(*j.n));
+      } else {
+        j.time = spread_rule(*j.b->time, *j.n->time, o.threshold);
+        ++s.spread_rule;
+      }
+    }
+    test_family(family, bs, ns, o);
+    s.tested = static_cast<int>(family.size());
+  }
   if (hot_mismatch > 0) {
     s.warnings.push_back(std::to_string(hot_mismatch) +
                          " rows were timed with hot caches in one run and flushed in the other");
-    out << "WARNING: " << s.warnings.back() << "\n";
   }
-  for (const auto& r : regressions) out << "REGRESSED " << r << "\n";
-  for (const ResultRow* m : missing) {
-    ++s.missing;
-    out << (o.allow_missing ? "missing (allowed): " : "MISSING in NEW: ") << row_name(*m) << "\n";
+
+  if (!o.rerun.empty()) {
+    // Which rows are measured again (--rerun-rows): those found slower, those whose median is
+    // above the threshold at all (slower, or slower within the noise), or every timed row.
+    std::vector<Judged*> again;
+    for (Judged& j : judged) {
+      j.first_time = j.time;
+      const bool pick = o.rerun_rows == "all"       ? j.time != TimeVerdict::untimed
+                        : o.rerun_rows == "suspect" ? j.time == TimeVerdict::slower ||
+                                                          j.time == TimeVerdict::slower_in_noise
+                                                    : j.time == TimeVerdict::slower;
+      if (pick) again.push_back(&j);
+    }
+    if (!again.empty()) {
+      rerun_rows(again, base, next, o, log, s.warnings);
+      s.rerun = static_cast<int>(again.size());
+      for (const Judged* j : again) s.confirmed += j->time == TimeVerdict::slower;
+    }
   }
-  for (std::size_t i = 0; i < next.rows.size(); ++i) {
-    if (used[i]) continue;
-    ++s.added;
-    out << "new row (not in BASE): " << row_name(next.rows[i]) << "\n";
+
+  // Verdicts.
+  std::vector<std::string> regressions;  // repeated after the table, where a reader looks
+  std::vector<std::string> verdicts(judged.size());
+  for (std::size_t i = 0; i < judged.size(); ++i) {
+    Judged& j = judged[i];
+    std::vector<std::string> reasons;
+    if (j.time == TimeVerdict::slower) {
+      std::string r = "slower x" + fmt_x(j.ratio);
+      if (j.rerun) {
+        r += std::string(j.first_time == TimeVerdict::slower ? " (confirmed by the rerun"
+                                                             : " (found by the rerun") +
+             "; first x" + fmt_x(j.first_ratio) + ")";
+      }
+      reasons.push_back(r);
+    }
+    reasons.insert(reasons.end(), j.regress.begin(), j.regress.end());
+    std::string& verdict = verdicts[i];
+    if (!reasons.empty()) {
+      ++s.regressed;
+      verdict = "REGRESSED:";
+      for (const auto& r : reasons) verdict += " " + r;
+      regressions.push_back(row_name(*j.b) + ":" + verdict.substr(verdict.find(':') + 1));
+    } else if (j.time == TimeVerdict::faster || j.fixed) {
+      ++s.improved;
+      verdict = j.time == TimeVerdict::faster ? "faster" : "fixed";
+    } else if (j.rerun) {
+      verdict =
+          std::string(j.first_time == TimeVerdict::slower ? "ok (not confirmed by the rerun: x"
+                                                          : "ok (rerun: x") +
+          fmt_x(j.ratio) + "; first x" + fmt_x(j.first_ratio) +
+          (j.rerun_note.empty() ? "" : "; " + j.rerun_note) + ")";
+    } else {
+      verdict = j.time == TimeVerdict::slower_in_noise ? "ok (slower, within noise)" : "ok";
+    }
   }
+  for (const ResultRow* m : missing) (void)m, ++s.missing;
+  for (std::size_t i = 0; i < next.rows.size(); ++i) s.added += !used[i];
   if (!o.allow_missing) s.regressed += s.missing;
 
-  out << (s.missing || s.added || !regressions.empty() ? "\n" : "") << "compare: " << s.matched
-      << " matched, " << s.regressed << " regressed, " << s.improved << " improved, " << s.missing
-      << " missing, " << s.added << " new -> " << (s.exit_code() ? "REGRESSION" : "OK") << "\n";
+  const std::string method =
+      "one-sided Mann-Whitney U on each row's repetitions (time.samples_ms), " +
+      describe(o.correction) + " at alpha " + fmt_p(o.alpha) + " over " + std::to_string(s.tested) +
+      " rows, and new/base above " + fmt_x(1 + o.threshold);
+
+  if (o.format == "json") {
+    json j;
+    j["schema"] = "attnbench.compare/1";
+    j["base"] = o.base;
+    j["new"] = o.next;
+    j["method"] = {{"test", "mann-whitney-u, one-sided, on time.samples_ms"},
+                   {"correction", to_string(o.correction)},
+                   {"alpha", o.alpha},
+                   {"threshold", o.threshold},
+                   {"error_factor", o.error_factor},
+                   {"tested", s.tested},
+                   {"spread_rule", s.spread_rule},
+                   {"rerun", o.rerun.empty() ? json(nullptr) : json(o.rerun)},
+                   {"rerun_base", o.rerun_base.empty() ? json(nullptr) : json(o.rerun_base)},
+                   {"rerun_rows", o.rerun.empty() ? json(nullptr) : json(o.rerun_rows)},
+                   {"rerun_rounds", o.rerun.empty() ? 0 : o.rerun_rounds},
+                   {"rerun_repetitions", o.rerun.empty() ? 0 : o.rerun_repetitions}};
+    j["warnings"] = s.warnings;
+    j["notes"] = notes;
+    j["rows"] = json::array();
+    static const char* kTime[] = {"untimed", "same", "slower", "slower_in_noise", "faster"};
+    for (std::size_t i = 0; i < judged.size(); ++i) {
+      const Judged& r = judged[i];
+      json row;
+      row["case"] = r.b->case_label;
+      row["impl"] = r.b->impl;
+      row["params"] = json::object();
+      for (const auto& [k, v] : r.b->params) row["params"][k] = v;
+      row["pass"] = to_string(r.b->pass);
+      row["device"] = r.b->device;
+      row["base_ms"] = r.b->time ? num(r.b->time->median_ms) : json(nullptr);
+      row["new_ms"] = r.n->time ? num(r.n->time->median_ms) : json(nullptr);
+      row["ratio"] = num(r.ratio);
+      row["base_cv"] = r.b->time ? num(r.b->time->cv) : json(nullptr);
+      row["new_cv"] = r.n->time ? num(r.n->time->cv) : json(nullptr);
+      row["base_samples"] = r.b->time ? r.b->time->samples_ms.size() : 0;
+      row["new_samples"] = r.n->time ? r.n->time->samples_ms.size() : 0;
+      row["rule"] = !r.timed ? "untimed" : r.test ? "u-test" : "spread";
+      row["p_slower"] = r.test ? num(r.p_slower) : json(nullptr);
+      row["p_faster"] = r.test ? num(r.p_faster) : json(nullptr);
+      row["p_adjusted"] = r.test ? num(r.p_adjusted) : json(nullptr);
+      row["time"] = kTime[static_cast<int>(r.time)];
+      row["error_growth"] = num(r.growth);
+      row["worst_output"] = r.worst_output;
+      row["base_status"] = to_string(r.b->status);
+      row["new_status"] = to_string(r.n->status);
+      if (r.rerun) {
+        row["rerun"] = {{"first_ratio", num(r.first_ratio)},
+                        {"base_samples", r.rerun_n_base},
+                        {"new_samples", r.rerun_n_new},
+                        {"note", r.rerun_note}};
+      }
+      const std::string& v = verdicts[i];
+      row["verdict"] = v.rfind("REGRESSED", 0) == 0    ? "regressed"
+                       : v == "faster" || v == "fixed" ? "improved"
+                                                       : "ok";
+      row["detail"] = v;
+      j["rows"].push_back(std::move(row));
+    }
+    j["missing"] = json::array();
+    for (const ResultRow* m : missing) j["missing"].push_back(row_name(*m));
+    j["added"] = json::array();
+    for (std::size_t i = 0; i < next.rows.size(); ++i)
+      if (!used[i]) j["added"].push_back(row_name(next.rows[i]));
+    j["summary"] = {{"matched", s.matched},     {"regressed", s.regressed},
+                    {"improved", s.improved},   {"missing", s.missing},
+                    {"added", s.added},         {"rerun", s.rerun},
+                    {"confirmed", s.confirmed}, {"exit_code", s.exit_code()}};
+    out << j.dump(2) << "\n";
+    return s;
+  }
+
+  for (const auto& w : s.warnings) out << "WARNING: " << w << "\n";
+  for (const auto& n : notes) out << "note: " << n << "\n";
+  if (!s.warnings.empty() || !notes.empty()) out << "\n";
+
+  // The device kind is shown only when the rows do not all run on the same kind (rows are
+  // matched on the kind: a --devices sweep over cuda:0..N-1 compares with a one-GPU run).
+  bool multi_device = false;
+  for (const ResultRow& r : base.rows)
+    multi_device = multi_device || r.device_kind() != base.rows[0].device_kind();
+  TextTable t;
+  t.header = {"case",          "impl", "pass",    "base ms", "new ms", "new/base",
+              "cv % base/new", "p",    "error ×", "status",  "verdict"};
+  int hidden = 0;
+  for (std::size_t i = 0; i < judged.size(); ++i) {
+    const Judged& j = judged[i];
+    if (o.only_changed && verdicts[i].rfind("ok", 0) == 0 && j.b->status == j.n->status) {
+      ++hidden;
+      continue;
+    }
+    const ResultRow& b = *j.b;
+    const ResultRow& n = *j.n;
+    const std::string status =
+        b.status == n.status ? to_string(b.status)
+                             : std::string(to_string(b.status)) + " -> " + to_string(n.status);
+    const std::string cv = j.timed ? fmt_cv(b.time->cv) + "/" + fmt_cv(n.time->cv) : "-";
+    t.rows.push_back({b.case_label, b.impl_label() + (multi_device ? " (" + b.device_kind() + ")" : ""),
+                      std::string(to_string(b.pass)), b.time ? fmt_ms(b.time->median_ms) : "-",
+                      n.time ? fmt_ms(n.time->median_ms) : "-",
+                      fmt_x(j.timed ? n.time->median_ms / b.time->median_ms : NAN), cv,
+                      j.test ? fmt_p(j.p_adjusted) : "-",
+                      std::isnan(j.growth) ? "-" : fmt_x(j.growth), status, verdicts[i]});
+  }
+  if (!t.rows.empty()) {
+    t.note =
+        "new/base: median time ratio (> 1 is slower); cv: the repetitions' standard deviation / "
+        "mean; p: the test's p-value after the correction, in the direction of the change; "
+        "error ×: largest max_abs growth over the outputs. Slower: " +
+        method + "." +
+        (s.spread_rule > 0
+             ? " Rows without p (" + std::to_string(s.spread_rule) +
+                   ": no samples_ms, or too few to reach the level): above " +
+                   fmt_x(1 + o.threshold) +
+                   "× and beyond both runs' spread (max(cv·median, median − min), added)."
+             : std::string()) +
+        (hidden > 0
+             ? "\n" + std::to_string(hidden) + " rows with verdict ok not shown (--only-changed)."
+             : std::string());
+    render_markdown(t, out);
+  } else if (judged.empty()) {
+    out << "No rows in common.\n\n";
+  } else {
+    out << "No row changed (" << hidden << " rows with verdict ok; --only-changed).\n\n";
+  }
+  if (s.rerun > 0) {
+    const char* which = o.rerun_rows == "all" ? " timed rows (all) were measured again ("
+                        : o.rerun_rows == "suspect"
+                            ? " rows above the threshold were measured again ("
+                            : " rows found slower were measured again (";
+    out << "rerun: " << s.rerun << which << o.rerun_rounds << " x " << o.rerun_repetitions
+        << " repetitions"
+        << (o.rerun_base.empty() ? " of NEW, against BASE's recorded samples"
+                                 : " per side, BASE and NEW alternating row by row")
+        << "): " << s.confirmed << " confirmed\n";
+  }
+  for (const auto& r : regressions) out << "REGRESSED " << r << "\n";
+  for (const ResultRow* m : missing)
+    out << (o.allow_missing ? "missing (allowed): " : "MISSING in NEW: ") << row_name(*m) << "\n";
+  for (std::size_t i = 0; i < next.rows.size(); ++i)
+    if (!used[i]) out << "new row (not in BASE): " << row_name(next.rows[i]) << "\n";
+
+  out << (s.missing || s.added || !regressions.empty() || s.rerun ? "\n" : "")
+      << "compare: " << s.matched << " matched, " << s.regressed << " regressed, " << s.improved
+      << " improved, " << s.missing << " missing, " << s.added << " new -> "
+      << (s.exit_code() ? "REGRESSION" : "OK") << "\n";
+  out << "method: " << method
+      << (s.spread_rule ? "; " + std::to_string(s.spread_rule) + " rows by the spread rule" : "")
+      << "\n";
   return s;
 }
 
@@ -248,6 +672,28 @@ int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {
     err << "attnbench compare: --error-factor must be >= 1, got " << o.error_factor << "\n";
     return 2;
   }
+  if (!(o.alpha > 0 && o.alpha < 1)) {
+    err << "attnbench compare: --alpha must be in (0, 1), got " << o.alpha << "\n";
+    return 2;
+  }
+  if (o.format != "text" && o.format != "json") {
+    err << "attnbench compare: --format must be text or json, got \"" << o.format << "\"\n";
+    return 2;
+  }
+  if (o.rerun_rounds < 1 || o.rerun_repetitions < 1) {
+    err << "attnbench compare: --rerun-rounds and --rerun-repetitions must be >= 1, got "
+        << o.rerun_rounds << " and " << o.rerun_repetitions << "\n";
+    return 2;
+  }
+  if (o.rerun_rows != "slower" && o.rerun_rows != "suspect" && o.rerun_rows != "all") {
+    err << "attnbench compare: --rerun-rows must be slower, suspect or all, got \"" << o.rerun_rows
+        << "\"\n";
+    return 2;
+  }
+  if (!o.rerun_base.empty() && o.rerun.empty()) {
+    err << "attnbench compare: --rerun-base needs --rerun (NEW's binary)\n";
+    return 2;
+  }
   ResultsFile base, next;
   try {
     base = load_results(o.base);
@@ -256,9 +702,16 @@ int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {
     err << "attnbench compare: " << e.what() << "\n";
     return 2;
   }
-  out << "BASE " << o.base << " (" << device_name(base.context) << ")\nNEW  " << o.next << " ("
-      << device_name(next.context) << ")\n\n";
-  return compare_results(base, next, o, out).exit_code();
+  if (o.format == "text") {
+    out << "BASE " << o.base << " (" << device_name(base.context) << ")\nNEW  " << o.next << " ("
+        << device_name(next.context) << ")\n\n";
+  }
+  try {
+    return compare_results(base, next, o, out, err).exit_code();
+  } catch (const std::runtime_error& e) {
+    err << "attnbench compare: " << e.what() << "\n";
+    return 2;
+  }
 }
 
 }  // namespace attnbench

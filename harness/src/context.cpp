@@ -1,16 +1,14 @@
 #include "attnbench/context.hpp"
 
+#include <omp.h>
 #include <unistd.h>
 
-#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <sstream>
 #include <thread>
-
-#include <omp.h>
 
 #ifdef ATTNBENCH_WITH_CUDA
 #include <cuda_runtime.h>
@@ -29,6 +27,12 @@
 #endif
 
 namespace attnbench {
+
+namespace build_info {  // generated at build time (cmake/build_info.cmake)
+extern const char* const git_revision;
+extern const bool git_dirty;
+extern const char* const git_revision_source;
+}  // namespace build_info
 
 std::string source_dir() { return ATTNBENCH_SOURCE_DIR; }
 
@@ -56,26 +60,6 @@ std::string format_utc(const char* fmt) {
   char buf[64];
   std::strftime(buf, sizeof buf, fmt, &tm);
   return buf;
-}
-
-// Runs a shell command; out gets its stdout without the trailing newline. False when the command
-// cannot start or exits non-zero.
-bool run_capture(const std::string& cmd, std::string& out) {
-  FILE* f = ::popen(cmd.c_str(), "r");
-  if (!f) return false;
-  std::array<char, 4096> buf{};
-  out.clear();
-  std::size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) out.append(buf.data(), n);
-  const int rc = ::pclose(f);
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return rc == 0;
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
 }
 
 std::string cpu_model() {
@@ -111,6 +95,13 @@ std::string cuda_version_text(int v) {
 std::string iso_date_utc() { return format_utc("%Y-%m-%dT%H:%M:%SZ"); }
 std::string file_date_utc() { return format_utc("%Y%m%d-%H%M%S"); }
 
+nlohmann::ordered_json load_average() {
+  std::ifstream la("/proc/loadavg");
+  double l1 = 0, l5 = 0, l15 = 0;
+  if (la >> l1 >> l5 >> l15) return {l1, l5, l15};
+  return nullptr;
+}
+
 std::int64_t host_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
   std::int64_t bytes = pages > 0 && page > 0 ? static_cast<std::int64_t>(pages) * page : 0;
@@ -132,33 +123,24 @@ nlohmann::ordered_json collect_context() {
   c["omp_threads"] = omp_get_max_threads();
   c["host_memory_bytes"] = host_memory_bytes();
   // CPU timings on a busy machine are mostly scheduling noise (OpenMP threads waiting for a
-  // core); the load at the start says how busy it was.
-  {
-    std::ifstream la("/proc/loadavg");
-    double l1 = 0, l5 = 0, l15 = 0;
-    if (la >> l1 >> l5 >> l15) c["load_average"] = {l1, l5, l15};
-  }
+  // core); the load at the start says how busy it was (the run adds load_average_end).
+  if (auto la = load_average(); !la.is_null()) c["load_average"] = std::move(la);
   c["compiler"] = ATTNBENCH_CXX_COMPILER;
   c["build_type"] = ATTNBENCH_BUILD_TYPE;
 
-  // --no-optional-locks: reading the status must not rewrite the index of the user's checkout.
-  const std::string git = "git -C " + shell_quote(source_dir()) + " --no-optional-locks ";
-  std::string rev, status;
+  // The revision is the build's (cmake/build_info.cmake). ATTNBENCH_GIT_REVISION at run time
+  // names another: a copy of the tree built elsewhere whose git metadata, if any, may not be the
+  // commit it was copied from. Whether the copy matched it cannot be checked here.
   const char* named = std::getenv("ATTNBENCH_GIT_REVISION");
   if (named && *named) {
-    // The caller names the revision: a copy of the tree made elsewhere (the GPU machine), whose
-    // own git metadata, if any, may not be the commit it was copied from. Whether the copy
-    // matched it cannot be checked here.
     c["git_revision"] = named;
     c["git_dirty"] = std::getenv("ATTNBENCH_GIT_DIRTY") ? std::string(std::getenv("ATTNBENCH_GIT_DIRTY")) != "0" : true;
     c["git_revision_source"] = "ATTNBENCH_GIT_REVISION";
-  } else if (run_capture(git + "rev-parse HEAD 2>/dev/null", rev) && !rev.empty()) {
-    c["git_revision"] = rev;
-    // Untracked files count: a new file in impls/ changes the build through the globs.
-    c["git_dirty"] = run_capture(git + "status --porcelain 2>/dev/null", status) ? !status.empty() : true;
+    c["git_revision_built"] = build_info::git_revision;
   } else {
-    c["git_revision"] = "unknown";
-    c["git_dirty"] = true;
+    c["git_revision"] = build_info::git_revision;
+    c["git_dirty"] = build_info::git_dirty;
+    c["git_revision_source"] = build_info::git_revision_source;
   }
   c["nvtx"] = nvtx::enabled();
 

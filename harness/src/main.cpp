@@ -7,6 +7,7 @@
 // when SIGINT, SIGTERM or SIGHUP stopped a run (130, 143, 129).
 #include <fnmatch.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -20,12 +21,14 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <benchmark/benchmark.h>
 
 #include "attnbench/check.hpp"
+#include "attnbench/cli_problem.hpp"
 #include "attnbench/compare.hpp"
 #include "attnbench/config.hpp"
 #include "attnbench/context.hpp"
@@ -132,8 +135,7 @@ struct RunArgs {
   std::string dump;
   std::string resume;
   std::string benchmark_out;                   // --benchmark_out=FILE: Google Benchmark's own file
-  std::map<std::string, std::string> problem;  // flag -> value text
-  bool causal = false;
+  std::map<std::string, std::string> problem;  // flag -> value text (--causal: "true" when bare)
   std::map<std::string, CLI::Option*> problem_opts;
   CLI::Option *verify_opt = nullptr, *seed_opt = nullptr, *causal_opt = nullptr;
   bool expand = false;  // `attnbench expand`: the same config and overrides, printed as cases
@@ -203,8 +205,8 @@ bool ends_with_index_of(const std::string& path, const std::string& key) {
   return rest.empty() || (rest[0] == '/' && rest.find_first_not_of("0123456789", 1) == std::string::npos);
 }
 
-int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const std::string& command_line,
-            const std::vector<std::string>& raw_args) {
+int cmd_run(const RunArgs& a, const std::map<std::string, std::string>& bench_flags,
+            const std::string& command_line, const std::vector<std::string>& raw_args) {
   std::ostream& err = std::cerr;
   const std::string who = a.expand ? "attnbench expand: " : "attnbench run: ";
   bool adhoc = false;
@@ -212,7 +214,7 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
   adhoc = adhoc || a.causal_opt->count() > 0;
   if (adhoc && !a.config.empty()) {
     err << who
-        << "problem flags (--seq, --batch, ...) describe one problem without a config; "
+        << "problem flags (--seq, --batch, ...) describe a problem or a sweep without a config; "
            "drop them or the config '"
         << printable(a.config) << "'\n";
     return kBadInput;
@@ -223,52 +225,23 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
   std::map<std::string, std::string> flag_of_path;  // "/problem/heads_kv" -> "--heads-kv"
   if (adhoc) {
     doc["name"] = "adhoc";
-    doc["description"] = "one problem from the command line";
-    ojson problem = ojson::object();
+    doc["description"] = "one problem (or a sweep) from the command line";
+    std::vector<ProblemFlagValue> given;
     for (const ProblemFlag& f : problem_flags()) {
-      if (f.kind == ProblemFlag::boolean) {
-        if (a.causal_opt->count() == 0) continue;
-        problem[f.key] = a.causal;
-        flag_of_path[std::string("/problem/") + f.key] = f.flag;
-        continue;
-      }
-      const CLI::Option* opt = a.problem_opts.at(f.flag);
+      const CLI::Option* opt =
+          f.kind == ProblemFlag::boolean ? a.causal_opt : a.problem_opts.at(f.flag);
       if (opt->count() == 0) continue;
-      const std::string text = a.problem.at(f.flag);
-      flag_of_path[std::string("/problem/") + f.key] = f.flag;
-      if (f.kind == ProblemFlag::integer) {
-        std::size_t used = 0;
-        long long v = 0;
-        try {
-          v = std::stoll(text, &used);
-        } catch (const std::out_of_range&) {
-          err << who << f.flag << " = " << printable(text) << ": is too large: at most " << INT_MAX
-              << "\n";
-          return kBadInput;
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used != text.size() || text.empty()) {
-          err << who << f.flag << " = " << printable(text) << ": not an integer\n";
-          return kBadInput;
-        }
-        problem[f.key] = v;
-      } else if (f.kind == ProblemFlag::real) {
-        char* end = nullptr;
-        const double v = std::strtod(text.c_str(), &end);
-        if (text.empty() || *end != '\0') {
-          err << who << f.flag << " = " << printable(text) << ": not a number\n";
-          return kBadInput;
-        }
-        if (!std::isfinite(v)) {  // said here, as typed: JSON would carry NaN as null
-          err << who << f.flag << " = " << printable(text) << ": not a finite number\n";
-          return kBadInput;
-        }
-        problem[f.key] = v;
-      } else {
-        problem[f.key] = text;
-      }
+      given.push_back(
+          {f.flag, f.key, static_cast<ProblemFlagValue::Kind>(f.kind), a.problem.at(f.flag)});
     }
+    const auto built = problem_from_flags(given, flag_of_path);  // cli_problem.hpp
+    if (const auto* e = std::get_if<std::string>(&built)) {
+      err << who << *e << "\n";
+      return kBadInput;
+    }
+    const ojson& parts = std::get<ojson>(built);
+    ojson problem = parts["problem"];
+    if (parts.contains("sweep")) doc["sweep"] = parts["sweep"];
     doc["problem"] = problem;
     doc["implementations"] = ojson::array({"*"});
   } else {
@@ -359,7 +332,7 @@ int cmd_run(const RunArgs& a, const std::set<std::string>& bench_flags, const st
       std::erase_if(g.cases, [&](const Problem& p) {
         const std::string l = p.label();
         return std::none_of(a.cases.begin(), a.cases.end(),
-                            [&](const std::string& glob) { return fnmatch(glob.c_str(), l.c_str(), 0) == 0; });
+                            [&](const std::string& glob) { return glob_match(glob, l); });
       });
       kept += g.cases.size();
     }
@@ -501,7 +474,7 @@ int main(int argc, char** argv) {
   PrintableStreams printable_streams;
   // Split the arguments: --benchmark_* for Google Benchmark, everything else for CLI11.
   std::vector<char*> gb_argv{argv[0]}, cli_argv{argv[0]};
-  std::set<std::string> bench_flags;
+  std::map<std::string, std::string> bench_flags;  // name without dashes -> value
   std::string benchmark_out;
   std::string command_line = "attnbench";
   std::vector<std::string> raw_args(argv + 1, argv + argc);  // for the workers of run --devices
@@ -511,7 +484,9 @@ int main(int argc, char** argv) {
     if (s.rfind("--benchmark_", 0) == 0) {
       gb_argv.push_back(argv[i]);
       if (s.rfind("--benchmark_out=", 0) == 0) benchmark_out = s.substr(16);
-      bench_flags.insert(s.substr(2, s.find('=') == std::string::npos ? std::string::npos : s.find('=') - 2));
+      const auto eq = s.find('=');
+      bench_flags[s.substr(2, eq == std::string::npos ? std::string::npos : eq - 2)] =
+          eq == std::string::npos ? "" : s.substr(eq + 1);
     } else {
       cli_argv.push_back(argv[i]);
     }
@@ -522,6 +497,14 @@ int main(int argc, char** argv) {
     if (cmd != "list" && cmd != "run" && cmd != "expand" && cmd != "check" && cmd != "compare" && cmd != "table") {
       std::cerr << "attnbench: unknown command '" << printable(cmd)
                 << "' (commands: list, run, expand, check, compare, table; see --help)\n";
+      return kBadInput;
+    }
+  }
+  // Google Benchmark would print its usage and exit 0 on these.
+  for (const char* f : {"benchmark_format", "benchmark_out_format"}) {
+    if (const auto it = bench_flags.find(f); it != bench_flags.end() && it->second != "console" &&
+                                             it->second != "json" && it->second != "csv") {
+      std::cerr << "attnbench: --" << f << "=" << it->second << ": must be console, json or csv\n";
       return kBadInput;
     }
   }
@@ -580,17 +563,27 @@ SIGINT/SIGTERM/SIGHUP.)");
     r.verify_opt = c->add_option("--verify", r.verify, "Verification: auto, full, sampled or off")->type_name("MODE");
     r.seed_opt = c->add_option("--seed", r.seed, "Seed of the inputs (replaces the config's)")->type_name("N");
     c->add_flag("--hot", r.hot, "Do not flush the caches between timed calls");
+    const char* group =
+        "A problem or a sweep (instead of a config; comma-separated values make a product)";
     for (const ProblemFlag& f : problem_flags()) {
       if (f.kind == ProblemFlag::boolean) {
-        r.causal_opt = c->add_flag(f.flag, r.causal, "One problem: causal (bottom-right aligned)")->group("Single problem (instead of a config)");
+        r.causal_opt = c->add_option(f.flag, r.problem[f.flag],
+                                     "Causal (bottom-right aligned); alone: true; or false, both")
+                           ->expected(0, 1)
+                           ->default_str("true")
+                           ->type_name("[true|false|both]")
+                           ->group(group);
         continue;
       }
-      const char* tn = f.kind == ProblemFlag::integer ? "N" : f.kind == ProblemFlag::real ? "X" : "DTYPE";
-      std::string help = std::string("One problem: ") + f.key;
-      if (std::string(f.key) == "seq") help = "One problem: seq_q = seq_kv";
+      const char* tn = f.kind == ProblemFlag::integer ? "N,..."
+                       : f.kind == ProblemFlag::real  ? "X,..."
+                                                      : "DTYPE,...";
+      std::string help = f.key;
+      if (std::string(f.key) == "seq") help = "seq_q = seq_kv (1k = 1024)";
       if (std::string(f.key) == "scale") help += " (default 1/sqrt(head_dim))";
-      if (std::string(f.key) == "dtype") help += ": f32, f16 or bf16";
-      r.problem_opts[f.flag] = c->add_option(f.flag, r.problem[f.flag], help)->type_name(tn)->group("Single problem (instead of a config)");
+      if (std::string(f.key) == "dtype") help += ": f32, f16, bf16";
+      r.problem_opts[f.flag] =
+          c->add_option(f.flag, r.problem[f.flag], help)->type_name(tn)->group(group);
     }
   };
   case_flags(run, ra);
@@ -645,11 +638,52 @@ Exit codes: 0 printed, 2 bad input (nothing printed).)");
   cmp->add_option("--threshold", co.threshold, "Slowdown tolerated beyond the noise (fraction)")->capture_default_str();
   cmp->add_flag("--allow-missing", co.allow_missing, "A row of BASE missing from NEW is not a failure");
   cmp->add_option("--error-factor", co.error_factor, "Error growth tolerated (factor on max_abs)")->capture_default_str();
+  cmp->add_option("--alpha", co.alpha, "Level of the test over all the rows, after the correction")
+      ->capture_default_str();
+  std::string correction = "holm";
+  cmp->add_option("--correction", correction,
+                  "For testing many rows: holm (family-wise), bh (false discovery rate) or none")
+      ->capture_default_str();
+  cmp->add_flag("--only-changed", co.only_changed, "Leave out the rows whose verdict is ok");
+  cmp->add_option("--format", co.format, "text or json")->capture_default_str();
+  cmp->add_option("--rerun", co.rerun,
+                  "Measure the rows found slower again with this attnbench binary (NEW's build) "
+                  "before deciding")
+      ->type_name("BINARY");
+  cmp->add_option("--rerun-base", co.rerun_base,
+                  "With --rerun: measure them again with BASE's build too, alternating with NEW's")
+      ->type_name("BINARY");
+  cmp->add_option("--rerun-rows", co.rerun_rows,
+                  "With --rerun: slower (the rows found slower), suspect (above the threshold, "
+                  "significant or not) or all (every timed row)")
+      ->capture_default_str();
+  cmp->add_option("--rerun-rounds", co.rerun_rounds,
+                  "Measurements per side of each rerun row (alternating sides)")
+      ->capture_default_str();
+  cmp->add_option("--rerun-repetitions", co.rerun_repetitions,
+                  "Repetitions of each rerun measurement")
+      ->capture_default_str();
+  cmp->footer(R"(
+Slower means: new/base above 1 + threshold, and NEW's repetitions (time.samples_ms) slower than
+BASE's by a one-sided Mann-Whitney U test at level alpha over all the rows tested (Holm by
+default). Rows without samples (older files) are judged by the spread rule. compare.hpp and
+docs/cli.md have the rules.
+
+Examples:
+  attnbench compare base.json new.json
+  attnbench compare base.json new.json --rerun build/attnbench --rerun-base base-build/attnbench
+  attnbench compare base.json new.json --only-changed
+  attnbench compare base.json new.json --format json > diff.json
+
+Exit codes: 0 no regression, 1 a regression, 2 bad input.)");
 
   TableOptions to;
   CLI::App* tab = app.add_subcommand("table", "Render a results file as the papers' tables (markdown or CSV)");
   tab->add_option("results", to.results, "Results file")->required()->type_name("RESULTS.json");
-  tab->add_option("--format", to.format, "markdown, csv or long")->capture_default_str();
+  tab->add_option(
+         "--format", to.format,
+         "markdown; csv (tidy: one line per row, for pandas); wide-csv (the tables as CSV)")
+      ->capture_default_str();
   tab->add_option("--baseline", to.baseline, "Implementation the speedups divide by (default: cuda.standard_cublas where the group has it, else cpu.naive_3pass)")->type_name("IMPL");
   tab->add_option("--metric", to.metric, "tflops, ms or memory")->capture_default_str();
 
@@ -674,8 +708,14 @@ Exit codes: 0 printed, 2 bad input (nothing printed).)");
   } else if (chk->parsed()) {
     rc = run_check(ko, std::cout, std::cerr);
   } else if (cmp->parsed()) {
-    printable_streams.on_stdout();  // the rows' strings come from the files
-    rc = run_compare(co, std::cout, std::cerr);
+    if (!parse_correction(correction, co.correction)) {
+      std::cerr << "attnbench compare: --correction must be holm, bh or none, got \"" << correction
+                << "\"\n";
+      rc = kBadInput;
+    } else {
+      printable_streams.on_stdout();  // the rows' strings come from the files
+      rc = run_compare(co, std::cout, std::cerr);
+    }
   } else if (tab->parsed()) {
     printable_streams.on_stdout();
     rc = run_table(to, std::cout, std::cerr);

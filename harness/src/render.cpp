@@ -2,6 +2,7 @@
 #include "attnbench/render.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iomanip>
 #include <map>
@@ -102,13 +103,24 @@ std::string fmt(const char* f, double x) {
   return buf;
 }
 
-std::string tflops_text(double t) { return t >= 10 ? fmt("%.1f", t) : t >= 0.1 ? fmt("%.3f", t) : fmt("%.5f", t); }
+std::string rate_text(double t) {
+  return t >= 10 ? fmt("%.1f", t) : t >= 0.1 ? fmt("%.3f", t) : fmt("%.5f", t);
+}
 
 }  // namespace
 
 void print_run_table(const ResultsFile& res, std::ostream& out) {
-  const std::vector<std::string> header{"case", "impl", "pass", "status", "err/naive", "median ms",
-                                        "TFLOP/s", "ws MiB", "note"};
+  // One unit for the column, as `attnbench table` chooses it: GFLOP/s when every rate is below
+  // 1 TFLOP/s (a CPU run), else TFLOP/s.
+  double top = 0;
+  for (const ResultRow& r : res.rows)
+    if (const auto tf = r.tflops(); r.status == Status::pass && tf && std::isfinite(*tf))
+      top = std::max(top, *tf);
+  const bool giga = top > 0 && top < 1;
+  const std::vector<std::string> header{
+      "case",      "impl",      "pass", "status",
+      "err/naive", "median ms", "cv %", giga ? "GFLOP/s" : "TFLOP/s",
+      "ws MiB",    "note"};
   std::vector<std::vector<std::string>> rows;
   // Skipped rows are counted by reason below the table, not listed: in a sweep they are
   // mostly "no backward pass" or "no CUDA device", and would bury the rows that ran.
@@ -138,11 +150,14 @@ void print_run_table(const ResultsFile& res, std::ostream& out) {
     if (note.size() > 70) note = note.substr(0, 67) + "...";
     if (r.status == Status::pass && r.verified) note = to_string(r.verify_mode);
     const auto tf = r.tflops();
-    rows.push_back({r.case_label, impl, std::string(to_string(r.pass)),
-                    r.status == Status::fail ? "FAIL" : to_string(r.status), ratio,
-                    r.time ? fmt("%.3f", r.time->median_ms) : "-", tf ? tflops_text(*tf) : "-",
-                    r.memory ? fmt("%.1f", static_cast<double>(r.memory->workspace_bytes) / (1 << 20)) : "-",
-                    note});
+    rows.push_back(
+        {r.case_label, impl, std::string(to_string(r.pass)),
+         r.status == Status::fail ? "FAIL" : to_string(r.status), ratio,
+         r.time ? fmt("%.3f", r.time->median_ms) : "-",
+         r.time && r.time->repetitions > 1 ? fmt("%.1f", r.time->cv * 100) : "-",
+         tf ? rate_text(*tf * (giga ? 1e3 : 1)) : "-",
+         r.memory ? fmt("%.1f", static_cast<double>(r.memory->workspace_bytes) / (1 << 20)) : "-",
+         note});
   }
   std::vector<std::size_t> w(header.size());
   for (std::size_t c = 0; c < header.size(); ++c) {
@@ -150,7 +165,7 @@ void print_run_table(const ResultsFile& res, std::ostream& out) {
     for (const auto& r : rows) w[c] = std::max(w[c], r[c].size());
   }
   // Numbers right-aligned, text left-aligned; the last column is not padded.
-  auto numeric = [](std::size_t c) { return c >= 4 && c <= 7; };
+  auto numeric = [](std::size_t c) { return c >= 4 && c <= 8; };
   auto line = [&](const std::vector<std::string>& cells) {
     for (std::size_t c = 0; c < cells.size(); ++c) {
       if (c + 1 == cells.size()) {

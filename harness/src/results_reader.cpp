@@ -174,6 +174,19 @@ struct Reader {
     ts.repetitions = static_cast<int>(integer(t, "repetitions", tp, false));
     ts.iterations = integer(t, "iterations", tp, false);
     ts.hot = boolean(t, "hot", tp, false);
+    if (const ojson* s = find(t, "samples_ms"); s && !s->is_null()) {
+      if (!s->is_array())
+        bad(origin, tp + ".samples_ms", "expected an array, got " + short_dump(*s));
+      for (std::size_t i = 0; i < s->size(); ++i) {
+        const std::string sp = tp + ".samples_ms[" + std::to_string(i) + "]";
+        const ojson& x = (*s)[i];
+        if (!x.is_number() || !(x.get<double>() >= 0))
+          bad(origin, sp, "expected a time >= 0, got " + short_dump(x));
+        ts.samples_ms.push_back(x.get<double>());
+      }
+    }
+    if (const ojson* o = find(t, "others_cores"); o && !o->is_null())
+      ts.others_cores = num(t, "others_cores", tp, true);
     if (std::isnan(ts.median_ms)) return std::nullopt;
     return ts;
   }

@@ -24,6 +24,7 @@
 #include "attnbench/memory_probe.hpp"
 #include "attnbench/nvtx.hpp"
 #include "attnbench/output_file.hpp"
+#include "attnbench/profiler.hpp"
 #include "attnbench/render.hpp"
 #include "attnbench/timing.hpp"
 #include "attnbench/validation.hpp"
@@ -74,7 +75,9 @@ class Runner {
   std::ostream& err_;
   ResultsFile results_;
   std::vector<PlannedRow> plan_;
-  std::vector<std::size_t> timed_;  // indices into plan_/results_.rows of rows to time
+  std::vector<std::size_t> timed_;        // indices into plan_/results_.rows of rows to time
+  std::vector<std::size_t> failed_;       // of rows that failed verification in this run
+  std::optional<TestSlowdown> slowdown_;  // ATTNBENCH_TEST_SLOWDOWN (timing.hpp)
   std::string cuda_broken_;         // set once a sticky CUDA error was seen
   std::size_t done_ = 0;
   bool dump_failed_ = false;
@@ -227,8 +230,8 @@ ResultRow Runner::run_row(const PlannedRow& pr, CaseState& cs) {
   r.verify_mode = ref.mode;
   if (const Implementation* base = naive_baseline(dev)) r.baseline = base->name();
   try {
-    Validated call =
-        validation_call(*pr.impl, p, pr.pass, *pr.params, *cs.inputs, ref, pr.name, true);
+    Validated call = validation_call(*pr.impl, p, pr.pass, *pr.params, *cs.inputs, ref, pr.name,
+                                     true, opts_.profile && dev == Device::cuda);
     r.memory = call.memory;
     const Outputs& outs = call.outputs;
     const Outputs* naive = nullptr;
@@ -348,12 +351,14 @@ void Runner::run_case(std::size_t first, std::size_t last) {
     }
     progress(pr, r);
     if (r.status == Status::pass && !opts_.profile) timed_.push_back(results_.rows.size());
+    if (r.status == Status::fail) failed_.push_back(results_.rows.size());
     results_.rows.push_back(std::move(r));
   }
 }
 
 void Runner::time_rows() {
-  if (timed_.empty() || interrupted()) return;
+  if (timed_.empty() && (failed_.empty() || !opts_.benchmark_flags.count("benchmark_out"))) return;
+  if (interrupted() || opts_.profile) return;
   // One slot of live buffers: the benchmark being run. Google Benchmark calls a benchmark's
   // function several times (iteration estimate, repetitions), so the buffers are kept between
   // calls and rebuilt only when another row starts.
@@ -388,14 +393,31 @@ void Runner::time_rows() {
   };
 
   std::map<std::string, std::size_t> by_name;
+  std::map<std::string, std::shared_ptr<CpuTicks>>
+      started;  // by name: the machine's CPU time when its timing began
+  std::map<std::string, std::optional<double>> ended;  // by name: others_cores once it was done
   std::vector<TimedBenchmark> benchmarks;
-  for (std::size_t k : timed_) {
+  // Rows that failed verification go to Google Benchmark's outputs too, as errors, in row order.
+  std::vector<std::size_t> rows = timed_;
+  for (std::size_t k : failed_) rows.push_back(k);
+  std::sort(rows.begin(), rows.end());
+  for (std::size_t k : rows) {
     const PlannedRow& pr = plan_[k];
     const TimingSettings& ts = pr.group->timing;
+    if (results_.rows[k].status == Status::fail) {
+      benchmarks.push_back({pr.name, ts, {}, "verification failed: " + results_.rows[k].reason});
+      continue;
+    }
     const Device dev = pr.impl->device();
     by_name[pr.name] = k;
     auto warmed = std::make_shared<bool>(false);
-    auto body = [this, slot, prepare, k, dev, ts, warmed](benchmark::State& st) {
+    started[pr.name] = std::make_shared<CpuTicks>();
+    const CallCounters counters{results_.rows[k].flops,
+                                results_.rows[k].memory ? results_.rows[k].memory->io_bytes : 0};
+    const double slowdown =
+        slowdown_ && dev == Device::cpu ? slowdown_->factor(pr.impl->name()) : 1.0;
+    auto body = [this, slot, prepare, k, dev, ts, warmed, counters, slowdown,
+                 ticks = started[pr.name]](benchmark::State& st) {
       // An interrupt skips the rows not started yet. A row already started finishes its
       // repetitions (seconds at most): Google Benchmark's statistics need every repetition to
       // have the same iteration count (its debug builds abort otherwise, losing the run).
@@ -411,10 +433,11 @@ void Runner::time_rows() {
       try {
         CaseBuffers& buf = prepare(k);
         if (!*warmed) {
+          *ticks = cpu_ticks();
           CallTimer::warm_up(buf, row.pass, ts.warmup_s);
           *warmed = true;
         }
-        slot->timer.time(st, buf, dev, row.pass, ts.hot, row.name);
+        slot->timer.time(st, buf, dev, row.pass, ts.hot, row.name, counters, slowdown);
         buf.synchronize();
       } catch (const std::exception& e) {
         slot->buf.reset();
@@ -423,7 +446,7 @@ void Runner::time_rows() {
         st.SkipWithError(e.what());
       }
     };
-    benchmarks.push_back({pr.name, ts, body});
+    benchmarks.push_back({pr.name, ts, body, ""});
   }
 
   // Each row's time goes into the results file as soon as its benchmark is done, so a run
@@ -443,15 +466,38 @@ void Runner::time_rows() {
       }
     } else {
       r.time = o.time;
+      // Measured when the row is first reported done (the final pass re-applies outcomes).
+      if (!ended.count(name)) ended[name] = others_cores(*started[name], cpu_ticks());
+      if (r.time) r.time->others_cores = ended[name];
     }
   };
   if (!opts_.quiet)
     err_ << "timing " << timed_.size() << " rows with Google Benchmark\n" << std::flush;
-  const auto outcomes = run_benchmarks(benchmarks, opts_.benchmark_flags, opts_.quiet,
-                                       [&](const std::string& name, const TimingOutcome& o) {
-                                         apply(name, o);
-                                         save(false);
-                                       });
+  BenchmarkSettings bs;
+  bs.flags = opts_.benchmark_flags;
+  bs.quiet = opts_.quiet;
+  bs.progress = &err_;
+  bs.stdout_report = &out_;
+  const auto& ctx = results_.context;
+  for (const char* key :
+       {"git_revision", "git_dirty", "config_name", "config_hash", "host", "cpu"}) {
+    if (const auto it = ctx.find(key); it != ctx.end())
+      bs.context.emplace_back(std::string("attnbench_") + key,
+                              it->is_string() ? it->get<std::string>() : it->dump());
+  }
+  bs.context.emplace_back("attnbench_device", device_name(ctx));
+  if (slowdown_) bs.context.emplace_back("attnbench_test_slowdown", slowdown_->spec);
+  const bool any_cuda = std::any_of(timed_.begin(), timed_.end(), [&](std::size_t k) {
+    return plan_[k].impl->device() == Device::cuda;
+  });
+  std::map<std::string, TimingOutcome> outcomes;
+  {
+    ProfilerCapture profiled(any_cuda && cuda_present_);  // profiler.hpp: the timing phase
+    outcomes = run_benchmarks(benchmarks, bs, [&](const std::string& name, const TimingOutcome& o) {
+      apply(name, o);
+      save(false);
+    });
+  }
   slot->buf.reset();
   // Normally a no-op (each row was applied when done); it covers a benchmark whose last report
   // did not look final to the reporter (e.g. repetitions changed by a --benchmark_* flag).
@@ -499,6 +545,9 @@ int Runner::run() {
   auto& ctx = results_.context;
   ctx = run_context(cfg_, opts_);
   ctx["rows_planned"] = plan_.size();
+  ctx["benchmark_library"] = benchmark_library();
+  slowdown_ = test_slowdown_from_env();
+  if (slowdown_) ctx["test_slowdown"] = slowdown_->spec;
   if (!opts_.resume_path.empty()) {
     const std::string why = resume_refusal(opts_.resume, opts_.resume_path, cfg_.hash(),
                                            opts_.profile, ctx.value("git_revision", ""));
@@ -559,9 +608,12 @@ int Runner::run() {
     results_.stop_reason = "interrupted (" + signal_name(interrupt_signal()) +
                            "): the row in progress finished, the rows after it did not run";
   }
+  ctx["load_average_end"] = load_average();
   save(true);
-  print_run_table(results_, out_);
-  if (!opts_.out_path.empty()) out_ << "results: " << printable(opts_.out_path) << "\n";
+  // stdout is Google Benchmark's when --benchmark_format asked for its report there.
+  std::ostream& table = opts_.benchmark_flags.count("benchmark_format") ? err_ : out_;
+  print_run_table(results_, table);
+  if (!opts_.out_path.empty()) table << "results: " << printable(opts_.out_path) << "\n";
   if (interrupted()) {
     err_ << "interrupted by " << signal_name(interrupt_signal())
          << ": results written with complete=false\n";

@@ -372,33 +372,20 @@ std::vector<TextTable> group_tables(const Group& g, const TableOptions& o) {
 
 void render_long(const std::vector<Group>& groups, std::ostream& out) {
   TextTable t;
-  t.header = {"pass",
-              "head_dim",
-              "causal",
-              "dtype",
-              "batch",
-              "heads_q",
-              "heads_kv",
-              "seq_q",
-              "seq_kv",
-              "case",
-              "impl",
-              "params",
-              "device",
-              "status",
-              "reason",
-              "median_ms",
-              "min_ms",
-              "cv",
-              "tflops",
-              "baseline",
-              "speedup",
-              "io_mib",
-              "workspace_mib",
-              "peak_mib",
-              "footprint_reduction",
-              "peak_reduction",
-              "hbm_gb"};
+  t.header = {"pass",           "head_dim",
+              "causal",         "dtype",
+              "batch",          "heads_q",
+              "heads_kv",       "seq_q",
+              "seq_kv",         "case",
+              "impl",           "params",
+              "device",         "status",
+              "reason",         "median_ms",
+              "min_ms",         "cv",
+              "repetitions",    "tflops",
+              "baseline",       "speedup",
+              "io_mib",         "workspace_mib",
+              "peak_mib",       "footprint_reduction",
+              "peak_reduction", "hbm_gb"};
   auto num = [](double v) {
     if (!std::isfinite(v)) return std::string();
     char b[64];
@@ -428,6 +415,7 @@ void render_long(const std::vector<Group>& groups, std::ostream& out) {
                         num(r->time ? r->time->median_ms : NAN),
                         num(r->time ? r->time->min_ms : NAN),
                         num(r->time ? r->time->cv : NAN),
+                        r->time ? std::to_string(r->time->repetitions) : std::string(),
                         num(metric_value(*r, "tflops")),
                         g.baseline_label,
                         num(b ? speedup(b, r) : NAN),
@@ -468,8 +456,9 @@ std::string context_line(const ResultsFile& f, bool cpu_only) {
 }  // namespace
 
 int run_table(const TableOptions& o, std::ostream& out, std::ostream& err) {
-  if (o.format != "markdown" && o.format != "csv" && o.format != "long") {
-    err << "attnbench table: --format must be markdown, csv or long, got \"" << o.format << "\"\n";
+  if (o.format != "markdown" && o.format != "csv" && o.format != "long" && o.format != "wide-csv") {
+    err << "attnbench table: --format must be markdown, csv, wide-csv or long, got \"" << o.format
+        << "\"\n";
     return 2;
   }
   if (o.metric != "tflops" && o.metric != "ms" && o.metric != "memory") {
@@ -491,7 +480,7 @@ int run_table(const TableOptions& o, std::ostream& out, std::ostream& err) {
       err << "attnbench table: warning: baseline \"" << o.baseline << "\" has no rows in "
           << o.results << "\n";
   }
-  if (o.format == "long") {
+  if (o.format == "csv" || o.format == "long") {  // "long": its earlier name
     render_long(groups, out);
     return 0;
   }

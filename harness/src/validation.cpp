@@ -4,12 +4,13 @@
 #include "attnbench/execute.hpp"
 #include "attnbench/memory_probe.hpp"
 #include "attnbench/nvtx.hpp"
+#include "attnbench/profiler.hpp"
 
 namespace attnbench {
 
 Validated validation_call(const Implementation& impl, const Problem& p, Pass pass,
                           const Options& opts, const CaseInputs& in, const Reference& ref,
-                          const std::string& range, bool measure_peak) {
+                          const std::string& range, bool measure_peak, bool capture) {
   PeakProbe probe(impl.device());
   if (measure_peak) probe.begin();
   CaseBuffers buf(impl, p, pass, opts);
@@ -22,6 +23,7 @@ Validated validation_call(const Implementation& impl, const Problem& p, Pass pas
   }
   buf.poison_outputs();
   {
+    ProfilerCapture profiled(capture);
     nvtx::Range r(range);
     buf.call(pass);
     buf.synchronize();

@@ -41,7 +41,7 @@ constexpr std::size_t bwd_smem_bytes() {
 
 // q, dout, dq: [B, Sq, Hq, D]; k, v, dk, dv: [B, Skv, Hkv, D]. Grid (ceil(Skv/Bc), Hq, B).
 template <class T, int DB>
-__global__ void __launch_bounds__(CcBwdTile<DB>::kThreads, 1) flash_bwd_kernel(CcParams p) {
+__global__ void __launch_bounds__(CcBwdTile<DB>::kThreads, 1) flash_bwd_cc_kernel(CcParams p) {
   using Tile = CcBwdTile<DB>;
   constexpr int NT = Tile::kThreads, BC = Tile::kBlockC, BR = Tile::kBlockR;
   constexpr int NE = DB / kGroup, SQK = kStrideQK<DB>, SP = BC + 4;
@@ -216,7 +216,7 @@ KernelInfo pick(const Problem& p) {
     using T = typename decltype(tt)::type;
     return dispatch_head_dim(p.head_dim, [&](auto db) {
       constexpr int DB = decltype(db)::value;
-      return KernelInfo{&flash_bwd_kernel<T, DB>, bwd_smem_bytes<DB>(), CcBwdTile<DB>::kBlockC,
+      return KernelInfo{&flash_bwd_cc_kernel<T, DB>, bwd_smem_bytes<DB>(), CcBwdTile<DB>::kBlockC,
                         CcBwdTile<DB>::kThreads};
     });
   });

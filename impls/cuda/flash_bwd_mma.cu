@@ -74,7 +74,7 @@ __device__ __forceinline__ float prob(float s, float scale_log2, float lse2) {
 // One row (b, i, h) per D/8 lanes, 8 elements per lane (lanes past head_dim idle).
 // grid: ceil(rows * D/8 / 256), 256 threads.
 template <class T, int D, bool kPadded>
-__global__ void __launch_bounds__(256) bwd_preprocess_kernel(const MmaParams p) {
+__global__ void __launch_bounds__(256) bwd_preprocess_mma_kernel(const MmaParams p) {
   constexpr int kLanes = D / 8;
   const int dh = kPadded ? p.head_dim : D;
   static_assert(kLanes <= 32 && (kLanes & (kLanes - 1)) == 0, "a row within one warp");
@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(256) bwd_preprocess_kernel(const MmaParams p) 
 // then dQ = dS K (float32 atomics), dV += P^T dO, dK += dS^T Q, with dK, dV in registers.
 template <class T, class Cfg, bool kPadded, bool kCausal>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
-    flash_bwd_main_kernel(const MmaParams p) {
+    flash_bwd_mma_kernel(const MmaParams p) {
   constexpr int D = Cfg::kHeadDim, BN = Cfg::kBlockN, BM = Cfg::kBlockM;
   const int dh = kPadded ? p.head_dim : D;  // columns of the tensors
   constexpr int kThreads = Cfg::kThreads;
@@ -336,7 +336,7 @@ __global__ void __launch_bounds__(256)
 // dP = dO V^T, dS = P (dP - D), dQ += dS K with dS taken from the accumulators.
 template <class T, class Tr, bool kPadded, bool kCausal>
 __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
-    flash_bwd_dq_kernel(const MmaParams p) {
+    flash_bwd_mma_dq_kernel(const MmaParams p) {
   constexpr int D = Tr::kHeadDim, BM = Tr::kDqBlockM, BN = Tr::kDqBlockN;
   const int dh = kPadded ? p.head_dim : D;
   constexpr int kThreads = Tr::kDqThreads;
@@ -493,16 +493,16 @@ void run_bwd(const MmaParams& p, bool det, void* stream) {
   using Tr = BwdTraits<D>;
   const int64_t rows = static_cast<int64_t>(p.batch) * p.seq_q * p.heads_q;
   const int64_t pre_threads = rows * (D / 8);
-  launch(bwd_preprocess_kernel<T, D, kPadded>,
+  launch(bwd_preprocess_mma_kernel<T, D, kPadded>,
          dim3(static_cast<unsigned>((pre_threads + 255) / 256)), dim3(256), 0, stream, p);
   using Main = typename Tr::Main;
   const dim3 grid((p.seq_kv + Main::kBlockN - 1) / Main::kBlockN, p.heads_kv, p.batch);
-  launch(flash_bwd_main_kernel<T, Main, kPadded, kCausal>, grid, dim3(Main::kThreads),
+  launch(flash_bwd_mma_kernel<T, Main, kPadded, kCausal>, grid, dim3(Main::kThreads),
          Main::kSmemBytes, stream, p);
   if (det) {
     using Dq = typename Tr::Dq;
     const dim3 grid_dq((p.seq_q + Dq::kDqBlockM - 1) / Dq::kDqBlockM, p.heads_q, p.batch);
-    launch(flash_bwd_dq_kernel<T, Dq, kPadded, kCausal>, grid_dq, dim3(Dq::kDqThreads),
+    launch(flash_bwd_mma_dq_kernel<T, Dq, kPadded, kCausal>, grid_dq, dim3(Dq::kDqThreads),
            Dq::kDqSmemBytes, stream, p);
   } else {
     const int64_t n8 = rows * p.head_dim / 8;
@@ -568,9 +568,9 @@ class FlashBwdMma final : public attnbench::Implementation {
     dispatch_mma<BwdHeadDims>(p, [&](auto e, auto d, auto padded, auto causal) {
       using T = typename decltype(e)::type;
       using Tr = BwdTraits<d.value>;
-      set_dynamic_smem(flash_bwd_main_kernel<T, typename Tr::Main, padded, causal>,
+      set_dynamic_smem(flash_bwd_mma_kernel<T, typename Tr::Main, padded, causal>,
                        Tr::Main::kSmemBytes);
-      set_dynamic_smem(flash_bwd_dq_kernel<T, typename Tr::Dq, padded, causal>,
+      set_dynamic_smem(flash_bwd_mma_dq_kernel<T, typename Tr::Dq, padded, causal>,
                        Tr::Dq::kDqSmemBytes);
     });
   }

@@ -104,8 +104,8 @@ struct BwdParams {
 // D = rowsum(dO ∘ O) for every padded row; one warp per row. grid-stride over B * Hq * Sq_pad.
 template <class T>
 __global__ void __launch_bounds__(256)
-    bwd_preprocess_kernel(const T* o, const T* dout, float* dsum, int seq_q, int seq_q_pad,
-                          int heads_q, int head_dim, int64_t rows) {
+    bwd_preprocess_wgmma_kernel(const T* o, const T* dout, float* dsum, int seq_q, int seq_q_pad,
+                                int heads_q, int head_dim, int64_t rows) {
   const int lane = threadIdx.x % 32;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
   for (int64_t r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; r < rows; r += warps) {
@@ -130,8 +130,8 @@ __global__ void __launch_bounds__(256)
 // dQ = scale · accumulator; one thread per element pair, grid-stride over B * Sq * Hq * head_dim/2.
 template <class T>
 __global__ void __launch_bounds__(256)
-    bwd_postprocess_kernel(const float* dq_accum, T* dq, int seq_q, int seq_q_pad, int heads_q,
-                           int head_dim, int d_pad, float scale, int64_t pairs) {
+    bwd_postprocess_wgmma_kernel(const float* dq_accum, T* dq, int seq_q, int seq_q_pad,
+                                 int heads_q, int head_dim, int d_pad, float scale, int64_t pairs) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < pairs;
        e += stride) {
@@ -528,7 +528,7 @@ class FlashBwdWgmma final : public attnbench::Implementation {
       launch_memset_zero(dq_accum, zeroed_bytes(pr), a.stream);
       const int64_t rows = static_cast<int64_t>(pr.batch) * pr.heads_q * sq_pad;
       const int pre_blocks = static_cast<int>(std::min<int64_t>((rows + 7) / 8, 65535));
-      attn_hopper::launch(bwd_preprocess_kernel<T>, dim3(pre_blocks), dim3(256), 0, a.stream,
+      attn_hopper::launch(bwd_preprocess_wgmma_kernel<T>, dim3(pre_blocks), dim3(256), 0, a.stream,
                           static_cast<const T*>(a.o), static_cast<const T*>(a.dout), dsum, pr.seq_q,
                           sq_pad, pr.heads_q, pr.head_dim, rows);
       const TensorMap tq =
@@ -563,8 +563,8 @@ class FlashBwdWgmma final : public attnbench::Implementation {
       const int64_t pairs =
           static_cast<int64_t>(pr.batch) * pr.seq_q * pr.heads_q * (pr.head_dim / 2);
       const int post_blocks = static_cast<int>(std::min<int64_t>((pairs + 255) / 256, 65535));
-      attn_hopper::launch(bwd_postprocess_kernel<T>, dim3(post_blocks), dim3(256), 0, a.stream,
-                          dq_accum, static_cast<T*>(a.dq), pr.seq_q, sq_pad, pr.heads_q,
+      attn_hopper::launch(bwd_postprocess_wgmma_kernel<T>, dim3(post_blocks), dim3(256), 0,
+                          a.stream, dq_accum, static_cast<T*>(a.dq), pr.seq_q, sq_pad, pr.heads_q,
                           pr.head_dim, d_pad, p.scale, pairs);
     });
   }

@@ -44,7 +44,7 @@ inline constexpr std::size_t kSmemCompileLimit = 227 * 1024;
 
 // q, o: [B, Sq, Hq, D]; k, v: [B, Skv, Hkv, D]; lse: [B, Hq, Sq]. Grid (ceil(Sq/Br), Hq, B).
 template <class T, int DB, int BC>
-__global__ void __launch_bounds__(CcFwdTile<DB>::kThreads, 1) flash_fwd_kernel(CcParams p) {
+__global__ void __launch_bounds__(CcFwdTile<DB>::kThreads, 1) flash_fwd_cc_kernel(CcParams p) {
   using Tile = CcFwdTile<DB>;
   constexpr int NT = Tile::kThreads, RT = Tile::kRowsPerThread, BR = block_rows<DB, BC>();
   constexpr int NC = BC / kGroup, NE = DB / kGroup, SQK = kStrideQK<DB>, SP = BC + 4;
@@ -161,7 +161,7 @@ KernelInfo info_for() {
                                 std::to_string(fwd_smem_bytes<DB, BC>()) +
                                 " bytes of shared memory at head_dim bucket " + std::to_string(DB));
   } else {
-    return {&flash_fwd_kernel<T, DB, BC>, fwd_smem_bytes<DB, BC>(), block_rows<DB, BC>(),
+    return {&flash_fwd_cc_kernel<T, DB, BC>, fwd_smem_bytes<DB, BC>(), block_rows<DB, BC>(),
             CcFwdTile<DB>::kThreads};
   }
 }

@@ -43,7 +43,7 @@ constexpr float kNegInf = -__builtin_huge_valf();
 // kPadded: head_dim d < D (the tile width); else d == D and every column test folds away.
 template <class T, class Tr, bool kPadded, bool kCausal>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
-    flash_fwd_kernel(const MmaParams p) {
+    flash_fwd_mma_kernel(const MmaParams p) {
   constexpr int D = Tr::kHeadDim, BM = Tr::kBlockM, BN = Tr::kBlockN, MT = Tr::kMTiles;
   const int dh = kPadded ? p.head_dim : D;  // columns of the tensors
   constexpr int kThreads = Tr::kThreads;
@@ -276,7 +276,7 @@ class FlashFwdMma final : public attnbench::Implementation {
   void prepare(const Problem& p, Pass, const Options&) const override {
     dispatch_mma<FwdHeadDims>(p, [&](auto e, auto d, auto padded, auto causal) {
       using Tr = FwdTraits<d.value>;
-      set_dynamic_smem(flash_fwd_kernel<typename decltype(e)::type, Tr, padded, causal>,
+      set_dynamic_smem(flash_fwd_mma_kernel<typename decltype(e)::type, Tr, padded, causal>,
                        Tr::kSmemBytes);
     });
   }
@@ -297,7 +297,7 @@ class FlashFwdMma final : public attnbench::Implementation {
     dispatch_mma<FwdHeadDims>(pr, [&](auto e, auto d, auto padded, auto causal) {
       using Tr = FwdTraits<d.value>;
       const dim3 grid((pr.seq_q + Tr::kBlockM - 1) / Tr::kBlockM, pr.heads_q, pr.batch);
-      launch(flash_fwd_kernel<typename decltype(e)::type, Tr, padded, causal>, grid,
+      launch(flash_fwd_mma_kernel<typename decltype(e)::type, Tr, padded, causal>, grid,
              dim3(Tr::kThreads), Tr::kSmemBytes, a.stream, p);
     });
   }

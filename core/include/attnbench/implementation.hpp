@@ -141,13 +141,15 @@ class Registry {
   bool add(std::unique_ptr<Implementation> impl);
   const Implementation* find(std::string_view name) const;
   std::vector<const Implementation*> all() const;  // sorted by name
-  // Names matching a glob ('*' and '?'), sorted.
+  // Names matching a glob (glob_match), sorted.
   std::vector<const Implementation*> match(std::string_view glob) const;
 
  private:
   std::vector<std::unique_ptr<Implementation>> impls_;
 };
 
+// fnmatch(3)'s globs without flags: '*', '?', bracket expressions ([fn], [a-z], [!x], [[:digit:]])
+// and backslash escapes; the same for --impl, --case and the configs' "implementations".
 bool glob_match(std::string_view pattern, std::string_view text);
 
 // The same-device naive 3-pass implementation used as the error baseline of the verification

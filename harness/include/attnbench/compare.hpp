@@ -1,16 +1,24 @@
-// `attnbench compare BASE.json NEW.json`: a noise-aware regression gate for CI.
+// `attnbench compare BASE.json NEW.json`: a regression gate for CI that holds across many rows on
+// a noisy machine.
 //
 // Rows are matched on (case, impl, pass, params, device). For each match it prints the base and
-// new median times, new/base, the speedup (base/new), the worst error growth over the outputs
-// and the status change. A matched row REGRESSED when any of these holds:
+// new median times, new/base, the noise of each (cv), the p-value of the change, the worst error
+// growth over the outputs and the status change. A matched row REGRESSED when any of these holds:
 //
-//  1. Slower beyond the noise. With spread(r) = max(cv * median_ms, median_ms - min_ms) (the
-//     repetitions' standard deviation, or how far the median sits above the best run, whichever
-//     is larger), a row is slower when
-//         new.median > base.median * (1 + threshold)                      and
-//         new.median - base.median > spread(base) + spread(new).
-//     The spreads are added, not combined in quadrature, so that a CI gate does not flake on
-//     noisy machines: a change smaller than the two runs' noise together is not reported.
+//  1. Slower. With every repetition's time in both files (time.samples_ms), the row is slower
+//     when
+//         new.median > base.median * (1 + threshold)                        and
+//         the one-sided Mann–Whitney U test (stats.hpp) of "NEW's repetitions are slower than
+//         BASE's" is significant at level alpha after the correction for the number of rows
+//         tested (Holm by default: the chance that any row of the comparison is flagged by
+//         noise alone stays below alpha).
+//     The report says which test, correction and level were used. Rows without samples (files
+//     written before samples_ms), or with too few for the test to ever reach the level after
+//     the correction (1 / C(n+m, n) > alpha / N over the N rows tested; alpha without a
+//     correction: e.g. 3 against 3 among 6 rows), are judged by the earlier rule, printed as such:
+//         new.median > base.median * (1 + threshold)                        and
+//         new.median - base.median > spread(base) + spread(new),
+//     spread(r) = max(cv * median_ms, median_ms - min_ms).
 //     Rows without timing in either file are not time-checked.
 //  2. The status got worse: base "pass" and new "fail" or "skip".
 //  3. An error grew: for an output present in both, new.max_abs > error_factor * max(base.max_abs,
@@ -18,14 +26,37 @@
 //     arithmetic, from turning any rounding difference into a regression: a quarter of the
 //     tolerance is below the dtype's own rounding of the reference.
 //
-// A row of BASE missing from NEW is reported and is a regression unless allow_missing. A row only
-// in NEW is reported as information. When the two contexts differ in device name, SM or memory
-// clock, CPU model, build type, compiler, CUDA driver or runtime, when either run was made from a
-// dirty tree or is incomplete, or when matched rows were timed hot in one run and with flushed
-// caches in the other, a "WARNING:" line says so: the comparison may measure the setup, not the
-// code.
+// Faster is the mirror image (base.median > new.median * (1 + threshold), significant the other
+// way) and is reported, never a failure.
 //
-// Exit code: 0 no regression, 1 regression, 2 bad input (unreadable, not JSON, wrong schema).
+// --rerun BINARY: the rows found slower (rule 1) are measured again by BINARY, a build of NEW's
+// code (rerun.hpp), one row at a time, rerun_rounds times with rerun_repetitions repetitions
+// each, and decided on those samples (pooled) instead: a slowdown that was another process's
+// burst is not confirmed. With --rerun-base BASE_BINARY each row is measured again on BASE's side
+// too, alternating row by row (BASE NEW, then NEW BASE, ...), so that both sides see the same
+// machine within seconds; without it NEW's fresh samples are compared with BASE's recorded ones,
+// which a machine busier now than then still turns into a "slower". The rerun rows are one
+// family for the correction. Status and error regressions are not measured again.
+// rerun_rows chooses the rows measured again: "slower" (those found slower, the default),
+// "suspect" (new/base above the threshold, significant or not) or "all" (every timed row). On a
+// machine whose load drifts between the two runs a real slowdown can look like no change, or
+// faster, in the files: only "all" with --rerun-base (every row measured again, both sides
+// alternating) sees it then.
+//
+// A row of BASE missing from NEW is reported and is a regression unless allow_missing. A row only
+// in NEW is reported as information. A "WARNING:" line says when the two contexts differ in what
+// affects timing: host, device name, SM or memory clock, CPU model, build type, compiler, CUDA
+// driver or runtime, Google Benchmark's library build, OpenMP threads, a test slowdown, the load
+// average (by at least half the cores, at the start or the end of either run); when either run
+// was made from a dirty tree or is incomplete; or when matched rows were timed hot in one run and
+// with flushed caches in the other.
+//
+// Output: the report as text (a markdown table; --only-changed leaves out the rows whose verdict
+// is "ok") or, with format "json", one JSON object (schema "attnbench.compare/1") with the method,
+// the warnings, every row and the summary.
+//
+// Exit code: 0 no regression, 1 regression, 2 bad input (unreadable, not JSON, wrong schema, a
+// bad option, a rerun that cannot run).
 #pragma once
 
 #include <iosfwd>
@@ -33,26 +64,40 @@
 #include <vector>
 
 #include "attnbench/results.hpp"
+#include "attnbench/stats.hpp"
 
 namespace attnbench {
 
 struct CompareOptions {
   std::string base, next;      // paths of the two results files
-  double threshold = 0.05;     // relative slowdown tolerated (on top of the noise)
+  double threshold = 0.05;     // relative slowdown tolerated (on top of the test)
   bool allow_missing = false;  // rows of base absent in next are not a failure
   double error_factor = 2.0;   // max_abs growth tolerated
+  double alpha = 0.05;         // the level of the test, over all the rows (after the correction)
+  Correction correction = Correction::holm;
+  bool only_changed = false;          // text: leave out the rows whose verdict is "ok"
+  std::string format = "text";        // text | json
+  std::string rerun;                  // NEW's binary: re-measure the rows found slower
+  std::string rerun_base;             // BASE's binary: re-measure them on BASE's side too
+  std::string rerun_rows = "slower";  // which rows the rerun measures: slower | suspect | all
+  int rerun_rounds = 4;               // measurements per side of each rerun row, alternating
+  int rerun_repetitions = 5;          // repetitions of each of those measurements
 };
 
 // What compare found, for callers that want more than the printed report.
 struct CompareSummary {
   int matched = 0, regressed = 0, improved = 0, missing = 0, added = 0;
+  int tested = 0;                     // rows decided by the test (the family of the correction)
+  int spread_rule = 0;                // timed rows decided by the spread rule (too few samples)
+  int rerun = 0, confirmed = 0;       // rows measured again, and those still slower
   std::vector<std::string> warnings;  // context differences, without the "WARNING: " prefix
   int exit_code() const { return regressed > 0 ? 1 : 0; }
 };
 
-// Compares two parsed files; prints the report on out.
+// Compares two parsed files; prints the report on out (log: the reruns' progress lines).
+// Throws std::runtime_error when a rerun cannot run.
 CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
-                               const CompareOptions& opts, std::ostream& out);
+                               const CompareOptions& opts, std::ostream& out, std::ostream& log);
 
 // Loads both files, compares, prints. Returns the exit code (0, 1 or 2; messages on err).
 int run_compare(const CompareOptions& opts, std::ostream& out, std::ostream& err);

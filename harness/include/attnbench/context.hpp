@@ -25,6 +25,9 @@ std::string file_date_utc();
 std::uint64_t fnv1a64(std::string_view s);
 std::string hex64(std::uint64_t x);
 
+// /proc/loadavg's 1, 5 and 15 minute averages, or null where there is none.
+nlohmann::ordered_json load_average();
+
 // Physical memory of this machine in bytes (0 if unknown), or ATTNBENCH_HOST_MEMORY_BYTES when
 // that is set and smaller (for tests of the out-of-memory paths).
 std::int64_t host_memory_bytes();

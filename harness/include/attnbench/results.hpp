@@ -32,6 +32,13 @@ struct TimeStats {
   int repetitions = 1;
   std::int64_t iterations = 0;  // timed calls per repetition
   bool hot = false;             // caches not flushed between calls
+  // Every repetition's time (its mean per call), in the order measured: what compare's
+  // significance test reads. Empty in files written before it was recorded.
+  std::vector<double> samples_ms;
+  // The CPU cores other processes kept busy while this row was timed (/proc/stat minus this
+  // process, averaged over its timing): how much of the machine was not ours. Absent off Linux
+  // and in older files.
+  std::optional<double> others_cores;
 };
 
 struct MemoryStats {

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <iosfwd>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -33,9 +34,11 @@ struct RunOptions {
   bool quiet = false;        // no progress lines, no Google Benchmark console output
   std::string dump_dir;      // "" = no .npy dump
   std::string command_line;  // recorded in the context
-  // --benchmark_* flags given on the command line (names without dashes, e.g.
-  // "benchmark_repetitions"): they win over the config's timing settings.
-  std::set<std::string> benchmark_flags;
+  // --benchmark_* flags given on the command line: name without dashes (e.g.
+  // "benchmark_repetitions") -> value ("" for a bare flag). They win over the config's timing
+  // settings; with benchmark_format, stdout carries Google Benchmark's report in that format and
+  // the final table goes to err (timing.hpp).
+  std::map<std::string, std::string> benchmark_flags;
   // --resume: an earlier results file, read from resume_path ("" when not resuming). run_config
   // refuses it (throws, before writing anything) unless it is of the same config, mode and build
   // (resume_refusal); its rows that kept_on_resume() accepts are kept, the others run.

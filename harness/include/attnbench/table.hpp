@@ -6,10 +6,11 @@
 // speedup table (baseline time / impl time on the same case), a memory table and, when ncu bytes
 // were merged into the rows' "extra", an HBM traffic table.
 //
-// Formats: "markdown" (pipe tables, columns padded so they also read well in a terminal),
-// "csv" (the same wide tables; each preceded by a one-cell title line and followed by an empty
-// line), and "long" (tidy CSV: one line per results row with every metric and the ratios against
-// the baseline, for spreadsheets and pandas).
+// Formats: "markdown" (pipe tables, columns padded so they also read well in a terminal), "csv"
+// (tidy: one header line, then one line per results row with every metric and the ratios against
+// the baseline, for spreadsheets and pandas.read_csv; "long" is its earlier name), and
+// "wide-csv" (the markdown tables as CSV blocks, each preceded by a one-cell title line and
+// followed by an empty line).
 #pragma once
 
 #include <iosfwd>
@@ -19,7 +20,7 @@ namespace attnbench {
 
 struct TableOptions {
   std::string results;
-  std::string format = "markdown";  // markdown | csv | long
+  std::string format = "markdown";  // markdown | csv (tidy; "long" too) | wide-csv
   // Implementation the speedup and memory-reduction tables divide by. Empty: the first of
   // cuda.standard_cublas, cpu.naive_3pass present in each group.
   std::string baseline;

@@ -25,11 +25,13 @@ struct Validated {
 };
 
 // range: the NVTX range of the call (nvtx::call_range_name). measure_peak: the device's memory
-// from before the buffers to after the call (memory_probe.hpp), as a row's peak_bytes.
+// from before the buffers to after the call (memory_probe.hpp), as a row's peak_bytes. capture:
+// the call (alone) inside cudaProfilerStart/Stop (profiler.hpp), for `run --profile`.
 // Throws what the implementation or the buffers throw (OutOfMemory when they cannot be allocated).
 Validated validation_call(const Implementation& impl, const Problem& p, Pass pass,
                           const Options& opts, const CaseInputs& in, const Reference& ref,
-                          const std::string& range, bool measure_peak = false);
+                          const std::string& range, bool measure_peak = false,
+                          bool capture = false);
 
 // The verification rule's baseline: the validation call of the same device's naive 3-pass on
 // the case (NVTX range "<its call range>:baseline"). Null, with why in note, when there is none,

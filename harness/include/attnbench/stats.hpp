@@ -1,0 +1,48 @@
+// The statistics of `attnbench compare` (compare.hpp): a rank test per row and a correction for
+// testing many rows at once.
+//
+// Mann–Whitney U (as google/benchmark's tools/compare.py uses, there two-sided): do the new
+// samples tend to be larger (slower) than the base samples? U counts the pairs (base a, new b)
+// with b > a, ties counting one half. Under "no change" every ordering of the pooled samples is
+// equally likely; the p-value is exact (the distribution of U by counting) when there are no ties
+// and both sides have at most kExactMax samples, otherwise the normal approximation with the tie
+// and continuity corrections. A rank test needs no assumption about the shape of the times
+// (skewed, with outliers from a busy machine) and is not moved by one wild sample.
+//
+// Many rows: with 300 rows and a 5% test each, 15 rows would be "slower" by chance. Holm's
+// step-down procedure keeps the probability of even one false "slower" among all the rows at
+// alpha (family-wise), whatever the dependence between rows; Benjamini–Hochberg keeps the
+// expected fraction of false ones among those flagged at alpha (more power when many rows
+// really change; family-wise only when none does).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace attnbench {
+
+inline constexpr std::size_t kExactMax = 50;
+
+// P(U >= U observed) for "b is stochastically larger than a" (one-sided). 1 when either side is
+// empty.
+double mann_whitney_greater(const std::vector<double>& a, const std::vector<double>& b);
+
+// The smallest one-sided p-value samples of these sizes can give (all of b above all of a):
+// 1 / C(n + m, n). A side with fewer samples cannot show a change at a level below it.
+double mann_whitney_min_p(std::size_t n, std::size_t m);
+
+enum class Correction { holm, bh, none };
+const char* to_string(Correction c);
+// "holm", "bh" (also "benjamini-hochberg"), "none"; false for anything else.
+bool parse_correction(const std::string& s, Correction& out);
+// "Holm–Bonferroni (family-wise error rate)" and so on, for the report.
+std::string describe(Correction c);
+
+// Adjusted p-values, in the order given: a row is significant at level alpha when its adjusted
+// p-value is <= alpha. Holm: max over the smaller ones of (N - rank + 1) p, capped at 1. BH: min
+// over the larger ones of N p / rank. none: the p-values themselves.
+std::vector<double> adjust_p(const std::vector<double>& p, Correction c);
+
+double median(std::vector<double> v);
+
+}  // namespace attnbench

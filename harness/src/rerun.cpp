@@ -1,0 +1,111 @@
+// Measuring rows of a results file again with an attnbench binary (rerun.hpp).
+#include "attnbench/rerun.hpp"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+namespace attnbench {
+
+namespace fs = std::filesystem;
+
+std::string exact_filter(const std::vector<std::string>& names) {
+  std::string re = "^(";
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i) re += '|';
+    for (const char c : names[i]) {
+      if (std::strchr(".[]{}()\\*+?^$|", c)) re += '\\';
+      re += c;
+    }
+  }
+  return re + ")(/|$)";
+}
+
+namespace {
+
+// Runs argv with stdout to /dev/null (the rerun's table; its messages stay on stderr). The exit
+// code, or -1 when it could not start.
+int run_quietly(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    if (null >= 0) ::dup2(null, STDOUT_FILENO);
+    ::execv(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status)
+                           : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+}  // namespace
+
+Rerunner::Rerunner(const std::string& binary, const ResultsFile& origin) : binary_(binary) {
+  const auto cfg = origin.context.find("config");
+  if (cfg == origin.context.end() || !cfg->is_object()) {
+    throw std::runtime_error(origin.path +
+                             ": its context has no \"config\": it cannot be run again");
+  }
+  if (::access(binary.c_str(), X_OK) != 0) {
+    throw std::runtime_error("--rerun: '" + binary + "' is not an executable file");
+  }
+  char tmpl[] = "/tmp/attnbench-rerun-XXXXXX";
+  if (!::mkdtemp(tmpl)) {
+    throw std::runtime_error(std::string("--rerun: cannot create a folder in /tmp: ") +
+                             std::strerror(errno));
+  }
+  dir_ = tmpl;
+  config_ = dir_ / "config.json";
+  out_ = dir_ / "rerun.json";
+  write_file_atomic(config_.string(), cfg->dump(2) + "\n");
+}
+
+Rerunner::~Rerunner() {
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+}
+
+std::optional<ResultRow> Rerunner::measure(const ResultRow& row, int repetitions) {
+  const std::string exe = fs::absolute(binary_).string();
+  std::vector<std::string> argv{exe,      "run",          config_.string(),
+                                "--case", row.case_label, "--impl",
+                                row.impl, "--pass",       std::string(to_string(row.pass))};
+  argv.push_back("--benchmark_filter=" + exact_filter({row.nvtx}));
+  argv.push_back("--benchmark_repetitions=" + std::to_string(repetitions));
+  argv.insert(argv.end(), {"--verify", "off", "--quiet", "--out", out_.string()});
+  std::error_code ec;
+  fs::remove(out_, ec);
+  const int rc = run_quietly(argv);
+  ++runs_;
+  if (rc < 0 || rc == 127) throw std::runtime_error("--rerun: cannot run '" + binary_ + "'");
+  if (rc == 2) {
+    throw std::runtime_error("--rerun: '" + binary_ + "' refused to measure " + row.nvtx +
+                             " again (exit 2; its message is above)");
+  }
+  if (!fs::exists(out_)) {
+    throw std::runtime_error("--rerun: '" + binary_ + "' exited " + std::to_string(rc) +
+                             " without a results file");
+  }
+  const ResultsFile f = load_results(out_.string());
+  if (revision_.empty()) {
+    const auto it = f.context.find("git_revision");
+    revision_ = it != f.context.end() && it->is_string() ? it->get<std::string>() : "unknown";
+  }
+  for (const ResultRow& r : f.rows)
+    if (r.key() == row.key()) return r;
+  return std::nullopt;
+}
+
+}  // namespace attnbench
