@@ -660,4 +660,18 @@ TEST_F(E2E, SigintFinishesTheRowAndWritesAnIncompleteFile) {
   EXPECT_NE(j["stop_reason"].get<std::string>().find("SIGINT"), std::string::npos);
 }
 
+// attnbench check on implementations that cannot run here (CUDA ones without a GPU) says SKIP, not
+// PASS, with exit code 0 and a note that nothing was checked. With a GPU the cases run, and the
+// line says PASS or FAIL instead (not checked here: that is test_cuda_impls' job).
+TEST(CheckE2E, NothingCheckedSaysSkip) {
+  const CliResult list = run_cli("list");
+  if (list.output.find("cuda.naive_3pass") == std::string::npos) GTEST_SKIP() << "a build without CUDA";
+  const CliResult r = run_cli("check --impl cuda.naive_3pass --case 'b1_hq2_hkv1_sq1_skv64_d64_causal_f32'");
+  if (r.output.find(" 0 passed, 0 failed, ") == std::string::npos) GTEST_SKIP() << "a GPU is present: " << r.output;
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("attnbench check: SKIP: 1 implementation, "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("nothing was checked"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("PASS"), std::string::npos) << r.output;
+}
+
 }  // namespace

@@ -192,7 +192,11 @@ int run_check(const CheckOptions& o, std::ostream& out, std::ostream& err) {
       err << "    skipped " << count << ": " << why << "\n";
     }
   }
-  out << "attnbench check: " << (all.failed > 0 ? "FAIL" : "PASS") << ": " << impls.size()
+  // SKIP, not PASS, when nothing was checked (e.g. CUDA implementations on a machine without a
+  // GPU): the exit code stays 0, as for a run whose rows all skip, but no CI log can read it as a
+  // pass.
+  const char* word = all.failed > 0 ? "FAIL" : all.passed == 0 ? "SKIP" : "PASS";
+  out << "attnbench check: " << word << ": " << impls.size()
       << " implementation" << (impls.size() == 1 ? "" : "s") << ", " << plan.size()
       << " cases: " << all.text() << " (" << fixed1(seconds_since(t0)) << " s)\n";
   if (all.passed == 0 && all.failed == 0)
