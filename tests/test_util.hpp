@@ -7,25 +7,11 @@
 #include <cstdio>
 #include <string>
 
-#include "attnbench/problem.hpp"
+#include "attnbench/make_problem.hpp"
 
 namespace attnbench::test {
 
-// q: [b, sq, hq, d], k/v: [b, skv, hkv, d].
-inline Problem make_problem(int b, int hq, int hkv, int sq, int skv, int d, bool causal,
-                            DType t = DType::f32, double scale = 0) {
-  Problem p;
-  p.batch = b;
-  p.heads_q = hq;
-  p.heads_kv = hkv;
-  p.seq_q = sq;
-  p.seq_kv = skv;
-  p.head_dim = d;
-  p.causal = causal;
-  p.dtype = t;
-  p.scale = scale;
-  return p;
-}
+using attnbench::make_problem;  // attnbench/make_problem.hpp
 
 #ifdef ATTNBENCH_EXE
 struct CliResult {

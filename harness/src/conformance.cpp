@@ -2,6 +2,8 @@
 // faults.
 #include "attnbench/conformance.hpp"
 
+#include "attnbench/make_problem.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -79,21 +81,6 @@ namespace {
 
 constexpr DType kDTypes[] = {DType::f32, DType::f16, DType::bf16};
 
-// q: [b, sq, hq, d], k/v: [b, skv, hkv, d].
-Problem problem(int b, int hq, int hkv, int sq, int skv, int d, bool causal, DType t,
-                double scale = 0) {
-  Problem p;
-  p.batch = b;
-  p.heads_q = hq;
-  p.heads_kv = hkv;
-  p.seq_q = sq;
-  p.seq_kv = skv;
-  p.head_dim = d;
-  p.causal = causal;
-  p.dtype = t;
-  p.scale = scale;
-  return p;
-}
 
 std::vector<Shape> make_shapes() {
   std::vector<Shape> v;
@@ -105,17 +92,17 @@ std::vector<Shape> make_shapes() {
     for (int s : {1, 17, 129})
       for (int d : {16, 40, 64, 80, 96, 128, 256})
         for (bool causal : {false, true})
-          add(Group::odd_shapes, problem(2, 2, 2, s, s, d, causal, t));
+          add(Group::odd_shapes, make_problem(2, 2, 2, s, s, d, causal, t));
   // GQA 8:2 and MQA 8:1, square and rectangular, causal and not.
   for (DType t : kDTypes) {
     for (int hkv : {2, 1})
       for (auto [sq, skv] : {std::pair{33, 33}, std::pair{65, 40}, std::pair{17, 130}})
         for (int d : {40, 64})
           for (bool causal : {false, true})
-            add(Group::grouped, problem(2, 8, hkv, sq, skv, d, causal, t));
+            add(Group::grouped, make_problem(2, 8, hkv, sq, skv, d, causal, t));
     for (bool causal : {false, true}) {
-      add(Group::grouped, problem(1, 8, 2, 65, 65, 64, causal, t));
-      add(Group::grouped, problem(2, 8, 1, 40, 72, 32, causal, t));
+      add(Group::grouped, make_problem(1, 8, 2, 65, 65, 64, causal, t));
+      add(Group::grouped, make_problem(2, 8, 1, 40, 72, 32, causal, t));
     }
   }
   // Bottom-right causal with seq_q != seq_kv: seq_q > seq_kv leaves the first seq_q - seq_kv rows
@@ -125,27 +112,27 @@ std::vector<Shape> make_shapes() {
     for (auto [sq, skv] :
          {std::pair{17, 129}, std::pair{1, 64}, std::pair{129, 17}, std::pair{64, 1},
           std::pair{100, 37}, std::pair{37, 100}, std::pair{200, 199}})
-      for (int d : {64, 128}) add(Group::causal_rect, problem(1, 2, 1, sq, skv, d, true, t));
+      for (int d : {64, 128}) add(Group::causal_rect, make_problem(1, 2, 1, sq, skv, d, true, t));
     for (bool causal : {false, true}) {
-      add(Group::causal_rect, problem(1, 2, 1, 33, 100, 64, causal, t));
-      add(Group::causal_rect, problem(1, 2, 2, 100, 33, 64, causal, t));
+      add(Group::causal_rect, make_problem(1, 2, 1, 33, 100, 64, causal, t));
+      add(Group::causal_rect, make_problem(1, 2, 2, 100, 33, 64, causal, t));
     }
   }
   for (DType t : kDTypes) {
-    add(Group::custom_scale, problem(1, 4, 2, 70, 90, 48, true, t, 0.3));
-    add(Group::custom_scale, problem(1, 2, 2, 50, 70, 48, true, t, 0.3));
+    add(Group::custom_scale, make_problem(1, 4, 2, 70, 90, 48, true, t, 0.3));
+    add(Group::custom_scale, make_problem(1, 2, 2, 50, 70, 48, true, t, 0.3));
   }
   // Large logits: scaled scores near 1e9, where the running max and the exponents must stay exact
   // (an FMA residual alone overflows exp there). f16's naive baseline stores S in f16, which would
   // overflow at 1e8, so f16 takes 500 (scores near 2e4).
   for (DType t : kDTypes) {
     const double big = t == DType::f16 ? 500.0 : 1e8;
-    add(Group::large_scale, problem(1, 2, 1, 64, 64, 64, false, t, big));
-    add(Group::large_scale, problem(1, 4, 2, 33, 100, 40, true, t, big));
-    add(Group::large_scale, problem(2, 4, 2, 33, 100, 40, true, t, big));
-    add(Group::large_scale, problem(1, 2, 2, 100, 33, 64, true, t, big));
-    add(Group::large_scale, problem(1, 2, 2, 100, 33, 128, true, t, big));
-    add(Group::large_scale, problem(1, 2, 2, 70, 90, 256, false, t, big));
+    add(Group::large_scale, make_problem(1, 2, 1, 64, 64, 64, false, t, big));
+    add(Group::large_scale, make_problem(1, 4, 2, 33, 100, 40, true, t, big));
+    add(Group::large_scale, make_problem(2, 4, 2, 33, 100, 40, true, t, big));
+    add(Group::large_scale, make_problem(1, 2, 2, 100, 33, 64, true, t, big));
+    add(Group::large_scale, make_problem(1, 2, 2, 100, 33, 128, true, t, big));
+    add(Group::large_scale, make_problem(1, 2, 2, 70, 90, 256, false, t, big));
   }
   // FlashAttention-3's outlier inputs (N(0,1) + N(0,100) * Bernoulli(0.001)): P nearly one-hot, so
   // any rounding of S before the exp shows in the gradients. The long rows of keys (1025, 4097:
@@ -153,13 +140,13 @@ std::vector<Shape> make_shapes() {
   // dtype and pass (Case::plant), and three copies and verdicts of the 4097-key case's dK and dV
   // (17M elements each) would be a third of the CPU suite's time.
   for (DType t : kDTypes) {
-    add(Group::outlier, problem(2, 8, 2, 129, 300, 64, true, t), Distribution::outlier);
-    add(Group::outlier, problem(1, 4, 1, 77, 300, 64, true, t), Distribution::outlier);
-    add(Group::outlier, problem(1, 4, 4, 77, 77, 80, false, t), Distribution::outlier);
-    add(Group::outlier, problem(2, 2, 2, 129, 129, 40, false, t), Distribution::outlier);
-    add(Group::outlier, problem(1, 2, 1, 200, 150, 256, true, t), Distribution::outlier);
-    add(Group::outlier, problem(2, 8, 2, 1, 1025, 128, false, t), Distribution::outlier);
-    add(Group::outlier, problem(4, 32, 8, 1, 4097, 128, false, t), Distribution::outlier);
+    add(Group::outlier, make_problem(2, 8, 2, 129, 300, 64, true, t), Distribution::outlier);
+    add(Group::outlier, make_problem(1, 4, 1, 77, 300, 64, true, t), Distribution::outlier);
+    add(Group::outlier, make_problem(1, 4, 4, 77, 77, 80, false, t), Distribution::outlier);
+    add(Group::outlier, make_problem(2, 2, 2, 129, 129, 40, false, t), Distribution::outlier);
+    add(Group::outlier, make_problem(1, 2, 1, 200, 150, 256, true, t), Distribution::outlier);
+    add(Group::outlier, make_problem(2, 8, 2, 1, 1025, 128, false, t), Distribution::outlier);
+    add(Group::outlier, make_problem(4, 32, 8, 1, 4097, 128, false, t), Distribution::outlier);
   }
   // Random shapes from a fixed seed: any head_dim 1..256, group 1..4, seq 1..300. One draw per
   // statement: argument evaluation order is unspecified, the shapes must not be.
@@ -174,7 +161,7 @@ std::vector<Shape> make_shapes() {
       const int skv = uniform(1, 300);
       const int d = uniform(1, 256);
       const bool causal = uniform(0, 1) == 1;
-      add(Group::random, problem(batch, hkv * group, hkv, sq, skv, d, causal, t));
+      add(Group::random, make_problem(batch, hkv * group, hkv, sq, skv, d, causal, t));
     }
   }
   return v;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "attnbench/implementation.hpp"
+#include "attnbench/make_problem.hpp"
 #include "attnbench/tensors.hpp"
 #include "attnbench/verify.hpp"
 #include "emulated_call.hpp"
@@ -35,17 +36,7 @@ struct Case {
 };
 
 Problem problem(const Case& c) {
-  Problem p;
-  p.batch = c.b;
-  p.heads_q = c.hq;
-  p.heads_kv = c.hkv;
-  p.seq_q = c.sq;
-  p.seq_kv = c.skv;
-  p.head_dim = c.d;
-  p.causal = c.causal;
-  p.dtype = c.t;
-  p.scale = c.scale;
-  return p;
+  return make_problem(c.b, c.hq, c.hkv, c.sq, c.skv, c.d, c.causal, c.t, c.scale);
 }
 
 // One pass of impl on the emulator with its threads interleaved by `seed` (0: in index order;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "attnbench/implementation.hpp"
+#include "attnbench/make_problem.hpp"
 #include "attnbench/tensors.hpp"
 #include "attnbench/verify.hpp"
 #include "emulated_call.hpp"
@@ -80,16 +81,7 @@ int main(int argc, char** argv) {
   for (std::size_t ci = 0; ci < cases.size(); ++ci) {
     if (only >= 0 && static_cast<int>(ci) != only) continue;
     const Case& c = cases[ci];
-    Problem p;
-    p.batch = c.b;
-    p.heads_q = c.hq;
-    p.heads_kv = c.hkv;
-    p.seq_q = c.sq;
-    p.seq_kv = c.skv;
-    p.head_dim = c.d;
-    p.causal = c.causal;
-    p.dtype = c.t;
-    p.scale = c.scale;
+    const Problem p = make_problem(c.b, c.hq, c.hkv, c.sq, c.skv, c.d, c.causal, c.t, c.scale);
     std::printf("case %zu: %s%s\n", ci, p.label().c_str(),
                 c.dist == Distribution::outlier ? " outlier" : "");
     const CaseInputs in = make_inputs(p, kSeed + ci, c.dist);
