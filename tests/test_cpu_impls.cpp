@@ -68,34 +68,7 @@ std::vector<const Implementation*> cpu_impls() {
 // The conformance suite (harness/src/conformance.cpp, the list `attnbench check` runs): odd
 // shapes, GQA and MQA, causal rectangles, custom and large scales, outlier inputs and seeded
 // random shapes, in every dtype and pass each implementation declares, with the planted faults.
-// Under AddressSanitizer (scripts/sanitize.sh, CI's second pass) the CPU kernels run 5-6x
-// slower, and the whole list took 840 s there, most of the CI budget. That build keeps the cases
-// of up to 1e7 multiply-adds per score pass (batch * heads_q * seq_q * seq_kv * head_dim): 2155 of
-// the 2400, every group, dtype and pass, every tail and head_dim, with their planted faults. The
-// larger ones (long seq_kv at large head counts) run in the normal build, unsanitized.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
-constexpr double kSanitizedMaxWork = 1e7;
-
-std::vector<conformance::Case> suite() {
-  std::vector<conformance::Case> v = conformance::cases(cpu_impls());
-  if (kSanitized) {
-    std::erase_if(v, [](const conformance::Case& c) {
-      const Problem& p = c.shape.p;
-      return static_cast<double>(p.batch) * p.heads_q * p.seq_q * p.seq_kv * p.head_dim > kSanitizedMaxWork;
-    });
-  }
-  return v;
-}
+std::vector<conformance::Case> suite() { return conformance::cases(cpu_impls()); }
 
 std::string test_name(std::string s) {
   for (char& ch : s) {
