@@ -125,7 +125,8 @@ def main():
     ap.add_argument("--slow-impl", default="cpu.flash_1pass", help="the implementation slowed alone")
     ap.add_argument("--variants", default="plain,rerun-all",
                     help="comma-separated: plain, rerun, rerun-both, rerun-all")
-    ap.add_argument("--rerun-rounds", type=int, default=4, help="compare --rerun-rounds")
+    ap.add_argument("--rerun-rounds", type=int, default=0,
+                    help="compare --rerun-rounds (default 0: compare's own choice, enough rounds for its test)")
     ap.add_argument("--rerun-repetitions", type=int, default=5, help="compare --rerun-repetitions")
     ap.add_argument("--kinds", default="same,slow,one", help="comma-separated: same, slow, one")
     ap.add_argument("--case", action="append", default=[],
@@ -165,7 +166,8 @@ def main():
                     rerun_base = exe if v in ("rerun-both", "rerun-all") else None
                     extra = ["--rerun-rows", "all"] if v == "rerun-all" else []
                     if rerun:
-                        extra += ["--rerun-rounds", str(a.rerun_rounds), "--rerun-repetitions", str(a.rerun_repetitions)]
+                        extra += ["--rerun-rounds", str(a.rerun_rounds), "--rerun-repetitions",
+                                  str(a.rerun_repetitions)]
                     rep = compare(exe, base, new, path, rerun, rerun_base, extra)
                     print(f"[pair {i}] compare {kind} {v}: exit {rep['summary']['exit_code']}, "
                           f"{len(flagged(rep))} rows regressed, {rep['wall_s']:.0f} s", file=sys.stderr, flush=True)
@@ -231,9 +233,11 @@ def main():
         if m.get("rerun"):
             which = {"all": "every timed row", "suspect": "the rows above the threshold"}.get(
                 m.get("rerun_rows"), "the rows found slower")
-            text += (f"; rerun of {which}, {m['rerun_rounds']} rounds x "
-                     f"{m['rerun_repetitions']} repetitions per side" +
-                     (", BASE and NEW alternating" if m.get("rerun_base") else ", NEW only"))
+            text += (f"; rerun of {which}, {m['rerun_rounds']} rounds of one invocation a side "
+                     f"({m['rerun_repetitions']} repetitions each" +
+                     (", BASE and NEW alternating)" if m.get("rerun_base") else ", NEW only)"))
+            if m.get("rerun_test"):
+                text += f" decided by {m['rerun_test']}"
         lines.append(f"- method ({v}): {text}")
     text = "\n".join(lines) + "\n"
     with open(os.path.join(a.out, "summary.md"), "w") as f:

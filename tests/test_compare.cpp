@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "attnbench/compare.hpp"
 
@@ -527,6 +529,135 @@ TEST_F(Compare, BadOptionsExitTwo) {
   const Outcome r = run(sampled(), slower, o);  // a row to rerun, and no binary
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("is not an executable file"), std::string::npos) << r.err;
+}
+
+// ---- --rerun with stand-in binaries ------------------------------------------------------------
+
+// Every row's times scaled by f.
+json scaled(json j, double f) {
+  for (auto& r : j["rows"]) {
+    if (!r.contains("time")) continue;
+    for (const char* k : {"median_ms", "min_ms", "mean_ms"})
+      r["time"][k] = r["time"][k].get<double>() * f;
+    for (auto& x : r["time"]["samples_ms"]) x = x.get<double>() * f;
+  }
+  return j;
+}
+
+class Rerun : public Compare {
+ protected:
+  // A stand-in for an attnbench binary: each invocation copies the next of `files` (in turn) to
+  // the path after --out, and counts its invocations in NAME.count.
+  std::string fake(const std::string& name, const std::vector<json>& files) {
+    std::string cases;
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      const std::string f = write(name + "." + std::to_string(i) + ".json", files[i].dump());
+      cases += "  " + std::to_string(i) + ") cp '" + f + "' \"$out\" ;;\n";
+    }
+    const std::string count = (dir / (name + ".count")).string();
+    const std::string script = write(
+        name, "#!/bin/sh\nout=\nwhile [ $# -gt 0 ]; do [ \"$1\" = --out ] && out=$2; shift; done\n"
+              "n=$(cat '" + count + "' 2>/dev/null || echo 0)\necho $((n + 1)) > '" + count +
+              "'\ncase $((n % " + std::to_string(files.size()) + ")) in\n" + cases + "esac\n");
+    std::filesystem::permissions(script, std::filesystem::perms::owner_all,
+                                 std::filesystem::perm_options::add);
+    return script;
+  }
+  int invocations(const std::string& name) {
+    std::ifstream f(dir / (name + ".count"));
+    int n = 0;
+    f >> n;
+    return n;
+  }
+  json with_config(json j) {
+    j["context"]["config"] = {{"name", "x"}};
+    return j;
+  }
+};
+
+TEST(RerunRounds, EnoughForTheFamily) {
+  CompareOptions o;
+  EXPECT_EQ(rerun_rounds_for(1, o), 7);     // 2^-5 <= 0.05, and 2 more
+  EXPECT_EQ(rerun_rounds_for(7, o), 10);    // 2^-8 <= 0.05 / 7
+  EXPECT_EQ(rerun_rounds_for(1000, o), 17);  // 2^-15 <= 0.05 / 1000
+  o.correction = Correction::none;
+  EXPECT_EQ(rerun_rounds_for(1000, o), 7);
+  o.rerun_rounds = 3;
+  EXPECT_EQ(rerun_rounds_for(7, o), 3);
+  o = {};
+  o.alpha = 0.5;
+  EXPECT_EQ(rerun_rounds_for(1, o), 6);  // at least 6
+}
+
+TEST_F(Rerun, ASlowdownInEveryRoundIsFoundThoughTheFilesHideIt) {
+  // The files are identical; every NEW invocation is 1.3x BASE's: all 6 rows, each round.
+  const json base = with_config(sampled());
+  CompareOptions o;
+  o.rerun = fake("new", {scaled(sampled(), 1.3)});
+  o.rerun_base = fake("base", {sampled()});
+  o.rerun_rows = "all";
+  const Outcome r = run(base, base, o);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_EQ(invocations("new"), 9);  // 6 rows: 2^-7 <= 0.05 / 6, and 2 more; one a side a round
+  EXPECT_EQ(invocations("base"), 9);
+  EXPECT_NE(r.out.find("6 regressed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("slower x1.300 (found by the rerun; first x1.000)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("| 0.012 |"), std::string::npos) << r.out;  // Holm: 6 x 2^-9
+  EXPECT_NE(r.out.find("rerun: 6 timed rows (all) were measured again (9 rounds of one invocation "
+                       "a side, BASE and NEW alternating, 5 repetitions each"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.err.find("rerun round 2/9: 6 rows, NEW then BASE"), std::string::npos) << r.err;
+}
+
+TEST_F(Rerun, RoundsThatDisagreeConfirmNothing) {
+  // The files say 1.3x slower (row 3); the rerun's NEW invocations are 1.3x and 1/1.3x of BASE's
+  // in turn, a machine's noise: not significant, whatever the median.
+  CompareOptions o;
+  o.rerun = fake("new", {scaled(sampled(), 1.3), scaled(sampled(), 1 / 1.3)});
+  o.rerun_base = fake("base", {sampled()});
+  const Outcome r = run(with_config(sampled()), with_config(sampled(1.3)), o);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(invocations("new"), 7);  // one row measured again: 7 rounds
+  EXPECT_NE(r.out.find("ok (not confirmed by the rerun: x1.300; first x1.300)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("0 confirmed"), std::string::npos) << r.out;
+}
+
+TEST_F(Rerun, TooFewRoundsWarnAndFallBackToTheSpreadRule) {
+  CompareOptions o;
+  o.rerun = fake("new", {scaled(sampled(), 1.3)});
+  o.rerun_base = fake("base", {sampled()});
+  o.rerun_rounds = 3;  // 2^-3 > 0.05: the test cannot decide
+  o.format = "json";
+  const Outcome r = run(with_config(sampled()), with_config(sampled(1.3)), o);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["method"]["rerun_rounds"], 3);
+  bool warned = false;
+  for (const auto& w : j["warnings"])
+    warned = warned || w.get<std::string>().find("1 rerun rows had too few rounds for the signed-rank "
+                                                 "test (3 rounds give p >= 0.125") != std::string::npos;
+  EXPECT_TRUE(warned) << j["warnings"].dump();
+  const json& row3 = j["rows"][3];
+  EXPECT_EQ(row3["rule"], "spread");
+  EXPECT_EQ(row3["rerun"]["pairs"], 3);
+  EXPECT_EQ(row3["rerun"]["round_ratios"].size(), 3u);
+  EXPECT_EQ(row3["verdict"], "regressed");
+}
+
+TEST_F(Rerun, WithoutABaseBinaryNewIsPairedWithTheRecordedMedian) {
+  CompareOptions o;
+  o.rerun = fake("new", {scaled(sampled(), 1.3)});
+  o.format = "json";
+  const Outcome r = run(with_config(sampled()), with_config(sampled(1.3)), o);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(invocations("new"), 7);
+  EXPECT_EQ(j["rows"][3]["rule"], "signed-rank");
+  EXPECT_NE(j["method"]["rerun_test"].get<std::string>().find("against BASE's recorded median"),
+            std::string::npos);
 }
 
 }  // namespace

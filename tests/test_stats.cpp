@@ -52,6 +52,34 @@ TEST(MannWhitney, SmallestPValue) {
               mann_whitney_min_p(10, 10), 1e-15);
 }
 
+// scipy.stats.wilcoxon(d, alternative="greater", method="exact").pvalue where SciPy is exact (no
+// ties, no zeros); with ties and zeros, the count over all 2^n sign patterns (by hand in Python,
+// ranks from scipy.stats.rankdata, zeros left out).
+TEST(SignedRank, ExactAgainstSciPyAndByCounting) {
+  EXPECT_NEAR(signed_rank_greater({0.1, 0.2, 0.3, 0.4, 0.5, 0.6}), 0.015625, 1e-15);
+  EXPECT_NEAR(signed_rank_greater({0.1, -0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8}), 0.01171875, 1e-15);
+  EXPECT_NEAR(signed_rank_greater({-1, -2, -3, 0.5}), 0.9375, 1e-15);
+  EXPECT_NEAR(signed_rank_greater({0.1, 0.1, -0.1, 0.2, 0.3, 0.3, 0.0, -0.05}), 0.0625, 1e-15);
+  EXPECT_EQ(signed_rank_greater({}), 1.0);
+  EXPECT_EQ(signed_rank_greater({0, 0, 0}), 1.0);
+  // NaN (a failed invocation) is left out like a zero.
+  EXPECT_NEAR(signed_rank_greater({0.1, 0.2, 0.3, 0.4, 0.5, 0.6, NAN}), 0.015625, 1e-15);
+}
+
+TEST(SignedRank, NormalApproximationBeyondExactMax) {
+  // scipy.stats.wilcoxon(d, alternative="greater", method="approx", correction=True,
+  // zero_method="wilcox"): 60 pairs, 6 of them zero, many ties.
+  std::vector<double> d;
+  for (int i = 0; i < 60; ++i) d.push_back((i % 7 - 2) * 0.1 + 0.05 * (i % 3));
+  EXPECT_NEAR(signed_rank_greater(d) / 6.166368299876032e-06, 1.0, 1e-6);
+}
+
+TEST(SignedRank, SmallestPValue) {
+  EXPECT_EQ(signed_rank_min_p(4), 0.0625);  // 4 rounds can never reach 0.05
+  EXPECT_EQ(signed_rank_min_p(10), 1 / 1024.0);
+  EXPECT_EQ(signed_rank_greater({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}), signed_rank_min_p(10));
+}
+
 TEST(Correction, HolmAndBenjaminiHochberg) {
   const std::vector<double> p{0.01, 0.04, 0.03, 0.005};
   // Holm: sorted 0.005*4, 0.01*3, 0.03*2, 0.04*1, made monotone: 0.02, 0.03, 0.06, 0.06.

@@ -170,29 +170,25 @@ struct Judged {
   bool rerun = false;
   TimeVerdict first_time = TimeVerdict::untimed;  // before the rerun
   double first_ratio = NAN;                       // before the rerun
-  std::size_t rerun_n_base = 0, rerun_n_new = 0;
+  std::size_t rerun_pairs = 0;      // rounds with a time on both sides
+  std::vector<double> rerun_ratios;  // NEW / BASE of each such round
   std::string rerun_note;
 };
 
-// Which rows the test can decide: at least 2 samples a side, and a smallest possible p-value
-// (mann_whitney_min_p) that could still be significant after the correction over the rows so
-// chosen: alpha / N for Holm and Benjamini-Hochberg (the strictest step of both, which the first
-// rejection must pass), alpha without a correction. N shrinks as rows drop out, so the choice is
-// repeated until it holds for every row kept. The others go to the spread rule.
-std::vector<bool> testable(const std::vector<std::pair<std::size_t, std::size_t>>& sizes,
-                           const CompareOptions& o) {
-  std::vector<bool> keep(sizes.size());
-  std::size_t n = 0;
-  for (std::size_t i = 0; i < sizes.size(); ++i) {
-    keep[i] = sizes[i].first >= 2 && sizes[i].second >= 2;
-    n += keep[i];
-  }
+// Which rows a test can decide: those whose smallest possible p-value (min_p: the test's, for
+// the row's samples) could still be significant after the correction over the rows so chosen:
+// alpha / N for Holm and Benjamini-Hochberg (the strictest step of both, which the first rejection
+// must pass), alpha without a correction. N shrinks as rows drop out, so the choice is repeated
+// until it holds for every row kept. The others go to the spread rule.
+std::vector<bool> testable(const std::vector<double>& min_p, const CompareOptions& o) {
+  std::vector<bool> keep(min_p.size(), true);
+  std::size_t n = min_p.size();
   for (bool changed = true; changed && n > 0;) {
     changed = false;
     const double limit =
         o.correction == Correction::none ? o.alpha : o.alpha / static_cast<double>(n);
-    for (std::size_t i = 0; i < sizes.size(); ++i) {
-      if (keep[i] && mann_whitney_min_p(sizes[i].first, sizes[i].second) > limit) {
+    for (std::size_t i = 0; i < min_p.size(); ++i) {
+      if (keep[i] && !(min_p[i] <= limit)) {
         keep[i] = false;
         changed = true;
       }
@@ -202,24 +198,22 @@ std::vector<bool> testable(const std::vector<std::pair<std::size_t, std::size_t>
   return keep;
 }
 
-// The U tests of a family of rows (chosen by testable), each on (base samples, new samples),
-// with the correction.
-void test_family(std::vector<Judged*>& rows, const std::vector<std::vector<double>>& bs,
-                 const std::vector<std::vector<double>>& ns, const CompareOptions& o) {
-  std::vector<double> ps, pf;
-  std::vector<std::size_t> idx;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    Judged& j = *rows[i];
-    j.test = true;
-    j.p_slower = mann_whitney_greater(bs[i], ns[i]);
-    j.p_faster = mann_whitney_greater(ns[i], bs[i]);
-    ps.push_back(j.p_slower);
-    pf.push_back(j.p_faster);
-    idx.push_back(i);
-  }
+// Mann-Whitney's smallest p-value for these sample counts; above any level (2) with fewer than 2
+// samples on a side.
+double u_min_p(std::size_t nb, std::size_t nn) {
+  return nb >= 2 && nn >= 2 ? mann_whitney_min_p(nb, nn) : 2;
+}
+
+// The verdicts of a family of rows (chosen by testable) from their one-sided p-values, slower
+// (ps) and faster (pf), with the correction over the family.
+void decide_family(std::vector<Judged*>& rows, const std::vector<double>& ps,
+                   const std::vector<double>& pf, const CompareOptions& o) {
   const std::vector<double> as = adjust_p(ps, o.correction), af = adjust_p(pf, o.correction);
-  for (std::size_t k = 0; k < idx.size(); ++k) {
-    Judged& j = *rows[idx[k]];
+  for (std::size_t k = 0; k < rows.size(); ++k) {
+    Judged& j = *rows[k];
+    j.test = true;
+    j.p_slower = ps[k];
+    j.p_faster = pf[k];
     const bool slower = j.ratio > 1 + o.threshold && as[k] <= o.alpha;
     const bool faster = j.ratio * (1 + o.threshold) < 1 && af[k] <= o.alpha;
     j.p_adjusted = j.ratio >= 1 ? as[k] : af[k];
@@ -228,6 +222,17 @@ void test_family(std::vector<Judged*>& rows, const std::vector<std::vector<doubl
              : j.ratio > 1 + o.threshold ? TimeVerdict::slower_in_noise
                                          : TimeVerdict::same;
   }
+}
+
+// The U tests of a family of rows, each on (base samples, new samples).
+void test_family(std::vector<Judged*>& rows, const std::vector<std::vector<double>>& bs,
+                 const std::vector<std::vector<double>>& ns, const CompareOptions& o) {
+  std::vector<double> ps, pf;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    ps.push_back(mann_whitney_greater(bs[i], ns[i]));
+    pf.push_back(mann_whitney_greater(ns[i], bs[i]));
+  }
+  decide_family(rows, ps, pf, o);
 }
 
 // The spread rule (compare.hpp) for rows without usable samples.
@@ -276,35 +281,81 @@ std::vector<double> samples_of(const ResultRow& r) {
   return r.time ? r.time->samples_ms : std::vector<double>{};
 }
 
-// --rerun: the rows found slower measured again, row by row, rounds times per side (BASE and NEW
-// alternating, in the order BASE NEW, NEW BASE, ... so that a drift of the machine's load falls
-// on both sides alike), and judged on the pooled fresh samples.
+// TimeStats of a few values (a rerun's invocation medians), for the spread rule.
+TimeStats stats_of(const std::vector<double>& v) {
+  TimeStats t;
+  if (v.empty()) return t;
+  t.median_ms = median(v);
+  t.min_ms = *std::min_element(v.begin(), v.end());
+  double sum = 0, sq = 0;
+  for (double x : v) sum += x;
+  t.mean_ms = sum / static_cast<double>(v.size());
+  for (double x : v) sq += (x - t.mean_ms) * (x - t.mean_ms);
+  t.cv = v.size() > 1 && t.mean_ms > 0
+             ? std::sqrt(sq / static_cast<double>(v.size() - 1)) / t.mean_ms
+             : 0;
+  t.repetitions = static_cast<int>(v.size());
+  return t;
+}
+
+}  // namespace
+
+int rerun_rounds_for(std::size_t rows, const CompareOptions& o) {
+  if (o.rerun_rounds > 0) return o.rerun_rounds;
+  const double level = o.correction == Correction::none
+                           ? o.alpha
+                           : o.alpha / static_cast<double>(std::max<std::size_t>(rows, 1));
+  // 2^-R <= level, and 2 rounds more, so that a round or two against the trend (a burst of
+  // another process) can still leave the row significant.
+  return std::max(6, static_cast<int>(std::ceil(std::log2(1 / level))) + 2);
+}
+
+namespace {
+
+// --rerun: the rows chosen (--rerun-rows) measured again, round by round. A round is one
+// invocation of BASE's binary and one of NEW's, each timing every row chosen, in the order BASE
+// NEW, then NEW BASE, ... (so that a drift of the machine's load, or an order effect, falls on
+// both sides alike). Each invocation's median of a row is one sample; the two of a round are a
+// pair, and the row is decided by the signed-rank test on log(NEW / BASE) over the rounds, its
+// ratio the median of the rounds' ratios. Without --rerun-base, NEW's invocations are paired with
+// BASE's recorded median.
 void rerun_rows(std::vector<Judged*>& rows, const ResultsFile& base, const ResultsFile& next,
-                const CompareOptions& o, std::ostream& log, std::vector<std::string>& warnings) {
+                const CompareOptions& o, int rounds, std::ostream& log,
+                std::vector<std::string>& warnings) {
   const bool both = !o.rerun_base.empty();
   Rerunner new_runner(o.rerun, next);
   std::optional<Rerunner> base_runner;
   if (both) base_runner.emplace(o.rerun_base, base);
-  std::vector<std::vector<double>> bs(rows.size()), ns(rows.size());
+  std::vector<const ResultRow*> brows, nrows;
+  for (const Judged* j : rows) {
+    brows.push_back(j->b);
+    nrows.push_back(j->n);
+  }
+  auto time_of = [](const std::map<std::string, ResultRow>& got, const ResultRow& r) {
+    const auto it = got.find(r.key());
+    return it != got.end() && it->second.status == Status::pass && it->second.time
+               ? it->second.time->median_ms
+               : NAN;
+  };
+  std::vector<std::vector<double>> bm(rows.size()), nm(rows.size());  // per round
   std::vector<std::optional<ResultRow>> last(rows.size());  // NEW's latest rerun row
-  for (int round = 0; round < o.rerun_rounds; ++round) {
-    log << "rerun round " << round + 1 << "/" << o.rerun_rounds << ": " << rows.size() << " rows, "
+  for (int round = 0; round < rounds; ++round) {
+    log << "rerun round " << round + 1 << "/" << rounds << ": " << rows.size() << " rows, "
         << (both ? (round % 2 == 0 ? "BASE then NEW" : "NEW then BASE") : "NEW") << std::endl;
+    std::map<std::string, ResultRow> gb, gn;
+    for (int k = 0; k < 2; ++k) {
+      const bool is_base = (k == 0) == (round % 2 == 0);
+      if (is_base && !both) continue;
+      if (is_base)
+        gb = base_runner->measure(brows, o.rerun_repetitions);
+      else
+        gn = new_runner.measure(nrows, o.rerun_repetitions);
+    }
     for (std::size_t i = 0; i < rows.size(); ++i) {
-      for (int k = 0; k < 2; ++k) {
-        const bool is_base = (k == 0) == (round % 2 == 0);
-        if (is_base && !both) continue;
-        const ResultRow& row = is_base ? *rows[i]->b : *rows[i]->n;
-        auto r = (is_base ? *base_runner : new_runner).measure(row, o.rerun_repetitions);
-        if (is_base) {
-          if (r && r->time)
-            bs[i].insert(bs[i].end(), r->time->samples_ms.begin(), r->time->samples_ms.end());
-        } else {
-          if (r && r->time)
-            ns[i].insert(ns[i].end(), r->time->samples_ms.begin(), r->time->samples_ms.end());
-          last[i] = std::move(r);
-        }
-      }
+      const auto it = gn.find(rows[i]->n->key());
+      last[i] = it != gn.end() ? std::optional<ResultRow>(it->second) : std::nullopt;
+      nm[i].push_back(time_of(gn, *rows[i]->n));
+      bm[i].push_back(both ? time_of(gb, *rows[i]->b) : rows[i]->b->time->median_ms);
     }
   }
   std::string revision_note;
@@ -323,9 +374,9 @@ void rerun_rows(std::vector<Judged*>& rows, const ResultsFile& base, const Resul
                        revision_note + ")");
   }
 
-  std::vector<std::vector<double>> cb, cn;
   std::vector<Judged*> measured;
-  std::vector<const ResultRow*> measured_last;
+  std::vector<std::vector<double>> ds;     // log(NEW / BASE) per paired round
+  std::vector<std::vector<double>> vb, vn;  // the paired rounds' medians
   for (std::size_t i = 0; i < rows.size(); ++i) {
     Judged* j = rows[i];
     j->rerun = true;
@@ -340,36 +391,57 @@ void rerun_rows(std::vector<Judged*>& rows, const ResultsFile& base, const Resul
         j->regress.push_back("rerun pass->" + std::string(to_string(l->status)));
       continue;
     }
-    std::vector<double> b = both ? bs[i] : samples_of(*j->b);
-    const double bm = b.empty() ? j->b->time->median_ms : median(b);
-    j->rerun_n_base = b.size();
-    j->rerun_n_new = ns[i].size();
-    j->ratio = median(ns[i]) / bm;
+    std::vector<double> d, b, n;
+    for (int r = 0; r < rounds; ++r) {
+      const double x = bm[i][r], y = nm[i][r];
+      if (!(x > 0) || !(y > 0)) continue;
+      d.push_back(std::log(y / x));
+      b.push_back(x);
+      n.push_back(y);
+      j->rerun_ratios.push_back(y / x);
+    }
+    j->rerun_pairs = d.size();
+    if (d.empty()) {
+      j->rerun_note = "no round timed both sides";
+      continue;
+    }
+    j->ratio = median(j->rerun_ratios);
     measured.push_back(j);
-    measured_last.push_back(&*l);
-    cb.push_back(std::move(b));
-    cn.push_back(ns[i]);
+    ds.push_back(std::move(d));
+    vb.push_back(std::move(b));
+    vn.push_back(std::move(n));
   }
-  std::vector<std::pair<std::size_t, std::size_t>> sizes;
-  for (std::size_t k = 0; k < measured.size(); ++k) sizes.emplace_back(cb[k].size(), cn[k].size());
-  const std::vector<bool> keep = testable(sizes, o);
-  std::vector<std::vector<double>> fb, fn;
+  std::vector<double> min_p;
+  for (const auto& d : ds) min_p.push_back(d.size() >= 2 ? signed_rank_min_p(d.size()) : 2);
+  const std::vector<bool> keep = testable(min_p, o);
   std::vector<Judged*> family;
+  std::vector<double> ps, pf;
+  int untestable = 0;
   for (std::size_t k = 0; k < measured.size(); ++k) {
     Judged* j = measured[k];
     if (keep[k]) {
       family.push_back(j);
-      fb.push_back(std::move(cb[k]));
-      fn.push_back(std::move(cn[k]));
+      ps.push_back(signed_rank_greater(ds[k]));
+      std::vector<double> neg(ds[k]);
+      for (double& x : neg) x = -x;
+      pf.push_back(signed_rank_greater(neg));
     } else {
-      TimeStats bt = *j->b->time, nt = *measured_last[k]->time;
-      bt.median_ms = cb[k].empty() ? j->b->time->median_ms : median(cb[k]);
-      nt.median_ms = median(cn[k]);
+      ++untestable;
       j->test = false;
-      j->time = spread_rule(bt, nt, o.threshold);
+      j->time = spread_rule(stats_of(vb[k]), stats_of(vn[k]), o.threshold);
     }
   }
-  test_family(family, fb, fn, o);
+  decide_family(family, ps, pf, o);
+  if (untestable > 0) {
+    CompareOptions auto_rounds = o;
+    auto_rounds.rerun_rounds = 0;
+    warnings.push_back(
+        std::to_string(untestable) + " rerun rows had too few rounds for the signed-rank test (" +
+        std::to_string(rounds) + " rounds give p >= " + fmt_p(signed_rank_min_p(rounds)) +
+        ", above the level the correction needs over " + std::to_string(measured.size()) +
+        " rows); they were decided by the spread rule. Leave --rerun-rounds out to get enough (" +
+        std::to_string(rerun_rounds_for(measured.size(), auto_rounds)) + " here)");
+  }
 }
 
 }  // namespace
@@ -419,14 +491,14 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
   int hot_mismatch = 0;  // timed rows whose L2 flushing differs: their times do not compare
   {
     std::vector<Judged*> timed;
-    std::vector<std::pair<std::size_t, std::size_t>> sizes;
+    std::vector<double> min_p;
     for (Judged& j : judged) {
       if (!j.timed) continue;
       if (j.b->time->hot != j.n->time->hot) ++hot_mismatch;
       timed.push_back(&j);
-      sizes.emplace_back(samples_of(*j.b).size(), samples_of(*j.n).size());
+      min_p.push_back(u_min_p(samples_of(*j.b).size(), samples_of(*j.n).size()));
     }
-    const std::vector<bool> keep = testable(sizes, o);
+    const std::vector<bool> keep = testable(min_p, o);
     std::vector<Judged*> family;
     std::vector<std::vector<double>> bs, ns;
     for (std::size_t k = 0; k < timed.size(); ++k) {
@@ -461,7 +533,8 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
       if (pick) again.push_back(&j);
     }
     if (!again.empty()) {
-      rerun_rows(again, base, next, o, log, s.warnings);
+      s.rerun_rounds = rerun_rounds_for(again.size(), o);
+      rerun_rows(again, base, next, o, s.rerun_rounds, log, s.warnings);
       s.rerun = static_cast<int>(again.size());
       for (const Judged* j : again) s.confirmed += j->time == TimeVerdict::slower;
     }
@@ -506,10 +579,18 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
   for (std::size_t i = 0; i < next.rows.size(); ++i) s.added += !used[i];
   if (!o.allow_missing) s.regressed += s.missing;
 
-  const std::string method =
+  std::string method =
       "one-sided Mann-Whitney U on each row's repetitions (time.samples_ms), " +
       describe(o.correction) + " at alpha " + fmt_p(o.alpha) + " over " + std::to_string(s.tested) +
       " rows, and new/base above " + fmt_x(1 + o.threshold);
+  const std::string rerun_method =
+      "one-sided Wilcoxon signed-rank on log(new/base) of each round's invocation medians " +
+      std::string(o.rerun_base.empty() ? "(NEW's, against BASE's recorded median)"
+                                       : "(BASE and NEW, paired by round)") +
+      ", " + describe(o.correction) + " over the " + std::to_string(s.rerun) +
+      " rows measured again, and the median of the rounds' new/base above " +
+      fmt_x(1 + o.threshold);
+  if (s.rerun > 0) method += "; rows measured again: " + rerun_method;
 
   if (o.format == "json") {
     json j;
@@ -526,8 +607,9 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
                    {"rerun", o.rerun.empty() ? json(nullptr) : json(o.rerun)},
                    {"rerun_base", o.rerun_base.empty() ? json(nullptr) : json(o.rerun_base)},
                    {"rerun_rows", o.rerun.empty() ? json(nullptr) : json(o.rerun_rows)},
-                   {"rerun_rounds", o.rerun.empty() ? 0 : o.rerun_rounds},
-                   {"rerun_repetitions", o.rerun.empty() ? 0 : o.rerun_repetitions}};
+                   {"rerun_rounds", o.rerun.empty() ? 0 : s.rerun_rounds},
+                   {"rerun_repetitions", o.rerun.empty() ? 0 : o.rerun_repetitions},
+                   {"rerun_test", s.rerun > 0 ? json(rerun_method) : json(nullptr)}};
     j["warnings"] = s.warnings;
     j["notes"] = notes;
     j["rows"] = json::array();
@@ -548,7 +630,10 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
       row["new_cv"] = r.n->time ? num(r.n->time->cv) : json(nullptr);
       row["base_samples"] = r.b->time ? r.b->time->samples_ms.size() : 0;
       row["new_samples"] = r.n->time ? r.n->time->samples_ms.size() : 0;
-      row["rule"] = !r.timed ? "untimed" : r.test ? "u-test" : "spread";
+      row["rule"] = !r.timed                       ? "untimed"
+                    : !r.test                       ? "spread"
+                    : r.rerun && r.rerun_pairs > 0 ? "signed-rank"
+                                                    : "u-test";
       row["p_slower"] = r.test ? num(r.p_slower) : json(nullptr);
       row["p_faster"] = r.test ? num(r.p_faster) : json(nullptr);
       row["p_adjusted"] = r.test ? num(r.p_adjusted) : json(nullptr);
@@ -558,9 +643,11 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
       row["base_status"] = to_string(r.b->status);
       row["new_status"] = to_string(r.n->status);
       if (r.rerun) {
+        json ratios = json::array();
+        for (double x : r.rerun_ratios) ratios.push_back(num(x));
         row["rerun"] = {{"first_ratio", num(r.first_ratio)},
-                        {"base_samples", r.rerun_n_base},
-                        {"new_samples", r.rerun_n_new},
+                        {"pairs", r.rerun_pairs},
+                        {"round_ratios", std::move(ratios)},
                         {"note", r.rerun_note}};
       }
       const std::string& v = verdicts[i];
@@ -641,11 +728,11 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
                         : o.rerun_rows == "suspect"
                             ? " rows above the threshold were measured again ("
                             : " rows found slower were measured again (";
-    out << "rerun: " << s.rerun << which << o.rerun_rounds << " x " << o.rerun_repetitions
-        << " repetitions"
-        << (o.rerun_base.empty() ? " of NEW, against BASE's recorded samples"
-                                 : " per side, BASE and NEW alternating row by row")
-        << "): " << s.confirmed << " confirmed\n";
+    out << "rerun: " << s.rerun << which << s.rerun_rounds << " rounds of "
+        << (o.rerun_base.empty() ? "one invocation of NEW, against BASE's recorded median"
+                                 : "one invocation a side, BASE and NEW alternating")
+        << ", " << o.rerun_repetitions << " repetitions each; an invocation's median is one sample): "
+        << s.confirmed << " confirmed\n";
   }
   for (const auto& r : regressions) out << "REGRESSED " << r << "\n";
   for (const ResultRow* m : missing)
@@ -680,8 +767,9 @@ int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {
     err << "attnbench compare: --format must be text or json, got \"" << o.format << "\"\n";
     return 2;
   }
-  if (o.rerun_rounds < 1 || o.rerun_repetitions < 1) {
-    err << "attnbench compare: --rerun-rounds and --rerun-repetitions must be >= 1, got "
+  if (o.rerun_rounds < 0 || o.rerun_repetitions < 1) {
+    err << "attnbench compare: --rerun-rounds must be >= 0 (0: enough for the test) and "
+           "--rerun-repetitions >= 1, got "
         << o.rerun_rounds << " and " << o.rerun_repetitions << "\n";
     return 2;
   }

@@ -658,16 +658,19 @@ Exit codes: 0 printed, 2 bad input (nothing printed).)");
                   "significant or not) or all (every timed row)")
       ->capture_default_str();
   cmp->add_option("--rerun-rounds", co.rerun_rounds,
-                  "Measurements per side of each rerun row (alternating sides)")
+                  "Rounds of the rerun, one invocation a side each, sides alternating (default 0: "
+                  "enough for the signed-rank test to reach alpha over the rows, at least 6)")
       ->capture_default_str();
   cmp->add_option("--rerun-repetitions", co.rerun_repetitions,
-                  "Repetitions of each rerun measurement")
+                  "Repetitions in each rerun invocation (their median is the round's sample)")
       ->capture_default_str();
   cmp->footer(R"(
 Slower means: new/base above 1 + threshold, and NEW's repetitions (time.samples_ms) slower than
 BASE's by a one-sided Mann-Whitney U test at level alpha over all the rows tested (Holm by
-default). Rows without samples (older files) are judged by the spread rule. compare.hpp and
-docs/cli.md have the rules.
+default). Rows without samples (older files) are judged by the spread rule. With --rerun the
+rows are measured again in rounds (one invocation a side, alternating) and decided instead by a
+one-sided Wilcoxon signed-rank test on the rounds' log(new/base). compare.hpp and docs/cli.md have
+the rules.
 
 Examples:
   attnbench compare base.json new.json

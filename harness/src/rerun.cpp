@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <set>
 #include <stdexcept>
 #include <vector>
 
@@ -77,12 +78,24 @@ Rerunner::~Rerunner() {
   fs::remove_all(dir_, ec);
 }
 
-std::optional<ResultRow> Rerunner::measure(const ResultRow& row, int repetitions) {
+std::map<std::string, ResultRow> Rerunner::measure(const std::vector<const ResultRow*>& rows,
+                                                   int repetitions) {
+  std::map<std::string, ResultRow> got;
+  if (rows.empty()) return got;
   const std::string exe = fs::absolute(binary_).string();
-  std::vector<std::string> argv{exe,      "run",          config_.string(),
-                                "--case", row.case_label, "--impl",
-                                row.impl, "--pass",       std::string(to_string(row.pass))};
-  argv.push_back("--benchmark_filter=" + exact_filter({row.nvtx}));
+  std::vector<std::string> argv{exe, "run", config_.string()};
+  // The rows' cases, implementations and passes (each once) choose what the invocation runs; the
+  // filter times exactly the rows (the other combinations of those run once, untimed).
+  std::set<std::string> cases, impls, passes;
+  std::vector<std::string> names;
+  for (const ResultRow* r : rows) {
+    if (cases.insert(r->case_label).second) argv.insert(argv.end(), {"--case", r->case_label});
+    if (impls.insert(r->impl).second) argv.insert(argv.end(), {"--impl", r->impl});
+    const std::string pass(to_string(r->pass));
+    if (passes.insert(pass).second) argv.insert(argv.end(), {"--pass", pass});
+    names.push_back(r->nvtx);
+  }
+  argv.push_back("--benchmark_filter=" + exact_filter(names));
   argv.push_back("--benchmark_repetitions=" + std::to_string(repetitions));
   argv.insert(argv.end(), {"--verify", "off", "--quiet", "--out", out_.string()});
   std::error_code ec;
@@ -91,8 +104,9 @@ std::optional<ResultRow> Rerunner::measure(const ResultRow& row, int repetitions
   ++runs_;
   if (rc < 0 || rc == 127) throw std::runtime_error("--rerun: cannot run '" + binary_ + "'");
   if (rc == 2) {
-    throw std::runtime_error("--rerun: '" + binary_ + "' refused to measure " + row.nvtx +
-                             " again (exit 2; its message is above)");
+    throw std::runtime_error("--rerun: '" + binary_ + "' refused to measure " +
+                             std::to_string(rows.size()) +
+                             " rows again (exit 2; its message is above)");
   }
   if (!fs::exists(out_)) {
     throw std::runtime_error("--rerun: '" + binary_ + "' exited " + std::to_string(rc) +
@@ -103,9 +117,11 @@ std::optional<ResultRow> Rerunner::measure(const ResultRow& row, int repetitions
     const auto it = f.context.find("git_revision");
     revision_ = it != f.context.end() && it->is_string() ? it->get<std::string>() : "unknown";
   }
+  std::set<std::string> wanted;
+  for (const ResultRow* r : rows) wanted.insert(r->key());
   for (const ResultRow& r : f.rows)
-    if (r.key() == row.key()) return r;
-  return std::nullopt;
+    if (wanted.count(r.key()) && !got.count(r.key())) got.emplace(r.key(), r);
+  return got;
 }
 
 }  // namespace attnbench

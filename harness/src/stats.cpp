@@ -1,4 +1,4 @@
-// Mann–Whitney U, its smallest p-value, and the Holm / Benjamini–Hochberg adjustments (stats.hpp).
+// Mann–Whitney U, Wilcoxon signed-rank, their smallest p-values, and the Holm / Benjamini–Hochberg adjustments (stats.hpp).
 #include "attnbench/stats.hpp"
 
 #include <algorithm>
@@ -88,6 +88,59 @@ double mann_whitney_min_p(std::size_t n, std::size_t m) {
     c = c * static_cast<double>(n + m - std::min(n, m) + k) / static_cast<double>(k);
   return 1 / c;
 }
+
+double signed_rank_greater(const std::vector<double>& d) {
+  std::vector<double> a;  // |d| of the nonzero d, and their signs
+  std::vector<bool> pos;
+  for (double x : d) {
+    if (x == 0 || std::isnan(x)) continue;
+    a.push_back(std::fabs(x));
+    pos.push_back(x > 0);
+  }
+  const std::size_t n = a.size();
+  if (n == 0) return 1;
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](std::size_t i, std::size_t j) { return a[i] < a[j]; });
+  // Doubled ranks (ties share the mean rank, so a doubled rank is a whole number).
+  std::vector<long> r2(n);
+  double ties = 0;
+  for (std::size_t i = 0; i < n;) {
+    std::size_t j = i;
+    while (j < n && a[order[j]] == a[order[i]]) ++j;
+    for (std::size_t k = i; k < j; ++k) r2[order[k]] = static_cast<long>(i + 1 + j);  // 2 * mean
+    const double t = static_cast<double>(j - i);
+    ties += t * t * t - t;
+    i = j;
+  }
+  long w2 = 0, total2 = 0;  // doubled W+, doubled sum of all ranks
+  for (std::size_t i = 0; i < n; ++i) {
+    total2 += r2[i];
+    if (pos[i]) w2 += r2[i];
+  }
+  if (n <= kExactMax) {
+    // count[s]: sign patterns whose doubled W+ is s.
+    std::vector<double> count(static_cast<std::size_t>(total2) + 1, 0.0);
+    count[0] = 1;
+    long reach = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      reach += r2[i];
+      for (long s = reach; s >= r2[i]; --s)
+        count[static_cast<std::size_t>(s)] += count[static_cast<std::size_t>(s - r2[i])];
+    }
+    double tail = 0;
+    for (long s = w2; s <= total2; ++s) tail += count[static_cast<std::size_t>(s)];
+    return std::min(1.0, std::ldexp(tail, -static_cast<int>(n)));
+  }
+  const double nn = static_cast<double>(n);
+  const double mean = nn * (nn + 1) / 4;
+  const double var = nn * (nn + 1) * (2 * nn + 1) / 24 - ties / 48;
+  if (!(var > 0)) return 1;
+  const double z = (static_cast<double>(w2) / 2 - mean - 0.5) / std::sqrt(var);
+  return std::min(1.0, 0.5 * std::erfc(z / std::sqrt(2.0)));
+}
+
+double signed_rank_min_p(std::size_t n) { return std::ldexp(1.0, -static_cast<int>(n)); }
 
 const char* to_string(Correction c) {
   switch (c) {

@@ -30,13 +30,20 @@
 // way) and is reported, never a failure.
 //
 // --rerun BINARY: the rows found slower (rule 1) are measured again by BINARY, a build of NEW's
-// code (rerun.hpp), one row at a time, rerun_rounds times with rerun_repetitions repetitions
-// each, and decided on those samples (pooled) instead: a slowdown that was another process's
-// burst is not confirmed. With --rerun-base BASE_BINARY each row is measured again on BASE's side
-// too, alternating row by row (BASE NEW, then NEW BASE, ...), so that both sides see the same
-// machine within seconds; without it NEW's fresh samples are compared with BASE's recorded ones,
-// which a machine busier now than then still turns into a "slower". The rerun rows are one
-// family for the correction. Status and error regressions are not measured again.
+// code (rerun.hpp), and decided on those measurements instead: a slowdown that was another
+// process's burst is not confirmed. The rerun goes in rounds; a round is one invocation of each
+// side timing every rerun row with rerun_repetitions repetitions, BASE NEW in even rounds and NEW
+// BASE in odd ones, so that both sides see the same machine within seconds and an order effect
+// cancels. Each invocation's median is one sample (the repetitions inside one invocation share
+// the machine's state of that second, and a test that counted them as independent flagged rows of
+// identical builds), the two of a round are a pair, and the row is decided by the one-sided
+// Wilcoxon signed-rank test on log(NEW / BASE) over the rounds, with the correction over the
+// rerun rows (one family), and by its ratio, the median of the rounds' ratios, against the
+// threshold. rerun_rounds 0 (the default) takes enough rounds for the test to reach the level
+// (rerun_rounds_for); fewer leave the rows to the spread rule, with a warning. The BASE side
+// needs --rerun-base BASE_BINARY; without it NEW's invocations are paired with BASE's recorded
+// median, which a machine busier now than then still turns into a "slower". Status and error
+// regressions are not measured again.
 // rerun_rows chooses the rows measured again: "slower" (those found slower, the default),
 // "suspect" (new/base above the threshold, significant or not) or "all" (every timed row). On a
 // machine whose load drifts between the two runs a real slowdown can look like no change, or
@@ -80,9 +87,14 @@ struct CompareOptions {
   std::string rerun;                  // NEW's binary: re-measure the rows found slower
   std::string rerun_base;             // BASE's binary: re-measure them on BASE's side too
   std::string rerun_rows = "slower";  // which rows the rerun measures: slower | suspect | all
-  int rerun_rounds = 4;               // measurements per side of each rerun row, alternating
-  int rerun_repetitions = 5;          // repetitions of each of those measurements
+  int rerun_rounds = 0;               // rounds of the rerun (one invocation a side); 0: enough
+  int rerun_repetitions = 5;          // repetitions in each of those invocations
 };
+
+// The rounds a rerun of `rows` rows takes: opts.rerun_rounds when set, otherwise the fewest R
+// with 2^-R (the signed-rank test's smallest p-value) at or below the correction's first level
+// (alpha / rows; alpha without a correction), plus 2, and at least 6.
+int rerun_rounds_for(std::size_t rows, const CompareOptions& opts);
 
 // What compare found, for callers that want more than the printed report.
 struct CompareSummary {
@@ -90,6 +102,7 @@ struct CompareSummary {
   int tested = 0;                     // rows decided by the test (the family of the correction)
   int spread_rule = 0;                // timed rows decided by the spread rule (too few samples)
   int rerun = 0, confirmed = 0;       // rows measured again, and those still slower
+  int rerun_rounds = 0;               // the rounds the rerun took
   std::vector<std::string> warnings;  // context differences, without the "WARNING: " prefix
   int exit_code() const { return regressed > 0 ? 1 : 0; }
 };

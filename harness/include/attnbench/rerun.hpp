@@ -1,19 +1,22 @@
 // `compare --rerun`: measures rows of a results file again with an attnbench binary, so that a
 // row found slower is decided on fresh samples rather than on one run's luck (a busy machine, a
-// burst of another process). One row per invocation:
-//   BINARY run CONFIG --case C --impl I --pass P --benchmark_filter=^(ROW)(/|$)
-//          --benchmark_repetitions=N --verify off --quiet --out TMP/rerun.json
+// burst of another process). The rows of one round in one invocation:
+//   BINARY run CONFIG --case C1 --case C2 ... --impl I1 ... --pass P1 ...
+//          --benchmark_filter=^(ROW1|ROW2|...)(/|$) --benchmark_repetitions=N --verify off
+//          --quiet --out TMP/rerun.json
 // CONFIG is the file's own config as run (context.config: the overrides included); the filter
-// times exactly the row (its implementation's other option sets are not timed); --verify off
-// leaves out the reference and the naive baseline (the row's verdict is in the file already; NaN,
-// Inf and unwritten outputs still fail), so an invocation costs little more than its timing and
-// compare can alternate BASE's and NEW's binaries row by row, seconds apart.
+// times exactly the rows (other combinations of those cases, implementations and passes run once,
+// untimed); --verify off leaves out the reference and the naive baseline (the row's verdict is in
+// the file already; NaN, Inf and unwritten outputs still fail), so an invocation costs little
+// more than its timing and compare can alternate BASE's and NEW's binaries, seconds apart.
 #pragma once
 
 #include <filesystem>
 #include <iosfwd>
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "attnbench/results.hpp"
 
@@ -29,10 +32,11 @@ class Rerunner {
   Rerunner(const Rerunner&) = delete;
   Rerunner& operator=(const Rerunner&) = delete;
 
-  // The row measured again with `repetitions` repetitions: the rerun's own row (status, time),
-  // or nullopt when the run did not have it. Throws std::runtime_error when the binary cannot
-  // run, exits with 2, or writes no results file.
-  std::optional<ResultRow> measure(const ResultRow& row, int repetitions);
+  // The rows measured again in one invocation, with `repetitions` repetitions: the rerun's own
+  // rows (status, time) by key (ResultRow::key); a row the run did not have is absent. Throws
+  // std::runtime_error when the binary cannot run, exits with 2, or writes no results file.
+  std::map<std::string, ResultRow> measure(const std::vector<const ResultRow*>& rows,
+                                           int repetitions);
 
   // The git revision the binary recorded (after the first measure).
   const std::string& revision() const { return revision_; }

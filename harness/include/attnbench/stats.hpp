@@ -9,6 +9,16 @@
 // and continuity corrections. A rank test needs no assumption about the shape of the times
 // (skewed, with outliers from a busy machine) and is not moved by one wild sample.
 //
+// Wilcoxon signed-rank (paired): `compare --rerun` measures BASE and NEW in alternating
+// invocations, round by round, and takes each invocation's median as one sample. The repetitions
+// inside one invocation share the machine's state of that second and are not independent of it;
+// the invocations are, nearly, and the two of a round see the same machine within seconds. The
+// test asks whether the round's differences d (log NEW - log BASE) lean above 0: W+ sums the
+// ranks of |d| over the positive d (ties share the mean rank, zeros are left out, as Wilcoxon's
+// own rule). Under "no change" each d is as likely negative as positive; the p-value is exact (by
+// counting the 2^n sign patterns, tied ranks included) up to kExactMax pairs, otherwise the normal
+// approximation with the tie correction. n pairs cannot give a p-value below 2^-n.
+//
 // Many rows: with 300 rows and a 5% test each, 15 rows would be "slower" by chance. Holm's
 // step-down procedure keeps the probability of even one false "slower" among all the rows at
 // alpha (family-wise), whatever the dependence between rows; Benjamini–Hochberg keeps the
@@ -30,6 +40,12 @@ double mann_whitney_greater(const std::vector<double>& a, const std::vector<doub
 // The smallest one-sided p-value samples of these sizes can give (all of b above all of a):
 // 1 / C(n + m, n). A side with fewer samples cannot show a change at a level below it.
 double mann_whitney_min_p(std::size_t n, std::size_t m);
+
+// P(W+ >= W+ observed) for "d leans above 0" (one-sided). 1 when no d is nonzero.
+double signed_rank_greater(const std::vector<double>& d);
+
+// The smallest one-sided p-value n pairs can give (every d above 0): 2^-n.
+double signed_rank_min_p(std::size_t n);
 
 enum class Correction { holm, bh, none };
 const char* to_string(Correction c);
