@@ -28,15 +28,20 @@ Writes OUT/*.json (runs and compare reports), OUT/summary.json and OUT/summary.m
 summary. --resume reuses the files already in OUT. The whole of configs/default.json is too
 long for 10 pairs here: one CPU run of it took 1 min 46 s on the shared 2-core machine (load
 about 10), so 40 runs and the reruns of every row are hours. --case runs a part of it; the
-figures in docs/gate_figures.md come from one of its cases (7 timed rows), in about 40 minutes:
+figures in docs/gate_figures.md come from one of its cases (7 timed rows), about 23 minutes on
+the quiet machine:
 
   python3 scripts/gate_figures.py --attnbench build/attnbench --config configs/default.json \
-      --case '*_sq256_skv256_d64_*' --out /tmp/gate3 --pairs 10 --variants plain,rerun-all \
-      --rerun-rounds 2 --rerun-repetitions 10
+      --case '*_sq256_skv256_d64_*' --out /tmp/gate4 --pairs 10 --variants plain,rerun-all
+
+--load N runs N background loops of the CPU conformance tests (build/tests/test_cpu_impls, by
+default, each with OMP_NUM_THREADS=2) for the whole measurement: a machine loaded the same way
+each time, in place of other users' builds and tests.
 """
 import argparse
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -133,8 +138,37 @@ def main():
                     help="only the cases matching this glob (attnbench run --case), repeatable: a "
                          "smaller run of the config where the whole one takes too long")
     ap.add_argument("--resume", action="store_true", help="reuse the files already in OUT")
+    ap.add_argument("--load", type=int, default=0,
+                    help="background loops of --load-cmd during the whole measurement (default 0)")
+    ap.add_argument("--load-cmd", default=None,
+                    help="the command each loop runs (default: test_cpu_impls of --attnbench's build)")
     a = ap.parse_args()
     exe = os.path.abspath(a.attnbench)
+    if a.load < 0:
+        sys.exit(f"gate_figures: --load must be >= 0, got {a.load}")
+    load_cmd = a.load_cmd or os.path.join(os.path.dirname(exe), "tests", "test_cpu_impls")
+    loops = []
+    if a.load:
+        if not a.load_cmd and not os.access(load_cmd, os.X_OK):
+            sys.exit(f"gate_figures: --load: {load_cmd} is not built (give --load-cmd)")
+        env = dict(os.environ, OMP_NUM_THREADS="2")
+        env.pop("ATTNBENCH_TEST_SLOWDOWN", None)
+        for _ in range(a.load):
+            loops.append(subprocess.Popen(["sh", "-c", f"while :; do {load_cmd}; done"], env=env,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                          start_new_session=True))
+    try:
+        measure(a, exe, load_cmd)
+    finally:
+        for p in loops:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            p.wait()
+
+
+def measure(a, exe, load_cmd):
     os.makedirs(a.out, exist_ok=True)
     variants = a.variants.split(",")
     kinds = a.kinds.split(",")
@@ -187,12 +221,14 @@ def main():
                 }
         pairs.append(pair)
         with open(os.path.join(a.out, "summary.json"), "w") as f:
-            json.dump({"config": a.config, "factor": a.factor, "slow_impl": a.slow_impl, "pairs": pairs}, f, indent=1)
+            json.dump({"config": a.config, "factor": a.factor, "slow_impl": a.slow_impl,
+                       "load": a.load, "load_cmd": load_cmd if a.load else None, "pairs": pairs}, f, indent=1)
 
     # The summary: per pair, then the totals.
     cases = "".join(f" --case '{c}'" for c in a.case)
     lines = [f"# Regression gate figures: {a.config}{cases}, {len(pairs)} pairs, slowdown x{a.factor} "
-             f"(uniform, and {a.slow_impl} alone)", ""]
+             f"(uniform, and {a.slow_impl} alone)" +
+             (f"; background load: {a.load} loops of {load_cmd}" if a.load else ""), ""]
     cols = [f"{k}/{v}" for k in kinds for v in variants]
     lines.append("| pair | load 1-min (start-end, per run) | others' cores (mean over rows) | " + " | ".join(cols) + " |")
     lines.append("|---|---|---|" + "---|" * len(cols))

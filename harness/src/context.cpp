@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -18,6 +19,9 @@
 
 #ifndef ATTNBENCH_SOURCE_DIR
 #define ATTNBENCH_SOURCE_DIR "."
+#endif
+#ifndef ATTNBENCH_BIN_TO_DATA
+#define ATTNBENCH_BIN_TO_DATA "../share/attnbench"
 #endif
 #ifndef ATTNBENCH_BUILD_TYPE
 #define ATTNBENCH_BUILD_TYPE "unknown"
@@ -35,6 +39,13 @@ extern const char* const git_revision_source;
 }  // namespace build_info
 
 std::string source_dir() { return ATTNBENCH_SOURCE_DIR; }
+
+std::string installed_data_dir() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec || exe.empty()) return "";
+  return (exe.parent_path() / ATTNBENCH_BIN_TO_DATA).lexically_normal().string();
+}
 
 std::uint64_t fnv1a64(std::string_view s) {
   std::uint64_t h = 0xcbf29ce484222325ull;

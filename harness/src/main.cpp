@@ -168,11 +168,20 @@ std::optional<std::string> read_file(const std::string& path) {
 
 // A relative config path is looked up in the working directory, then in the source tree, so
 // `attnbench run configs/smoke.json` also works from the build folder.
-std::string find_config(const std::string& path) {
+// A relative config path that is not there from the working directory is looked up in the
+// installed configs' folder (PREFIX/share/attnbench, beside the executable's PREFIX/bin), then in
+// the source tree. The places looked in go to `looked` (for the message when none has it).
+std::string find_config(const std::string& path, std::string& looked) {
   namespace fs = std::filesystem;
+  looked = "'" + fs::absolute(path).string() + "'";
   if (fs::exists(path) || fs::path(path).is_absolute()) return path;
-  const fs::path alt = fs::path(source_dir()) / path;
-  return fs::exists(alt) ? alt.string() : path;
+  for (const std::string& root : {installed_data_dir(), source_dir()}) {
+    if (root.empty()) continue;
+    const fs::path alt = fs::path(root) / path;
+    if (fs::exists(alt)) return alt.string();
+    looked += ", '" + alt.string() + "'";
+  }
+  return path;
 }
 
 // Sets key in the document, or in every group when the config has groups.
@@ -245,7 +254,8 @@ int cmd_run(const RunArgs& a, const std::map<std::string, std::string>& bench_fl
     doc["problem"] = problem;
     doc["implementations"] = ojson::array({"*"});
   } else {
-    config_path = find_config(a.config.empty() ? "configs/default.json" : a.config);
+    std::string looked;
+    config_path = find_config(a.config.empty() ? "configs/default.json" : a.config, looked);
     if (std::error_code ec; std::filesystem::is_directory(config_path, ec)) {
       err << who << "the config '" << printable(config_path)
           << "' is a directory, not a config file\n";
@@ -253,7 +263,10 @@ int cmd_run(const RunArgs& a, const std::map<std::string, std::string>& bench_fl
     }
     const auto text = read_file(config_path);
     if (!text) {
-      err << who << "cannot read the config '" << printable(config_path) << "'\n";
+      err << who << "cannot read the config '" << printable(config_path) << "'"
+          << (std::filesystem::exists(config_path) ? std::string()
+                                                   : " (not found; looked for " + printable(looked) + ")")
+          << "\n";
       return kBadInput;
     }
     try {

@@ -18,6 +18,7 @@ import argparse
 import contextlib
 import ctypes
 import datetime
+import glob
 import json
 import math
 import os
@@ -87,9 +88,14 @@ def find_attnbench(explicit=None):
 
 
 def find_capi(attnbench, explicit=None):
-    """libattnbench_capi.so: --capi, $ATTNBENCH_CAPI, else beside the attnbench binary."""
-    for c in (explicit, os.environ.get("ATTNBENCH_CAPI"),
-              os.path.join(os.path.dirname(os.path.abspath(attnbench)), "libattnbench_capi.so")):
+    """libattnbench_capi.so: --capi, $ATTNBENCH_CAPI, else beside the attnbench binary (a build
+    tree), else in the lib folder of its install prefix (PREFIX/bin/attnbench: PREFIX/lib,
+    PREFIX/lib64 or PREFIX/lib/<multiarch>, as `cmake --install` puts it)."""
+    here = os.path.dirname(os.path.abspath(attnbench))
+    prefix = os.path.dirname(here)
+    installed = [os.path.join(prefix, d, "libattnbench_capi.so") for d in ("lib", "lib64")]
+    installed += sorted(glob.glob(os.path.join(prefix, "lib", "*-linux-gnu*", "libattnbench_capi.so")))
+    for c in [explicit, os.environ.get("ATTNBENCH_CAPI"), os.path.join(here, "libattnbench_capi.so")] + installed:
         if c and os.path.isfile(c):
             return c
     raise BadInput(f"libattnbench_capi.so not found beside {attnbench}: build the attnbench_capi target, "

@@ -2,7 +2,9 @@
 # of this build into a fresh prefix, examples/out_of_tree configured and built against it with
 # find_package(attnbench) and attnbench_add_executable (reusing the installed libraries and
 # objects: only the example's own sources compile), then its executables run:
-#   - the installed attnbench lists the implementations;
+#   - libattnbench_capi is installed, and the peers' find_capi finds and loads it;
+#   - the installed attnbench lists the implementations, and runs PREFIX/share/attnbench/configs/
+#     smoke.json when given configs/smoke.json from a folder without one;
 #   - attnbench-example lists its kernels beside attnbench's, `check --impl 'example.*'` passes
 #     (the CUDA kernel's cases SKIP without a GPU), bad selections exit 2, and `run` verifies and
 #     times one problem;
@@ -44,7 +46,8 @@ file(REMOVE_RECURSE ${WORK})
 
 step("cmake --install ${BUILD_DIR} --prefix ${prefix}")
 run(0 ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
-foreach(f bin/attnbench lib/cmake/attnbench/attnbenchConfig.cmake lib/cmake/attnbench/attnbenchTargets.cmake
+foreach(f bin/attnbench lib/libattnbench_capi.so include/attnbench/capi/attnbench_capi.h
+          lib/cmake/attnbench/attnbenchConfig.cmake lib/cmake/attnbench/attnbenchTargets.cmake
           include/attnbench/core/attnbench/implementation.hpp include/attnbench/harness/attnbench/conformance.hpp
           share/attnbench/configs/smoke.json)
   if(NOT EXISTS ${prefix}/${f})
@@ -53,6 +56,40 @@ foreach(f bin/attnbench lib/cmake/attnbench/attnbenchConfig.cmake lib/cmake/attn
 endforeach()
 run(0 ${prefix}/bin/attnbench list)
 expect_in("${out}" "cpu.naive_3pass" "installed attnbench list")
+
+# The installed binary, run from a folder without configs/, finds PREFIX/share/attnbench/configs
+# before the source tree: the installed smoke.json is renamed, and the run must record that name.
+step("installed attnbench run configs/smoke.json from elsewhere: the installed config")
+set(cfg ${prefix}/share/attnbench/configs/smoke.json)
+file(READ ${cfg} smoke)
+string(JSON smoke SET "${smoke}" name "\"smoke-installed\"")
+file(WRITE ${cfg} "${smoke}")
+file(MAKE_DIRECTORY ${WORK}/elsewhere)
+execute_process(COMMAND ${prefix}/bin/attnbench run configs/smoke.json --impl cpu.naive_3pass --pass fwd
+                        --quiet --out ${WORK}/installed_smoke.json
+                WORKING_DIRECTORY ${WORK}/elsewhere RESULT_VARIABLE rc OUTPUT_VARIABLE o ERROR_VARIABLE o)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "installed attnbench run configs/smoke.json: exit code ${rc}\n${o}")
+endif()
+file(READ ${WORK}/installed_smoke.json results)
+string(JSON name GET "${results}" context config_name)
+if(NOT name STREQUAL "smoke-installed")
+  message(FATAL_ERROR "installed attnbench ran the config named '${name}', not the installed one")
+endif()
+execute_process(COMMAND ${prefix}/bin/attnbench run configs/no_such.json --quiet
+                WORKING_DIRECTORY ${WORK}/elsewhere RESULT_VARIABLE rc OUTPUT_VARIABLE o ERROR_VARIABLE o)
+if(NOT rc EQUAL 2)
+  message(FATAL_ERROR "run configs/no_such.json: exit code ${rc} (want 2)\n${o}")
+endif()
+expect_in("${o}" "share/attnbench/configs/no_such.json" "the places a missing config was looked for")
+
+# The Python peers find the installed C ABI from the installed binary, and it loads.
+find_program(PYTHON3 python3 REQUIRED)
+file(WRITE ${WORK}/find_capi.py "import ctypes\nimport sys\nsys.path.insert(0, '${EXAMPLE}/../..')\n"
+     "from scripts.peers.common import find_capi\np = find_capi('${prefix}/bin/attnbench')\n"
+     "print(p, ctypes.CDLL(p).ab_capi_version())\n")
+run(0 ${PYTHON3} ${WORK}/find_capi.py)
+expect_in("${out}" "${prefix}/lib/libattnbench_capi.so" "find_capi from the installed binary")
 
 step("configure examples/out_of_tree against the prefix")
 set(warn "-Wall -Wextra -Wpedantic -Werror")

@@ -12,6 +12,12 @@ namespace attnbench {
 // The source tree attnbench was configured from (configs are looked up there too).
 std::string source_dir();
 
+// Where `cmake --install` put the configs, as seen from the running executable:
+// <its folder>/<the install's bindir to datadir>/attnbench (PREFIX/share/attnbench for
+// PREFIX/bin/attnbench), whatever the prefix; empty when /proc/self/exe cannot be read. The
+// folder need not exist (an executable in a build tree).
+std::string installed_data_dir();
+
 // date, host, cpu, cpu_cores, omp_threads, compiler, build_type, git_revision, git_dirty,
 // nvtx, and with CUDA: cuda_runtime, cuda_driver, devices[]. git is run in source_dir() and
 // may be missing: then git_revision is "unknown".
