@@ -555,10 +555,12 @@ class Rerun : public Compare {
       cases += "  " + std::to_string(i) + ") cp '" + f + "' \"$out\" ;;\n";
     }
     const std::string count = (dir / (name + ".count")).string();
-    const std::string script = write(
-        name, "#!/bin/sh\nout=\nwhile [ $# -gt 0 ]; do [ \"$1\" = --out ] && out=$2; shift; done\n"
-              "n=$(cat '" + count + "' 2>/dev/null || echo 0)\necho $((n + 1)) > '" + count +
-              "'\ncase $((n % " + std::to_string(files.size()) + ")) in\n" + cases + "esac\n");
+    const std::string script =
+        write(name,
+              "#!/bin/sh\nout=\nwhile [ $# -gt 0 ]; do [ \"$1\" = --out ] && out=$2; shift; done\n"
+              "n=$(cat '" +
+                  count + "' 2>/dev/null || echo 0)\necho $((n + 1)) > '" + count +
+                  "'\ncase $((n % " + std::to_string(files.size()) + ")) in\n" + cases + "esac\n");
     std::filesystem::permissions(script, std::filesystem::perms::owner_all,
                                  std::filesystem::perm_options::add);
     return script;
@@ -577,8 +579,8 @@ class Rerun : public Compare {
 
 TEST(RerunRounds, EnoughForTheFamily) {
   CompareOptions o;
-  EXPECT_EQ(rerun_rounds_for(1, o), 7);     // 2^-5 <= 0.05, and 2 more
-  EXPECT_EQ(rerun_rounds_for(7, o), 10);    // 2^-8 <= 0.05 / 7
+  EXPECT_EQ(rerun_rounds_for(1, o), 7);      // 2^-5 <= 0.05, and 2 more
+  EXPECT_EQ(rerun_rounds_for(7, o), 10);     // 2^-8 <= 0.05 / 7
   EXPECT_EQ(rerun_rounds_for(1000, o), 17);  // 2^-15 <= 0.05 / 1000
   o.correction = Correction::none;
   EXPECT_EQ(rerun_rounds_for(1000, o), 7);
@@ -637,8 +639,9 @@ TEST_F(Rerun, TooFewRoundsWarnAndFallBackToTheSpreadRule) {
   EXPECT_EQ(j["method"]["rerun_rounds"], 3);
   bool warned = false;
   for (const auto& w : j["warnings"])
-    warned = warned || w.get<std::string>().find("1 rerun rows had too few rounds for the signed-rank "
-                                                 "test (3 rounds give p >= 0.125") != std::string::npos;
+    warned = warned || w.get<std::string>().find(
+                           "1 rerun rows had too few rounds for the signed-rank "
+                           "test (3 rounds give p >= 0.125") != std::string::npos;
   EXPECT_TRUE(warned) << j["warnings"].dump();
   const json& row3 = j["rows"][3];
   EXPECT_EQ(row3["rule"], "spread");

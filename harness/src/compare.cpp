@@ -170,8 +170,8 @@ struct Judged {
   bool rerun = false;
   TimeVerdict first_time = TimeVerdict::untimed;  // before the rerun
   double first_ratio = NAN;                       // before the rerun
-  std::size_t rerun_pairs = 0;      // rounds with a time on both sides
-  std::vector<double> rerun_ratios;  // NEW / BASE of each such round
+  std::size_t rerun_pairs = 0;                    // rounds with a time on both sides
+  std::vector<double> rerun_ratios;               // NEW / BASE of each such round
   std::string rerun_note;
 };
 
@@ -375,7 +375,7 @@ void rerun_rows(std::vector<Judged*>& rows, const ResultsFile& base, const Resul
   }
 
   std::vector<Judged*> measured;
-  std::vector<std::vector<double>> ds;     // log(NEW / BASE) per paired round
+  std::vector<std::vector<double>> ds;      // log(NEW / BASE) per paired round
   std::vector<std::vector<double>> vb, vn;  // the paired rounds' medians
   for (std::size_t i = 0; i < rows.size(); ++i) {
     Judged* j = rows[i];
@@ -579,10 +579,10 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
   for (std::size_t i = 0; i < next.rows.size(); ++i) s.added += !used[i];
   if (!o.allow_missing) s.regressed += s.missing;
 
-  std::string method =
-      "one-sided Mann-Whitney U on each row's repetitions (time.samples_ms), " +
-      describe(o.correction) + " at alpha " + fmt_p(o.alpha) + " over " + std::to_string(s.tested) +
-      " rows, and new/base above " + fmt_x(1 + o.threshold);
+  std::string method = "one-sided Mann-Whitney U on each row's repetitions (time.samples_ms), " +
+                       describe(o.correction) + " at alpha " + fmt_p(o.alpha) + " over " +
+                       std::to_string(s.tested) + " rows, and new/base above " +
+                       fmt_x(1 + o.threshold);
   const std::string rerun_method =
       "one-sided Wilcoxon signed-rank on log(new/base) of each round's invocation medians " +
       std::string(o.rerun_base.empty() ? "(NEW's, against BASE's recorded median)"
@@ -631,9 +631,9 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
       row["base_samples"] = r.b->time ? r.b->time->samples_ms.size() : 0;
       row["new_samples"] = r.n->time ? r.n->time->samples_ms.size() : 0;
       row["rule"] = !r.timed                       ? "untimed"
-                    : !r.test                       ? "spread"
+                    : !r.test                      ? "spread"
                     : r.rerun && r.rerun_pairs > 0 ? "signed-rank"
-                                                    : "u-test";
+                                                   : "u-test";
       row["p_slower"] = r.test ? num(r.p_slower) : json(nullptr);
       row["p_faster"] = r.test ? num(r.p_faster) : json(nullptr);
       row["p_adjusted"] = r.test ? num(r.p_adjusted) : json(nullptr);
@@ -731,8 +731,9 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
     out << "rerun: " << s.rerun << which << s.rerun_rounds << " rounds of "
         << (o.rerun_base.empty() ? "one invocation of NEW, against BASE's recorded median"
                                  : "one invocation a side, BASE and NEW alternating")
-        << ", " << o.rerun_repetitions << " repetitions each; an invocation's median is one sample): "
-        << s.confirmed << " confirmed\n";
+        << ", " << o.rerun_repetitions
+        << " repetitions each; an invocation's median is one sample): " << s.confirmed
+        << " confirmed\n";
   }
   for (const auto& r : regressions) out << "REGRESSED " << r << "\n";
   for (const ResultRow* m : missing)

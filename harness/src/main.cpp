@@ -264,8 +264,9 @@ int cmd_run(const RunArgs& a, const std::map<std::string, std::string>& bench_fl
     const auto text = read_file(config_path);
     if (!text) {
       err << who << "cannot read the config '" << printable(config_path) << "'"
-          << (std::filesystem::exists(config_path) ? std::string()
-                                                   : " (not found; looked for " + printable(looked) + ")")
+          << (std::filesystem::exists(config_path)
+                  ? std::string()
+                  : " (not found; looked for " + printable(looked) + ")")
           << "\n";
       return kBadInput;
     }

@@ -1,4 +1,5 @@
-// Mann–Whitney U, Wilcoxon signed-rank, their smallest p-values, and the Holm / Benjamini–Hochberg adjustments (stats.hpp).
+// Mann–Whitney U, Wilcoxon signed-rank, their smallest p-values, and the Holm / Benjamini–Hochberg
+// adjustments (stats.hpp).
 #include "attnbench/stats.hpp"
 
 #include <algorithm>
@@ -140,7 +141,9 @@ double signed_rank_greater(const std::vector<double>& d) {
   return std::min(1.0, 0.5 * std::erfc(z / std::sqrt(2.0)));
 }
 
-double signed_rank_min_p(std::size_t n) { return std::ldexp(1.0, -static_cast<int>(n)); }
+double signed_rank_min_p(std::size_t n) {
+  return std::ldexp(1.0, -static_cast<int>(n));
+}
 
 const char* to_string(Correction c) {
   switch (c) {
