@@ -161,5 +161,19 @@ TEST(Results, ResumeKeepsVerdictsWithATime) {
   EXPECT_EQ(planned.memory->peak_method, "VmHWM-reset");
 }
 
+// The statistics of a row's repetitions (timing's fallback without Google Benchmark's aggregates,
+// and compare's rerun invocations): by hand, sd = sqrt(5 / 3) over mean 2.5.
+TEST(Results, SummarizeSamples) {
+  const TimeStats t = summarize_samples({3, 1, 2, 4});
+  EXPECT_EQ(t.median_ms, 2.5);
+  EXPECT_EQ(t.min_ms, 1);
+  EXPECT_EQ(t.mean_ms, 2.5);
+  EXPECT_NEAR(t.cv, std::sqrt(5.0 / 3.0) / 2.5, 1e-15);
+  EXPECT_EQ(t.repetitions, 4);
+  EXPECT_EQ(t.samples_ms, (std::vector<double>{3, 1, 2, 4}));  // in the order measured
+  EXPECT_EQ(summarize_samples({7}).cv, 0);
+  EXPECT_EQ(summarize_samples({}).median_ms, 0);
+}
+
 }  // namespace
 }  // namespace attnbench

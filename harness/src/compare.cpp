@@ -170,8 +170,7 @@ struct Judged {
   bool rerun = false;
   TimeVerdict first_time = TimeVerdict::untimed;  // before the rerun
   double first_ratio = NAN;                       // before the rerun
-  std::size_t rerun_pairs = 0;                    // rounds with a time on both sides
-  std::vector<double> rerun_ratios;               // NEW / BASE of each such round
+  std::vector<double> rerun_ratios;  // NEW / BASE of each round with a time on both sides
   std::string rerun_note;
 };
 
@@ -281,23 +280,6 @@ std::vector<double> samples_of(const ResultRow& r) {
   return r.time ? r.time->samples_ms : std::vector<double>{};
 }
 
-// TimeStats of a few values (a rerun's invocation medians), for the spread rule.
-TimeStats stats_of(const std::vector<double>& v) {
-  TimeStats t;
-  if (v.empty()) return t;
-  t.median_ms = median(v);
-  t.min_ms = *std::min_element(v.begin(), v.end());
-  double sum = 0, sq = 0;
-  for (double x : v) sum += x;
-  t.mean_ms = sum / static_cast<double>(v.size());
-  for (double x : v) sq += (x - t.mean_ms) * (x - t.mean_ms);
-  t.cv = v.size() > 1 && t.mean_ms > 0
-             ? std::sqrt(sq / static_cast<double>(v.size() - 1)) / t.mean_ms
-             : 0;
-  t.repetitions = static_cast<int>(v.size());
-  return t;
-}
-
 }  // namespace
 
 int rerun_rounds_for(std::size_t rows, const CompareOptions& o) {
@@ -400,7 +382,6 @@ void rerun_rows(std::vector<Judged*>& rows, const ResultsFile& base, const Resul
       n.push_back(y);
       j->rerun_ratios.push_back(y / x);
     }
-    j->rerun_pairs = d.size();
     if (d.empty()) {
       j->rerun_note = "no round timed both sides";
       continue;
@@ -428,7 +409,7 @@ void rerun_rows(std::vector<Judged*>& rows, const ResultsFile& base, const Resul
     } else {
       ++untestable;
       j->test = false;
-      j->time = spread_rule(stats_of(vb[k]), stats_of(vn[k]), o.threshold);
+      j->time = spread_rule(summarize_samples(vb[k]), summarize_samples(vn[k]), o.threshold);
     }
   }
   decide_family(family, ps, pf, o);
@@ -632,7 +613,7 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
       row["new_samples"] = r.n->time ? r.n->time->samples_ms.size() : 0;
       row["rule"] = !r.timed                       ? "untimed"
                     : !r.test                      ? "spread"
-                    : r.rerun && r.rerun_pairs > 0 ? "signed-rank"
+                    : r.rerun && !r.rerun_ratios.empty() ? "signed-rank"
                                                    : "u-test";
       row["p_slower"] = r.test ? num(r.p_slower) : json(nullptr);
       row["p_faster"] = r.test ? num(r.p_faster) : json(nullptr);
@@ -646,7 +627,7 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
         json ratios = json::array();
         for (double x : r.rerun_ratios) ratios.push_back(num(x));
         row["rerun"] = {{"first_ratio", num(r.first_ratio)},
-                        {"pairs", r.rerun_pairs},
+                        {"pairs", r.rerun_ratios.size()},
                         {"round_ratios", std::move(ratios)},
                         {"note", r.rerun_note}};
       }

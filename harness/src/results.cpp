@@ -14,8 +14,25 @@
 #include <stdexcept>
 
 #include "attnbench/output_file.hpp"
+#include "attnbench/stats.hpp"
 
 namespace attnbench {
+
+TimeStats summarize_samples(const std::vector<double>& samples_ms) {
+  TimeStats t;
+  t.samples_ms = samples_ms;
+  const std::size_t n = samples_ms.size();
+  t.repetitions = static_cast<int>(n);
+  if (n == 0) return t;
+  t.median_ms = median(samples_ms);
+  t.min_ms = *std::min_element(samples_ms.begin(), samples_ms.end());
+  double sum = 0, var = 0;
+  for (double x : samples_ms) sum += x;
+  t.mean_ms = sum / static_cast<double>(n);
+  for (double x : samples_ms) var += (x - t.mean_ms) * (x - t.mean_ms);
+  t.cv = n > 1 && t.mean_ms > 0 ? std::sqrt(var / static_cast<double>(n - 1)) / t.mean_ms : 0;
+  return t;
+}
 
 const char* to_string(Status s) {
   switch (s) {

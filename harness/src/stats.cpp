@@ -60,6 +60,11 @@ std::vector<double> u_counts(std::size_t n, std::size_t m) {
   return prev[m];
 }
 
+// P(Z >= z) for a standard normal Z, capped at 1: the normal approximations' p-value.
+double upper_tail(double z) {
+  return std::min(1.0, 0.5 * std::erfc(z / std::sqrt(2.0)));
+}
+
 }  // namespace
 
 double mann_whitney_greater(const std::vector<double>& a, const std::vector<double>& b) {
@@ -78,7 +83,7 @@ double mann_whitney_greater(const std::vector<double>& a, const std::vector<doub
   const double var = nn * mm / 12 * ((big + 1) - tie_term / (big * (big - 1)));
   if (!(var > 0)) return 1;
   const double z = (u - nn * mm / 2 - 0.5) / std::sqrt(var);
-  return std::min(1.0, 0.5 * std::erfc(z / std::sqrt(2.0)));
+  return upper_tail(z);
 }
 
 double mann_whitney_min_p(std::size_t n, std::size_t m) {
@@ -138,7 +143,7 @@ double signed_rank_greater(const std::vector<double>& d) {
   const double var = nn * (nn + 1) * (2 * nn + 1) / 24 - ties / 48;
   if (!(var > 0)) return 1;
   const double z = (static_cast<double>(w2) / 2 - mean - 0.5) / std::sqrt(var);
-  return std::min(1.0, 0.5 * std::erfc(z / std::sqrt(2.0)));
+  return upper_tail(z);
 }
 
 double signed_rank_min_p(std::size_t n) {

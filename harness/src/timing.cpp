@@ -322,18 +322,10 @@ std::optional<TimeStats> time_from(const Collected& c, bool hot) {
                                         : *std::min_element(per_rep.begin(), per_rep.end());
   } else {
     if (per_rep.empty()) return std::nullopt;
-    std::vector<double> s = per_rep;
-    std::sort(s.begin(), s.end());
-    const std::size_t n = s.size();
-    t.median_ms = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
-    t.min_ms = s.front();
-    double sum = 0;
-    for (double x : s) sum += x;
-    t.mean_ms = sum / static_cast<double>(n);
-    double var = 0;
-    for (double x : s) var += (x - t.mean_ms) * (x - t.mean_ms);
-    t.cv = n > 1 && t.mean_ms > 0 ? std::sqrt(var / static_cast<double>(n - 1)) / t.mean_ms : 0;
-    t.repetitions = static_cast<int>(n);
+    const std::int64_t iterations = t.iterations;
+    t = summarize_samples(per_rep);
+    t.hot = hot;
+    t.iterations = iterations;
   }
   if (!(t.median_ms > 0)) return std::nullopt;
   return t;

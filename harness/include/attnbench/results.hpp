@@ -41,6 +41,10 @@ struct TimeStats {
   std::optional<double> others_cores;
 };
 
+// median, min, mean, cv and repetitions of these samples (ms), and the samples themselves; the
+// rest as default. All zero for none.
+TimeStats summarize_samples(const std::vector<double>& samples_ms);
+
 struct MemoryStats {
   std::int64_t io_bytes = 0;               // inputs + outputs of the pass
   std::int64_t workspace_bytes = 0;        // what the implementation asked for
