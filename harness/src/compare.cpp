@@ -611,10 +611,10 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
       row["new_cv"] = r.n->time ? num(r.n->time->cv) : json(nullptr);
       row["base_samples"] = r.b->time ? r.b->time->samples_ms.size() : 0;
       row["new_samples"] = r.n->time ? r.n->time->samples_ms.size() : 0;
-      row["rule"] = !r.timed                       ? "untimed"
-                    : !r.test                      ? "spread"
+      row["rule"] = !r.timed                             ? "untimed"
+                    : !r.test                            ? "spread"
                     : r.rerun && !r.rerun_ratios.empty() ? "signed-rank"
-                                                   : "u-test";
+                                                         : "u-test";
       row["p_slower"] = r.test ? num(r.p_slower) : json(nullptr);
       row["p_faster"] = r.test ? num(r.p_faster) : json(nullptr);
       row["p_adjusted"] = r.test ? num(r.p_adjusted) : json(nullptr);
