@@ -345,11 +345,11 @@ ShapeCache& prepare(const Shape& s, bool need_bwd, std::uint64_t seed) {
 }  // namespace
 
 bool ok_or_only_its_absolute_bound(const Verdict& v) {
+  // verify() holds an output to its absolute bound exactly when the baseline fails that bound
+  // (naive_ok false), so a finite output that failed then failed that bound: the report's fields
+  // say so, not the wording of its message.
   for (const OutputReport& o : v.outputs) {
-    if (o.ok) continue;
-    if (o.naive_ok || o.nonfinite > 0 || o.why.find("absolute bound") == std::string::npos) {
-      return false;
-    }
+    if (!o.ok && (o.naive_ok || o.nonfinite > 0)) return false;
   }
   return true;
 }
