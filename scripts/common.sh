@@ -1,6 +1,5 @@
-# Shared by the README's commands: dependencies, configure, build. Source it; don't run it.
-# Usage: attn_setup [build-dir]   (sets ATTN_BUILD)
-set -euo pipefail
+# Shared by the README's commands and the GPU scripts: dependencies, cuDNN from PyTorch's wheel,
+# configure, build. Source it (it sets no shell options: the caller's stay); don't run it.
 ATTN_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ATTN_DEBS=(cmake g++ make libeigen3-dev libcli11-dev nlohmann-json3-dev libbenchmark-dev libgtest-dev python3
            libbenchmark-tools python3-scipy)  # the last two: Google Benchmark's compare.py, for test_gbench_interop
@@ -25,13 +24,42 @@ attn_install_deps() {
   fi
 }
 
-# Configure (first time) and build incrementally with all cores.
+# Extra CMake arguments for the next attn_build (the callers append: -DATTNBENCH_WERROR=ON, ...).
+ATTN_CMAKE_ARGS=()
+
+# cuDNN from PyTorch's wheel (site-packages/nvidia/cudnn: the GPU machine has no system cuDNN):
+# its headers for the build of cuda.cudnn_sdpa, its library for that implementation's dlopen at run
+# time (ATTNBENCH_CUDNN_LIB, LD_LIBRARY_PATH). Nothing happens where no such wheel is installed.
+# The one place this is set up: the README's commands and scripts/gpu_gate.sh call it.
+attn_cudnn_from_wheel() {
+  local sites d
+  command -v python3 >/dev/null || return 0
+  sites=$(python3 -c 'import site; print("\n".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null) || return 0
+  while IFS= read -r d; do
+    d="$d/nvidia/cudnn"
+    if [ -f "$d/include/cudnn.h" ] && [ -e "$d/lib/libcudnn.so.9" ]; then
+      ATTN_CMAKE_ARGS+=("-DCUDNN_INCLUDE_DIR=$d/include")
+      export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+      export ATTNBENCH_CUDNN_LIB="${ATTNBENCH_CUDNN_LIB:-$d/lib/libcudnn.so.9}"
+      attn_log "cuDNN from PyTorch's wheel: $d"
+      return 0
+    fi
+  done <<<"$sites"
+}
+
+# Configure (the first time, and again when ATTN_CMAKE_ARGS has arguments) and build
+# incrementally with all cores: the given targets, or everything.
+# Usage: attn_build BUILD_DIR [TARGET...]   (sets ATTN_BUILD)
 attn_build() {
   ATTN_BUILD="${1:-$ATTN_ROOT/build}"
   shift || true
   local jobs; jobs="$(nproc 2>/dev/null || echo 2)"
   if [ ! -f "$ATTN_BUILD/CMakeCache.txt" ]; then
-    cmake -S "$ATTN_ROOT" -B "$ATTN_BUILD" -DCMAKE_BUILD_TYPE=Release "$@" >&2
+    cmake -S "$ATTN_ROOT" -B "$ATTN_BUILD" -DCMAKE_BUILD_TYPE=Release "${ATTN_CMAKE_ARGS[@]}" >&2
+  elif [ ${#ATTN_CMAKE_ARGS[@]} -gt 0 ]; then
+    cmake -S "$ATTN_ROOT" -B "$ATTN_BUILD" "${ATTN_CMAKE_ARGS[@]}" >&2
   fi
-  cmake --build "$ATTN_BUILD" -j "$jobs" >&2
+  local targets=() t
+  for t in "$@"; do targets+=(--target "$t"); done
+  cmake --build "$ATTN_BUILD" -j "$jobs" "${targets[@]}" >&2
 }

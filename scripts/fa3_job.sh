@@ -106,14 +106,10 @@ if [ "$MODE" = control ]; then
 fi
 
 # ---- shared set-up -----------------------------------------------------------------------------
-SITE="$($PY -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null || true)"
-CUDNN="$SITE/nvidia/cudnn"
-CMAKE_EXTRA=()
-if [ -f "$CUDNN/include/cudnn.h" ]; then
-  CMAKE_EXTRA+=("-DCUDNN_INCLUDE_DIR=$CUDNN/include")
-  export LD_LIBRARY_PATH="$CUDNN/lib:${LD_LIBRARY_PATH:-}"
-  export ATTNBENCH_CUDNN_LIB="$CUDNN/lib/libcudnn.so.9"
-fi
+# cuDNN from PyTorch's wheel: headers for the build, library for cuda.cudnn_sdpa (common.sh).
+source "$ROOT/scripts/common.sh"
+attn_cudnn_from_wheel
+CMAKE_EXTRA=("${ATTN_CMAKE_ARGS[@]}")
 export ATTNBENCH_FA4_SITE="$FA4_SITE"
 CASE_ARGS=(); for c in ${CASES:-}; do CASE_ARGS+=(--case "$c"); done
 PASS_ARGS=(); [ -n "${PASSES:-}" ] && PASS_ARGS=(--pass "$PASSES")

@@ -31,17 +31,10 @@ mkdir -p "$OUT/logs"
 LOG="$OUT/logs"
 BUILD="${ATTN_BUILD_DIR:-$ROOT/build-gpu}"
 
-SITE="$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null || true)"
-CUDNN="$SITE/nvidia/cudnn"
-CMAKE_EXTRA=()
-if [ -f "$CUDNN/include/cudnn.h" ]; then
-  CMAKE_EXTRA+=("-DCUDNN_INCLUDE_DIR=$CUDNN/include")
-  export LD_LIBRARY_PATH="$CUDNN/lib:${LD_LIBRARY_PATH:-}"
-  export ATTNBENCH_CUDNN_LIB="$CUDNN/lib/libcudnn.so.9"
-  echo "cuDNN from $CUDNN" | tee "$LOG/cudnn.txt"
-else
-  echo "cuDNN headers not found under '$CUDNN': cuda.cudnn_sdpa rows will be SKIP" | tee "$LOG/cudnn.txt"
-fi
+# cuDNN from PyTorch's wheel: headers for the build, library for cuda.cudnn_sdpa (common.sh).
+source "$ROOT/scripts/common.sh"
+attn_cudnn_from_wheel
+CMAKE_EXTRA=("${ATTN_CMAKE_ARGS[@]}")
 nvidia-smi > "$LOG/nvidia-smi.txt" 2>&1 || true
 nvidia-smi -q -d CLOCK >> "$LOG/nvidia-smi.txt" 2>&1 || true
 

@@ -83,6 +83,11 @@ TEST_P(CpuConformance, MatchesReference) {
   const conformance::Case& c = GetParam();
   const conformance::Result r = conformance::check_case(c);
   if (r.status == conformance::Result::Status::skip) GTEST_SKIP() << r.reason;
+  // An expected failure is declared by the implementation (conformance.hpp): only there.
+  if (r.status == conformance::Result::Status::xfail) {
+    EXPECT_TRUE(c.beyond_its_dtype || !c.known_failure.empty()) << c.name() << ": " << r.reason;
+    return;
+  }
   EXPECT_EQ(r.status, conformance::Result::Status::pass) << c.name() << ": " << r.reason;
 }
 

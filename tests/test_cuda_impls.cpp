@@ -100,6 +100,11 @@ int check_group(conformance::Group g) {
       continue;
     }
     ++ran;
+    // An expected failure is declared by the implementation (conformance.hpp): only there.
+    if (r.status == conformance::Result::Status::xfail) {
+      EXPECT_TRUE(c.beyond_its_dtype || !c.known_failure.empty()) << c.name() << ": " << r.reason;
+      continue;
+    }
     EXPECT_EQ(r.status, conformance::Result::Status::pass) << c.name() << ": " << r.reason;
   }
   return ran;

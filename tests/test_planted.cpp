@@ -23,6 +23,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -262,6 +263,51 @@ TEST(PlantedCheck, ControlPassesTheSameCases) {
   EXPECT_NE(r.out.find(" 0 failed, 0 skipped; planted faults caught "), std::string::npos) << r.out;
 }
 
+// Whether a line of out starts with prefix ("FAIL " must not match an "XFAIL " line).
+bool has_line(const std::string& out, const std::string& prefix) {
+  return out.rfind(prefix, 0) == 0 || out.find("\n" + prefix) != std::string::npos;
+}
+
+// Known failures (Capabilities::known_failures, tests/planted/known_failure.cpp): a listed case
+// that fails is an expected failure (XFAIL line, exit 0); a listed case that passes fails the
+// check, naming the stale entry.
+TEST(PlantedCheck, ListedKnownFailureIsExpectedWhileItFails) {
+  const CheckRun r = check({"cpu.planted_known_failure"}, kCheckCases);
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_FALSE(has_line(r.out, "FAIL ")) << r.out;
+  EXPECT_NE(r.out.find("XFAIL cpu.planted_known_failure fwd b1_hq8_hkv2_sq65_skv65_d64_causal_bf16"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("known failure (planted: the causal mask is off by one on these cases): "),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("attnbench check: PASS: 1 implementation, "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" expected failures; "), std::string::npos) << r.out;
+}
+
+TEST(PlantedCheck, ListedKnownFailureThatPassesFails) {
+  const CheckRun r = check({"cpu.planted_stale_known_failure"}, kCheckCases);
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  EXPECT_TRUE(has_line(r.out, "FAIL cpu.planted_stale_known_failure fwd b1_hq8_hkv2_sq65_skv65_d64_causal_f32")) << r.out;
+  EXPECT_NE(r.out.find("but passed: an upstream fix?"), std::string::npos) << r.out;
+}
+
+// An implementation that stores S and P in the dtype (Capabilities::scores_in_dtype: the naive
+// baseline here) beyond that dtype (bf16 at scale 1e8) fails its absolute bound by construction:
+// an expected failure with the reason, not a silent pass and not a failure. In f32 the same shape
+// passes.
+TEST(PlantedCheck, ScoresInTheDtypeBeyondItIsAnExpectedFailure) {
+  const Implementation* naive = Registry::instance().find("cpu.naive_3pass");
+  ASSERT_NE(naive, nullptr);
+  EXPECT_TRUE(naive->capabilities().scores_in_dtype);
+  const CheckRun r = check({"cpu.naive_3pass"}, {"b1_hq2_hkv1_sq64_skv64_d64_bf16_scale1e+08",
+                                                 "b1_hq2_hkv1_sq64_skv64_d64_f32_scale1e+08"});
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("XFAIL cpu.naive_3pass fwd b1_hq2_hkv1_sq64_skv64_d64_bf16_scale1e+08 [large_scale]: "
+                       "S and P stored in bf16, which cannot resolve these logits"),
+            std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("_f32_scale1e+08 [large_scale]"), std::string::npos) << "f32 passes: " << r.out;
+  EXPECT_FALSE(has_line(r.out, "FAIL ")) << r.out;
+}
+
 // Bad selections: exit code 2, nothing checked, a line naming the option and the value.
 TEST(PlantedCheck, BadSelectionsExit2NamingTheValue) {
   struct Bad {
@@ -400,11 +446,13 @@ struct BaselineCase {
             validation_call(impl("cpu.flash_1pass"), p, Pass::fwd, {}, in, ref, "flash").outputs) {}
 };
 
-const OutputReport& output(const Verdict& v, const std::string& name) {
+// A string_view, not a const std::string&: with a temporary string for the name, g++ 13 warns
+// that the returned reference may dangle (-Wdangling-reference).
+const OutputReport& output(const Verdict& v, std::string_view name) {
   for (const auto& o : v.outputs) {
     if (o.name == name) return o;
   }
-  throw std::runtime_error("no output " + name);
+  throw std::runtime_error("no output " + std::string(name));
 }
 
 // bf16: the naive's O error (1.93, about half of max|O|) used to set a bound of 3.9 for every

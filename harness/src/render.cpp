@@ -189,6 +189,26 @@ void print_run_table(const ResultsFile& res, std::ostream& out) {
   out << res.rows.size() << " rows: " << n_pass << " pass, " << n_fail << " fail, " << n_skip << " skip";
   if (!res.complete) out << "; INCOMPLETE: " << res.stop_reason;
   out << "\n";
+  // Per device: its rows, how many were timed, and the wall time its rows took (the run's
+  // context, device_wall_s: verification and timing).
+  struct Count {
+    int rows = 0, pass = 0, fail = 0, skip = 0, timed = 0;
+  };
+  std::map<std::string, Count> by_device;
+  for (const ResultRow& r : res.rows) {
+    Count& c = by_device[r.device];
+    ++c.rows;
+    (r.status == Status::pass ? c.pass : r.status == Status::fail ? c.fail : c.skip)++;
+    if (r.time) ++c.timed;
+  }
+  const auto wall = res.context.find("device_wall_s");
+  for (const auto& [dev, c] : by_device) {
+    out << "  " << dev << ": " << c.rows << " rows, " << c.pass << " pass, " << c.fail << " fail, "
+        << c.skip << " skip, " << c.timed << " timed";
+    if (wall != res.context.end() && wall->is_object() && wall->contains(dev) && (*wall)[dev].is_number())
+      out << ", " << fmt("%.1f", (*wall)[dev].get<double>()) << " s";
+    out << "\n";
+  }
 }
 
 }  // namespace attnbench

@@ -9,11 +9,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
+#include <iomanip>
 #include <map>
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <sstream>
 
 #include "attnbench/ceilings.hpp"
@@ -87,6 +90,14 @@ class Runner {
   std::size_t reused_ = 0;
   std::string unfinished_;  // the stop_reason of the file while the run goes on
   std::map<Device, std::int64_t> device_memory_;  // device_memory_bytes, asked once per device
+  // The progress lines: when the phase (verification, timing) began and the last line was
+  // written, and the wall seconds spent on each device's rows (the run's per-device summary).
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point phase_t0_{}, last_tick_{};
+  std::map<std::string, double> device_s_;
+  // " [elapsed, ~left]" after `done` of `total` items of the phase; charges the time since the
+  // last line to `device`.
+  std::string tick(std::size_t done, std::size_t total, const std::string& device);
 
   void build_plan();
   void run_case(std::size_t first, std::size_t last);
@@ -184,8 +195,32 @@ void Runner::build_plan() {
   }
 }
 
+namespace {
+std::string clock_text(double s) {
+  const long t = std::lround(std::max(0.0, s));
+  std::ostringstream o;
+  if (t >= 3600) o << t / 3600 << ":" << std::setw(2) << std::setfill('0') << t % 3600 / 60;
+  else o << t / 60;
+  o << ":" << std::setw(2) << std::setfill('0') << t % 60;
+  return o.str();
+}
+}  // namespace
+
+std::string Runner::tick(std::size_t done, std::size_t total, const std::string& device) {
+  const Clock::time_point now = Clock::now();
+  device_s_[device] += std::chrono::duration<double>(now - last_tick_).count();
+  last_tick_ = now;
+  const double elapsed = std::chrono::duration<double>(now - phase_t0_).count();
+  std::string t = " [" + clock_text(elapsed);
+  // The rows so far at their average pace: rough when rows differ, but it moves the right way.
+  if (done > 0 && done < total)
+    t += ", ~" + clock_text(elapsed / static_cast<double>(done) * static_cast<double>(total - done)) + " left";
+  return t + "]";
+}
+
 void Runner::progress(const PlannedRow& pr, const ResultRow& r) {
   ++done_;
+  const std::string when = tick(done_, plan_.size(), r.device);
   if (opts_.quiet) return;
   err_ << "[" << done_ << "/" << plan_.size() << "] " << pr.impl->name();
   for (const auto& [k, v] : *pr.params) err_ << " " << k << "=" << v;
@@ -196,7 +231,7 @@ void Runner::progress(const PlannedRow& pr, const ResultRow& r) {
     if (why.size() > 160) why = why.substr(0, 157) + "...";
     err_ << " (" << why << ")";
   }
-  err_ << "\n" << std::flush;
+  err_ << when << "\n" << std::flush;
 }
 
 // After a CUDA call threw: a sticky error disables every later CUDA row, and the file says so.
@@ -451,6 +486,7 @@ void Runner::time_rows() {
 
   // Each row's time goes into the results file as soon as its benchmark is done, so a run
   // stopped during timing (a kill, the device's time limit) keeps every row timed so far.
+  std::set<std::string> reported;  // rows with a progress line
   auto apply = [&](const std::string& name, const TimingOutcome& o) {
     auto it = by_name.find(name);
     if (it == by_name.end()) return;
@@ -470,7 +506,20 @@ void Runner::time_rows() {
       if (!ended.count(name)) ended[name] = others_cores(*started[name], cpu_ticks());
       if (r.time) r.time->others_cores = ended[name];
     }
+    if (!reported.insert(name).second) return;  // the progress line once per row
+    const std::string when = tick(reported.size(), timed_.size(), r.device);
+    if (opts_.quiet) return;
+    std::ostringstream line;
+    line << "[timing " << reported.size() << "/" << timed_.size() << "] " << name << ": ";
+    if (r.time) {
+      line << "median " << std::setprecision(4) << r.time->median_ms << " ms";
+      if (r.time->repetitions > 1) line << ", cv " << std::setprecision(2) << r.time->cv * 100 << "%";
+    } else {
+      line << r.reason;
+    }
+    err_ << line.str() << when << "\n" << std::flush;
   };
+  phase_t0_ = last_tick_ = Clock::now();
   if (!opts_.quiet)
     err_ << "timing " << timed_.size() << " rows with Google Benchmark\n" << std::flush;
   BenchmarkSettings bs;
@@ -593,6 +642,7 @@ int Runner::run() {
   }
 
   const auto t0 = std::chrono::steady_clock::now();
+  phase_t0_ = last_tick_ = t0;
   for (std::size_t first = 0; first < plan_.size() && !interrupted();) {
     std::size_t last = first;
     while (last < plan_.size() && plan_[last].case_index == plan_[first].case_index) ++last;
@@ -603,6 +653,7 @@ int Runner::run() {
   time_rows();
   if (!opts_.resume_path.empty()) ctx["rows_kept_from_resume"] = reused_;
   ctx["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ctx["device_wall_s"] = device_s_;  // verification and timing of each device's rows
   if (interrupted()) {
     results_.complete = false;
     results_.stop_reason = "interrupted (" + signal_name(interrupt_signal()) +

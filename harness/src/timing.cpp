@@ -379,7 +379,7 @@ std::map<std::string, TimingOutcome> run_benchmarks(
   std::unique_ptr<benchmark::BenchmarkReporter> console, report, file;
   // With --benchmark_format the asked report is on stdout and the console lines are left out.
   const bool asked = settings.flags.count("benchmark_format") && settings.stdout_report;
-  if (!settings.quiet && settings.progress && !asked) {
+  if (!settings.quiet && settings.progress && settings.console_lines && !asked) {
     console = std::make_unique<benchmark::ConsoleReporter>(
         console_options(settings.flags, STDERR_FILENO));
   }

@@ -211,6 +211,7 @@ class NaiveThreePass final : public Implementation {
   Capabilities capabilities() const override {
     Capabilities c;
     c.backward = true;
+    c.scores_in_dtype = true;  // S and P in the dtype
     return c;
   }
   std::size_t workspace_bytes(const Problem& p, Pass pass, const Options&) const override {

@@ -225,6 +225,11 @@ class CudnnSdpa final : public Implementation {
     c.gqa = true;
     c.forward = true;
     c.backward = true;
+    // cuDNN's own bug, reported by `check` and asserted to still fail (conformance.hpp).
+    const char* inf_grads =
+        "cuDNN 9.19's backward returns inf in dQ/dK/dV at logits near 1e9 (bf16, scale 1e8) where "
+        "the float64 reference is finite; seen on the H200, 2026-12-01";
+    c.known_failures = {{"bwd *_bf16_scale1e+08", inf_grads}, {"fwd_bwd *_bf16_scale1e+08", inf_grads}};
     return c;
   }
 

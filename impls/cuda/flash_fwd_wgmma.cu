@@ -63,9 +63,9 @@ struct FwdCfg {
   static constexpr int kKVBytes = kBlockN * D * 2;  // one K or V stage
   static constexpr int kKVPanelBytes = kBlockN * 128;
   static constexpr int kBarOffset = kQBytes + 2 * kStages * kKVBytes;
-  // q_full, k_full[S], k_empty[S], v_full[S], v_empty[S], q_empty, tile_full[2], tile_empty[2],
-  // then two 8-byte tile slots; 1 KiB of slack to align the base.
-  static constexpr int kBarCount = 1 + 4 * kStages + 1 + 4;
+  // q_full, k_full[S], k_empty[S], v_full[S], v_empty[S], q_empty, then the persistent
+  // scheduler's tile slot (16 bytes); 1 KiB of slack to align the base.
+  static constexpr int kBarCount = 1 + 4 * kStages + 1;
   static constexpr int kSmemBytes = kBarOffset + 8 * kBarCount + 16 + 1024;
   static_assert(kKVBytes % 1024 == 0 && kQWgBytes % 1024 == 0, "panels must stay 1 KiB aligned");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "P V k-steps are 16 keys");
@@ -74,9 +74,13 @@ struct FwdCfg {
   static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32;
   static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
   static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536, "register file");
-  // Named barriers: 1..kConsumers for each consumer's epilogue, then one per consumer's turn.
+  // Named barriers: 1..kConsumers for each consumer's epilogue, then one per consumer's turn,
+  // then the persistent scheduler's slot handshake (full, empty): the producer's warp and every
+  // consumer thread take part.
   static constexpr int kTurnBar0 = 1 + kConsumers;
-  static_assert(kTurnBar0 + kConsumers <= 16, "16 named barriers");
+  static constexpr int kTileFullBar = kTurnBar0 + kConsumers, kTileEmptyBar = kTileFullBar + 1;
+  static constexpr int kTileBarThreads = 32 + 128 * kConsumers;
+  static_assert(kTileEmptyBar < 16, "16 named barriers");
 };
 
 // The tiles, per padded head_dim and causal: docs/tuning_flash_wgmma.md has the measurements.
@@ -166,9 +170,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   auto v_full = [&](int s) { return bars + 8 * (1 + 2 * S + s); };
   auto v_empty = [&](int s) { return bars + 8 * (1 + 3 * S + s); };
   const uint32_t q_empty = bars + 8 * (1 + 4 * S);
-  auto tile_full = [&](int i) { return bars + 8 * (2 + 4 * S + i); };
-  auto tile_empty = [&](int i) { return bars + 8 * (4 + 4 * S + i); };
-  auto tile_slot = [&](int i) { return bars + 8 * Sh::kBarCount + 8 * i; };
+  const uint32_t tile_slot = bars + 8 * Sh::kBarCount;
 
   const int wg = threadIdx.x / 128;
   if (threadIdx.x == 0) {
@@ -179,10 +181,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       mbar_init(v_full(s), 1);
       mbar_init(k_empty(s), NC);
       mbar_init(v_empty(s), NC);
-    }
-    for (int i = 0; i < 2; ++i) {
-      mbar_init(tile_full(i), 1);
-      mbar_init(tile_empty(i), NC);
     }
     fence_barrier_init();
   }
@@ -196,11 +194,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       for (int i = 0;; ++i) {
         int t;
         if constexpr (kPersistent) {
-          // Take a tile and publish it to the consumers through a 2-slot ring.
-          mbar_wait(tile_empty(i % 2), ((i / 2) & 1) ^ 1);
+          // Take a tile and publish it to the consumers through one shared slot, handed over by
+          // named barriers (which racecheck sees, unlike mbarrier parity waits): the slot is
+          // rewritten only after every consumer thread has read the last tile's number. This
+          // thread's warp-mates have exited, so its arrival stands for the whole warp.
           t = atomic_add_i32(p.tile_counter, 1);
-          st_shared_u32(tile_slot(i % 2), static_cast<uint32_t>(t));
-          mbar_arrive(tile_full(i % 2));
+          if (i > 0) named_bar_sync_lone(Sh::kTileEmptyBar, Sh::kTileBarThreads);
+          st_shared_u32(tile_slot, static_cast<uint32_t>(t));
+          named_bar_arrive_lone(Sh::kTileFullBar, Sh::kTileBarThreads);
         } else {
           t = i == 0 ? first_tile : p.num_tiles;
         }
@@ -350,10 +351,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   for (int i = 0;; ++i) {
     int t;
     if constexpr (kPersistent) {
-      mbar_wait(tile_full(i % 2), (i / 2) & 1);
-      t = static_cast<int>(ld_shared_u32(tile_slot(i % 2)));
-      named_bar_sync(1 + c, 128);  // the whole warpgroup has read the slot before it is freed
-      if (signals) mbar_arrive(tile_empty(i % 2));
+      named_bar_sync(Sh::kTileFullBar, Sh::kTileBarThreads);
+      t = static_cast<int>(ld_shared_u32(tile_slot));
+      // Read: the producer may write the next number (it stops after the one past the end).
+      if (t < p.num_tiles) named_bar_arrive(Sh::kTileEmptyBar, Sh::kTileBarThreads);
     } else {
       t = i == 0 ? first_tile : p.num_tiles;
     }

@@ -295,6 +295,7 @@ class CudaNaive3Pass final : public Implementation {
   Capabilities capabilities() const override {
     Capabilities c;
     c.backward = true;
+    c.scores_in_dtype = true;  // S and P in the dtype
     return c;
   }
   Support supports_extra(const Problem& p, Pass) const override {

@@ -4,7 +4,9 @@
 // For each selected implementation (every one by default) it runs every case of the suite, in
 // the dtypes and passes the implementation declares, shape by shape (conformance::cases). Progress
 // goes to `err`: the plan, a line every 10 seconds, and each implementation's tally at the end.
-// `out` gets one FAIL line per failed case (implementation, pass, case, why) and the summary:
+// `out` gets one FAIL line per failed case (implementation, pass, case, why), one XFAIL line per
+// expected failure (conformance::Result::Status::xfail: declared by the implementation, reported
+// with its reason, not counted as a failure) and the summary:
 //
 //   attnbench check: PASS: 4 implementations, 2373 cases: 2373 passed, 0 failed, 0 skipped;
 //   planted faults caught 1306/1306 (40.3 s)
@@ -14,7 +16,7 @@
 // A case the implementation does not support, or whose device is absent, is skipped with the
 // reason (the distinct reasons are listed per implementation). After a sticky CUDA error every
 // later CUDA case is skipped with that reason (the failed case already fails the check).
-// Exit code: 0 nothing failed (skips included), 1 a case failed, 2 bad input, with a line on
+// Exit code: 0 nothing failed (skips and expected failures included), 1 a case failed, 2 bad input, with a line on
 // `err` naming the option and its value: an --impl glob that matches no implementation (on the
 // --device), an unknown device or one this binary has no implementation of, a --case glob set
 // that matches none of the selected implementations' cases.

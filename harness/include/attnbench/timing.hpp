@@ -88,6 +88,10 @@ struct BenchmarkSettings {
   std::map<std::string, std::string> flags;
   bool quiet = false;                     // no console lines on the progress stream
   std::ostream* progress = nullptr;       // where the console lines go (stderr); null: none
+  // Google Benchmark's own console lines (about 250 columns a row) on the progress stream. Off in
+  // a run, whose one progress line a row says the same (--benchmark_format=console prints them
+  // on stdout).
+  bool console_lines = false;
   std::ostream* stdout_report = nullptr;  // with benchmark_format: where that report goes
   // Added to Google Benchmark's context (AddCustomContext), e.g. git_revision, config_hash.
   std::vector<std::pair<std::string, std::string>> context;

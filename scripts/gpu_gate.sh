@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# The GPU gate: the GPU's CI, one job on the GPU machine (CI itself has no GPU). Every change to
+# CUDA code, the harness, the tests or the build is resolved with the summary of this script for
+# its final revision, committed as results/h200/gate/<date>-<rev>.md.
+#
+#   scripts/gpu_gate.sh [OUTDIR]          (default: gate-out)
+#
+# Steps (each under its own time limit, so that a hung kernel cannot eat the job):
+#   1. build   as the README's test command builds (scripts/common.sh: cuDNN from PyTorch's
+#              wheel, Release, every target), with warnings as errors (-DATTNBENCH_WERROR=ON), in
+#              build-gate/;
+#   2. ctest   the whole CTest suite, CUDA tests included; the timing test (test_run_e2e_timing)
+#              alone at the end, on a quiet machine;
+#   3. check   `attnbench check --impl 'cuda.*'`: the conformance suite on every CUDA
+#              implementation; expected failures (XFAIL: declared by the implementation) are
+#              listed, unexpected ones fail the step;
+#   4. sanitizers  compute-sanitizer memcheck, racecheck, synccheck and initcheck on each of
+#              attnbench's own CUDA kernels and option values over configs/sanitize.json
+#              (scripts/compute_sanitizer.sh), racecheck one process per implementation; cuDNN's
+#              closed kernels under memcheck only (compute_sanitizer.sh says why);
+#   5. odd shapes  configs/sanitize.json with full verification, normal and then outlier inputs,
+#              every CUDA implementation and option value.
+# Steps 2 (but its timing test) to 5 run side by side after the build: none of them times
+# anything.
+# OUTDIR gets <date>-<rev>.md (the summary: revision, machine, compiler, and per step pass/fail,
+# counts and seconds; also printed), check.txt (every FAIL and XFAIL line) and logs.tar.gz.
+# ATTNBENCH_GIT_REVISION / ATTNBENCH_GIT_DIRTY name the revision when the tree has no .git (a copy
+# on the GPU machine). Env: GATE_BUILD (build folder), GATE_STEPS (default
+# "ctest check sanitizers odd"). Exit code: 0 when every step passed, 1 otherwise, 3 when the build
+# failed.
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUTDIR="${1:-$ROOT/gate-out}"
+mkdir -p "$OUTDIR/logs"
+OUTDIR="$(cd "$OUTDIR" && pwd)"
+LOG="$OUTDIR/logs"
+BUILD="${GATE_BUILD:-$ROOT/build-gate}"
+STEPS=" ${GATE_STEPS:-ctest check sanitizers odd} "
+T0=$(date +%s)
+
+rev="${ATTNBENCH_GIT_REVISION:-$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)}"
+dirty="${ATTNBENCH_GIT_DIRTY:-$([ -z "$(git -C "$ROOT" status --porcelain 2>/dev/null)" ] && echo 0 || echo 1)}"
+short="${rev:0:7}"
+[ "$dirty" = 0 ] || short="$short-dirty"
+SUMMARY="$OUTDIR/$(date -u +%Y-%m-%d)-$short.md"
+ROWS="$LOG/rows.md"  # the steps' table rows, in the order the steps finish
+: >"$ROWS"
+
+# row STEP RESULT SECONDS DETAIL: one line of the summary's table.
+row() { printf '| %s | %s | %s | %s |\n' "$1" "$2" "$3" "$4" >>"$ROWS"; echo "gate: $1: $2 ($3 s) $4"; }
+# timed LIMIT LOGFILE CMD...: runs CMD under the limit, output to LOGFILE; sets RC and SECS.
+timed() {
+  local limit=$1 logf=$2 s; shift 2
+  s=$(date +%s)
+  timeout -s INT -k 30 "$limit" "$@" >"$logf" 2>&1
+  RC=$?
+  SECS=$(( $(date +%s) - s ))
+}
+verdict() { [ "$1" -eq 0 ] && echo PASS || echo FAIL; }
+# Row counts of a results file: "pass P, fail F, skip S".
+rows_of() {
+  python3 - "$1" <<'EOF' 2>/dev/null || echo "no results file"
+import json, sys
+j = json.load(open(sys.argv[1]))
+s = {"pass": 0, "fail": 0, "skip": 0}
+for r in j["rows"]:
+    s[r["status"]] = s.get(r["status"], 0) + 1
+bad = sorted({r["impl"] for r in j["rows"] if r["status"] == "fail"})
+print(f'rows: pass {s["pass"]}, fail {s["fail"]}, skip {s["skip"]}' + ("" if j.get("complete", True) else ", incomplete")
+      + (f'; failing: {", ".join(bad)}' if bad else ""))
+EOF
+}
+
+# ---- 1. build ------------------------------------------------------------------------------------
+# shellcheck source=common.sh
+source "$ROOT/scripts/common.sh"
+attn_cudnn_from_wheel 2>>"$LOG/build.txt"
+ATTN_CMAKE_ARGS+=(-DATTNBENCH_WERROR=ON)
+export ATTNBENCH_GIT_REVISION="$rev" ATTNBENCH_GIT_DIRTY="$dirty"
+s=$(date +%s)
+attn_build "$BUILD" >>"$LOG/build.txt" 2>&1
+BUILD_RC=$?
+SECS=$(( $(date +%s) - s ))
+row build "$(verdict $BUILD_RC)" "$SECS" "warnings as errors (-DATTNBENCH_WERROR=ON), every target, $(grep -c 'warning' "$LOG/build.txt") warning lines"
+EXE="$BUILD/attnbench"
+
+# ---- 2 to 5, side by side ------------------------------------------------------------------------
+want() { [[ "$STEPS" == *" $1 "* ]]; }
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}  # several processes share the cores
+if [ "$BUILD_RC" -eq 0 ]; then
+  if want ctest; then
+    (
+      timed 420 "$LOG/ctest.txt" ctest --test-dir "$BUILD" --output-on-failure -j 6 --timeout 400 -E '^test_run_e2e_timing$'
+      echo "$RC $SECS" >"$LOG/ctest.rc"
+    ) &
+  fi
+  if want check; then
+    (
+      timed 360 "$LOG/check.txt" "$EXE" check --impl 'cuda.*'
+      echo "$RC $SECS" >"$LOG/check.rc"
+    ) &
+  fi
+  if want odd; then
+    (
+      sed -e 's/"distribution": "normal"/"distribution": "outlier"/' -e 's/"name": "sanitize"/"name": "sanitize_outlier"/' \
+        "$ROOT/configs/sanitize.json" >"$LOG/sanitize_outlier.json"
+      for dist in normal outlier; do
+        cfg="$ROOT/configs/sanitize.json"; [ $dist = outlier ] && cfg="$LOG/sanitize_outlier.json"
+        timed 300 "$LOG/odd_$dist.txt" "$EXE" run "$cfg" --profile --verify full --quiet --out "$LOG/odd_$dist.json"
+        echo "$RC $SECS" >"$LOG/odd_$dist.rc"
+      done
+    ) &
+  fi
+  if want sanitizers; then
+    mapfile -t OWN < <("$EXE" list | awk '$1 ~ /^cuda\./ && $1 != "cuda.cudnn_sdpa" {print $1}')
+    (
+      TOOLS="memcheck synccheck initcheck" TOOL_TIMEOUT_S=300 IMPLS="${OWN[*]} cuda.cudnn_sdpa" \
+        timed 420 "$LOG/san_other.txt" "$ROOT/scripts/compute_sanitizer.sh" "$BUILD" "$LOG/san_other"
+      echo "$RC $SECS" >"$LOG/san_other.rc"
+    ) &
+    for impl in "${OWN[@]}"; do
+      (
+        TOOLS=racecheck TOOL_TIMEOUT_S=360 IMPLS="$impl" \
+          timed 400 "$LOG/race_$impl.txt" "$ROOT/scripts/compute_sanitizer.sh" "$BUILD" "$LOG/race_$impl"
+        echo "$RC $SECS" >"$LOG/race_$impl.rc"
+      ) &
+    done
+  fi
+  wait
+  if want ctest; then
+    timed 200 "$LOG/ctest_timing.txt" ctest --test-dir "$BUILD" --output-on-failure --timeout 180 -R '^test_run_e2e_timing$'
+    echo "$RC $SECS" >"$LOG/ctest_timing.rc"
+  fi
+fi
+
+# ---- the summary rows ----------------------------------------------------------------------------
+rc_of() { [ -f "$LOG/$1.rc" ] && cat "$LOG/$1.rc" || echo "99 0"; }
+if [ "$BUILD_RC" -eq 0 ]; then
+  if want ctest; then
+    read -r r1 s1 < <(rc_of ctest); read -r r2 s2 < <(rc_of ctest_timing)
+    tally=$(cat "$LOG/ctest.txt" "$LOG/ctest_timing.txt" 2>/dev/null | grep -E 'tests passed|tests failed' | tr '\n' ' ')
+    failed=$(cat "$LOG/ctest.txt" "$LOG/ctest_timing.txt" 2>/dev/null | grep -E '^\s+[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess|Not Run|Exception)' | sed 's/^ *//' | tr '\n' ';')
+    skipped=$(grep -cE '\(Skipped\)' "$LOG/ctest.txt" 2>/dev/null)
+    row ctest "$(verdict $(( r1 | r2 )))" "$(( s1 + s2 ))" "${tally}(${skipped} skipped)${failed:+; failed: $failed}"
+  fi
+  if want check; then
+    read -r r s < <(rc_of check)
+    grep -E '^(FAIL|XFAIL) ' "$LOG/check.txt" >"$OUTDIR/check.txt" 2>/dev/null
+    line=$(grep -E '^attnbench check: ' "$LOG/check.txt" | head -1 | sed 's/^attnbench check: //')
+    row check "$(verdict "$r")" "$s" "${line:-no summary line (rc $r)}; $(grep -c '^XFAIL ' "$OUTDIR/check.txt") XFAIL and $(grep -c '^FAIL ' "$OUTDIR/check.txt") FAIL lines in check.txt"
+  fi
+  if want sanitizers; then
+    read -r r s < <(rc_of san_other)
+    det=$(grep -E '^\| (memcheck|synccheck|initcheck|cudnn-memcheck) ' "$LOG/san_other/summary.md" 2>/dev/null | awk -F'|' '{gsub(/^ +| +$/,"",$2); gsub(/^ +| +$/,"",$3); printf "%s: %s; ", $2, $3}')
+    row "memcheck, synccheck, initcheck (own kernels), memcheck (cuDNN)" "$(verdict "$r")" "$s" "${det:-no summary (rc $r)}"
+    race_rc=0; race_s=0; race_det=""
+    for impl in "${OWN[@]}"; do
+      read -r r s < <(rc_of "race_$impl")
+      race_rc=$(( race_rc | r )); [ "$s" -gt "$race_s" ] && race_s=$s
+      d=$(grep -E '^\| racecheck ' "$LOG/race_$impl/summary.md" 2>/dev/null | awk -F'|' '{gsub(/^ +| +$/,"",$3); print $3}')
+      [ "$r" -eq 0 ] || race_det+="**${impl}: ${d:-rc $r}**; "
+    done
+    [ "$race_rc" -eq 0 ] && race_det="0 hazards and 0 errors in each of ${#OWN[@]} implementations (${OWN[*]})"
+    row "racecheck (one process per implementation)" "$(verdict $race_rc)" "$race_s" "$race_det"
+  fi
+  if want odd; then
+    for dist in normal outlier; do
+      read -r r s < <(rc_of "odd_$dist")
+      row "odd shapes, $dist inputs" "$(verdict "$r")" "$s" "configs/sanitize.json, every cuda.* implementation and option value, --verify full: $(rows_of "$LOG/odd_$dist.json")"
+    done
+  fi
+fi
+
+# ---- the summary ---------------------------------------------------------------------------------
+overall=PASS
+grep -q '| FAIL |' "$ROWS" && overall=FAIL
+gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
+{
+  echo "# GPU gate: $short — $overall"
+  echo
+  echo "- revision: \`$rev\`$([ "$dirty" = 0 ] || echo ' (with uncommitted changes: not a revision)')"
+  echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ), total $(( $(date +%s) - T0 )) s"
+  echo "- GPU: ${gpu:-none found}"
+  echo "- compilers: $(g++ --version 2>/dev/null | head -1); $(nvcc --version 2>/dev/null | grep -oE 'release [0-9.]+' | head -1 | sed 's/^/nvcc /'); $(cmake --version | head -1)"
+  echo "- compute-sanitizer: $(compute-sanitizer --version 2>/dev/null | tail -1)"
+  echo "- cuDNN: ${ATTNBENCH_CUDNN_LIB:-not from a wheel}"
+  echo "- command: \`scripts/gpu_gate.sh\`"
+  echo
+  echo "| step | result | s | detail |"
+  echo "|---|---|---|---|"
+  cat "$ROWS"
+  if [ -s "$OUTDIR/check.txt" ]; then
+    echo
+    echo "check's FAIL and XFAIL lines (expected failures are declared by the implementation:"
+    echo "Capabilities::scores_in_dtype, Capabilities::known_failures):"
+    echo
+    echo '```'
+    cut -c1-400 "$OUTDIR/check.txt"
+    echo '```'
+  fi
+} >"$SUMMARY"
+tar -C "$OUTDIR" -czf "$OUTDIR/logs.tar.gz" logs --exclude='*.results.json' 2>/dev/null
+cat "$SUMMARY"
+echo "summary: $SUMMARY"
+[ "$BUILD_RC" -eq 0 ] || exit 3
+[ "$overall" = PASS ]
