@@ -15,7 +15,9 @@
 # 300: a tool cut short says so in the summary, with the rows it covered), CONFIG, IMPLS (glob
 # patterns, space-separated: only the implementations they match, e.g. "cuda.flash_*_mma"; default
 # all), EXTRA (more attnbench flags, e.g. "--case '*_d64_*'"; an --impl there adds to the list
-# instead of narrowing it: use IMPLS), COMPUTE_SANITIZER (the binary). ATTNBENCH_GIT_REVISION, when
+# instead of narrowing it: use IMPLS), COMPUTE_SANITIZER (the binary), VERIFY (the rows' --verify,
+# default full; off leaves out the float64 reference and the naive baseline's calls, which the
+# tool would slow down too, where the same rows are verified without the tool, as the GPU gate does). ATTNBENCH_GIT_REVISION, when
 # set, is the revision the summary names (a copied tree's .git may be stale).
 # Exit code: 0 when every tool finished with no error, 1 otherwise.
 # Expected size on an H200: 1380 planned rows, most of them SKIP (dtype or head_dim outside an
@@ -43,6 +45,7 @@ config=${CONFIG:-$root/configs/sanitize.json}
 tools=${TOOLS:-memcheck racecheck synccheck initcheck}
 limit=${TOOL_TIMEOUT_S:-300}
 third_tools=${THIRD_PARTY_TOOLS:-memcheck}
+verify=${VERIFY:-full}
 cs=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
 read -r -a extra <<<"${EXTRA:-}"
 
@@ -114,7 +117,7 @@ run_tool() {
   local start rc wall summary errors note ran
   start=$(date +%s)
   # SIGINT first: attnbench finishes the row and writes its results (complete=false).
-  timeout -s INT -k 60 "$limit" "$cs" "${args[@]}" "$exe" run "$config" --profile --verify full --quiet \
+  timeout -s INT -k 60 "$limit" "$cs" "${args[@]}" "$exe" run "$config" --profile --verify "$verify" --quiet \
     --out "$out/$name.results.json" "$@" "${extra[@]}" >"$out/$name.stdout" 2>&1
   rc=$?
   wall=$(( $(date +%s) - start ))

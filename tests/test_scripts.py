@@ -316,7 +316,7 @@ def has_cuda_impls():
 
 @unittest.skipUnless(has_cuda_impls(), "needs ATTNBENCH_BUILD_DIR with a CUDA build of attnbench")
 class ComputeSanitizerScript(unittest.TestCase):
-    """The tool is a stand-in that runs the program it is given (no GPU here: every row is SKIP,
+    """The tool is a stand-in that runs the program it is given (without a GPU every row is SKIP,
     so the script exits 1 with "no row ran"); the test reads which implementations each run had."""
 
     def sanitize(self, tmp, impls):
@@ -346,14 +346,19 @@ class ComputeSanitizerScript(unittest.TestCase):
     def test_impls_narrows_the_own_run_and_drops_cudnn(self):
         with tempfile.TemporaryDirectory() as tmp:
             p, out = self.sanitize(tmp, "cuda.flash_*_mma")
-            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)  # no GPU: no row ran
-            self.assertEqual(self.impls_of(os.path.join(out, "memcheck.results.json")),
-                             ["cuda.flash_bwd_mma", "cuda.flash_fwd_mma"])
+            results = os.path.join(out, "memcheck.results.json")
+            self.assertEqual(self.impls_of(results), ["cuda.flash_bwd_mma", "cuda.flash_fwd_mma"])
             self.assertFalse(os.path.exists(os.path.join(out, "cudnn-memcheck.results.json")))
             with open(os.path.join(out, "summary.md"), encoding="utf-8") as f:
                 summary = f.read()
             self.assertIn("(abc1234)", summary)
-            self.assertIn("no row ran", summary)
+            ran = any(r["status"] != "skip" for r in read_json(results)["rows"])
+            if ran:  # a GPU: the stand-in tool finds nothing, and the rows pass
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                self.assertNotIn("no row ran", summary)
+            else:  # no GPU: every row is SKIP, and a run that checked nothing is a failure
+                self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+                self.assertIn("no row ran", summary)
 
     def test_default_is_every_own_implementation(self):
         with tempfile.TemporaryDirectory() as tmp:

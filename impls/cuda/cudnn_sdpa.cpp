@@ -225,11 +225,19 @@ class CudnnSdpa final : public Implementation {
     c.gqa = true;
     c.forward = true;
     c.backward = true;
-    // cuDNN's own bug, reported by `check` and asserted to still fail (conformance.hpp).
+    // cuDNN's own bug, reported by `check` and asserted to still fail (conformance.hpp): the
+    // seven cases of the suite where it shows (the gate of bf30a93 on the H200; the other bf16
+    // large-scale backward cases pass, or cuDNN does not run them).
     const char* inf_grads =
-        "cuDNN 9.19's backward returns inf in dQ/dK/dV at logits near 1e9 (bf16, scale 1e8) where "
-        "the float64 reference is finite; seen on the H200, 2026-12-01";
-    c.known_failures = {{"bwd *_bf16_scale1e+08", inf_grads}, {"fwd_bwd *_bf16_scale1e+08", inf_grads}};
+        "cuDNN 9.19's backward returns inf (or ~1e29) in dQ/dK/dV at logits near 1e9 (bf16, scale "
+        "1e8) where the float64 reference is finite; seen on the H200, 2026-12-01";
+    for (const char* pass : {"bwd", "fwd_bwd"}) {
+      for (const char* label : {"b1_hq2_hkv1_sq64_skv64_d64_bf16_scale1e+08",
+                                "b1_hq4_hkv2_sq33_skv100_d40_causal_bf16_scale1e+08",
+                                "b2_hq4_hkv2_sq33_skv100_d40_causal_bf16_scale1e+08"})
+        c.known_failures.push_back({std::string(pass) + " " + label, inf_grads});
+    }
+    c.known_failures.push_back({"fwd_bwd b1_hq2_hkv2_sq70_skv90_d256_bf16_scale1e+08", inf_grads});
     return c;
   }
 

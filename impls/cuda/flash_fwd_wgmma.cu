@@ -63,10 +63,10 @@ struct FwdCfg {
   static constexpr int kKVBytes = kBlockN * D * 2;  // one K or V stage
   static constexpr int kKVPanelBytes = kBlockN * 128;
   static constexpr int kBarOffset = kQBytes + 2 * kStages * kKVBytes;
-  // q_full, k_full[S], k_empty[S], v_full[S], v_empty[S], q_empty, then the persistent
-  // scheduler's tile slot (16 bytes); 1 KiB of slack to align the base.
-  static constexpr int kBarCount = 1 + 4 * kStages + 1;
-  static constexpr int kSmemBytes = kBarOffset + 8 * kBarCount + 16 + 1024;
+  // q_full, k_full[S], k_empty[S], v_full[S], v_empty[S], q_empty, tile_full[2], tile_empty[2];
+  // 1 KiB of slack to align the base.
+  static constexpr int kBarCount = 1 + 4 * kStages + 1 + 4;
+  static constexpr int kSmemBytes = kBarOffset + 8 * kBarCount + 1024;
   static_assert(kKVBytes % 1024 == 0 && kQWgBytes % 1024 == 0, "panels must stay 1 KiB aligned");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "P V k-steps are 16 keys");
   static_assert(kSmemBytes <= 232448, "shared memory per block on sm_90");
@@ -74,13 +74,9 @@ struct FwdCfg {
   static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32;
   static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
   static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536, "register file");
-  // Named barriers: 1..kConsumers for each consumer's epilogue, then one per consumer's turn,
-  // then the persistent scheduler's slot handshake (full, empty): the producer's warp and every
-  // consumer thread take part.
+  // Named barriers: 1..kConsumers for each consumer's epilogue, then one per consumer's turn.
   static constexpr int kTurnBar0 = 1 + kConsumers;
-  static constexpr int kTileFullBar = kTurnBar0 + kConsumers, kTileEmptyBar = kTileFullBar + 1;
-  static constexpr int kTileBarThreads = 32 + 128 * kConsumers;
-  static_assert(kTileEmptyBar < 16, "16 named barriers");
+  static_assert(kTurnBar0 + kConsumers <= 16, "16 named barriers");
 };
 
 // The tiles, per padded head_dim and causal: docs/tuning_flash_wgmma.md has the measurements.
@@ -122,6 +118,7 @@ struct FwdParams {
   float* lse;         // [B, Hq, Sq]
   void* o;            // [B, Sq, Hq, head_dim]: the persistent kernel stores O directly
   int* tile_counter;  // persistent: the next tile to take (zeroed before the launch)
+  int* tile_slots;    // persistent: [gridDim.x][2], the tile numbers a producer publishes
   int seq_q, seq_kv, heads_q, group, head_dim;
   int causal_offset;            // seq_kv - seq_q: row i sees keys j <= i + causal_offset
   int num_m_blocks, num_tiles;  // num_tiles = num_m_blocks * Hq * B
@@ -170,7 +167,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   auto v_full = [&](int s) { return bars + 8 * (1 + 2 * S + s); };
   auto v_empty = [&](int s) { return bars + 8 * (1 + 3 * S + s); };
   const uint32_t q_empty = bars + 8 * (1 + 4 * S);
-  const uint32_t tile_slot = bars + 8 * Sh::kBarCount;
+  auto tile_full = [&](int i) { return bars + 8 * (2 + 4 * S + i); };
+  auto tile_empty = [&](int i) { return bars + 8 * (4 + 4 * S + i); };
+  // The persistent producer publishes each tile number in a 2-slot ring of this block's own in
+  // global memory, ordered by the tile_full / tile_empty mbarriers (arrive: release, wait:
+  // acquire, CTA scope). Not in shared memory: compute-sanitizer's racecheck does not model
+  // mbarrier phase waits, so it reported this correctly ordered reuse of a shared slot as a WAR
+  // hazard, and racecheck must stay at 0 hazards to guard the kernels that have real ones.
+  [[maybe_unused]] int* const tile_slot = kPersistent ? p.tile_slots + 2 * blockIdx.x : nullptr;
 
   const int wg = threadIdx.x / 128;
   if (threadIdx.x == 0) {
@@ -181,6 +185,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       mbar_init(v_full(s), 1);
       mbar_init(k_empty(s), NC);
       mbar_init(v_empty(s), NC);
+    }
+    for (int i = 0; i < 2; ++i) {
+      mbar_init(tile_full(i), 1);
+      mbar_init(tile_empty(i), NC);
     }
     fence_barrier_init();
   }
@@ -194,14 +202,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       for (int i = 0;; ++i) {
         int t;
         if constexpr (kPersistent) {
-          // Take a tile and publish it to the consumers through one shared slot, handed over by
-          // named barriers (which racecheck sees, unlike mbarrier parity waits): the slot is
-          // rewritten only after every consumer thread has read the last tile's number. This
-          // thread's warp-mates have exited, so its arrival stands for the whole warp.
+          // Take a tile and publish it to the consumers through a 2-slot ring.
+          mbar_wait(tile_empty(i % 2), ((i / 2) & 1) ^ 1);
           t = atomic_add_i32(p.tile_counter, 1);
-          if (i > 0) named_bar_sync_lone(Sh::kTileEmptyBar, Sh::kTileBarThreads);
-          st_shared_u32(tile_slot, static_cast<uint32_t>(t));
-          named_bar_arrive_lone(Sh::kTileFullBar, Sh::kTileBarThreads);
+          tile_slot[i % 2] = t;
+          mbar_arrive(tile_full(i % 2));
         } else {
           t = i == 0 ? first_tile : p.num_tiles;
         }
@@ -351,10 +356,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   for (int i = 0;; ++i) {
     int t;
     if constexpr (kPersistent) {
-      named_bar_sync(Sh::kTileFullBar, Sh::kTileBarThreads);
-      t = static_cast<int>(ld_shared_u32(tile_slot));
-      // Read: the producer may write the next number (it stops after the one past the end).
-      if (t < p.num_tiles) named_bar_arrive(Sh::kTileEmptyBar, Sh::kTileBarThreads);
+      mbar_wait(tile_full(i % 2), (i / 2) & 1);
+      t = tile_slot[i % 2];
+      named_bar_sync(1 + c, 128);  // the whole warpgroup has read the slot before it is freed
+      if (signals) mbar_arrive(tile_empty(i % 2));
     } else {
       t = i == 0 ? first_tile : p.num_tiles;
     }
@@ -569,8 +574,10 @@ class FlashFwdWgmma final : public attnbench::Implementation {
     return Support::yes();
   }
 
+  // Persistent: the tile counter, then two tile slots per block (kMaxPersistentBlocks at most).
+  static constexpr int kMaxPersistentBlocks = 1024;
   std::size_t workspace_bytes(const Problem&, Pass pass, const Options& o) const override {
-    return pass != Pass::bwd && persistent_option(&o) ? 256 : 0;  // the tile counter
+    return pass != Pass::bwd && persistent_option(&o) ? 256 + 8 * kMaxPersistentBlocks : 0;
   }
 
   Support supports_extra(const Problem& p, Pass) const override {
@@ -606,8 +613,8 @@ class FlashFwdWgmma final : public attnbench::Implementation {
     const Problem& pr = a.p;
     const bool bf16 = pr.dtype == DType::bf16;
     const bool persistent = persistent_option(a.options);
-    if (persistent && (a.workspace == nullptr || a.workspace_bytes < 4)) {
-      throw std::invalid_argument("cuda.flash_fwd_wgmma: persistent=1 needs its 4-byte workspace");
+    if (persistent && (a.workspace == nullptr || a.workspace_bytes < 256 + 8 * kMaxPersistentBlocks)) {
+      throw std::invalid_argument("cuda.flash_fwd_wgmma: persistent=1 needs its workspace");
     }
     dispatch(pr, persistent, [&](auto kernel, auto cfg) {
       using Sh = decltype(cfg);
@@ -623,6 +630,8 @@ class FlashFwdWgmma final : public attnbench::Implementation {
       p.lse = a.lse;
       p.o = a.o;
       p.tile_counter = persistent ? static_cast<int*>(a.workspace) : nullptr;
+      p.tile_slots =
+          persistent ? reinterpret_cast<int*>(static_cast<char*>(a.workspace) + 256) : nullptr;
       p.seq_q = pr.seq_q;
       p.seq_kv = pr.seq_kv;
       p.heads_q = pr.heads_q;
@@ -635,7 +644,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
       dim3 grid(p.num_m_blocks, pr.heads_q, pr.batch);
       if (persistent) {
         launch_memset_zero(p.tile_counter, 4, a.stream);
-        grid = dim3(std::min(p.num_tiles, multiprocessors()));
+        grid = dim3(std::min({p.num_tiles, multiprocessors(), kMaxPersistentBlocks}));
       }
       launch(kernel, grid, dim3(Sh::kThreads), Sh::kSmemBytes, a.stream, tq, tk, tv, to, p);
     });

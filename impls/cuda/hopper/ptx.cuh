@@ -203,14 +203,5 @@ __device__ __forceinline__ void named_bar_sync(int id, int threads) {
 __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
-// The same for a thread whose warp-mates have exited (a producer's one issuing thread): the
-// non-aligned forms, where a warp arrives once all its non-exited threads have; `threads` still
-// counts that warp as 32.
-__device__ __forceinline__ void named_bar_sync_lone(int id, int threads) {
-  asm volatile("barrier.cta.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void named_bar_arrive_lone(int id, int threads) {
-  asm volatile("barrier.cta.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
 
 }  // namespace attn_hopper

@@ -71,14 +71,9 @@ struct ThreadOps {
   std::vector<Op> open;
   std::deque<std::vector<Op>> groups;
 };
-struct NamedWarp {
-  int arrived = 0;  // threads of the warp arrived so far
-  uint64_t gen = 0;
-};
 struct Named {
-  int count = 0;  // threads arrived: whole warps
+  int count = 0;
   uint64_t gen = 0;
-  std::map<int, NamedWarp> warps;
 };
 
 inline std::map<uint32_t, Mbar> bars;
@@ -409,50 +404,24 @@ inline void pass_turn_on(int* turn) {
 }
 inline void bulk_wait_complete() {}
 
-// Named barriers count warps, as the hardware does: a warp arrives (32 threads of the count) once
-// each of its threads that has not exited has arrived, so one thread whose warp-mates exited
-// arrives for the whole warp, and a thread waits for its live warp-mates first.
-inline int live_in_warp(int w) {
-  int n = 0;
-  for (int i = 32 * w; i < 32 * w + 32 && i < emu::nthreads; ++i) n += emu::threads[i].done ? 0 : 1;
-  return n;
-}
-inline void named_bar(int id, int threads, bool wait) {
-  auto& b = emu_h::named[id];
-  const int w = emu::cur->lin >> 5;
-  auto& ws = b.warps[w];
-  const uint64_t g = b.gen, wg = ws.gen;
-  ++emu::progress;
-  ++ws.arrived;
-  while (ws.gen == wg) {
-    if (ws.arrived >= live_in_warp(w)) {  // the warp's last live thread: the warp arrives
-      ws.arrived = 0;
-      ++ws.gen;
-      ++emu::progress;
-      b.count += 32;
-      if (b.count > threads) EMU_FAIL("named barrier %d: %d threads arrived, %d expected", id, b.count, threads);
-      if (b.count == threads) {
-        b.count = 0;
-        ++b.gen;
-      }
-      break;
-    }
-    emu::yield();
-  }
-  if (wait)
-    while (b.gen == g) emu::yield();
-}
 inline void named_bar_sync(int id, int threads) {
-  named_bar(id, threads, true);
+  auto& b = emu_h::named[id];
+  const uint64_t g = b.gen;
+  ++emu::progress;
+  if (++b.count == threads) {
+    b.count = 0;
+    ++b.gen;
+  } else {
+    while (b.gen == g) emu::yield();
+  }
 }
 inline void named_bar_arrive(int id, int threads) {
-  named_bar(id, threads, false);
-}
-inline void named_bar_sync_lone(int id, int threads) {
-  named_bar(id, threads, true);
-}
-inline void named_bar_arrive_lone(int id, int threads) {
-  named_bar(id, threads, false);
+  auto& b = emu_h::named[id];
+  ++emu::progress;
+  if (++b.count == threads) {
+    b.count = 0;
+    ++b.gen;
+  }
 }
 
 // ---- hopper/wgmma_ops.cuh -----------------------------------------------------------------------
