@@ -86,12 +86,13 @@ row build "$(verdict $BUILD_RC)" "$SECS" "warnings as errors (-DATTNBENCH_WERROR
 EXE="$BUILD/attnbench"
 
 # ---- 2 to 5, side by side ------------------------------------------------------------------------
-# Four lanes, each running its steps one after the other: CTest; check then the odd shapes; and
-# the sanitizers in two lanes (memcheck, synccheck, initcheck and cuDNN's memcheck; racecheck of
-# half the implementations; racecheck of the other half). More processes than that on the one GPU
-# time-slice it to a crawl (the first gate ran 15 at once: check took 356 s there, 84 s alone).
-# Under the tools the rows are not verified (--verify off: no float64 reference, no naive
-# baseline's calls under the tool); the odd-shapes step verifies the same rows in full.
+# Five lanes, each running its steps one after the other: CTest; check then the odd shapes; and
+# the sanitizers in three lanes (memcheck, synccheck and cuDNN's memcheck, initcheck, then a third
+# of racecheck; a third of racecheck; a third of racecheck). More processes than that on the one
+# GPU time-slice it to a crawl (the first gate ran 15 at once: check took 356 s there, 84 s
+# alone). Under memcheck, synccheck and racecheck the rows are not verified (--verify off: no
+# float64 reference, no naive baseline's calls under the tool); the odd-shapes step verifies the
+# same rows in full.
 want() { [[ "$STEPS" == *" $1 "* ]]; }
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}  # several processes share the cores
 lane_ctest() {
@@ -114,10 +115,10 @@ lane_check() {
     done
   fi
 }
-# lane_sanitizer NAME TOOLS IMPLS...: scripts/compute_sanitizer.sh on those implementations.
-lane_sanitizer() {
-  local name=$1 tools=$2; shift 2
-  VERIFY=off TOOLS="$tools" TOOL_TIMEOUT_S=380 IMPLS="$*" \
+# sanitizer NAME VERIFY TOOLS IMPLS...: scripts/compute_sanitizer.sh on those implementations.
+sanitizer() {
+  local name=$1 verify=$2 tools=$3; shift 3
+  VERIFY=$verify TOOLS="$tools" TOOL_TIMEOUT_S=380 IMPLS="$*" \
     timed 420 "$LOG/$name.txt" "$ROOT/scripts/compute_sanitizer.sh" "$BUILD" "$LOG/$name"
   echo "$RC $SECS" >"$LOG/$name.rc"
 }
@@ -126,10 +127,34 @@ if [ "$BUILD_RC" -eq 0 ]; then
   { want check || want odd; } && lane_check &
   if want sanitizers; then
     mapfile -t OWN < <("$EXE" list | awk '$1 ~ /^cuda\./ && $1 != "cuda.cudnn_sdpa" {print $1}')
-    half=$(( (${#OWN[@]} + 1) / 2 ))
-    lane_sanitizer san_other "memcheck synccheck initcheck" "${OWN[@]}" cuda.cudnn_sdpa &
-    lane_sanitizer race_a racecheck "${OWN[@]:0:$half}" &
-    lane_sanitizer race_b racecheck "${OWN[@]:$half}" &
+    # racecheck in three parts of about equal time, the first after the other tools: the
+    # implementations, longest first, each to the part with the least so far. Seconds under
+    # racecheck in the gate of bf30a93 (15 processes at once); an unknown one counts 200.
+    # initcheck with the rows verified: without the float64 reference the backward's O and LSE
+    # inputs come from the implementation's forward, whose TMA stores initcheck does not count
+    # as writes, and it reported every read of them (bwd_preprocess_wgmma_kernel; also
+    # cuda.ring_attention's merge_kernel, which reads its wgmma local forward's partial O: the
+    # gate of e9157e3, where initcheck ran unverified and did not finish in its lane).
+    mapfile -t RACE < <(printf '%s\n' "${OWN[@]}" | awk '
+      BEGIN { split("cuda.naive_3pass 333 cuda.flash_bwd 291 cuda.standard_cublas 289 cuda.flash_fwd 269 " \
+                    "cuda.flash_bwd_mma 238 cuda.ring_attention 214 cuda.online_2pass 180 " \
+                    "cuda.flash_bwd_wgmma 123 cuda.flash_fwd_wgmma 92 cuda.flash_fwd_mma 88", k, " ")
+              for (i = 1; i < length(k); i += 2) w[k[i]] = k[i + 1] }
+      { n[NR] = $1; t[NR] = ($1 in w) ? w[$1] : 200 }
+      END { load[0] = 160; load[1] = 0; load[2] = 0
+            for (c = 1; c <= NR; c++) { b = 0
+              for (i = 1; i <= NR; i++) if (!(i in done) && (!b || t[i] > t[b])) b = i
+              done[b] = 1; l = 0; for (j = 1; j < 3; j++) if (load[j] < load[l]) l = j
+              load[l] += t[b]; part[l] = part[l] " " n[b] }
+            for (j = 0; j < 3; j++) print part[j] }')
+    { sanitizer san_other off "memcheck synccheck" "${OWN[@]}" cuda.cudnn_sdpa
+      sanitizer san_init full initcheck "${OWN[@]}"
+      # shellcheck disable=SC2086  # a list of names
+      sanitizer race_a off racecheck ${RACE[0]}; } &
+    # shellcheck disable=SC2086
+    sanitizer race_b off racecheck ${RACE[1]} &
+    # shellcheck disable=SC2086
+    sanitizer race_c off racecheck ${RACE[2]} &
   fi
   wait
   if want ctest; then
@@ -155,7 +180,7 @@ if [ "$BUILD_RC" -eq 0 ]; then
     row check "$(verdict "$r")" "$s" "${line:-no summary line (rc $r)}; $(grep -c '^XFAIL ' "$OUTDIR/check.txt") XFAIL and $(grep -c '^FAIL ' "$OUTDIR/check.txt") FAIL lines in check.txt"
   fi
   if want sanitizers; then
-    for lane in san_other race_a race_b; do
+    for lane in san_other san_init race_a race_b race_c; do
       read -r r s < <(rc_of "$lane")
       det=$(grep -E '^\| [a-z-]+ \|' "$LOG/$lane/summary.md" 2>/dev/null | grep -v '^| run ' |
         awk -F'|' '{for (i = 2; i <= 6; i++) gsub(/^ +| +$/, "", $i); printf "%s: %s (%s s); ", $2, $3, $5}')

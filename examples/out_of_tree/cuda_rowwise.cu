@@ -11,8 +11,12 @@
 // One pass over K and V per query row (no reuse across rows: K and V come through L2 once per
 // row); scores never leave shared memory. Causal (bottom-right): row i sees keys
 // j < i + seq_kv - seq_q + 1; a row that sees none gets O = 0 and LSE = -inf.
-// Extra memory: none. Limits: forward only; head_dim 1..256 (one column per thread); every dtype
-// (float32 arithmetic); grid.y = heads_q and grid.z = batch up to 65535.
+// Extra memory: none. Limits: forward only; head_dim 1..256 (one column per thread); every dtype;
+// grid.y = heads_q and grid.z = batch up to 65535.
+// Arithmetic in double (scores, max, sums, O): it is an example of packaging, not of speed, and in
+// float32 its sums in another order than the naive baseline's put O at 2.6-2.8x the naive error on
+// FlashAttention-3's outlier inputs in f32 (the H200 gates of bf30a93 and e9157e3), past the
+// rule's 2x.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -52,7 +56,7 @@ __device__ __forceinline__ void store(__nv_bfloat16* p, float x) {
 struct Dims {
   int hq, hkv, sq, skv, d;
   bool causal;
-  float scale;
+  double scale;
 };
 
 // q, o: [B, Sq, Hq, d]; k, v: [B, Skv, Hkv, d]; lse: [B, Hq, Sq]. Block (i, h, b).
@@ -61,38 +65,34 @@ __global__ void __launch_bounds__(kThreads)
     rowwise_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                    T* __restrict__ o, float* __restrict__ lse, Dims n) {
   __shared__ float sq[kMaxHeadDim];
-  __shared__ float ss[kThreads];
+  __shared__ double ss[kThreads];
   const int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
   const int hk = h / (n.hq / n.hkv);
   const long long q_row = ((static_cast<long long>(b) * n.sq + i) * n.hq + h) * n.d;
   if (t < n.d) sq[t] = to_float(q[q_row + t]);
   const int visible = n.causal ? min(max(i + n.skv - n.sq + 1, 0), n.skv) : n.skv;
-  float m = -INFINITY, l = 0, acc = 0;
+  double m = -INFINITY, l = 0, acc = 0;
   __syncthreads();
   for (int j0 = 0; j0 < visible; j0 += kThreads) {
     const int j = j0 + t;
-    float s = -INFINITY;
+    double s = -INFINITY;
     if (j < visible) {
       const T* kj = k + ((static_cast<long long>(b) * n.skv + j) * n.hkv + hk) * n.d;
-      // The dot product in double: a float sum of d terms in another order than the naive
-      // baseline's differs from it by several ulps of |s|, and with FlashAttention-3's outlier
-      // inputs (large |s|) that goes straight into exp(s - m): O was at 2.8x the naive error in
-      // f32 on the H200, past the rule's 2x.
       double dot = 0;
       for (int c = 0; c < n.d; ++c) dot += static_cast<double>(sq[c]) * to_float(kj[c]);
-      s = static_cast<float>(n.scale * dot);
+      s = n.scale * dot;
     }
     ss[t] = s;
     __syncthreads();
     const int count = min(kThreads, visible - j0);
-    float tile_max = -INFINITY;
-    for (int x = 0; x < count; ++x) tile_max = fmaxf(tile_max, ss[x]);
-    const float m_new = fmaxf(m, tile_max);
-    const float r = expf(m - m_new);  // 0 on the first tile (m = -inf), where l and acc are 0
+    double tile_max = -INFINITY;
+    for (int x = 0; x < count; ++x) tile_max = fmax(tile_max, ss[x]);
+    const double m_new = fmax(m, tile_max);
+    const double r = exp(m - m_new);  // 0 on the first tile (m = -inf), where l and acc are 0
     l *= r;
     acc *= r;
     for (int x = 0; x < count; ++x) {
-      const float e = expf(ss[x] - m_new);
+      const double e = exp(ss[x] - m_new);
       l += e;
       if (t < n.d)
         acc +=
@@ -101,9 +101,10 @@ __global__ void __launch_bounds__(kThreads)
     m = m_new;
     __syncthreads();  // ss is rewritten by the next tile
   }
-  if (t < n.d) store(o + q_row + t, l > 0 ? acc / l : 0.0f);
+  if (t < n.d) store(o + q_row + t, l > 0 ? static_cast<float>(acc / l) : 0.0f);
   if (t == 0)
-    lse[(static_cast<long long>(b) * n.hq + h) * n.sq + i] = l > 0 ? m + logf(l) : -INFINITY;
+    lse[(static_cast<long long>(b) * n.hq + h) * n.sq + i] =
+        l > 0 ? static_cast<float>(m + log(l)) : -INFINITY;
 }
 
 template <class T>
@@ -115,7 +116,7 @@ void launch(const FwdArgs& a) {
                p.seq_kv,
                p.head_dim,
                p.causal,
-               static_cast<float>(p.effective_scale())};
+               p.effective_scale()};
   const dim3 grid(static_cast<unsigned>(p.seq_q), static_cast<unsigned>(p.heads_q),
                   static_cast<unsigned>(p.batch));
   rowwise_kernel<T><<<grid, kThreads, 0, static_cast<cudaStream_t>(a.stream)>>>(
