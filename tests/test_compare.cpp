@@ -3,8 +3,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attnbench/compare.hpp"
@@ -245,10 +247,17 @@ TEST_F(Compare, MissingRowFailsUnlessAllowed) {
   json next = two_impls();
   next["rows"].erase(4);  // cuda.standard_cublas at seq 2048
   Outcome r = run(two_impls(), next);
-  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.code, 4) << r.out;  // its own verdict, not a regression
   EXPECT_NE(
       r.out.find("MISSING in NEW: b1_hq8_hkv8_sq2048_skv2048_d64_bf16 cuda.standard_cublas fwd"),
       std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("1 row of BASE not in NEW (another config, or --case/--impl?): "
+                       "--allow-missing accepts that"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("0 regressed, 0 suspect, 0 improved, 1 missing, 0 new -> MISSING (exit 4)"),
+            std::string::npos)
       << r.out;
 
   CompareOptions o;
@@ -279,7 +288,7 @@ TEST_F(Compare, RowsMatchOnParamsToo) {
 
   next["rows"][0]["params"]["block_c"] = 32;  // the block_c=128 row is now missing
   r = run(base, next);
-  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.code, 4) << r.out;
   EXPECT_NE(r.out.find("MISSING in NEW"), std::string::npos) << r.out;
 }
 
@@ -410,11 +419,14 @@ TEST_F(Compare, ASlowdownInsideTheSamplesSpreadIsNotSignificant) {
   EXPECT_NE(r.out.find("ok (slower, within noise)"), std::string::npos) << r.out;
 }
 
-TEST_F(Compare, TheCorrectionHoldsOverManyRows) {
+TEST_F(Compare, TheCorrectionHoldsOverManyRowsAndAUniformSlowdownIsAShift) {
   // 40 rows, each new run's samples a little above the base's: p = 0.0074 per row, significant
   // alone, not after Holm over 40 rows (0.30). Benjamini-Hochberg, which bounds the share of false
-  // discoveries rather than the chance of any, flags all 40: forty such rows together are strong
-  // evidence. The threshold (new/base 1.19) is passed.
+  // discoveries rather than the chance of any, finds all 40 slower by their repetitions: forty
+  // such rows together are strong evidence. But every row moved by the same x1.19: that is a
+  // shift of the whole file (the machine or the code), not 40 rows each beyond the noise between
+  // the runs. So: SHIFTED (exit 3) whatever the correction, never OK; each row SUSPECT where its
+  // own repetitions say slower.
   json base = results(json::array()), next = results(json::array());
   for (int i = 0; i < 40; ++i) {
     json b = row(64 * (i + 1), "cpu.naive_3pass", 1.0);
@@ -427,16 +439,94 @@ TEST_F(Compare, TheCorrectionHoldsOverManyRows) {
     next["rows"].push_back(n);
   }
   const Outcome holm = run(base, next);
-  EXPECT_EQ(holm.code, 0) << holm.out;
+  EXPECT_EQ(holm.code, 3) << holm.out;
   EXPECT_NE(holm.out.find("| 0.295 |"), std::string::npos) << holm.out;  // 40 x 0.0074
+  EXPECT_NE(holm.out.find("SHIFTED: NEW is slower across the whole file, x1.193 (40 of 40 rows "
+                          "slower, sign test p 9e-13): the machine or the code; decide with:"),
+            std::string::npos)
+      << holm.out;
+  EXPECT_NE(holm.out.find("--rerun-rows all"), std::string::npos) << holm.out;
+  EXPECT_NE(holm.out.find("0 regressed, 0 suspect"), std::string::npos) << holm.out;
   CompareOptions o;
   o.correction = Correction::bh;
-  EXPECT_EQ(run(base, next, o).code, 1);
+  const Outcome bh = run(base, next, o);
+  EXPECT_EQ(bh.code, 3) << bh.out;
+  EXPECT_NE(bh.out.find("0 regressed, 40 suspect"), std::string::npos) << bh.out;
   o.correction = Correction::none;
   const Outcome r = run(base, next, o);
-  EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.out.find("40 regressed"), std::string::npos) << r.out;
+  EXPECT_EQ(r.code, 3);
+  EXPECT_NE(r.out.find("0 regressed, 40 suspect"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("none (per-row level)"), std::string::npos) << r.out;
+}
+
+// ---- The noise between the runs (many rows) ----------------------------------------------------
+
+// n rows of one implementation at seq 64..64n, each with 10 tight samples (spread 1%) around
+// 1 ms in BASE and ratio(i) ms in NEW: every row's own repetitions tell its change apart.
+std::pair<json, json> many(int n, const std::function<double(int)>& ratio) {
+  json base = results(json::array()), next = results(json::array());
+  for (int i = 0; i < n; ++i) {
+    const json r = row(64 * (i + 1), "cpu.flash_1pass", 1.0);
+    base["rows"].push_back(with_samples(r, 10, 0.01));
+    next["rows"].push_back(with_samples(r, 10, 0.01, ratio(i)));
+  }
+  return {base, next};
+}
+
+TEST_F(Compare, RowsWithinTheNoiseBetweenTheRunsAreSuspectNotRegressed) {
+  // Two runs of the same code on a noisy machine: each row's repetitions agree with each other,
+  // but the rows moved by -12%..+12% between the runs, some of them significantly by their own
+  // repetitions. None is beyond the spread of the rows: SUSPECT, with the command that decides,
+  // and exit 0.
+  const auto [base, next] = many(24, [](int i) { return 0.88 + 0.01 * i; });
+  const Outcome r = run(base, next);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("REGRESSED"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("SUSPECT: slower x1.110, within the noise between the runs"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("decide the SUSPECT rows with:\n  attnbench compare "), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(" --rerun <NEW's attnbench> --rerun-base <BASE's attnbench>"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("between runs: over 24 timed rows NEW/BASE is x0.995"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("-> OK (exit 0)"), std::string::npos) << r.out;
+}
+
+TEST_F(Compare, ARowBeyondTheNoiseBetweenTheRunsRegresses) {
+  // The rows agree within +-2% between the runs; one is x1.30: beyond that noise, REGRESSED.
+  const auto [base, next] = many(24, [](int i) { return i == 7 ? 1.30 : 0.98 + 0.04 * (i % 5) / 4; });
+  CompareOptions o;
+  o.format = "json";
+  const Outcome r = run(base, next, o);
+  EXPECT_EQ(r.code, 1) << r.out;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["summary"]["regressed"], 1);
+  EXPECT_EQ(j["summary"]["suspect"], 0);
+  EXPECT_EQ(j["rows"][7]["verdict"], "regressed");
+  EXPECT_TRUE(j["between_runs"]["estimated"].get<bool>());
+  EXPECT_EQ(j["between_runs"]["shifted"], "no");
+  EXPECT_EQ(j["between_runs"]["rows"], 24);
+}
+
+TEST_F(Compare, AUniformSlowdownOfEveryRowIsNeverOk) {
+  // Every row x1.15 (a planted uniform slowdown): the whole file is shifted, exit 3 (not OK, not
+  // a row regression: the machine or the code).
+  const auto [base, next] = many(24, [](int) { return 1.15; });
+  const Outcome r = run(base, next);
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_NE(r.out.find("SHIFTED: NEW is slower across the whole file, x1.150 (24 of 24 rows"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("-> SHIFTED (exit 3)"), std::string::npos) << r.out;
+  // Faster across the file is said, and is no failure.
+  const auto [fb, fn] = many(24, [](int) { return 0.8; });
+  const Outcome f = run(fb, fn);
+  EXPECT_EQ(f.code, 0) << f.out;
+  EXPECT_NE(f.out.find("note: NEW is faster across the whole file, x0.800"), std::string::npos)
+      << f.out;
 }
 
 TEST_F(Compare, TooFewSamplesFallBackToTheSpreadRule) {
@@ -493,6 +583,10 @@ TEST_F(Compare, TimingContextDifferencesWarn) {
       << r.out;
   EXPECT_NE(r.out.find("WARNING: NEW ran on a busy machine: load average 3.50"), std::string::npos)
       << r.out;
+  // Busy at the start only (the minute after a build): not a busy run.
+  next["context"]["load_average_end"] = {0.5, 1.0, 1.0};
+  const Outcome after_build = run(base, next);
+  EXPECT_EQ(after_build.out.find("ran on a busy machine"), std::string::npos) << after_build.out;
   EXPECT_NE(
       r.out.find(
           "WARNING: Google Benchmark library build differs: BASE \"debug\" vs NEW \"release\""),

@@ -155,6 +155,14 @@ TEST_F(BadConfig, LimitsThatKeepTheParserSafe) {
   expect_refused(big, {"/sweep", "more than 100000 cases"});
 }
 
+// A config must say what to run: {} (or only a name and timing) would run every implementation
+// on a default one-token problem.
+TEST_F(BadConfig, AnEmptyConfigIsRefused) {
+  expect_refused("{}", {"names no \"implementations\", \"problem\" or \"sweep\""});
+  expect_refused(R"({"name": "x", "timing": {"repetitions": 3}})", {"names no \"implementations\""});
+  expect_refused(R"({"groups": [{"description": "nothing"}]})", {"names no \"implementations\""});
+}
+
 TEST_F(BadConfig, GroupsKeepSweepsInGroups) {
   expect_refused(R"({"groups": [{"implementations": ["cpu.*"]}], "sweep": {"product": {"seq": [8]}}})",
                  {"/sweep", "unknown key"});

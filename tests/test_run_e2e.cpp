@@ -57,6 +57,31 @@ class E2E : public ::testing::Test {
   std::string path(const char* name) const { return (dir_ / name).string(); }
 };
 
+// A config that is not there: exit 2, each place looked in named once, and the shipped config
+// nearest to the name suggested.
+TEST_F(E2E, AMissingConfigSuggestsTheNearest) {
+  const CliResult r = run_cli("run configs/smok.json");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("cannot read the config 'configs/smok.json' (not found; looked for"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("did you mean configs/smoke.json?"), std::string::npos) << r.output;
+  // The places, each once: 'a', 'b', ... up to ')'.
+  std::string list = r.output.substr(r.output.find("looked for ") + 11);
+  list = list.substr(0, list.find(")"));
+  std::set<std::string> places;
+  std::size_t n = 0;
+  for (std::size_t at = list.find('\''); at != std::string::npos; at = list.find('\'', at)) {
+    const std::size_t end = list.find('\'', at + 1);
+    ASSERT_NE(end, std::string::npos) << list;
+    places.insert(list.substr(at + 1, end - at - 1));
+    ++n;
+    at = end + 1;
+  }
+  EXPECT_GE(n, 1u) << list;
+  EXPECT_EQ(places.size(), n) << "a place named twice: " << list;
+}
+
 TEST_F(E2E, SmokeConfigWritesAParsableResultsFile) {
   const std::string out = path("smoke.json");
   const CliResult r = run_cli("run " + config("smoke.json") + " --out " + out);

@@ -134,7 +134,9 @@ std::vector<std::string> context_warnings(const ResultsFile& a, const ResultsFil
   for (const auto* f : {&a, &b}) {
     const char* which = f == &a ? "BASE" : "NEW";
     const std::vector<double>& l = f == &a ? la : lb;
-    if (!l.empty() && *std::max_element(l.begin(), l.end()) > cores) {
+    // Busy for the whole run: the load average above the cores at its start and at its end (the
+    // 1-minute average at the start alone is still high a minute after a build).
+    if (!l.empty() && *std::min_element(l.begin(), l.end()) > cores) {
       w.push_back(std::string(which) + " ran on a busy machine: load average " + load_text(l) +
                   ", " + fmt_ms(cores) + " cores");
     }
@@ -151,7 +153,28 @@ std::vector<std::string> context_warnings(const ResultsFile& a, const ResultsFil
   return w;
 }
 
-enum class TimeVerdict { untimed, same, slower, slower_in_noise, faster };
+// slower: the row's own repetitions say slower (the test) and new/base is above the threshold;
+// suspect: so, but within the noise between the runs (compare.hpp); slower_in_noise: above the
+// threshold, not significant.
+enum class TimeVerdict { untimed, same, slower, slower_in_noise, faster, suspect };
+constexpr const char* kTimeNames[] = {"untimed", "same",   "slower",
+                                      "slower_in_noise", "faster", "suspect"};
+
+// The noise between the two runs, from all their timed rows (stats.hpp between_runs), and what
+// it decides: a row is slower (or faster) beyond it when its log(new/base) is more than `bound`
+// from the file's shift; the whole file is shifted when the shift is beyond the threshold and the
+// rows agree (the sign test).
+struct Between {
+  BetweenRuns est;
+  bool estimated = false;   // enough rows (kMinRows) to estimate it
+  double sigma = 0;         // est.sigma, at least kSigmaFloor
+  double z = 0, bound = 0;  // bound = z * sigma, z for the level after Bonferroni over the rows
+  double p_shift = 1;       // sign test of the rows slower, in the direction of the shift
+  int shifted = 0;          // +1 the whole file slower, -1 faster, 0 neither
+  bool superseded = false;  // every timed row was measured again by the rerun
+  static constexpr std::size_t kMinRows = 8;
+  static constexpr double kSigmaFloor = 0.005;  // half a percent: no two runs agree better
+};
 
 // One matched row and everything decided about it.
 struct Judged {
@@ -242,6 +265,43 @@ TimeVerdict spread_rule(const TimeStats& b, const TimeStats& n, double threshold
     return nm - bm > noise ? TimeVerdict::slower : TimeVerdict::slower_in_noise;
   if (bm > nm * (1 + threshold) && bm - nm > noise) return TimeVerdict::faster;
   return TimeVerdict::same;
+}
+
+// The noise between the runs from every timed row (Between), and the rows' verdicts it changes:
+// slower within it becomes suspect, faster within it the same. Fewer than Between::kMinRows
+// timed rows: not estimated, and the rows keep the verdicts of their own repetitions.
+Between judge_between(std::vector<Judged>& judged, const CompareOptions& o) {
+  std::vector<double> xs;
+  for (const Judged& j : judged)
+    if (j.timed && j.ratio > 0 && std::isfinite(j.ratio)) xs.push_back(std::log(j.ratio));
+  Between b;
+  b.est = between_runs(xs);
+  b.estimated = xs.size() >= Between::kMinRows;
+  if (!b.estimated) return b;
+  b.sigma = std::max(b.est.sigma, Between::kSigmaFloor);
+  // Bonferroni over the rows: the chance that any row of identical runs lands beyond the bound
+  // stays near alpha when the rows' noise is near normal (heavier tails: the rerun decides).
+  const double level =
+      o.correction == Correction::none ? o.alpha : o.alpha / static_cast<double>(xs.size());
+  b.z = normal_upper_quantile(level);
+  b.bound = b.z * b.sigma;
+  for (Judged& j : judged) {
+    if (!j.timed || !(j.ratio > 0) || !std::isfinite(j.ratio)) continue;
+    const double excess = std::log(j.ratio) - b.est.shift;
+    if (j.time == TimeVerdict::slower && !(excess > b.bound)) j.time = TimeVerdict::suspect;
+    if (j.time == TimeVerdict::faster && !(-excess > b.bound)) j.time = TimeVerdict::same;
+  }
+  const double t = std::log1p(o.threshold);
+  const int n = static_cast<int>(xs.size());
+  const int below = static_cast<int>(std::count_if(xs.begin(), xs.end(), [](double x) { return x < 0; }));
+  if (b.est.shift > t) {
+    b.p_shift = sign_test_greater(b.est.above, n);
+    if (b.p_shift <= o.alpha) b.shifted = 1;
+  } else if (b.est.shift < -t) {
+    b.p_shift = sign_test_greater(below, n);
+    if (b.p_shift <= o.alpha) b.shifted = -1;
+  }
+  return b;
 }
 
 void judge_errors(Judged& j, const CompareOptions& o) {
@@ -500,6 +560,7 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
     s.warnings.push_back(std::to_string(hot_mismatch) +
                          " rows were timed with hot caches in one run and flushed in the other");
   }
+  Between between = judge_between(judged, o);
 
   if (!o.rerun.empty()) {
     // Which rows are measured again (--rerun-rows): those found slower, those whose median is
@@ -507,10 +568,10 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
     std::vector<Judged*> again;
     for (Judged& j : judged) {
       j.first_time = j.time;
+      const bool slower = j.time == TimeVerdict::slower || j.time == TimeVerdict::suspect;
       const bool pick = o.rerun_rows == "all"       ? j.time != TimeVerdict::untimed
-                        : o.rerun_rows == "suspect" ? j.time == TimeVerdict::slower ||
-                                                          j.time == TimeVerdict::slower_in_noise
-                                                    : j.time == TimeVerdict::slower;
+                        : o.rerun_rows == "suspect" ? slower || j.time == TimeVerdict::slower_in_noise
+                                                    : slower;
       if (pick) again.push_back(&j);
     }
     if (!again.empty()) {
@@ -518,11 +579,18 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
       rerun_rows(again, base, next, o, s.rerun_rounds, log, s.warnings);
       s.rerun = static_cast<int>(again.size());
       for (const Judged* j : again) s.confirmed += j->time == TimeVerdict::slower;
+      // Every timed row measured again, both sides alternating: the rounds decided each row on
+      // fresh pairs, and the files' shift no longer decides anything.
+      if (o.rerun_rows == "all" && !o.rerun_base.empty()) {
+        between.superseded = true;
+        between.shifted = 0;
+      }
     }
   }
 
   // Verdicts.
   std::vector<std::string> regressions;  // repeated after the table, where a reader looks
+  std::vector<std::string> suspects;
   std::vector<std::string> verdicts(judged.size());
   for (std::size_t i = 0; i < judged.size(); ++i) {
     Judged& j = judged[i];
@@ -543,6 +611,10 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
       verdict = "REGRESSED:";
       for (const auto& r : reasons) verdict += " " + r;
       regressions.push_back(row_name(*j.b) + ":" + verdict.substr(verdict.find(':') + 1));
+    } else if (j.time == TimeVerdict::suspect) {
+      ++s.suspect;
+      verdict = "SUSPECT: slower x" + fmt_x(j.ratio) + ", within the noise between the runs";
+      suspects.push_back(row_name(*j.b) + ": slower x" + fmt_x(j.ratio));
     } else if (j.time == TimeVerdict::faster || j.fixed) {
       ++s.improved;
       verdict = j.time == TimeVerdict::faster ? "faster" : "fixed";
@@ -556,14 +628,19 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
       verdict = j.time == TimeVerdict::slower_in_noise ? "ok (slower, within noise)" : "ok";
     }
   }
-  for (const ResultRow* m : missing) (void)m, ++s.missing;
+  s.missing = static_cast<int>(missing.size());
   for (std::size_t i = 0; i < next.rows.size(); ++i) s.added += !used[i];
-  if (!o.allow_missing) s.regressed += s.missing;
+  s.missing_fails = s.missing > 0 && !o.allow_missing;
+  s.shifted = between.shifted;
 
   std::string method = "one-sided Mann-Whitney U on each row's repetitions (time.samples_ms), " +
                        describe(o.correction) + " at alpha " + fmt_p(o.alpha) + " over " +
                        std::to_string(s.tested) + " rows, and new/base above " +
-                       fmt_x(1 + o.threshold);
+                       fmt_x(1 + o.threshold) +
+                       (between.estimated && !between.superseded
+                            ? ", and beyond the noise between the runs (log new/base more than " +
+                                  fmt_x(between.z) + " sigma from the file's median, Bonferroni)"
+                            : std::string());
   const std::string rerun_method =
       "one-sided Wilcoxon signed-rank on log(new/base) of each round's invocation medians " +
       std::string(o.rerun_base.empty() ? "(NEW's, against BASE's recorded median)"
@@ -579,6 +656,8 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
     j["base"] = o.base;
     j["new"] = o.next;
     j["method"] = {{"test", "mann-whitney-u, one-sided, on time.samples_ms"},
+                   {"between_runs", "log(new/base) beyond z * 1.4826 MAD from the rows' median, z "
+                                    "for alpha / rows (Bonferroni); the whole file by the sign test"},
                    {"correction", to_string(o.correction)},
                    {"alpha", o.alpha},
                    {"threshold", o.threshold},
@@ -594,7 +673,6 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
     j["warnings"] = s.warnings;
     j["notes"] = notes;
     j["rows"] = json::array();
-    static const char* kTime[] = {"untimed", "same", "slower", "slower_in_noise", "faster"};
     for (std::size_t i = 0; i < judged.size(); ++i) {
       const Judged& r = judged[i];
       json row;
@@ -618,7 +696,7 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
       row["p_slower"] = r.test ? num(r.p_slower) : json(nullptr);
       row["p_faster"] = r.test ? num(r.p_faster) : json(nullptr);
       row["p_adjusted"] = r.test ? num(r.p_adjusted) : json(nullptr);
-      row["time"] = kTime[static_cast<int>(r.time)];
+      row["time"] = kTimeNames[static_cast<int>(r.time)];
       row["error_growth"] = num(r.growth);
       row["worst_output"] = r.worst_output;
       row["base_status"] = to_string(r.b->status);
@@ -633,6 +711,7 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
       }
       const std::string& v = verdicts[i];
       row["verdict"] = v.rfind("REGRESSED", 0) == 0    ? "regressed"
+                       : v.rfind("SUSPECT", 0) == 0    ? "suspect"
                        : v == "faster" || v == "fixed" ? "improved"
                                                        : "ok";
       row["detail"] = v;
@@ -643,9 +722,21 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
     j["added"] = json::array();
     for (std::size_t i = 0; i < next.rows.size(); ++i)
       if (!used[i]) j["added"].push_back(row_name(next.rows[i]));
+    j["between_runs"] = {{"rows", between.est.rows},
+                         {"estimated", between.estimated},
+                         {"shift", between.estimated ? num(std::exp(between.est.shift)) : json(nullptr)},
+                         {"sigma", between.estimated ? num(between.sigma) : json(nullptr)},
+                         {"z", between.estimated ? num(between.z) : json(nullptr)},
+                         {"rows_slower", between.est.above},
+                         {"p_shift", between.estimated ? num(between.p_shift) : json(nullptr)},
+                         {"shifted", between.shifted > 0   ? "slower"
+                                     : between.shifted < 0 ? "faster"
+                                                           : "no"},
+                         {"superseded_by_rerun", between.superseded}};
     j["summary"] = {{"matched", s.matched},     {"regressed", s.regressed},
-                    {"improved", s.improved},   {"missing", s.missing},
-                    {"added", s.added},         {"rerun", s.rerun},
+                    {"suspect", s.suspect},     {"improved", s.improved},
+                    {"missing", s.missing},     {"added", s.added},
+                    {"shifted", s.shifted},     {"rerun", s.rerun},
                     {"confirmed", s.confirmed}, {"exit_code", s.exit_code()}};
     out << j.dump(2) << "\n";
     return s;
@@ -716,16 +807,55 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
         << " repetitions each; an invocation's median is one sample): " << s.confirmed
         << " confirmed\n";
   }
+  // The noise between the runs, and the command that decides what it cannot.
+  auto exe = [](const ResultsFile& f, const char* who) {
+    const std::string e = ctx_text(f.context, "executable");
+    return e.empty() ? std::string("<") + who + "'s attnbench>" : e;
+  };
+  auto rerun_command = [&](const char* rows) {
+    return "attnbench compare " + o.base + " " + o.next + " --rerun " + exe(next, "NEW") +
+           " --rerun-base " + exe(base, "BASE") + (rows ? std::string(" --rerun-rows ") + rows : "");
+  };
+  if (between.superseded) {
+    out << "between runs: every timed row was measured again, both sides alternating; the rounds "
+           "decided each row\n";
+  } else if (between.estimated) {
+    out << "between runs: over " << between.est.rows << " timed rows NEW/BASE is x"
+        << fmt_x(std::exp(between.est.shift)) << " (median; " << between.est.above
+        << " rows slower), and a row varies by " << fmt_cv(between.sigma)
+        << "% (1.4826 MAD of log new/base): a row is slower beyond that noise above x"
+        << fmt_x(std::exp(between.est.shift + between.bound)) << "\n";
+  } else {
+    out << "between runs: not estimated (" << between.est.rows << " timed rows, "
+        << Between::kMinRows
+        << " needed): each row is judged on its own repetitions and the threshold alone\n";
+  }
+  if (between.shifted != 0) {
+    out << (between.shifted > 0 ? "SHIFTED: NEW is slower across the whole file, x"
+                                : "note: NEW is faster across the whole file, x")
+        << fmt_x(std::exp(between.est.shift)) << " (" << between.est.above << " of "
+        << between.est.rows << " rows slower, sign test p " << fmt_p(between.p_shift)
+        << "): the machine or the code";
+    if (between.shifted > 0) out << "; decide with:\n  " << rerun_command("all");
+    out << "\n";
+  }
   for (const auto& r : regressions) out << "REGRESSED " << r << "\n";
+  for (const auto& r : suspects) out << "SUSPECT " << r << ", within the noise between the runs\n";
+  if (!suspects.empty()) out << "decide the SUSPECT rows with:\n  " << rerun_command(nullptr) << "\n";
   for (const ResultRow* m : missing)
     out << (o.allow_missing ? "missing (allowed): " : "MISSING in NEW: ") << row_name(*m) << "\n";
+  if (s.missing_fails)
+    out << s.missing << " row" << (s.missing == 1 ? "" : "s")
+        << " of BASE not in NEW (another config, or --case/--impl?): --allow-missing accepts that\n";
   for (std::size_t i = 0; i < next.rows.size(); ++i)
     if (!used[i]) out << "new row (not in BASE): " << row_name(next.rows[i]) << "\n";
 
-  out << (s.missing || s.added || !regressions.empty() || s.rerun ? "\n" : "")
-      << "compare: " << s.matched << " matched, " << s.regressed << " regressed, " << s.improved
-      << " improved, " << s.missing << " missing, " << s.added << " new -> "
-      << (s.exit_code() ? "REGRESSION" : "OK") << "\n";
+  const int code = s.exit_code();
+  out << "\ncompare: " << s.matched << " matched, " << s.regressed << " regressed, " << s.suspect
+      << " suspect, " << s.improved << " improved, " << s.missing << " missing, " << s.added
+      << " new -> "
+      << (code == 1 ? "REGRESSION" : code == 3 ? "SHIFTED" : code == 4 ? "MISSING" : "OK")
+      << " (exit " << code << ")\n";
   out << "method: " << method
       << (s.spread_rule ? "; " + std::to_string(s.spread_rule) + " rows by the spread rule" : "")
       << "\n";

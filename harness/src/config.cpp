@@ -329,6 +329,18 @@ class Parser {
       }
     }
     if (doc.contains("description")) c.description = expect_string(doc["description"], "/description");
+    // A config says what to run: an empty one ({}) would run every implementation on a default
+    // one-token problem, which nobody means.
+    auto says_what = [](const json& o) {
+      return o.is_object() && (o.contains("implementations") || o.contains("problem") || o.contains("sweep"));
+    };
+    bool named = says_what(doc);
+    if (grouped && doc["groups"].is_array())
+      for (const json& g : doc["groups"]) named = named || says_what(g);
+    if (!named) {
+      fail_text("", "", "names no \"implementations\", \"problem\" or \"sweep\": say what to run "
+                        "(configs/smoke.json is a small example)");
+    }
     if (doc.contains("inputs")) parse_inputs(doc["inputs"], c);
 
     if (grouped) {

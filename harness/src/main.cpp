@@ -36,6 +36,7 @@
 #include "attnbench/execute.hpp"
 #include "attnbench/expand.hpp"
 #include "attnbench/output_file.hpp"
+#include "attnbench/render.hpp"
 #include "attnbench/results.hpp"
 #include "attnbench/runner.hpp"
 #include "attnbench/table.hpp"
@@ -173,15 +174,63 @@ std::optional<std::string> read_file(const std::string& path) {
 // the source tree. The places looked in go to `looked` (for the message when none has it).
 std::string find_config(const std::string& path, std::string& looked) {
   namespace fs = std::filesystem;
-  looked = "'" + fs::absolute(path).string() + "'";
+  std::vector<fs::path> seen;
+  // Each place once: run from the source tree, the working directory's path and the source
+  // tree's are one file.
+  auto note = [&](const fs::path& p) {
+    std::error_code ec;
+    const fs::path c = fs::weakly_canonical(p, ec);
+    for (const fs::path& x : seen)
+      if (x == (ec ? p : c)) return;
+    seen.push_back(ec ? p : c);
+    looked += (looked.empty() ? "'" : ", '") + p.string() + "'";
+  };
+  looked.clear();
+  note(fs::absolute(path));
   if (fs::exists(path) || fs::path(path).is_absolute()) return path;
   for (const std::string& root : {installed_data_dir(), source_dir()}) {
     if (root.empty()) continue;
     const fs::path alt = fs::path(root) / path;
     if (fs::exists(alt)) return alt.string();
-    looked += ", '" + alt.string() + "'";
+    note(alt);
   }
   return path;
+}
+
+// The shipped config nearest to a name that was not found (edit distance on the file name), as
+// "configs/<name>.json", or "" when none is near.
+std::string nearest_config(const std::string& path) {
+  namespace fs = std::filesystem;
+  const std::string want = fs::path(path).stem().string();
+  auto distance = [](const std::string& a, const std::string& b) {
+    std::vector<std::size_t> d(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) d[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+      std::size_t prev = d[0];
+      d[0] = i;
+      for (std::size_t j = 1; j <= b.size(); ++j) {
+        const std::size_t cur = d[j];
+        d[j] = std::min({d[j] + 1, d[j - 1] + 1, prev + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        prev = cur;
+      }
+    }
+    return d[b.size()];
+  };
+  std::string best;
+  std::size_t best_d = std::max<std::size_t>(3, want.size() / 3) + 1;
+  for (const std::string& root : {std::string("."), installed_data_dir(), source_dir()}) {
+    std::error_code ec;
+    if (root.empty() || !fs::is_directory(fs::path(root) / "configs", ec)) continue;
+    for (const auto& e : fs::directory_iterator(fs::path(root) / "configs", ec)) {
+      if (e.path().extension() != ".json") continue;
+      const std::size_t d = distance(want, e.path().stem().string());
+      if (d < best_d) {
+        best_d = d;
+        best = "configs/" + e.path().filename().string();
+      }
+    }
+  }
+  return best;
 }
 
 // Sets key in the document, or in every group when the config has groups.
@@ -263,10 +312,13 @@ int cmd_run(const RunArgs& a, const std::map<std::string, std::string>& bench_fl
     }
     const auto text = read_file(config_path);
     if (!text) {
+      const std::string near =
+          std::filesystem::exists(config_path) ? std::string() : nearest_config(config_path);
       err << who << "cannot read the config '" << printable(config_path) << "'"
           << (std::filesystem::exists(config_path)
                   ? std::string()
-                  : " (not found; looked for " + printable(looked) + ")")
+                  : " (not found; looked for " + printable(looked) + ")" +
+                        (near.empty() ? std::string() : "; did you mean " + near + "?"))
           << "\n";
       return kBadInput;
     }
@@ -442,8 +494,8 @@ int cmd_run(const RunArgs& a, const std::map<std::string, std::string>& bench_fl
     ro.other_files.push_back({a.benchmark_out, "Google Benchmark's --benchmark_out"});
   }
   if (!a.quiet) {
-    std::cerr << "attnbench: " << cfg.name << ": " << cfg.case_count() << " cases, " << cfg.row_count()
-              << " rows" << (a.profile ? " (profile: one call per row, no timing)" : "") << "\n";
+    std::cerr << "attnbench: " << cfg.name << ": " << count_of(static_cast<long long>(cfg.case_count()), "case")
+              << ", " << count_of(static_cast<long long>(cfg.row_count()), "row") << (a.profile ? " (profile: one call per row, no timing)" : "") << "\n";
   }
   try {
     if (!devices.empty()) return run_on_devices(cfg, ro, devices, raw_args, std::cout, std::cerr);

@@ -185,8 +185,9 @@ void print_run_table(const ResultsFile& res, std::ostream& out) {
   std::vector<std::pair<int, std::string>> by_count;
   for (const auto& [why, n] : skipped) by_count.emplace_back(n, why);
   std::stable_sort(by_count.begin(), by_count.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (const auto& [n, why] : by_count) out << "skipped " << n << (n == 1 ? " row: " : " rows: ") << why << "\n";
-  out << res.rows.size() << " rows: " << n_pass << " pass, " << n_fail << " fail, " << n_skip << " skip";
+  for (const auto& [n, why] : by_count) out << "skipped " << count_of(n, "row") << ": " << why << "\n";
+  out << count_of(static_cast<long long>(res.rows.size()), "row") << ": " << n_pass << " pass, " << n_fail
+      << " fail, " << n_skip << " skip";
   if (!res.complete) out << "; INCOMPLETE: " << res.stop_reason;
   out << "\n";
   // Per device: its rows, how many were timed, and the wall time its rows took (the run's
@@ -203,7 +204,7 @@ void print_run_table(const ResultsFile& res, std::ostream& out) {
   }
   const auto wall = res.context.find("device_wall_s");
   for (const auto& [dev, c] : by_device) {
-    out << "  " << dev << ": " << c.rows << " rows, " << c.pass << " pass, " << c.fail << " fail, "
+    out << "  " << dev << ": " << count_of(c.rows, "row") << ", " << c.pass << " pass, " << c.fail << " fail, "
         << c.skip << " skip, " << c.timed << " timed";
     if (wall != res.context.end() && wall->is_object() && wall->contains(dev) && (*wall)[dev].is_number())
       out << ", " << fmt("%.1f", (*wall)[dev].get<double>()) << " s";

@@ -11,13 +11,16 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <iomanip>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
 #include <ostream>
 #include <set>
 #include <sstream>
+#include <system_error>
 
 #include "attnbench/ceilings.hpp"
 #include "attnbench/context.hpp"
@@ -67,7 +70,7 @@ struct CaseState {
 class Runner {
  public:
   Runner(const Config& c, const RunOptions& o, std::ostream& out, std::ostream& err)
-      : cfg_(c), opts_(o), out_(out), err_(err) {}
+      : cfg_(c), opts_(o), out_(out), err_(err), tty_(&err == &std::cerr && ::isatty(STDERR_FILENO)) {}
 
   int run();
 
@@ -98,6 +101,13 @@ class Runner {
   // " [elapsed, ~left]" after `done` of `total` items of the phase; charges the time since the
   // last line to `device`.
   std::string tick(std::size_t done, std::size_t total, const std::string& device);
+  // The progress output. On a terminal one line, rewritten in place, with a line of its own for
+  // each failure; elsewhere (a log, CI, a test's pipe) the first and last items of a phase, every
+  // twentieth of it, and each failure, so a run of hundreds of rows stays readable.
+  const bool tty_;
+  bool line_open_ = false;  // a rewritable line is on the terminal
+  void show(const std::string& line, std::size_t done, std::size_t total, bool failed);
+  void end_phase();
 
   void build_plan();
   void run_case(std::size_t first, std::size_t last);
@@ -218,20 +228,43 @@ std::string Runner::tick(std::size_t done, std::size_t total, const std::string&
   return t + "]";
 }
 
+void Runner::show(const std::string& line, std::size_t done, std::size_t total, bool failed) {
+  if (opts_.quiet) return;
+  if (tty_) {
+    // The line rewritten in place (cut to a terminal's width); a failure keeps a line of its own.
+    std::string text = line;
+    if (!failed && text.size() > 118) text = text.substr(0, 115) + "...";
+    err_ << "\r" << text << "\x1b[K";
+    line_open_ = !failed && done < total;
+    if (!line_open_) err_ << "\n";
+    err_ << std::flush;
+    return;
+  }
+  const std::size_t step = std::max<std::size_t>(1, (total + 19) / 20);
+  if (done == 1 || done == total || done % step == 0 || failed) err_ << line << "\n" << std::flush;
+}
+
+void Runner::end_phase() {
+  if (line_open_) err_ << "\n" << std::flush;
+  line_open_ = false;
+}
+
 void Runner::progress(const PlannedRow& pr, const ResultRow& r) {
   ++done_;
   const std::string when = tick(done_, plan_.size(), r.device);
   if (opts_.quiet) return;
-  err_ << "[" << done_ << "/" << plan_.size() << "] " << pr.impl->name();
-  for (const auto& [k, v] : *pr.params) err_ << " " << k << "=" << v;
-  err_ << " " << r.case_label << " " << to_string(pr.pass) << " ... " << to_string(r.status);
-  if (kept_.count(pr.name)) err_ << " [kept from " << opts_.resume_path << "]";
+  std::ostringstream line;
+  line << "[" << done_ << "/" << plan_.size() << "] " << pr.impl->name();
+  for (const auto& [k, v] : *pr.params) line << " " << k << "=" << v;
+  line << " " << r.case_label << " " << to_string(pr.pass) << " ... " << to_string(r.status);
+  if (kept_.count(pr.name)) line << " [kept from " << opts_.resume_path << "]";
   if (!r.reason.empty()) {
     std::string why = r.reason;
     if (why.size() > 160) why = why.substr(0, 157) + "...";
-    err_ << " (" << why << ")";
+    line << " (" << why << ")";
   }
-  err_ << when << "\n" << std::flush;
+  line << when;
+  show(line.str(), done_, plan_.size(), r.status == Status::fail);
 }
 
 // After a CUDA call threw: a sticky error disables every later CUDA row, and the file says so.
@@ -517,11 +550,13 @@ void Runner::time_rows() {
     } else {
       line << r.reason;
     }
-    err_ << line.str() << when << "\n" << std::flush;
+    line << when;
+    show(line.str(), reported.size(), timed_.size(), r.status == Status::fail);
   };
   phase_t0_ = last_tick_ = Clock::now();
   if (!opts_.quiet)
-    err_ << "timing " << timed_.size() << " rows with Google Benchmark\n" << std::flush;
+    err_ << "timing " << count_of(static_cast<long long>(timed_.size()), "row") << " with Google Benchmark\n"
+         << std::flush;
   BenchmarkSettings bs;
   bs.flags = opts_.benchmark_flags;
   bs.quiet = opts_.quiet;
@@ -650,7 +685,9 @@ int Runner::run() {
     save(false);
     first = last;
   }
+  end_phase();
   time_rows();
+  end_phase();
   if (!opts_.resume_path.empty()) ctx["rows_kept_from_resume"] = reused_;
   ctx["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ctx["device_wall_s"] = device_s_;  // verification and timing of each device's rows
@@ -686,6 +723,10 @@ nlohmann::ordered_json run_context(const Config& cfg, const RunOptions& opts) {
   ctx["seed"] = cfg.seed;
   ctx["distribution"] = cfg.distribution == Distribution::normal ? "normal" : "outlier";
   ctx["command_line"] = opts.command_line;
+  // The binary itself, so that `compare` can print the exact --rerun command for this file.
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) ctx["executable"] = exe.string();
   ctx["profile"] = opts.profile;
   ctx["multi_gpu"] = opts.worker_note.empty() ? "CUDA rows run on device 0 only" : opts.worker_note;
   return ctx;

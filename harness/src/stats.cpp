@@ -218,4 +218,38 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+BetweenRuns between_runs(const std::vector<double>& x) {
+  BetweenRuns b;
+  b.rows = x.size();
+  if (x.empty()) return b;
+  b.shift = median(x);
+  std::vector<double> dev;
+  for (double v : x) {
+    dev.push_back(std::fabs(v - b.shift));
+    b.above += v > 0;
+  }
+  b.sigma = 1.482602218505602 * median(dev);  // 1 / Phi^-1(3/4): sigma of a normal
+  return b;
+}
+
+double normal_upper_quantile(double p) {
+  // Bisection on the tail: monotonic, and 200 steps reach double precision from [-40, 40].
+  double lo = -40, hi = 40;
+  for (int i = 0; i < 200; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (upper_tail(mid) > p ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
+double sign_test_greater(int k, int n) {
+  if (n <= 0 || k <= 0) return 1;
+  if (k > n) return 0;
+  // Sum of C(n, i) / 2^n for i = k..n, in logs (n may be in the hundreds).
+  double p = 0;
+  for (int i = k; i <= n; ++i)
+    p += std::exp(std::lgamma(n + 1.0) - std::lgamma(i + 1.0) - std::lgamma(n - i + 1.0) - n * std::log(2.0));
+  return std::min(1.0, p);
+}
+
 }  // namespace attnbench

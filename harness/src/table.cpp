@@ -289,7 +289,7 @@ std::vector<TextTable> group_tables(const Group& g, const TableOptions& o) {
       not_run += (not_run.empty() ? "" : "; ") + l +
                  (any && !any->reason.empty() ? " (" + any->reason + ")" : "");
   }
-  if (shown.empty()) shown = g.labels;
+  if (shown.empty()) return tables;  // every cell a skip: run_table lists the group in one line
 
   // CPU rates are far below 1 TFLOP/s: print GFLOP/s then.
   double top = 0;
@@ -346,10 +346,19 @@ std::vector<TextTable> group_tables(const Group& g, const TableOptions& o) {
       io.push_back(fmt(v / kMiB));
     }
     t.rows.insert(t.rows.begin(), io);
+    std::set<std::string> methods;
+    for (const ResultRow* r : g.rows)
+      if (r->memory && !r->memory->peak_method.empty()) methods.insert(r->memory->peak_method);
+    const bool rss = methods.count("VmHWM-reset") || methods.count("VmHWM-growth");
     t.note = std::string(
                  "workspace: what the implementation asked the harness for; peak: measured during "
                  "the call") +
-             (any_peak ? "" : " (not measured in this run)") + ".";
+             (any_peak ? "" : " (not measured in this run)") + "." +
+             (methods.count("cudaMemGetInfo") ? " CUDA peak: device memory in use (cudaMemGetInfo)." : "") +
+             (rss ? " CPU peak: the growth of the process's resident memory (VmHWM) over the call: "
+                    "pages written only, so a workspace that is not written in full counts for less "
+                    "than its size, and small sizes show the page granularity."
+                  : "");
     tables.push_back(std::move(t));
     if (!g.baseline_label.empty() && !others.empty()) {
       tables.push_back(wide(
@@ -497,13 +506,37 @@ int run_table(const TableOptions& o, std::ostream& out, std::ostream& err) {
           << "\n\n";
     if (f.rows.empty()) out << "No rows.\n";
   }
+  // Groups where no row ran (e.g. every CUDA group on a machine without a GPU) are not tables of
+  // "skip": they are named in one line, with the reasons.
+  std::map<std::string, int> skipped_reasons;
+  std::vector<std::string> skipped_groups;
   for (const auto& g : groups) {
-    for (const auto& t : group_tables(g, o)) {
+    const std::vector<TextTable> tables = group_tables(g, o);
+    if (tables.empty() && !g.rows.empty()) {
+      skipped_groups.push_back(g.title);
+      for (const ResultRow* r : g.rows) ++skipped_reasons[r->reason];
+      continue;
+    }
+    for (const auto& t : tables) {
       if (o.format == "markdown")
         render_markdown(t, out);
       else
         render_csv(t, out);
     }
+  }
+  if (!skipped_groups.empty() && o.format == "markdown") {
+    out << count_of(static_cast<long long>(skipped_groups.size()), "section")
+        << " with every row skipped (not shown): ";
+    for (std::size_t i = 0; i < skipped_groups.size(); ++i)
+      out << (i ? "; " : "") << skipped_groups[i];
+    out << ". Why:";
+    bool first = true;
+    for (const auto& [why, n] : skipped_reasons) {
+      out << (first ? " " : "; ") << (why.empty() ? "no reason recorded" : why) << " ("
+          << count_of(n, "row") << ")";
+      first = false;
+    }
+    out << ".\n";
   }
   return 0;
 }

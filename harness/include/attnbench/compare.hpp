@@ -29,6 +29,22 @@
 // Faster is the mirror image (base.median > new.median * (1 + threshold), significant the other
 // way) and is reported, never a failure.
 //
+// The noise between the runs. A row's repetitions share its run's machine state (its clocks, its
+// neighbours, where its memory landed), so the test above measures the noise within one run, and
+// two runs of the same code differ by more: on a 2-core machine rows of identical builds came out
+// x0.84 to x1.17 apart, at p = 2e-4 each. With at least 8 timed rows, compare estimates that noise
+// from the rows themselves: x = log(new/base) per row, their median (the shift of the whole file)
+// and 1.4826 times their median absolute deviation (sigma, at least 0.5%; robust while fewer than
+// half the rows really changed). Then
+//   - a row slower by rule 1 is REGRESSED only when its x is also more than z * sigma above the
+//     shift, z the normal quantile of alpha / rows (Bonferroni); within that it is SUSPECT: listed,
+//     with the --rerun command that decides it, and no failure. A faster row likewise.
+//   - the whole file is SHIFTED (exit 3) when the shift is above log(1 + threshold) and the rows
+//     agree (the one-sided sign test of the rows slower, at alpha): the machine or the code, which
+//     only a rerun of both sides can tell apart (the report prints the command). A file faster as a
+//     whole is said, and is no failure.
+// With fewer rows the noise is not estimated, and rule 1 alone decides (the report says so).
+//
 // --rerun BINARY: the rows found slower (rule 1) are measured again by BINARY, a build of NEW's
 // code (rerun.hpp), and decided on those measurements instead: a slowdown that was another
 // process's burst is not confirmed. The rerun goes in rounds; a round is one invocation of each
@@ -50,8 +66,8 @@
 // faster, in the files: only "all" with --rerun-base (every row measured again, both sides
 // alternating) sees it then.
 //
-// A row of BASE missing from NEW is reported and is a regression unless allow_missing. A row only
-// in NEW is reported as information. A "WARNING:" line says when the two contexts differ in what
+// A row of BASE missing from NEW is its own verdict, MISSING (exit 4), unless allow_missing; the
+// report names --allow-missing. A row only in NEW is reported as information. A "WARNING:" line says when the two contexts differ in what
 // affects timing: host, device name, SM or memory clock, CPU model, build type, compiler, CUDA
 // driver or runtime, Google Benchmark's library build, OpenMP threads, a test slowdown, the load
 // average (by at least half the cores, at the start or the end of either run); when either run
@@ -62,8 +78,12 @@
 // is "ok") or, with format "json", one JSON object (schema "attnbench.compare/1") with the method,
 // the warnings, every row and the summary.
 //
-// Exit code: 0 no regression, 1 regression, 2 bad input (unreadable, not JSON, wrong schema, a
-// bad option, a rerun that cannot run).
+// Exit code (the first that applies): 1 a regression (a row slower beyond both noises, a status or
+// an error regression); 3 the whole file slower (SHIFTED); 4 rows of BASE missing from NEW (not
+// allow_missing); 0 none of these (SUSPECT rows may be listed); 2 bad input (unreadable, not JSON,
+// wrong schema, a bad option, a rerun that cannot run). With --rerun, the rows measured again are
+// decided by the rerun's paired rounds, which measure the noise between runs directly; with
+// --rerun-rows all and --rerun-base every row is, and the file's shift no longer decides.
 #pragma once
 
 #include <iosfwd>
@@ -99,12 +119,18 @@ int rerun_rounds_for(std::size_t rows, const CompareOptions& opts);
 // What compare found, for callers that want more than the printed report.
 struct CompareSummary {
   int matched = 0, regressed = 0, improved = 0, missing = 0, added = 0;
+  int suspect = 0;             // slower by the row's repetitions, within the noise between runs
+  int shifted = 0;             // the whole NEW file: +1 slower, -1 faster (beyond the threshold)
+  bool missing_fails = false;  // rows of BASE missing from NEW, and not allow_missing
   int tested = 0;                     // rows decided by the test (the family of the correction)
   int spread_rule = 0;                // timed rows decided by the spread rule (too few samples)
   int rerun = 0, confirmed = 0;       // rows measured again, and those still slower
   int rerun_rounds = 0;               // the rounds the rerun took
   std::vector<std::string> warnings;  // context differences, without the "WARNING: " prefix
-  int exit_code() const { return regressed > 0 ? 1 : 0; }
+  // 1 a regression; else 3 the whole file slower; else 4 rows missing; else 0 (compare.hpp).
+  int exit_code() const {
+    return regressed > 0 ? 1 : shifted > 0 ? 3 : missing_fails ? 4 : 0;
+  }
 };
 
 // Compares two parsed files; prints the report on out (log: the reruns' progress lines).

@@ -10,6 +10,11 @@
 
 namespace attnbench {
 
+// "1 row", "3 rows": a count and its noun, singular or plural (nouns with a plain -s plural).
+inline std::string count_of(long long n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 struct TextTable {
   std::string title;  // printed above the table ("### title" in markdown)
   std::vector<std::string> header;

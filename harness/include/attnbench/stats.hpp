@@ -61,4 +61,24 @@ std::vector<double> adjust_p(const std::vector<double>& p, Correction c);
 
 double median(std::vector<double> v);
 
+// The noise between two runs, from many rows at once: each row's x = log(NEW median / BASE
+// median). Their median is the shift of the whole file (the machine, or a change that slows
+// every row); their spread, 1.4826 times the median absolute deviation from that median, is a
+// robust estimate of the standard deviation a single row's x has between runs, which no run's
+// own repetitions show (they share the run's machine state). Robust: up to half the rows may
+// really have changed without moving either figure much.
+struct BetweenRuns {
+  std::size_t rows = 0;  // rows with a ratio
+  double shift = 0;      // median x
+  double sigma = 0;      // 1.4826 * median |x - shift|
+  int above = 0;         // rows with x > 0
+};
+BetweenRuns between_runs(const std::vector<double>& log_ratios);
+
+// z with P(Z >= z) = p for a standard normal Z (0 < p < 1).
+double normal_upper_quantile(double p);
+
+// P(X >= k) for X ~ Binomial(n, 1/2): the one-sided sign test of k of n rows slower.
+double sign_test_greater(int k, int n);
+
 }  // namespace attnbench
