@@ -92,7 +92,7 @@ def compare(exe, base, new, out, rerun=None, rerun_base=None, extra=()):
     cmd += list(extra)
     t0 = time.time()
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if p.returncode not in (0, 1):
+    if p.returncode not in (0, 1, 3, 4):  # 3: the whole file shifted, 4: rows missing
         sys.exit(f"gate_figures: {' '.join(cmd)} exited {p.returncode}:\n{p.stderr}")
     report = json.loads(p.stdout)
     report["wall_s"] = time.time() - t0
@@ -210,6 +210,8 @@ def measure(a, exe, load_cmd):
                 slowed = [r for r in timed if kind == "slow" or (kind == "one" and r["impl"] == a.slow_impl)]
                 pair["compare"][f"{kind}/{v}"] = {
                     "exit": rep["summary"]["exit_code"],
+                    "shifted": rep["summary"].get("shifted", 0),
+                    "suspect": rep["summary"].get("suspect", 0),
                     "regressed": len(rows),
                     "regressed_slowed": sum(1 for r in rows if kind != "same" and r in slowed),
                     "regressed_other": sum(1 for r in rows if r not in slowed),
@@ -239,9 +241,13 @@ def measure(a, exe, load_cmd):
         for c in cols:
             r = p["compare"][c]
             if c.startswith("same/"):
-                cells.append("ok" if r["exit"] == 0 else f"FALSE ({r['regressed']} rows)")
+                cells.append(("ok" if r["exit"] == 0 else
+                              "SHIFTED (exit 3)" if r["exit"] == 3 else f"FALSE (exit {r['exit']}, {r['regressed']} rows)") +
+                             (f", {r.get('suspect', 0)} suspect" if r.get("suspect") else ""))
             else:
-                cells.append(("caught" if r["regressed_slowed"] > 0 else "MISSED") +
+                shifted = r.get("shifted", 0) > 0
+                cells.append(("caught" if r["regressed_slowed"] > 0 or shifted else "MISSED") +
+                             (" (SHIFTED)" if shifted else "") +
                              f" {r['regressed_slowed']}/{r['slowed_rows']}" +
                              (f", {r['regressed_other']} other" if r["regressed_other"] else ""))
         lines.append(f"| {p['pair']} | {load} | {oc} | " + " | ".join(cells) + " |")
@@ -249,10 +255,13 @@ def measure(a, exe, load_cmd):
     for c in cols:
         rs = [p["compare"][c] for p in pairs]
         if c.startswith("same/"):
-            lines.append(f"- identical pairs, {c.split('/')[1]}: {sum(r['exit'] != 0 for r in rs)}/{len(rs)} "
-                         f"falsely flagged ({sum(r['regressed'] for r in rs)} rows in all)")
+            lines.append(f"- identical pairs, {c.split('/')[1]}: exit 1 (a regression) in "
+                         f"{sum(r['exit'] == 1 for r in rs)}/{len(rs)} ({sum(r['regressed'] for r in rs)} rows "
+                         f"in all); exit 3 (whole file shifted) in {sum(r['exit'] == 3 for r in rs)}/{len(rs)}; "
+                         f"not OK in {sum(r['exit'] != 0 for r in rs)}/{len(rs)}; "
+                         f"{sum(r.get('suspect', 0) for r in rs)} rows SUSPECT in all")
         else:
-            caught = sum(r["regressed_slowed"] > 0 for r in rs)
+            caught = sum(r["regressed_slowed"] > 0 or r.get("shifted", 0) > 0 for r in rs)
             rows = sum(r["regressed_slowed"] for r in rs)
             total = sum(r["slowed_rows"] for r in rs)
             other = sum(r["regressed_other"] for r in rs)
