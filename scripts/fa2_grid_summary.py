@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The README's FlashAttention-2 grid tables ("Results on the H200"): scripts/grid_summary.py fa2.
+"""The FlashAttention-2 grid tables of results/h200/README.md: scripts/grid_summary.py fa2.
 
   python3 scripts/fa2_grid_summary.py results/h200/fa2_grid.json results/h200/fa2_grid.torch_sdpa.json
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The README's summary tables of a grid run and its peers, generated from the committed files:
+"""The summary tables (results/h200/README.md) of a grid run and its peers, generated from the committed files:
 
   python3 scripts/grid_summary.py fa2 results/h200/fa2_grid.json results/h200/fa2_grid.torch_sdpa.json
   python3 scripts/grid_summary.py fa3 results/h200/fa3_grid.json results/h200/fa3_grid.peers.json
