@@ -228,13 +228,28 @@ std::string Runner::tick(std::size_t done, std::size_t total, const std::string&
   return t + "]";
 }
 
+namespace {
+// Control bytes for the terminal itself (carriage return, erase to the end of the line), past the
+// PrintableBuf that std::cerr writes through (config.hpp), which would print them as \xNN; the
+// text between them still goes through it.
+void terminal_control(std::ostream& os, const char* bytes) {
+  os.flush();
+  std::streambuf* b = os.rdbuf();
+  if (auto* p = dynamic_cast<PrintableBuf*>(b)) b = p->dest();
+  b->sputn(bytes, static_cast<std::streamsize>(std::char_traits<char>::length(bytes)));
+  b->pubsync();
+}
+}  // namespace
+
 void Runner::show(const std::string& line, std::size_t done, std::size_t total, bool failed) {
   if (opts_.quiet) return;
   if (tty_) {
     // The line rewritten in place (cut to a terminal's width); a failure keeps a line of its own.
     std::string text = line;
     if (!failed && text.size() > 118) text = text.substr(0, 115) + "...";
-    err_ << "\r" << text << "\x1b[K";
+    terminal_control(err_, "\r");
+    err_ << text;
+    terminal_control(err_, "\x1b[K");
     line_open_ = !failed && done < total;
     if (!line_open_) err_ << "\n";
     err_ << std::flush;
