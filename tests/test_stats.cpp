@@ -175,6 +175,29 @@ std::string error_of(const std::vector<ProblemFlagValue>& v) {
   return e ? *e : "accepted";
 }
 
+// The noise between two runs (compare's between-runs rule): quantiles and the sign test against
+// SciPy 1.10 (scipy.stats.norm.isf, t.isf with 3 degrees of freedom, binom.sf), and the robust
+// shift and spread of a set of log-ratios.
+TEST(BetweenRuns, QuantilesAndSignTestMatchScipy) {
+  EXPECT_NEAR(normal_upper_quantile(0.025), 1.9599639845400545, 1e-9);
+  EXPECT_NEAR(t3_upper_quantile(0.05 / 42), 9.6241935286096, 1e-8);
+  EXPECT_NEAR(t3_upper_quantile(0.25), kT3Mad, 1e-9);  // the median of |T|
+  EXPECT_NEAR(sign_test_greater(34, 42), 3.438555745560735e-05, 1e-15);
+  EXPECT_NEAR(sign_test_greater(9, 10), 0.0009765625 + 0.009765625, 1e-15);  // 10 and 9 of 10
+  EXPECT_EQ(sign_test_greater(0, 10), 1.0);
+}
+
+TEST(BetweenRuns, ShiftAndSpreadAreRobust) {
+  // Nine rows around x1.02 (log 0.0198), one wild row: the median and the MAD barely move.
+  std::vector<double> x = {0.01, 0.015, 0.02, 0.025, 0.03, 0.0198, 0.012, 0.028, 0.022, 2.0};
+  const BetweenRuns b = between_runs(x);
+  EXPECT_EQ(b.rows, 10u);
+  EXPECT_NEAR(b.shift, 0.021, 1e-12);
+  EXPECT_NEAR(b.sigma, 1.482602218505602 * 0.0065, 1e-12);  // MAD 0.0065
+  EXPECT_EQ(b.above, 10);
+  EXPECT_EQ(between_runs({}).rows, 0u);
+}
+
 TEST(CliSweep, ListsAreProductAxesInAFixedOrder) {
   using K = ProblemFlagValue;
   const auto j = built({{"--seq", "seq", K::integer, "512,1k,2k"},

@@ -242,6 +242,20 @@ double normal_upper_quantile(double p) {
   return 0.5 * (lo + hi);
 }
 
+double t3_upper_quantile(double p) {
+  // P(T >= t) = 1/2 - (1/pi) (t / (sqrt(3) (1 + t^2/3)) + atan(t / sqrt(3))), decreasing in t.
+  auto tail = [](double t) {
+    const double r3 = std::sqrt(3.0);
+    return 0.5 - (t / (r3 * (1 + t * t / 3)) + std::atan(t / r3)) / 3.14159265358979323846;
+  };
+  double lo = -1e6, hi = 1e6;
+  for (int i = 0; i < 300; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (tail(mid) > p ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
 double sign_test_greater(int k, int n) {
   if (n <= 0 || k <= 0) return 1;
   if (k > n) return 0;

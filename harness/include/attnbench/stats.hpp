@@ -78,6 +78,11 @@ BetweenRuns between_runs(const std::vector<double>& log_ratios);
 // z with P(Z >= z) = p for a standard normal Z (0 < p < 1).
 double normal_upper_quantile(double p);
 
+// t with P(T >= t) = p for Student's t with 3 degrees of freedom (0 < p < 1): a heavy-tailed
+// model of timing noise. kT3Mad: the median of |T| (its scale as a MAD), 0.7649.
+double t3_upper_quantile(double p);
+inline constexpr double kT3Mad = 0.764892328404345;
+
 // P(X >= k) for X ~ Binomial(n, 1/2): the one-sided sign test of k of n rows slower.
 double sign_test_greater(int k, int n);
 
