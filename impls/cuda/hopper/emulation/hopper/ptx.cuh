@@ -377,16 +377,6 @@ inline void fence_regs(float (&)[N]) {}
 template <int N>
 inline void fence_regs(uint32_t (&)[N][4]) {}
 
-inline void st_shared_u32(uint32_t addr, uint32_t v) {
-  emu::check_smem(addr, 4, 4);
-  std::memcpy(&emu::smem[addr], &v, 4);
-}
-inline uint32_t ld_shared_u32(uint32_t addr) {
-  emu::check_smem(addr, 4, 4);
-  uint32_t v;
-  std::memcpy(&v, &emu::smem[addr], 4);
-  return v;
-}
 // Blocks run one after the other here, so the first block takes every tile of a persistent grid.
 inline int atomic_add_i32(int* p, int v) {
   const int old = *p;
