@@ -145,12 +145,12 @@ impl_args() {
 
 part_build() {
   if [ "$MODE" = dry ]; then
-    say cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release "-DATTNBENCH_CUDA_GENCODE=-gencode=arch=compute_90a,code=sm_90a" "${CMAKE_EXTRA[@]}"
+    say cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release "-DATTNBENCH_CUDA_GENCODE=$ATTN_GPU_GENCODE" "${CMAKE_EXTRA[@]}"
     say cmake --build "$BUILD" -j "$(nproc)" --target attnbench attnbench_capi
     return 0
   fi
   run configure cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DATTNBENCH_NATIVE=ON \
-    "-DATTNBENCH_CUDA_GENCODE=-gencode=arch=compute_90a,code=sm_90a" "${CMAKE_EXTRA[@]}" || return 3
+    "-DATTNBENCH_CUDA_GENCODE=$ATTN_GPU_GENCODE" "${CMAKE_EXTRA[@]}" || return 3
   run build cmake --build "$BUILD" -j "$(nproc)" --target attnbench attnbench_capi || return 3
   "$EXE" list > "$LOG/list.txt" 2>&1
   nvidia-smi > "$LOG/nvidia-smi.txt" 2>&1; nvidia-smi -q -d CLOCK >> "$LOG/nvidia-smi.txt" 2>&1

@@ -44,7 +44,7 @@ trap 'exit 143' TERM INT
 
 start=$(date +%s)
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DATTNBENCH_NATIVE=ON \
-  "-DATTNBENCH_CUDA_GENCODE=-gencode=arch=compute_90a,code=sm_90a" "${CMAKE_EXTRA[@]}" > "$LOG/configure.txt" 2>&1 \
+  "-DATTNBENCH_CUDA_GENCODE=$ATTN_GPU_GENCODE" "${CMAKE_EXTRA[@]}" > "$LOG/configure.txt" 2>&1 \
   || { tail -30 "$LOG/configure.txt"; exit 3; }
 # ATTN_TARGETS="a b": build only those targets; ATTN_TESTS=REGEX: run only matching tests.
 TARGET_ARGS=()

@@ -3,23 +3,23 @@
 # that say it runs the intended path: HGMMA (wgmma), UTMALDG/UTMASTG (TMA), MUFU.EX2, and local
 # memory (LDL/STL: must be 0). Compiles each file for sm_90a with the project's flags.
 #
-#   scripts/hopper_sass.sh [FILE.cu ...]      (default impls/cuda/flash_fwd_wgmma.cu)
+#   scripts/hopper_sass.sh [FILE.cu ...]      (default impls/cuda/hopper/flash_fwd_wgmma.cu)
 #
 # Needs nvcc and cuobjdump (CUOBJDUMP=...; a CUDA toolkit without it can take PyPI's
 # nvidia-cuda-cuobjdump wheel: its nvidia/cu13/bin/cuobjdump reads sm_90a objects).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$root/scripts/common.sh"  # ATTN_NVCC_FLAGS, ATTN_GPU_GENCODE
 NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 CUOBJDUMP="${CUOBJDUMP:-$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)}"
 [[ -x "$CUOBJDUMP" ]] || { echo "hopper_sass: cuobjdump not found (set CUOBJDUMP)" >&2; exit 2; }
 files=("$@")
-[[ ${#files[@]} -gt 0 ]] || files=(impls/cuda/flash_fwd_wgmma.cu)
+[[ ${#files[@]} -gt 0 ]] || files=(impls/cuda/hopper/flash_fwd_wgmma.cu)
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 printf '%-6s %-8s %-6s %-6s %-8s %-5s %s\n' HGMMA UTMALDG UTMASTG local MUFU.EX2 regs kernel
 for f in "${files[@]}"; do
-  "$NVCC" -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr \
-    -I"$root/core/include" -I"$root/harness/include" -I"$root/impls/cuda" -c "$root/$f" -o "$tmp/k.o"
+  "$NVCC" "${ATTN_NVCC_FLAGS[@]}" $ATTN_GPU_GENCODE -c "$root/$f" -o "$tmp/k.o"
   "$CUOBJDUMP" -sass "$tmp/k.o" > "$tmp/k.sass"
   "$CUOBJDUMP" -res-usage "$tmp/k.o" > "$tmp/k.res" 2>/dev/null || true
   awk '

@@ -15,6 +15,7 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$root/scripts/common.sh"  # ATTN_NVCC_FLAGS
 archs="sm_90a sm_80"
 jobs=2
 fail_on_spill=0
@@ -45,8 +46,7 @@ compile() {  # file arch -> $tmp/<id>.log
   local f="$1" arch="$2" id
   id="$(echo "$f-$arch" | tr '/.' '__')"
   local cc="${arch#sm_}"
-  if ! "$NVCC" -std=c++20 -O3 -DNDEBUG -I"$root/core/include" -I"$root/impls/cuda" \
-      -gencode="arch=compute_${cc},code=${arch}" --expt-relaxed-constexpr -lineinfo \
+  if ! "$NVCC" "${ATTN_NVCC_FLAGS[@]}" -gencode="arch=compute_${cc},code=${arch}" -lineinfo \
       --Werror=all-warnings -Xcompiler=-Wall,-Wextra,-Werror -Xptxas -v \
       -c "$root/$f" -o "$tmp/$id.o" > "$tmp/$id.log" 2>&1; then
     echo "resource_report: $f ($arch) failed to compile:" >&2

@@ -3,7 +3,7 @@
 // accept the graphs (attribute names, types, shapes, strides, the pattern itself).
 //
 // A developer tool, in no CMake target: docs/peers.md has the command that builds it (with
-// -DATTNBENCH_CUDNN_OFFLINE_CHECK, without which this file is empty) from impls/cuda/cudnn/.
+// -DATTNBENCH_CUDNN_OFFLINE_CHECK, without which this file is empty) from impls/cuda/library/cudnn/.
 // It needs cuDNN >= 9.8 (device descriptions) and libcuda.so.1 resolvable: the CUDA toolkit's stub library is enough, since the
 // check stops where cuDNN, having compiled an engine's kernel with NVRTC, tries to load it onto
 // the GPU. A configuration that fails only there (CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER) passed
@@ -15,9 +15,9 @@
 #include <cstring>
 #include <string>
 
-#include "cudnn/graph.hpp"
-#include "cudnn/loader.hpp"
-#include "cudnn/sdpa_graph.hpp"
+#include "library/cudnn/graph.hpp"
+#include "library/cudnn/loader.hpp"
+#include "library/cudnn/sdpa_graph.hpp"
 
 #if CUDNN_VERSION < 90800
 #error "the offline check needs cuDNN >= 9.8 headers (device descriptions)"

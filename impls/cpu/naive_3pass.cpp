@@ -1,5 +1,5 @@
 // cpu.naive_3pass: textbook attention with the N x N matrices materialised, forward and backward.
-// It is the verification baseline of the CPU (ARCHITECTURE.md: "X_naive"), so it rounds every
+// It is the verification baseline of the CPU (docs/architecture.md: "X_naive"), so it rounds every
 // intermediate matrix to the problem's dtype, as a framework's unfused attention would.
 //
 // Forward, per (batch, query head):

@@ -1,3 +1,3 @@
 // cuda.flash_fwd_wgmma compiled as C++ against the CPU emulator of the Hopper primitives
 // (impls/cuda/hopper/emulation/, on top of impls/cuda/mma/emulation/).
-#include "flash_fwd_wgmma.cu"
+#include "hopper/flash_fwd_wgmma.cu"

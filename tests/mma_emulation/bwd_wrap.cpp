@@ -1,2 +1,2 @@
 // cuda.flash_bwd_mma compiled as C++ against the CPU emulator (see fwd_wrap.cpp).
-#include "flash_bwd_mma.cu"
+#include "mma/flash_bwd_mma.cu"

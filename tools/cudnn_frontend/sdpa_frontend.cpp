@@ -1,6 +1,6 @@
 // cuda.cudnn_fe_sdpa — PROTOTYPE, not built by default: cuDNN's fused flash attention through the
 // cudnn-frontend Graph API (`Graph::sdpa`, `Graph::sdpa_backward`), as a candidate replacement for
-// the backend-descriptor code of cuda.cudnn_sdpa (impls/cuda/cudnn_sdpa.cpp, impls/cuda/cudnn/).
+// the backend-descriptor code of cuda.cudnn_sdpa (impls/cuda/library/cudnn_sdpa.cpp, impls/cuda/library/cudnn/).
 // docs/peers.md, "cuDNN through the frontend: the prototype", says what a GPU job must measure
 // before it may replace that code; until then cuda.cudnn_sdpa stays the implementation.
 //
@@ -36,7 +36,7 @@
 #include <cudnn_frontend.h>
 #include <dlfcn.h>
 
-#include "cudnn/loader.hpp"
+#include "library/cudnn/loader.hpp"
 
 // The frontend resolves every cuDNN symbol from this handle (dynamic loading mode).
 namespace cudnn_frontend {
@@ -85,7 +85,7 @@ cudnnHandle_t handle_for_device() {
   auto it = handles.find(dev);
   if (it != handles.end()) return it->second;
   cudnnHandle_t h = nullptr;
-  cudnn::check(cudnn::api().Create(&h), "cudnnCreate", __FILE__, __LINE__);
+  ATTN_CHECK(cudnn::api().Create(&h));
   return handles[dev] = h;
 }
 

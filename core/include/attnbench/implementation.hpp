@@ -40,6 +40,14 @@ struct Support {
 // Run-time tuning knobs (e.g. tile sizes), given per case by the config's "params".
 using Options = std::map<std::string, std::int64_t>;
 
+// options[key], or fallback when options is null or has no such key.
+inline std::int64_t option_or(const Options* options, const std::string& key,
+                              std::int64_t fallback) {
+  if (!options) return fallback;
+  auto it = options->find(key);
+  return it == options->end() ? fallback : it->second;
+}
+
 // Pointers are device pointers for the implementation's device. Tensors use the problem's dtype
 // except lse (float32). `stream` is a cudaStream_t for CUDA implementations, null on the CPU.
 struct FwdArgs {
@@ -55,9 +63,7 @@ struct FwdArgs {
   const Options* options = nullptr;
 
   std::int64_t option(const std::string& key, std::int64_t fallback) const {
-    if (!options) return fallback;
-    auto it = options->find(key);
-    return it == options->end() ? fallback : it->second;
+    return option_or(options, key, fallback);
   }
 };
 
@@ -78,9 +84,7 @@ struct BwdArgs {
   const Options* options = nullptr;
 
   std::int64_t option(const std::string& key, std::int64_t fallback) const {
-    if (!options) return fallback;
-    auto it = options->find(key);
-    return it == options->end() ? fallback : it->second;
+    return option_or(options, key, fallback);
   }
 };
 

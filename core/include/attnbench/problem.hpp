@@ -1,4 +1,4 @@
-// The attention problem every implementation computes (see ARCHITECTURE.md):
+// The attention problem every implementation computes (see docs/architecture.md):
 //   S = scale * Q K^T, P = softmax(S + mask), O = P V, LSE[i] = log sum_j exp(S[i,j]).
 // Layout BSHD, contiguous:
 //   q, o, do, dq : [batch, seq_q,  heads_q,  head_dim]

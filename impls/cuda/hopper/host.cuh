@@ -65,14 +65,14 @@ inline TensorMap make_bshd_map(const void* base, bool bf16, int batch, int seq, 
 // Multiprocessors of the current device (the size of a persistent grid).
 inline int multiprocessors() {
   int dev = 0, sms = 0;
-  ATTN_CUDA_CHECK(cudaGetDevice(&dev));
-  ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  ATTN_CHECK(cudaGetDevice(&dev));
+  ATTN_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   return sms;
 }
 
 // Zeroes `bytes` of device memory on `stream` (a cudaStream_t).
 inline void launch_memset_zero(void* dst, std::size_t bytes, void* stream) {
-  ATTN_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(stream)));
+  ATTN_CHECK(cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(stream)));
 }
 
 // Empty when `kernel` has sm_90a machine code for the current device, else why not.

@@ -1,11 +1,11 @@
-// The mma kernels' side of the static switch (impls/cuda/dispatch.hpp): the element type of each
+// The mma kernels' side of the static switch (common/dispatch.hpp): the element type of each
 // 16-bit dtype, and dispatch_mma, which turns a Problem into a kernel's template arguments.
 // Host-only; included by mma/host.cuh and by its CPU emulation (emulation/mma/host.cuh), so
 // half_t and bfloat_t come from whichever mma/ptx.cuh is in use.
 #pragma once
 
 #include "attnbench/problem.hpp"
-#include "dispatch.hpp"
+#include "common/dispatch.hpp"
 #include "mma/ptx.cuh"
 
 namespace attn_mma {

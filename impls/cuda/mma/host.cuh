@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <string>
 
-#include "check.hpp"
+#include "common/check.hpp"
 #include "mma/dispatch.cuh"
 #include "mma/ptx.cuh"
 
@@ -16,7 +16,7 @@ namespace attn_mma {
 // Lets `kernel` use `bytes` of dynamic shared memory (needed above 48 KiB).
 template <class... KArgs>
 void set_dynamic_smem(void (*kernel)(KArgs...), int bytes) {
-  ATTN_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+  ATTN_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
@@ -39,7 +39,7 @@ template <class... KArgs, class... Args>
 void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, std::size_t smem, void* stream,
             const Args&... args) {
   kernel<<<grid, block, smem, static_cast<cudaStream_t>(stream)>>>(args...);
-  ATTN_CUDA_CHECK(cudaGetLastError());
+  ATTN_CHECK(cudaGetLastError());
 }
 
 }  // namespace attn_mma

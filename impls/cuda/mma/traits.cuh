@@ -12,7 +12,7 @@
 // the (row % 8) swizzle needs 8 chunks per row.
 #pragma once
 
-#include "dispatch.hpp"
+#include "common/dispatch.hpp"
 
 namespace attn_mma {
 

@@ -1,4 +1,4 @@
-// The arithmetic of cuda.ring_attention (impls/cuda/ring_attention.cu), in plain C++ so that the
+// The arithmetic of cuda.ring_attention (impls/cuda/ring/ring_attention.cu), in plain C++ so that the
 // CPU tests (tests/test_ring_plan.cpp) check it against the float64 reference without a GPU:
 //   - the split of a sequence over the ranks: contiguous, or zig-zag (2N chunks, rank r holds
 //     chunks r and 2N-1-r, so every rank has the same causal work);

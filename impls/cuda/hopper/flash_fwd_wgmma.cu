@@ -37,6 +37,7 @@
 // Angle brackets: the CPU emulation build (tests/hopper_emulation) puts its own versions of these
 // headers first on the include path.
 #include <hopper/host.cuh>
+#include <hopper/pipeline.cuh>
 #include <hopper/ptx.cuh>
 #include <hopper/wgmma_ops.cuh>
 
@@ -160,15 +161,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const uint32_t sq = base;
   auto sk = [&](int s) { return base + Sh::kQBytes + s * Sh::kKVBytes; };
   auto sv = [&](int s) { return base + Sh::kQBytes + (S + s) * Sh::kKVBytes; };
+  // The pipelines (hopper/pipeline.cuh), their mbarriers at kBarOffset: q_full, k_full[S],
+  // k_empty[S], v_full[S], v_empty[S], q_empty, tile_full[2], tile_empty[2]. Q holds one tile
+  // (iterations: Q tiles loaded), K and V S stages each (iterations: K/V tiles loaded), the
+  // persistent tile numbers two slots (iterations: tiles taken).
   const uint32_t bars = base + Sh::kBarOffset;
-  const uint32_t q_full = bars;
-  auto k_full = [&](int s) { return bars + 8 * (1 + s); };
-  auto k_empty = [&](int s) { return bars + 8 * (1 + S + s); };
-  auto v_full = [&](int s) { return bars + 8 * (1 + 2 * S + s); };
-  auto v_empty = [&](int s) { return bars + 8 * (1 + 3 * S + s); };
-  const uint32_t q_empty = bars + 8 * (1 + 4 * S);
-  auto tile_full = [&](int i) { return bars + 8 * (2 + 4 * S + i); };
-  auto tile_empty = [&](int i) { return bars + 8 * (4 + 4 * S + i); };
+  const Pipeline<1> q_pipe{bars, bars + 8 * (1 + 4 * S)};
+  const Pipeline<S> k_pipe{bars + 8, bars + 8 * (1 + S)};
+  const Pipeline<S> v_pipe{bars + 8 * (1 + 2 * S), bars + 8 * (1 + 3 * S)};
+  [[maybe_unused]] const Pipeline<2> tile_pipe{bars + 8 * (2 + 4 * S), bars + 8 * (4 + 4 * S)};
   // The persistent producer publishes each tile number in a 2-slot ring of this block's own in
   // global memory, ordered by the tile_full / tile_empty mbarriers (arrive: release, wait:
   // acquire, CTA scope). Not in shared memory: compute-sanitizer's racecheck does not model
@@ -178,17 +179,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
   const int wg = threadIdx.x / 128;
   if (threadIdx.x == 0) {
-    mbar_init(q_full, 1);
-    mbar_init(q_empty, NC);
+    mbar_init(q_pipe.full_of(0), 1);
+    mbar_init(q_pipe.empty_of(0), NC);
     for (int s = 0; s < S; ++s) {
-      mbar_init(k_full(s), 1);
-      mbar_init(v_full(s), 1);
-      mbar_init(k_empty(s), NC);
-      mbar_init(v_empty(s), NC);
+      mbar_init(k_pipe.full_of(s), 1);
+      mbar_init(v_pipe.full_of(s), 1);
+      mbar_init(k_pipe.empty_of(s), NC);
+      mbar_init(v_pipe.empty_of(s), NC);
     }
     for (int i = 0; i < 2; ++i) {
-      mbar_init(tile_full(i), 1);
-      mbar_init(tile_empty(i), NC);
+      mbar_init(tile_pipe.full_of(i), 1);
+      mbar_init(tile_pipe.empty_of(i), NC);
     }
     fence_barrier_init();
   }
@@ -203,10 +204,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         int t;
         if constexpr (kPersistent) {
           // Take a tile and publish it to the consumers through a 2-slot ring.
-          mbar_wait(tile_empty(i % 2), ((i / 2) & 1) ^ 1);
+          tile_pipe.producer_wait(i);
           t = atomic_add_i32(p.tile_counter, 1);
-          tile_slot[i % 2] = t;
-          mbar_arrive(tile_full(i % 2));
+          tile_slot[tile_pipe.stage(i)] = t;
+          tile_pipe.producer_commit(i);
         } else {
           t = i == 0 ? first_tile : p.num_tiles;
         }
@@ -214,24 +215,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         decode(t);
         if (n_tiles == 0) continue;
         const int kvh = h / p.group;
-        mbar_wait(q_empty, (q_it & 1) ^ 1);  // both consumers are done with the last tile's Q
-        mbar_arrive_expect_tx(q_full, Sh::kQBytes);
+        // Both consumers are done with the last tile's Q.
+        const uint32_t q_full = q_pipe.producer_acquire(q_it, Sh::kQBytes);
         for (int w = 0; w < NC; ++w)
           for (int pn = 0; pn < Sh::kPanels; ++pn)
             tma_load_4d(sq + w * Sh::kQWgBytes + pn * 64 * 128, &tq, q_full, 64 * pn, h,
                         m0 + 64 * w, b);
         ++q_it;
         for (int j = 0; j < n_tiles; ++j, ++kv_it) {
-          const int s = kv_it % S;
-          const uint32_t ph = (kv_it / S) & 1;
-          mbar_wait(k_empty(s), ph ^ 1);
-          mbar_arrive_expect_tx(k_full(s), Sh::kKVBytes);
+          const int s = k_pipe.stage(kv_it);
+          const uint32_t k_full = k_pipe.producer_acquire(kv_it, Sh::kKVBytes);
           for (int pn = 0; pn < Sh::kPanels; ++pn)
-            tma_load_4d(sk(s) + pn * Sh::kKVPanelBytes, &tk, k_full(s), 64 * pn, kvh, j * BN, b);
-          mbar_wait(v_empty(s), ph ^ 1);
-          mbar_arrive_expect_tx(v_full(s), Sh::kKVBytes);
+            tma_load_4d(sk(s) + pn * Sh::kKVPanelBytes, &tk, k_full, 64 * pn, kvh, j * BN, b);
+          const uint32_t v_full = v_pipe.producer_acquire(kv_it, Sh::kKVBytes);
           for (int pn = 0; pn < Sh::kPanels; ++pn)
-            tma_load_4d(sv(s) + pn * Sh::kKVPanelBytes, &tv, v_full(s), 64 * pn, kvh, j * BN, b);
+            tma_load_4d(sv(s) + pn * Sh::kKVPanelBytes, &tv, v_full, 64 * pn, kvh, j * BN, b);
         }
       }
     }
@@ -356,10 +354,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   for (int i = 0;; ++i) {
     int t;
     if constexpr (kPersistent) {
-      mbar_wait(tile_full(i % 2), (i / 2) & 1);
-      t = tile_slot[i % 2];
+      tile_pipe.consumer_wait(i);
+      t = tile_slot[tile_pipe.stage(i)];
       named_bar_sync(1 + c, 128);  // the whole warpgroup has read the slot before it is freed
-      if (signals) mbar_arrive(tile_empty(i % 2));
+      if (signals) tile_pipe.consumer_release(i);
     } else {
       t = i == 0 ? first_tile : p.num_tiles;
     }
@@ -373,24 +371,24 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     row_sum[0] = row_sum[1] = 0.f;
 
     if (n_tiles > 0) {
-      auto stage = [&](int j) { return (kv_it + j) % S; };
-      auto phase = [&](int j) { return static_cast<uint32_t>(((kv_it + j) / S) & 1); };
-      mbar_wait(q_full, q_it & 1);
-      mbar_wait(k_full(stage(0)), phase(0));
+      // K/V tile j of this query tile is the pipelines' iteration kv_it + j.
+      auto stage = [&](int j) { return k_pipe.stage(kv_it + j); };
+      q_pipe.consumer_wait(q_it);
+      k_pipe.consumer_wait(kv_it);
       wgmma_fence();
       gemm_qk(stage(0));
       wgmma_commit();
       wgmma_wait<0>();
       fence_regs(s);
-      if (signals) mbar_arrive(k_empty(stage(0)));
-      if (signals && n_tiles == 1) mbar_arrive(q_empty);  // the tile's last Q K^T is done
+      if (signals) k_pipe.consumer_release(kv_it);
+      if (signals && n_tiles == 1) q_pipe.consumer_release(q_it);  // the last Q K^T is done
       mask(0);
       float alpha[2];
       softmax(alpha);
       to_p();
       for (int j = 1; j < n_tiles; ++j) {
         const int st = stage(j), sp = stage(j - 1);
-        mbar_wait(k_full(st), phase(j));
+        k_pipe.consumer_wait(kv_it + j);
         fence_regs(s);
         fence_regs(o);
         fence_regs(pa);
@@ -399,26 +397,26 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         gemm_qk(st);
         wgmma_commit();
         if constexpr (Sh::kRescaleEarly) rescale(alpha);  // alpha of tile j-1, under S_j
-        mbar_wait(v_full(sp), phase(j - 1));
+        v_pipe.consumer_wait(kv_it + (j - 1));
         wgmma_fence();
         gemm_pv(sp);
         wgmma_commit();
         pass_turn();
         wgmma_wait<1>();  // S_j has landed; P_{j-1} V_{j-1} may still run
         fence_regs(s);
-        if (signals) mbar_arrive(k_empty(st));
-        if (signals && j == n_tiles - 1) mbar_arrive(q_empty);
+        if (signals) k_pipe.consumer_release(kv_it + j);
+        if (signals && j == n_tiles - 1) q_pipe.consumer_release(q_it);
         mask(j);
         softmax(alpha);
         wgmma_wait<0>();
         fence_regs(o);
-        if (signals) mbar_arrive(v_empty(sp));
+        if (signals) v_pipe.consumer_release(kv_it + (j - 1));
         if constexpr (!Sh::kRescaleEarly) rescale(alpha);
         to_p();
       }
       if constexpr (Sh::kRescaleEarly) rescale(alpha);
       const int sl = stage(n_tiles - 1);
-      mbar_wait(v_full(sl), phase(n_tiles - 1));
+      v_pipe.consumer_wait(kv_it + (n_tiles - 1));
       fence_regs(o);
       fence_regs(pa);
       wgmma_fence();
@@ -426,7 +424,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       wgmma_commit();
       wgmma_wait<0>();
       fence_regs(o);
-      if (signals) mbar_arrive(v_empty(sl));
+      if (signals) v_pipe.consumer_release(kv_it + (n_tiles - 1));
       kv_it += n_tiles;
       ++q_it;
     }
@@ -498,51 +496,32 @@ using attnbench::Pass;
 using attnbench::Problem;
 using attnbench::Support;
 
-// The padded tile width of a head_dim: the next of 64, 128, 256.
-constexpr int padded_head_dim(int d) {
-  return d <= 64 ? 64 : d <= 128 ? 128 : 256;
-}
+// The head_dim tiles (a head_dim runs in the smallest that holds it, zero-padded).
+using FwdHeadDims = attnbench::cuda::HeadDims<64, 128, 256>;
 
-// f(kernel, Cfg{}) for the problem's (dtype, padded head_dim, causal) and the persistent option.
+// f(kernel, Cfg{}) for the problem's (dtype, head_dim tile, causal) and the persistent option:
+// the one static switch (common/dispatch.hpp) over the mma family's element types.
 template <class F>
 void dispatch(const Problem& pr, bool persistent, F&& f) {
+  using attnbench::cuda::dispatch_bool;
   attn_mma::dispatch_dtype(pr.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    auto with_d = [&](auto d) {
-      constexpr int D = decltype(d)::value;
-      auto with_c = [&](auto causal) {
+    FwdHeadDims::dispatch(pr.head_dim, [&](auto d) {
+      dispatch_bool(pr.causal, [&](auto causal) {
         constexpr bool C = decltype(causal)::value;
-        using Cfg = typename fwd_wgmma::FwdTile<D, C>::type;
-        if (persistent)
-          f(flash_fwd_wgmma_kernel<T, Cfg, C, true>, Cfg{});
-        else
-          f(flash_fwd_wgmma_kernel<T, Cfg, C, false>, Cfg{});
-      };
-      if (pr.causal)
-        with_c(std::true_type{});
-      else
-        with_c(std::false_type{});
-    };
-    switch (padded_head_dim(pr.head_dim)) {
-      case 64:
-        with_d(std::integral_constant<int, 64>{});
-        break;
-      case 128:
-        with_d(std::integral_constant<int, 128>{});
-        break;
-      default:
-        with_d(std::integral_constant<int, 256>{});
-        break;
-    }
+        using Cfg = typename fwd_wgmma::FwdTile<decltype(d)::value, C>::type;
+        dispatch_bool(persistent, [&](auto pers) {
+          f(flash_fwd_wgmma_kernel<T, Cfg, C, decltype(pers)::value>, Cfg{});
+        });
+      });
+    });
   });
 }
 
 // The "persistent" option: 0 (default) launches a block per tile; 1 a block per SM taking tiles
 // from a counter in the workspace (docs/tuning_flash_wgmma.md: not yet timed on the H200).
 bool persistent_option(const Options* o) {
-  if (!o) return false;
-  const auto it = o->find("persistent");
-  return it != o->end() && it->second != 0;
+  return attnbench::option_or(o, "persistent", 0) != 0;
 }
 
 class FlashFwdWgmma final : public attnbench::Implementation {
@@ -556,7 +535,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
     Capabilities c;
     c.dtypes = {DType::f16, DType::bf16};
     c.min_head_dim = 8;
-    c.max_head_dim = 256;
+    c.max_head_dim = FwdHeadDims::kMax;
     c.head_dim_multiple = 8;
     c.causal = true;
     c.gqa = true;

@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cudnn/graph.hpp"
+#include "library/cudnn/graph.hpp"
 
 namespace attnbench::cudnn {
 

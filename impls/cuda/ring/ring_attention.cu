@@ -46,36 +46,25 @@
 #endif
 
 #include "attnbench/implementation.hpp"
-#include "check.hpp"
+#include "common/device.cuh"
 #include "ring/ring_plan.hpp"
 
 namespace attnbench::cuda {
+
+#ifdef ATTNBENCH_HAVE_NCCL
+// For ATTN_CHECK on NCCL calls (outside the unnamed namespace: the macro's qualified lookup of
+// call_error stops at the overloads declared in attnbench::cuda itself).
+inline std::string call_error(ncclResult_t r) {
+  return r == ncclSuccess ? std::string() : std::string("NCCL: ") + ncclGetErrorString(r);
+}
+#endif
+
 namespace {
 
 using ring::BlockMask;
 using ring::Span;
 
-#ifdef ATTNBENCH_HAVE_NCCL
-inline std::string nccl_error(ncclResult_t r) {
-  return r == ncclSuccess ? std::string() : std::string("NCCL: ") + ncclGetErrorString(r);
-}
-#define ATTN_NCCL_CHECK(call)                                                       \
-  do {                                                                              \
-    if (const std::string attn_msg_ = nccl_error(call); !attn_msg_.empty())         \
-      ::attnbench::cuda::throw_call_error(__FILE__, __LINE__, #call, attn_msg_);    \
-  } while (0)
-#endif
-
 // ---- Kernels: the merge, accumulation and conversion -------------------------------------------
-
-template <class T>
-__device__ inline float to_f(T x) {
-  return static_cast<float>(x);
-}
-template <class T>
-__device__ inline T from_f(float x) {
-  return static_cast<T>(x);
-}
 
 // o_acc [b, len, h, d] float32, lse_acc [b, h, len]; one thread per (b, i, h) row.
 template <class T>
@@ -91,7 +80,7 @@ __global__ void merge_kernel(float* o_acc, float* lse_acc, const T* o_part, cons
     const ring::MergeWeights<float> w = ring::lse_merge(lse_acc[l], lse_part[l]);
     float* o = o_acc + r * d;
     const T* p = o_part + r * d;
-    for (int c = 0; c < d; ++c) o[c] = w.a * o[c] + w.b * to_f(p[c]);
+    for (int c = 0; c < d; ++c) o[c] = w.a * o[c] + w.b * to_float(p[c]);
     lse_acc[l] = w.lse;
   }
 }
@@ -100,14 +89,14 @@ template <class T>
 __global__ void accumulate_kernel(float* acc, const T* part, std::int64_t n) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-    acc[i] += to_f(part[i]);
+    acc[i] += to_float(part[i]);
 }
 
 template <class T>
 __global__ void convert_kernel(T* out, const float* in, std::int64_t n) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-    out[i] = from_f<T>(in[i]);
+    out[i] = from_float<T>(in[i]);
 }
 
 __global__ void fill_kernel(float* p, float v, std::int64_t n) {
@@ -125,7 +114,7 @@ struct DevBuf {
   int dev = 0;
   void alloc(int device, std::size_t bytes) {
     dev = device;
-    ATTN_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(bytes, 16)));
+    ATTN_CHECK(cudaMalloc(&p, std::max<std::size_t>(bytes, 16)));
   }
   ~DevBuf() {
     if (p) {
@@ -244,10 +233,10 @@ void copy_rows(void* dst, const void* src, const Problem& p, int seq, int heads,
   const std::size_t pitch = row * seq;
   if (to_chunk) {
     const char* from = static_cast<const char*>(src) + row * s.begin;
-    ATTN_CUDA_CHECK(cudaMemcpy2DAsync(dst, width, from, pitch, width, p.batch, cudaMemcpyDefault, st));
+    ATTN_CHECK(cudaMemcpy2DAsync(dst, width, from, pitch, width, p.batch, cudaMemcpyDefault, st));
   } else {
     char* to = static_cast<char*>(dst) + row * s.begin;
-    ATTN_CUDA_CHECK(cudaMemcpy2DAsync(to, pitch, src, width, width, p.batch, cudaMemcpyDefault, st));
+    ATTN_CHECK(cudaMemcpy2DAsync(to, pitch, src, width, width, p.batch, cudaMemcpyDefault, st));
   }
 }
 
@@ -258,18 +247,9 @@ void copy_lse(float* dst, const float* src, const Problem& p, const Span& s, boo
   const std::size_t pitch = sizeof(float) * p.seq_q;
   const std::size_t rows = static_cast<std::size_t>(p.batch) * p.heads_q;
   if (to_chunk) {
-    ATTN_CUDA_CHECK(cudaMemcpy2DAsync(dst, width, src + s.begin, pitch, width, rows, cudaMemcpyDefault, st));
+    ATTN_CHECK(cudaMemcpy2DAsync(dst, width, src + s.begin, pitch, width, rows, cudaMemcpyDefault, st));
   } else {
-    ATTN_CUDA_CHECK(cudaMemcpy2DAsync(dst + s.begin, pitch, src, width, width, rows, cudaMemcpyDefault, st));
-  }
-}
-
-template <class F>
-void with_dtype(DType t, F&& f) {
-  switch (t) {
-    case DType::f32: f(float{}); break;
-    case DType::f16: f(__half{}); break;
-    case DType::bf16: f(__nv_bfloat16{}); break;
+    ATTN_CHECK(cudaMemcpy2DAsync(dst + s.begin, pitch, src, width, width, rows, cudaMemcpyDefault, st));
   }
 }
 
@@ -361,7 +341,7 @@ class RingAttention final : public Implementation {
       if (st->local_bwd) st->ws_bytes = std::max(st->ws_bytes, st->local_bwd->workspace_bytes(sub, Pass::bwd, none));
     });
     int caller = 0;
-    ATTN_CUDA_CHECK(cudaGetDevice(&caller));
+    ATTN_CHECK(cudaGetDevice(&caller));
     const auto qs = ring::split_sequence(p.seq_q, ranks, zigzag);
     const auto ks = ring::split_sequence(p.seq_kv, ranks, zigzag);
     const std::size_t es = dtype_size(p.dtype);
@@ -372,17 +352,17 @@ class RingAttention final : public Implementation {
       rk->dev = r;
       rk->q_spans = qs[r];
       rk->k_spans = ks[r];
-      ATTN_CUDA_CHECK(cudaSetDevice(r));
+      ATTN_CHECK(cudaSetDevice(r));
       for (int peer = 0; peer < ranks; ++peer) {
         int can = 0;
         if (peer != r && cudaDeviceCanAccessPeer(&can, r, peer) == cudaSuccess && can) {
           if (cudaDeviceEnablePeerAccess(peer, 0) != cudaSuccess) cudaGetLastError();  // already on
         }
       }
-      ATTN_CUDA_CHECK(cudaStreamCreateWithFlags(&rk->compute, cudaStreamNonBlocking));
-      ATTN_CUDA_CHECK(cudaStreamCreateWithFlags(&rk->comm, cudaStreamNonBlocking));
+      ATTN_CHECK(cudaStreamCreateWithFlags(&rk->compute, cudaStreamNonBlocking));
+      ATTN_CHECK(cudaStreamCreateWithFlags(&rk->comm, cudaStreamNonBlocking));
       for (cudaEvent_t* e : {&rk->ev_compute, &rk->ev_kv, &rk->ev_dkv, &rk->ev_done})
-        ATTN_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+        ATTN_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
       const std::size_t qe = static_cast<std::size_t>(st->q_chunk_elems());
       const std::size_t ke = static_cast<std::size_t>(st->k_chunk_elems());
       const std::size_t le = static_cast<std::size_t>(st->lse_chunk_elems());
@@ -420,27 +400,27 @@ class RingAttention final : public Implementation {
       std::vector<int> devs(static_cast<std::size_t>(ranks));
       for (int r = 0; r < ranks; ++r) devs[r] = r;
       st->comms.resize(devs.size());
-      ATTN_NCCL_CHECK(ncclCommInitAll(st->comms.data(), ranks, devs.data()));
+      ATTN_CHECK(ncclCommInitAll(st->comms.data(), ranks, devs.data()));
     }
 #endif
-    ATTN_CUDA_CHECK(cudaSetDevice(caller));
+    ATTN_CHECK(cudaSetDevice(caller));
     state_ = std::move(st);
   }
 
   void forward(const FwdArgs& a) const override {
     State& st = checked_state(a.p, true);
     int caller = 0;
-    ATTN_CUDA_CHECK(cudaGetDevice(&caller));
-    with_dtype(a.p.dtype, [&](auto tag) { run_forward<decltype(tag)>(st, a, caller); });
-    ATTN_CUDA_CHECK(cudaSetDevice(caller));
+    ATTN_CHECK(cudaGetDevice(&caller));
+    dispatch_dtype(a.p.dtype, [&](auto e) { run_forward<typename decltype(e)::type>(st, a, caller); });
+    ATTN_CHECK(cudaSetDevice(caller));
   }
 
   void backward(const BwdArgs& a) const override {
     State& st = checked_state(a.p, false);
     int caller = 0;
-    ATTN_CUDA_CHECK(cudaGetDevice(&caller));
-    with_dtype(a.p.dtype, [&](auto tag) { run_backward<decltype(tag)>(st, a, caller); });
-    ATTN_CUDA_CHECK(cudaSetDevice(caller));
+    ATTN_CHECK(cudaGetDevice(&caller));
+    dispatch_dtype(a.p.dtype, [&](auto e) { run_backward<typename decltype(e)::type>(st, a, caller); });
+    ATTN_CHECK(cudaSetDevice(caller));
   }
 
  private:
@@ -455,27 +435,27 @@ class RingAttention final : public Implementation {
 
   // Every rank's streams wait for the caller's stream (the inputs are there).
   static void fork_from(State& st, cudaStream_t caller_stream, int caller) {
-    ATTN_CUDA_CHECK(cudaSetDevice(caller));
+    ATTN_CHECK(cudaSetDevice(caller));
     cudaEvent_t start = nullptr;
-    ATTN_CUDA_CHECK(cudaEventCreateWithFlags(&start, cudaEventDisableTiming));
-    ATTN_CUDA_CHECK(cudaEventRecord(start, caller_stream));
+    ATTN_CHECK(cudaEventCreateWithFlags(&start, cudaEventDisableTiming));
+    ATTN_CHECK(cudaEventRecord(start, caller_stream));
     for (auto& rk : st.rank) {
-      ATTN_CUDA_CHECK(cudaSetDevice(rk->dev));
-      ATTN_CUDA_CHECK(cudaStreamWaitEvent(rk->compute, start, 0));
-      ATTN_CUDA_CHECK(cudaStreamWaitEvent(rk->comm, start, 0));
+      ATTN_CHECK(cudaSetDevice(rk->dev));
+      ATTN_CHECK(cudaStreamWaitEvent(rk->compute, start, 0));
+      ATTN_CHECK(cudaStreamWaitEvent(rk->comm, start, 0));
     }
-    ATTN_CUDA_CHECK(cudaSetDevice(caller));
-    ATTN_CUDA_CHECK(cudaEventDestroy(start));  // released once the waits are done
+    ATTN_CHECK(cudaSetDevice(caller));
+    ATTN_CHECK(cudaEventDestroy(start));  // released once the waits are done
   }
 
   // The caller's stream waits for every rank.
   static void join_into(State& st, cudaStream_t caller_stream, int caller) {
     for (auto& rk : st.rank) {
-      ATTN_CUDA_CHECK(cudaSetDevice(rk->dev));
-      ATTN_CUDA_CHECK(cudaEventRecord(rk->ev_done, rk->compute));
+      ATTN_CHECK(cudaSetDevice(rk->dev));
+      ATTN_CHECK(cudaEventRecord(rk->ev_done, rk->compute));
     }
-    ATTN_CUDA_CHECK(cudaSetDevice(caller));
-    for (auto& rk : st.rank) ATTN_CUDA_CHECK(cudaStreamWaitEvent(caller_stream, rk->ev_done, 0));
+    ATTN_CHECK(cudaSetDevice(caller));
+    for (auto& rk : st.rank) ATTN_CHECK(cudaStreamWaitEvent(caller_stream, rk->ev_done, 0));
   }
 
   // One exchange round the ring: every rank sends `bytes` of send_buf(rank) to r+1 and receives
@@ -485,19 +465,19 @@ class RingAttention final : public Implementation {
   static void exchange(State& st, std::size_t bytes, Send send_buf, Recv recv_buf, cudaEvent_t Rank::*done) {
 #ifdef ATTNBENCH_HAVE_NCCL
     for (auto& rk : st.rank) {
-      ATTN_CUDA_CHECK(cudaSetDevice(rk->dev));
-      ATTN_CUDA_CHECK(cudaStreamWaitEvent(rk->comm, rk->ev_compute, 0));
+      ATTN_CHECK(cudaSetDevice(rk->dev));
+      ATTN_CHECK(cudaStreamWaitEvent(rk->comm, rk->ev_compute, 0));
     }
-    ATTN_NCCL_CHECK(ncclGroupStart());
+    ATTN_CHECK(ncclGroupStart());
     for (int r = 0; r < st.ranks; ++r) {
       Rank& rk = *st.rank[r];
-      ATTN_NCCL_CHECK(ncclSend(send_buf(rk), bytes, ncclUint8, ring::send_peer(r, st.ranks), st.comms[r], rk.comm));
-      ATTN_NCCL_CHECK(ncclRecv(recv_buf(rk), bytes, ncclUint8, ring::recv_peer(r, st.ranks), st.comms[r], rk.comm));
+      ATTN_CHECK(ncclSend(send_buf(rk), bytes, ncclUint8, ring::send_peer(r, st.ranks), st.comms[r], rk.comm));
+      ATTN_CHECK(ncclRecv(recv_buf(rk), bytes, ncclUint8, ring::recv_peer(r, st.ranks), st.comms[r], rk.comm));
     }
-    ATTN_NCCL_CHECK(ncclGroupEnd());
+    ATTN_CHECK(ncclGroupEnd());
     for (auto& rk : st.rank) {
-      ATTN_CUDA_CHECK(cudaSetDevice(rk->dev));
-      ATTN_CUDA_CHECK(cudaEventRecord((*rk).*done, rk->comm));
+      ATTN_CHECK(cudaSetDevice(rk->dev));
+      ATTN_CHECK(cudaEventRecord((*rk).*done, rk->comm));
     }
 #else
     (void)st, (void)bytes, (void)send_buf, (void)recv_buf, (void)done;
@@ -513,17 +493,17 @@ class RingAttention final : public Implementation {
     const std::size_t kv_bytes = static_cast<std::size_t>(2 * st.chunks * ke) * sizeof(T);
     fork_from(st, cs, caller);
     for (auto& rk : st.rank) {
-      ATTN_CUDA_CHECK(cudaSetDevice(rk->dev));
+      ATTN_CHECK(cudaSetDevice(rk->dev));
       for (int c = 0; c < static_cast<int>(rk->q_spans.size()); ++c)
         copy_rows(rk->q.as<T>(c * qe), a.q, p, p.seq_q, p.heads_q, rk->q_spans[c], true, rk->compute);
       for (int c = 0; c < static_cast<int>(rk->k_spans.size()); ++c) {
         copy_rows(rk->kv[0].as<T>(c * ke), a.k, p, p.seq_kv, p.heads_kv, rk->k_spans[c], true, rk->compute);
         copy_rows(rk->kv[0].as<T>((st.chunks + c) * ke), a.v, p, p.seq_kv, p.heads_kv, rk->k_spans[c], true, rk->compute);
       }
-      ATTN_CUDA_CHECK(cudaMemsetAsync(rk->o_acc.p, 0, static_cast<std::size_t>(st.chunks * qe) * sizeof(float), rk->compute));
+      ATTN_CHECK(cudaMemsetAsync(rk->o_acc.p, 0, static_cast<std::size_t>(st.chunks * qe) * sizeof(float), rk->compute));
       fill_kernel<<<grid_for(st.chunks * le), 256, 0, rk->compute>>>(rk->lse_acc.as<float>(), -INFINITY, st.chunks * le);
-      ATTN_CUDA_CHECK(cudaGetLastError());
-      ATTN_CUDA_CHECK(cudaEventRecord(rk->ev_compute, rk->compute));  // kv[0] is in place
+      ATTN_CHECK(cudaGetLastError());
+      ATTN_CHECK(cudaEventRecord(rk->ev_compute, rk->compute));  // kv[0] is in place
     }
     const auto ks = ring::split_sequence(p.seq_kv, st.ranks, st.zigzag);
     const Options none;
@@ -533,8 +513,8 @@ class RingAttention final : public Implementation {
       // event's latest record).
       if (s > 0) {
         for (auto& rk : st.rank) {
-          ATTN_CUDA_CHECK(cudaSetDevice(rk->dev));
-          ATTN_CUDA_CHECK(cudaStreamWaitEvent(rk->compute, rk->ev_kv, 0));
+          ATTN_CHECK(cudaSetDevice(rk->dev));
+          ATTN_CHECK(cudaStreamWaitEvent(rk->compute, rk->ev_kv, 0));
         }
       }
       // Step s+1's K/V travel while step s computes. kv[nxt] was read by step s-1's kernels, which
@@ -545,7 +525,7 @@ class RingAttention final : public Implementation {
       }
       for (int r = 0; r < st.ranks; ++r) {
         Rank& rk = *st.rank[r];
-        ATTN_CUDA_CHECK(cudaSetDevice(rk.dev));
+        ATTN_CHECK(cudaSetDevice(rk.dev));
         const auto& kspans = ks[ring::kv_owner(r, s, st.ranks)];
         for (int qc = 0; qc < static_cast<int>(rk.q_spans.size()); ++qc) {
           const Span& qspan = rk.q_spans[qc];
@@ -567,19 +547,19 @@ class RingAttention final : public Implementation {
             merge_kernel<T><<<grid_for(static_cast<std::int64_t>(p.batch) * qspan.size() * p.heads_q), 256, 0, rk.compute>>>(
                 rk.o_acc.as<float>(qc * qe), rk.lse_acc.as<float>(qc * le), rk.o_part.as<T>(), rk.lse_part.as<float>(),
                 p.batch, qspan.size(), p.heads_q, p.head_dim);
-            ATTN_CUDA_CHECK(cudaGetLastError());
+            ATTN_CHECK(cudaGetLastError());
           }
         }
-        ATTN_CUDA_CHECK(cudaEventRecord(rk.ev_compute, rk.compute));
+        ATTN_CHECK(cudaEventRecord(rk.ev_compute, rk.compute));
       }
     }
     // Gather: O in the problem's dtype and the LSE into the caller's buffers.
     for (auto& rk : st.rank) {
-      ATTN_CUDA_CHECK(cudaSetDevice(rk->dev));
+      ATTN_CHECK(cudaSetDevice(rk->dev));
       for (int c = 0; c < static_cast<int>(rk->q_spans.size()); ++c) {
         const std::int64_t n = static_cast<std::int64_t>(p.batch) * rk->q_spans[c].size() * p.heads_q * p.head_dim;
         convert_kernel<T><<<grid_for(n), 256, 0, rk->compute>>>(rk->out.as<T>(c * qe), rk->o_acc.as<float>(c * qe), n);
-        ATTN_CUDA_CHECK(cudaGetLastError());
+        ATTN_CHECK(cudaGetLastError());
         copy_rows(a.o, rk->out.as<T>(c * qe), p, p.seq_q, p.heads_q, rk->q_spans[c], false, rk->compute);
         copy_lse(a.lse, rk->lse_acc.as<float>(c * le), p, rk->q_spans[c], false, rk->compute);
       }
@@ -596,7 +576,7 @@ class RingAttention final : public Implementation {
     const std::size_t dkv_bytes = static_cast<std::size_t>(2 * st.chunks * ke) * sizeof(float);
     fork_from(st, cs, caller);
     for (auto& rk : st.rank) {
-      ATTN_CUDA_CHECK(cudaSetDevice(rk->dev));
+      ATTN_CHECK(cudaSetDevice(rk->dev));
       for (int c = 0; c < static_cast<int>(rk->q_spans.size()); ++c) {
         const Span& s = rk->q_spans[c];
         copy_rows(rk->q.as<T>(c * qe), a.q, p, p.seq_q, p.heads_q, s, true, rk->compute);
@@ -608,9 +588,9 @@ class RingAttention final : public Implementation {
         copy_rows(rk->kv[0].as<T>(c * ke), a.k, p, p.seq_kv, p.heads_kv, rk->k_spans[c], true, rk->compute);
         copy_rows(rk->kv[0].as<T>((st.chunks + c) * ke), a.v, p, p.seq_kv, p.heads_kv, rk->k_spans[c], true, rk->compute);
       }
-      ATTN_CUDA_CHECK(cudaMemsetAsync(rk->dq_acc.p, 0, static_cast<std::size_t>(st.chunks * qe) * sizeof(float), rk->compute));
-      ATTN_CUDA_CHECK(cudaMemsetAsync(rk->dkv[0].p, 0, dkv_bytes, rk->compute));
-      ATTN_CUDA_CHECK(cudaEventRecord(rk->ev_compute, rk->compute));
+      ATTN_CHECK(cudaMemsetAsync(rk->dq_acc.p, 0, static_cast<std::size_t>(st.chunks * qe) * sizeof(float), rk->compute));
+      ATTN_CHECK(cudaMemsetAsync(rk->dkv[0].p, 0, dkv_bytes, rk->compute));
+      ATTN_CHECK(cudaEventRecord(rk->ev_compute, rk->compute));
     }
     const auto ks = ring::split_sequence(p.seq_kv, st.ranks, st.zigzag);
     const Options none;
@@ -618,9 +598,9 @@ class RingAttention final : public Implementation {
       const int cur = s % 2, nxt = 1 - cur;
       if (s > 0) {  // step s-1's exchanges: the K/V of step s and their dK/dV accumulators
         for (auto& rk : st.rank) {
-          ATTN_CUDA_CHECK(cudaSetDevice(rk->dev));
-          ATTN_CUDA_CHECK(cudaStreamWaitEvent(rk->compute, rk->ev_kv, 0));
-          ATTN_CUDA_CHECK(cudaStreamWaitEvent(rk->compute, rk->ev_dkv, 0));
+          ATTN_CHECK(cudaSetDevice(rk->dev));
+          ATTN_CHECK(cudaStreamWaitEvent(rk->compute, rk->ev_kv, 0));
+          ATTN_CHECK(cudaStreamWaitEvent(rk->compute, rk->ev_dkv, 0));
         }
       }
       if (s + 1 < st.ranks) {
@@ -629,7 +609,7 @@ class RingAttention final : public Implementation {
       }
       for (int r = 0; r < st.ranks; ++r) {
         Rank& rk = *st.rank[r];
-        ATTN_CUDA_CHECK(cudaSetDevice(rk.dev));
+        ATTN_CHECK(cudaSetDevice(rk.dev));
         const auto& kspans = ks[ring::kv_owner(r, s, st.ranks)];
         for (int qc = 0; qc < static_cast<int>(rk.q_spans.size()); ++qc) {
           const Span& qspan = rk.q_spans[qc];
@@ -658,10 +638,10 @@ class RingAttention final : public Implementation {
             accumulate_kernel<T><<<grid_for(nk), 256, 0, rk.compute>>>(rk.dkv[cur].as<float>(kc * ke), rk.dk_part.as<T>(), nk);
             accumulate_kernel<T><<<grid_for(nk), 256, 0, rk.compute>>>(rk.dkv[cur].as<float>((st.chunks + kc) * ke),
                                                                      rk.dv_part.as<T>(), nk);
-            ATTN_CUDA_CHECK(cudaGetLastError());
+            ATTN_CHECK(cudaGetLastError());
           }
         }
-        ATTN_CUDA_CHECK(cudaEventRecord(rk.ev_compute, rk.compute));
+        ATTN_CHECK(cudaEventRecord(rk.ev_compute, rk.compute));
       }
       // The dK/dV accumulators move on after this step's kernels (not hidden); after the N-th
       // exchange each is home.
@@ -672,12 +652,12 @@ class RingAttention final : public Implementation {
     }
     const int home = st.ranks == 1 ? 0 : st.ranks % 2;
     for (auto& rk : st.rank) {
-      ATTN_CUDA_CHECK(cudaSetDevice(rk->dev));
-      if (st.ranks > 1) ATTN_CUDA_CHECK(cudaStreamWaitEvent(rk->compute, rk->ev_dkv, 0));
+      ATTN_CHECK(cudaSetDevice(rk->dev));
+      if (st.ranks > 1) ATTN_CHECK(cudaStreamWaitEvent(rk->compute, rk->ev_dkv, 0));
       for (int c = 0; c < static_cast<int>(rk->q_spans.size()); ++c) {
         const std::int64_t n = static_cast<std::int64_t>(p.batch) * rk->q_spans[c].size() * p.heads_q * p.head_dim;
         convert_kernel<T><<<grid_for(n), 256, 0, rk->compute>>>(rk->out.as<T>(c * qe), rk->dq_acc.as<float>(c * qe), n);
-        ATTN_CUDA_CHECK(cudaGetLastError());
+        ATTN_CHECK(cudaGetLastError());
         copy_rows(a.dq, rk->out.as<T>(c * qe), p, p.seq_q, p.heads_q, rk->q_spans[c], false, rk->compute);
       }
       // The out buffer is reused: the dQ copies above are on the same stream, so they finish first.
@@ -686,7 +666,7 @@ class RingAttention final : public Implementation {
         convert_kernel<T><<<grid_for(n), 256, 0, rk->compute>>>(rk->out.as<T>(c * ke), rk->dkv[home].as<float>(c * ke), n);
         convert_kernel<T><<<grid_for(n), 256, 0, rk->compute>>>(rk->out.as<T>((st.chunks + c) * ke),
                                                                rk->dkv[home].as<float>((st.chunks + c) * ke), n);
-        ATTN_CUDA_CHECK(cudaGetLastError());
+        ATTN_CHECK(cudaGetLastError());
         copy_rows(a.dk, rk->out.as<T>(c * ke), p, p.seq_kv, p.heads_kv, rk->k_spans[c], false, rk->compute);
         copy_rows(a.dv, rk->out.as<T>((st.chunks + c) * ke), p, p.seq_kv, p.heads_kv, rk->k_spans[c], false, rk->compute);
       }

@@ -18,7 +18,7 @@
 // Passes over HBM: K, V read once; Q, dO, LSE, D read once per key tile (Skv/Bc times); dQ
 // accumulated Skv/Bc times (atomics, L2); dK, dV written once. Nothing of size seq² is stored.
 // Extra memory: B·Sq·Hq·D floats (dQ accumulator) + B·Hq·Sq floats (D); GQA adds 2·B·Skv·Hq·D
-// floats of partials. Tiles per head_dim bucket: CcBwdTile in common.cuh (Bc 64/64/64/32, Br
+// floats of partials. Tiles per head_dim bucket: CcBwdTile in tiles.cuh (Bc 64/64/64/32, Br
 // 64/64/32/32 for D 32/64/128/256); shared memory 72–143 KB per block.
 // Limits: head_dim 1..256 (padded to the bucket), batch and heads_q <= 65535.
 #include <limits>
@@ -26,7 +26,7 @@
 #include <set>
 #include <string>
 
-#include "common.cuh"
+#include "cuda_core/tiles.cuh"
 
 namespace attnbench::cuda {
 namespace {
@@ -227,7 +227,7 @@ void configure(const KernelInfo& k) {
   static std::set<const void*> done;
   const std::lock_guard<std::mutex> lock(mu);
   if (done.count(reinterpret_cast<const void*>(k.fn))) return;
-  ATTN_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.fn),
+  ATTN_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.fn),
                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(k.smem)));
   done.insert(reinterpret_cast<const void*>(k.fn));
@@ -248,7 +248,7 @@ void run_backward(const BwdArgs& a, const KernelInfo& k) {
   float* part_k = partial ? ws.take<float>(partial_elems(p)) : nullptr;
   float* part_v = partial ? ws.take<float>(partial_elems(p)) : nullptr;
 
-  ATTN_CUDA_CHECK(
+  ATTN_CHECK(
       cudaMemsetAsync(dq_acc, 0, static_cast<std::size_t>(p.q_elems()) * sizeof(float), st));
   launch_row_dot<T>(static_cast<const T*>(a.o), static_cast<const T*>(a.dout), dd, p, st);
 
@@ -267,7 +267,7 @@ void run_backward(const BwdArgs& a, const KernelInfo& k) {
   const dim3 grid(static_cast<unsigned>((p.seq_kv + k.block_c - 1) / k.block_c),
                   static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
   k.fn<<<grid, k.threads, k.smem, st>>>(bp);
-  ATTN_CUDA_CHECK(cudaGetLastError());
+  ATTN_CHECK(cudaGetLastError());
 
   launch_scale_convert<T>(dq_acc, static_cast<T*>(a.dq), p.q_elems(), scale, st);
   if (partial) {
@@ -275,7 +275,7 @@ void run_backward(const BwdArgs& a, const KernelInfo& k) {
     group_sum_kernel<T><<<elementwise_blocks(n, 256), 256, 0, st>>>(
         part_k, part_v, static_cast<T*>(a.dk), static_cast<T*>(a.dv), n, p.heads_kv, p.group(),
         p.head_dim);
-    ATTN_CUDA_CHECK(cudaGetLastError());
+    ATTN_CHECK(cudaGetLastError());
   }
 }
 

@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <string>
 
-#include "check.hpp"
+#include "common/check.hpp"
 
 namespace attnbench::cudnn {
 
@@ -44,16 +44,13 @@ const Api& api();
 // "CUDNN_STATUS_X (message from cudnnGetLastErrorString)" for a failed status.
 std::string status_text(cudnnStatus_t s);
 
-// Throws std::runtime_error("<what> failed at <file>:<line>: <status_text>") unless s is success.
-void check(cudnnStatus_t s, const char* what, const char* file, int line);
-
 // "9.19.0" from 91900.
 std::string version_text(std::size_t v);
 
 }  // namespace attnbench::cudnn
 
 namespace attnbench::cuda {
-// For ATTN_CUDA_CHECK on cuDNN calls.
+// For ATTN_CHECK on cuDNN calls.
 inline std::string call_error(cudnnStatus_t s) {
   return s == CUDNN_STATUS_SUCCESS ? std::string() : cudnn::status_text(s);
 }

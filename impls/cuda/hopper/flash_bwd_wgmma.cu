@@ -31,6 +31,7 @@
 #include <cmath>
 #include <cstdint>
 #include <hopper/host.cuh>
+#include <hopper/pipeline.cuh>
 #include <hopper/ptx.cuh>
 #include <hopper/wgmma_ops.cuh>
 #include <stdexcept>
@@ -172,16 +173,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   auto sdo = [&](int s) { return base + Cfg::kOffQ + (2 * s + 1) * Cfg::kQBytes; };
   const uint32_t sds = base + Cfg::kOffDs, sdq = base + Cfg::kOffDq;
   const uint32_t bars = base + Cfg::kOffBar;
+  // kv_full (K and V, loaded once), then the Q/dO ring's pipeline (hopper/pipeline.cuh):
+  // qdo_full[S], qdo_empty[S]; its iterations are the block's query tiles.
   const uint32_t kv_full = bars;
-  auto qdo_full = [&](int s) { return bars + 8 * (1 + s); };
-  auto qdo_empty = [&](int s) { return bars + 8 * (1 + S + s); };
+  const Pipeline<S> qdo_pipe{bars + 8, bars + 8 * (1 + S)};
 
   const int wg = threadIdx.x / 128;
   if (threadIdx.x == 0) {
     mbar_init(kv_full, 1);
     for (int s = 0; s < S; ++s) {
-      mbar_init(qdo_full(s), 1);
-      mbar_init(qdo_empty(s), Cfg::kConsumers);
+      mbar_init(qdo_pipe.full_of(s), 1);
+      mbar_init(qdo_pipe.empty_of(s), Cfg::kConsumers);
     }
     fence_barrier_init();
   }
@@ -197,13 +199,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         tma_load_4d(sv + pn * BN * 128, &tv, kv_full, 64 * pn, kvh, n0, b);
       }
       for (int it = 0; it < n_iters; ++it) {
-        const int s = it % S;
+        const int s = qdo_pipe.stage(it);
         const int h = kvh * p.group + it / m_count, m0 = (m_start + it % m_count) * BM;
-        mbar_wait(qdo_empty(s), ((it / S) & 1) ^ 1);
-        mbar_arrive_expect_tx(qdo_full(s), 2 * Cfg::kQBytes);
+        const uint32_t full = qdo_pipe.producer_acquire(it, 2 * Cfg::kQBytes);
         for (int pn = 0; pn < Cfg::kPanels; ++pn) {
-          tma_load_4d(sq(s) + pn * BM * 128, &tq, qdo_full(s), 64 * pn, h, m0, b);
-          tma_load_4d(sdo(s) + pn * BM * 128, &tdo, qdo_full(s), 64 * pn, h, m0, b);
+          tma_load_4d(sq(s) + pn * BM * 128, &tq, full, 64 * pn, h, m0, b);
+          tma_load_4d(sdo(s) + pn * BM * 128, &tdo, full, 64 * pn, h, m0, b);
         }
       }
     }
@@ -224,9 +225,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
   if (n_iters > 0) mbar_wait(kv_full, 0);
   for (int it = 0; it < n_iters; ++it) {
-    const int s = it % S;
+    const int s = qdo_pipe.stage(it);
     const int h = kvh * p.group + it / m_count, m0 = (m_start + it % m_count) * BM;
-    mbar_wait(qdo_full(s), (it / S) & 1);
+    qdo_pipe.consumer_wait(it);
 
     // Sᵀ = K Qᵀ, dPᵀ = V dOᵀ: this consumer's 64 keys x BM queries, D/16 k-steps each.
     float st[BM / 2], dpt[BM / 2];
@@ -332,7 +333,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     fence_regs(dq);
     fence_regs(dv);
     fence_regs(dk);
-    if (signals) mbar_arrive(qdo_empty(s));
+    if (signals) qdo_pipe.consumer_release(it);
 
       // The dQ tile to shared memory (float32, row-major [BM][D] like the accumulator) ...
 #pragma unroll
@@ -394,47 +395,37 @@ using attnbench::Pass;
 using attnbench::Problem;
 using attnbench::Support;
 
-constexpr int bwd_padded_head_dim(int d) {
-  return d <= 64 ? 64 : 128;
-}
+// The head_dim tiles (a head_dim runs in the smallest that holds it, zero-padded).
+using BwdHeadDims = attnbench::cuda::HeadDims<64, 128>;
 
-// f(main kernel, Cfg{}, TypeTag) for the problem's (dtype, padded head_dim, causal) and mode.
+// f(main kernel, Cfg{}, TypeTag) for the problem's (dtype, head_dim tile, causal) and mode: the
+// one static switch (common/dispatch.hpp) over the mma family's element types.
 template <class F>
 void dispatch(const Problem& pr, bool deterministic, F&& f) {
+  using attnbench::cuda::dispatch_bool;
   attn_mma::dispatch_dtype(pr.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    auto with_d = [&](auto d) {
+    BwdHeadDims::dispatch(pr.head_dim, [&](auto d) {
       using Cfg = typename bwd_wgmma::BwdTile<decltype(d)::value>::type;
-      auto with_c = [&](auto causal) {
-        constexpr bool C = decltype(causal)::value;
-        if (deterministic)
-          f(flash_bwd_wgmma_kernel<T, Cfg, C, true>, Cfg{}, tag);
-        else
-          f(flash_bwd_wgmma_kernel<T, Cfg, C, false>, Cfg{}, tag);
-      };
-      if (pr.causal)
-        with_c(std::true_type{});
-      else
-        with_c(std::false_type{});
-    };
-    if (bwd_padded_head_dim(pr.head_dim) == 64)
-      with_d(std::integral_constant<int, 64>{});
-    else
-      with_d(std::integral_constant<int, 128>{});
+      dispatch_bool(pr.causal, [&](auto causal) {
+        dispatch_bool(deterministic, [&](auto det) {
+          f(flash_bwd_wgmma_kernel<T, Cfg, decltype(causal)::value, decltype(det)::value>, Cfg{},
+            tag);
+        });
+      });
+    });
   });
 }
 
 bool deterministic_option(const Options* o) {
-  if (!o) return false;
-  const auto it = o->find("deterministic");
-  return it != o->end() && it->second != 0;
+  return attnbench::option_or(o, "deterministic", 0) != 0;
 }
 
 std::size_t dsum_bytes(const Problem& p) {
   return static_cast<std::size_t>(p.batch) * p.heads_q * bwd_wgmma::seq_q_pad(p.seq_q) * 4;
 }
 std::size_t dq_accum_bytes(const Problem& p) {
-  return dsum_bytes(p) * bwd_padded_head_dim(p.head_dim);
+  return dsum_bytes(p) * BwdHeadDims::tile(p.head_dim);
 }
 // The dQ accumulator starts 256-byte aligned after D; the deterministic mode's turn counters
 // (one per 64 query rows, zeroed with the accumulator) follow it.
@@ -459,7 +450,7 @@ class FlashBwdWgmma final : public attnbench::Implementation {
     Capabilities c;
     c.dtypes = {DType::f16, DType::bf16};
     c.min_head_dim = 8;
-    c.max_head_dim = 128;
+    c.max_head_dim = BwdHeadDims::kMax;
     c.head_dim_multiple = 8;
     c.causal = true;
     c.gqa = true;
@@ -517,7 +508,7 @@ class FlashBwdWgmma final : public attnbench::Implementation {
     }
     const bool bf16 = pr.dtype == DType::bf16;
     const int sq_pad = bwd_wgmma::seq_q_pad(pr.seq_q);
-    const int d_pad = bwd_padded_head_dim(pr.head_dim);
+    const int d_pad = BwdHeadDims::tile(pr.head_dim);
     auto* ws = static_cast<unsigned char*>(a.workspace);
     float* dsum = reinterpret_cast<float*>(ws);
     float* dq_accum = reinterpret_cast<float*>(ws + dq_accum_offset(pr));

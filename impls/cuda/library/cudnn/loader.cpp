@@ -1,7 +1,7 @@
 // dlopen/dlsym of cuDNN 9; see loader.hpp.
 #ifdef ATTNBENCH_HAVE_CUDNN_HEADERS
 
-#include "cudnn/loader.hpp"
+#include "library/cudnn/loader.hpp"
 
 #include <dlfcn.h>
 
@@ -121,12 +121,6 @@ std::string status_text(cudnnStatus_t s) {
     if (msg[0]) t += std::string(" (") + msg + ")";
   }
   return t;
-}
-
-void check(cudnnStatus_t s, const char* what, const char* file, int line) {
-  if (s == CUDNN_STATUS_SUCCESS) return;
-  throw std::runtime_error(std::string(what) + " failed at " + file + ":" + std::to_string(line) +
-                           ": " + status_text(s));
 }
 
 std::string version_text(std::size_t v) {

@@ -56,9 +56,10 @@
 #ifdef ATTNBENCH_HAVE_CUDNN_HEADERS
 #include <cuda_runtime_api.h>
 
-#include "cudnn/graph.hpp"
-#include "cudnn/loader.hpp"
-#include "cudnn/sdpa_graph.hpp"
+#include "library/cudnn/graph.hpp"
+#include "library/cudnn/loader.hpp"
+#include "library/cudnn/sdpa_graph.hpp"
+#include "common/workspace.hpp"
 #endif
 
 namespace attnbench {
@@ -66,14 +67,11 @@ namespace {
 
 #ifdef ATTNBENCH_HAVE_CUDNN_HEADERS
 
-constexpr std::int64_t kAlign = 256;
-std::int64_t align_up(std::int64_t n) {
-  return (n + kAlign - 1) / kAlign * kAlign;
-}
+using cuda::align_up;
 
 int current_device() {
   int dev = 0;
-  ATTN_CUDA_CHECK(cudaGetDevice(&dev));
+  ATTN_CHECK(cudaGetDevice(&dev));
   return dev;
 }
 
@@ -111,7 +109,7 @@ class State {
     auto it = handles_.find(device);
     if (it != handles_.end()) return it->second;
     cudnnHandle_t h = nullptr;
-    ATTN_CUDA_CHECK(cudnn::api().Create(&h));
+    ATTN_CHECK(cudnn::api().Create(&h));
     handles_.emplace(device, h);
     return h;
   }
@@ -144,9 +142,9 @@ class State {
         std::vector<std::int32_t> lens(2 * static_cast<std::size_t>(p.batch), p.seq_q);
         std::fill(lens.begin() + p.batch, lens.end(), p.seq_kv);
         void* buf = nullptr;  // lives as long as the plan: the process
-        ATTN_CUDA_CHECK(cudaMalloc(&buf, lens.size() * sizeof(std::int32_t)));
+        ATTN_CHECK(cudaMalloc(&buf, lens.size() * sizeof(std::int32_t)));
         e.seq_lens = static_cast<std::int32_t*>(buf);
-        ATTN_CUDA_CHECK(cudaMemcpy(e.seq_lens, lens.data(), lens.size() * sizeof(std::int32_t),
+        ATTN_CHECK(cudaMemcpy(e.seq_lens, lens.data(), lens.size() * sizeof(std::int32_t),
                                    cudaMemcpyHostToDevice));
       }
     } catch (const std::exception& ex) {
@@ -301,7 +299,7 @@ class CudnnSdpa final : public Implementation {
     std::lock_guard lock(state().mu);
     Entry& e = ready(a.p, false, a.workspace_bytes);
     cudnnHandle_t h = state().handle(current_device());
-    ATTN_CUDA_CHECK(cudnn::api().SetStream(h, static_cast<cudaStream_t>(a.stream)));
+    ATTN_CHECK(cudnn::api().SetStream(h, static_cast<cudaStream_t>(a.stream)));
     const std::array<cudnn::Plan::Binding, 5> buffers{{
         {cudnn::kQ, const_cast<void*>(a.q)},
         {cudnn::kK, const_cast<void*>(a.k)},
@@ -318,14 +316,14 @@ class CudnnSdpa final : public Implementation {
     Entry& e = ready(a.p, true, a.workspace_bytes);
     cudnnHandle_t h = state().handle(current_device());
     const auto stream = static_cast<cudaStream_t>(a.stream);
-    ATTN_CUDA_CHECK(cudnn::api().SetStream(h, stream));
+    ATTN_CHECK(cudnn::api().SetStream(h, stream));
     // Workspace: [plan workspace | D (softmax sum) | dQ accumulator], each 256-byte aligned.
     auto* extra = static_cast<char*>(a.workspace) + align_up(e.plan->workspace_bytes());
     void* dq_accum = extra + cudnn::sdpa_bwd_dq_accum_offset(e.shape);
     if (e.flags.zero_dq_accum) {
       const auto bytes =
           static_cast<std::size_t>(e.shape.b * e.shape.hq * e.shape.sq * e.shape.d) * 4;
-      ATTN_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, bytes, stream));
+      ATTN_CHECK(cudaMemsetAsync(dq_accum, 0, bytes, stream));
     }
     std::array<cudnn::Plan::Binding, 13> buffers{{
         {cudnn::kQ, const_cast<void*>(a.q)},

@@ -23,7 +23,7 @@
 #include <set>
 #include <string>
 
-#include "common.cuh"
+#include "cuda_core/tiles.cuh"
 
 namespace attnbench::cuda {
 namespace {
@@ -169,9 +169,7 @@ KernelInfo info_for() {
 int block_c_of(const Problem& p, const Options* opts) {
   const int fallback = dispatch_head_dim(
       p.head_dim, [](auto db) { return CcFwdTile<decltype(db)::value>::kDefaultBc; });
-  if (!opts) return fallback;
-  auto it = opts->find("block_c");
-  return it == opts->end() ? fallback : static_cast<int>(it->second);
+  return static_cast<int>(option_or(opts, "block_c", fallback));
 }
 
 KernelInfo pick_kernel(const Problem& p, int bc) {
@@ -207,7 +205,7 @@ void configure(const KernelInfo& k) {
     throw std::invalid_argument("cuda.flash_fwd: tile needs " + std::to_string(k.smem) +
                                 " bytes of shared memory, the device allows " +
                                 std::to_string(limit));
-  ATTN_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.fn),
+  ATTN_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.fn),
                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(k.smem)));
   done.insert(reinterpret_cast<const void*>(k.fn));
@@ -268,7 +266,7 @@ class CudaFlashFwd final : public Implementation {
     const dim3 grid(static_cast<unsigned>((p.seq_q + k.rows - 1) / k.rows),
                     static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
     k.fn<<<grid, k.threads, k.smem, stream_of(a.stream)>>>(fp);
-    ATTN_CUDA_CHECK(cudaGetLastError());
+    ATTN_CHECK(cudaGetLastError());
   }
 };
 

@@ -1,19 +1,23 @@
 // cuDNN backend-API graph helpers; see graph.hpp.
 #ifdef ATTNBENCH_HAVE_CUDNN_HEADERS
 
-#include "cudnn/graph.hpp"
+#include "library/cudnn/graph.hpp"
 
 #include <stdexcept>
 #include <utility>
 
-#include "cudnn/loader.hpp"
+#include "library/cudnn/loader.hpp"
 
 namespace attnbench::cudnn {
 
 // ---- Desc -------------------------------------------------------------------------------------
 
 Desc::Desc(cudnnBackendDescriptorType_t type, const char* what) {
-  check(api().BackendCreateDescriptor(type, &d_), what, __FILE__, __LINE__);
+  const cudnnStatus_t s = api().BackendCreateDescriptor(type, &d_);
+  if (s != CUDNN_STATUS_SUCCESS) {
+    throw std::runtime_error(std::string("cudnnBackendCreateDescriptor(") + what +
+                             ") failed: " + status_text(s));
+  }
 }
 
 Desc::~Desc() {
@@ -287,7 +291,7 @@ Plan::Plan(Graph graph, const Target& target) : graph_(std::move(graph)) {
       continue;
     }
     std::int64_t count = 0;
-    ATTN_CUDA_CHECK(api().BackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+    ATTN_CHECK(api().BackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
                                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr));
     if (count <= 0) continue;
     std::vector<Desc> configs;
@@ -297,7 +301,7 @@ Plan::Plan(Graph graph, const Target& target) : graph_(std::move(graph)) {
           configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine config").get());
     }
     std::int64_t returned = 0;
-    ATTN_CUDA_CHECK(api().BackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+    ATTN_CHECK(api().BackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
                                                CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &returned,
                                                raw_configs.data()));
     for (std::int64_t i = 0; i < returned; ++i) {
@@ -314,7 +318,7 @@ Plan::Plan(Graph graph, const Target& target) : graph_(std::move(graph)) {
         if (errors.size() < 600) errors += std::string(errors.empty() ? "" : "; ") + status_text(s);
         continue;
       }
-      ATTN_CUDA_CHECK(api().BackendGetAttribute(plan.get(),
+      ATTN_CHECK(api().BackendGetAttribute(plan.get(),
                                                  CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                                                  CUDNN_TYPE_INT64, 1, nullptr, &workspace_));
       plan_ = std::move(plan);
@@ -363,7 +367,7 @@ void Plan::execute(cudnnHandle_t handle, std::span<const Binding> buffers, void*
     pack_ptrs_ = std::move(ptrs);
     pack_workspace_ = workspace;
   }
-  ATTN_CUDA_CHECK(api().BackendExecute(handle, plan_.get(), pack_.get()));
+  ATTN_CHECK(api().BackendExecute(handle, plan_.get(), pack_.get()));
 }
 
 }  // namespace attnbench::cudnn

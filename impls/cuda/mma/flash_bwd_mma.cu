@@ -46,6 +46,7 @@
 #include <type_traits>
 
 #include "attnbench/implementation.hpp"
+#include "common/workspace.hpp"
 // Angle brackets: found through the include path, so that the CPU emulation build
 // (impls/cuda/mma/emulation) can put its own mma/ptx.cuh and mma/host.cuh first.
 #include <mma/host.cuh>
@@ -474,18 +475,14 @@ using attnbench::Pass;
 using attnbench::Problem;
 using attnbench::Support;
 
-std::size_t align256(std::size_t n) {
-  return (n + 255) / 256 * 256;
-}
 std::size_t delta_bytes(const Problem& p) {
-  return align256(static_cast<std::size_t>(p.lse_elems()) * 4);
+  return attnbench::cuda::align_up(static_cast<std::size_t>(p.lse_elems()) * 4);
 }
 std::size_t dq_accum_bytes(const Problem& p) {
   return static_cast<std::size_t>(p.q_elems()) * 4;
 }
 bool deterministic(const Options& o) {
-  auto it = o.find("deterministic");
-  return it != o.end() && it->second != 0;
+  return attnbench::option_or(&o, "deterministic", 0) != 0;
 }
 
 template <class T, int D, bool kPadded, bool kCausal>

@@ -5,7 +5,7 @@
 // l = Σ exp(s − m), rescaled whenever m grows. It writes (m, l) to the workspace and LSE to the
 // output. Pass 2 (output kernel) reads Q, K and V, recomputes the scores, forms the final
 // P = exp(s − m) / l (no rescaling: m is already the row max) and accumulates O = P V.
-// Both passes use the tile layout of cuda.flash_fwd (common.cuh: CcFwdTile, tile_dot, tile_pv,
+// Both passes use the tile layout of cuda.flash_fwd (cuda_core/tiles.cuh: CcFwdTile, tile_dot, tile_pv,
 // Bc = CcFwdTile<D>::kDefaultBc) so the two differ only in the algorithm: K is read twice and
 // the scores computed twice here, once in the single-pass flash forward.
 // Passes over HBM: Q twice, K twice per query tile, V once per query tile, O and LSE once,
@@ -18,7 +18,7 @@
 #include <set>
 #include <string>
 
-#include "common.cuh"
+#include "cuda_core/tiles.cuh"
 
 namespace attnbench::cuda {
 namespace {
@@ -217,10 +217,10 @@ void configure(const Kernels& k) {
   static std::set<const void*> done;
   const std::lock_guard<std::mutex> lock(mu);
   if (done.count(reinterpret_cast<const void*>(k.out))) return;
-  ATTN_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.stats),
+  ATTN_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.stats),
                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(k.stats_smem)));
-  ATTN_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.out),
+  ATTN_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.out),
                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(k.out_smem)));
   done.insert(reinterpret_cast<const void*>(k.out));
@@ -271,9 +271,9 @@ class CudaOnline2Pass final : public Implementation {
                     static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
     const cudaStream_t st = stream_of(a.stream);
     k.stats<<<grid, k.threads, k.stats_smem, st>>>(prm);
-    ATTN_CUDA_CHECK(cudaGetLastError());
+    ATTN_CHECK(cudaGetLastError());
     k.out<<<grid, k.threads, k.out_smem, st>>>(prm);
-    ATTN_CUDA_CHECK(cudaGetLastError());
+    ATTN_CHECK(cudaGetLastError());
   }
 };
 

@@ -32,7 +32,7 @@
 #include <limits>
 #include <string>
 
-#include "common.cuh"
+#include "common/device.cuh"
 
 namespace attnbench::cuda {
 namespace {
@@ -191,7 +191,7 @@ struct Gemm {
   void operator()(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
                   const void* A, int lda, long long sa, const void* B, int ldb, long long sb,
                   float beta, void* C, cudaDataType_t c, int ldc, long long sc, int batch) const {
-    ATTN_CUDA_CHECK(cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, &alpha, A, ab, lda, sa, B, ab,
+    ATTN_CHECK(cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, &alpha, A, ab, lda, sa, B, ab,
                                                ldb, sb, &beta, C, c, ldc, sc, batch,
                                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
@@ -228,7 +228,7 @@ void launch_softmax(const Problem& p, T* s, float* lse, cudaStream_t st) {
     mask_softmax_kernel<T, 1>
         <<<rows, row_threads(p.seq_kv), 0, st>>>(s, lse, p.seq_q, p.seq_kv, p.causal);
   }
-  ATTN_CUDA_CHECK(cudaGetLastError());
+  ATTN_CHECK(cudaGetLastError());
 }
 
 template <class T>
@@ -243,14 +243,14 @@ void launch_softmax_grad(const Problem& p, const T* prob, T* dp_ds, const float*
     softmax_grad_kernel<T, 1>
         <<<rows, row_threads(p.seq_kv), 0, st>>>(prob, dp_ds, dd, p.seq_q, p.seq_kv, p.causal);
   }
-  ATTN_CUDA_CHECK(cudaGetLastError());
+  ATTN_CHECK(cudaGetLastError());
 }
 
 // Binds the handle to the call's stream and to the cuBLAS piece of our workspace (cublasSetStream
 // resets the workspace, so the order matters).
 void bind(cublasHandle_t handle, cudaStream_t st, WorkspaceCarver& ws) {
-  ATTN_CUDA_CHECK(cublasSetStream(handle, st));
-  ATTN_CUDA_CHECK(cublasSetWorkspace(handle, ws.take<char>(kCublasWorkspace), kCublasWorkspace));
+  ATTN_CHECK(cublasSetStream(handle, st));
+  ATTN_CHECK(cublasSetWorkspace(handle, ws.take<char>(kCublasWorkspace), kCublasWorkspace));
 }
 
 template <class T>
@@ -364,7 +364,7 @@ class CudaStandardCublas final : public Implementation {
   // Created on first use (prepare() runs before any timed call). Never destroyed: the registry
   // outlives main(), and destroying a handle after the CUDA runtime has shut down is an error.
   cublasHandle_t handle() const {
-    if (!handle_) ATTN_CUDA_CHECK(cublasCreate(&handle_));
+    if (!handle_) ATTN_CHECK(cublasCreate(&handle_));
     return handle_;
   }
   mutable cublasHandle_t handle_ = nullptr;

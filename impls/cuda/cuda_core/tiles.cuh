@@ -1,97 +1,14 @@
-// Shared helpers of the CUDA implementations (impls/cuda/*.cu):
-//   - checked calls: ATTN_CUDA_CHECK (check.hpp) with cuBLAS statuses too;
-//   - dtype traits: attnbench::DType -> float / __half / __nv_bfloat16, load-as-float and
-//     store-from-float on the device, and dispatch_dtype over the three dtypes (dispatch.hpp);
-//   - the CUDA-core kernels' head_dim tiles (CcHeadDims) and tile traits (one struct per tile),
-//     their params struct (CcParams, make_cc_params), plus the tile helpers they share
-//     (flash_fwd, flash_bwd, online_2pass);
-//   - small kernels several implementations need: D = rowsum(dO * O), float -> dtype conversion;
-//   - workspace carving.
+// The CUDA-core kernels' shared pieces (flash_fwd, online_2pass, flash_bwd: the
+// FlashAttention-1 class, float32 tiles in shared memory, FMA on CUDA cores): their head_dim
+// tiles (CcHeadDims) and tile traits (one struct per tile), their params struct (CcParams,
+// make_cc_params), the row-group reductions and the tile helpers.
 #pragma once
 
-#include <cublas_v2.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-
-#include <cmath>
-#include <cstddef>
 #include <cstdint>
-#include <stdexcept>
-#include <string>
 
-#include "attnbench/implementation.hpp"
-#include "check.hpp"
-#include "dispatch.hpp"
+#include "common/device.cuh"
 
 namespace attnbench::cuda {
-
-// For ATTN_CUDA_CHECK on cuBLAS calls.
-inline std::string call_error(cublasStatus_t s) {
-  return s == CUBLAS_STATUS_SUCCESS ? std::string() : std::string(cublasGetStatusString(s));
-}
-
-inline cudaStream_t stream_of(void* s) {
-  return static_cast<cudaStream_t>(s);
-}
-
-// ---- dtypes ----------------------------------------------------------------------------------
-
-// DType -> device element type and cuBLAS data type.
-template <DType>
-struct DTypeTraits;
-template <>
-struct DTypeTraits<DType::f32> {
-  using type = float;
-  static constexpr cudaDataType_t cuda_type = CUDA_R_32F;
-};
-template <>
-struct DTypeTraits<DType::f16> {
-  using type = __half;
-  static constexpr cudaDataType_t cuda_type = CUDA_R_16F;
-};
-template <>
-struct DTypeTraits<DType::bf16> {
-  using type = __nv_bfloat16;
-  static constexpr cudaDataType_t cuda_type = CUDA_R_16BF;
-};
-
-__device__ __forceinline__ float to_float(float x) {
-  return x;
-}
-__device__ __forceinline__ float to_float(__half x) {
-  return __half2float(x);
-}
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
-
-// Round to nearest even, like the host converters of dtype.hpp.
-template <class T>
-__device__ __forceinline__ T from_float(float x);
-template <>
-__device__ __forceinline__ float from_float<float>(float x) {
-  return x;
-}
-template <>
-__device__ __forceinline__ __half from_float<__half>(float x) {
-  return __float2half_rn(x);
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
-
-// f(DTypeTraits<t>{}) for any of the three dtypes (dispatch.hpp's switch); ::type is the
-// element type.
-template <class F>
-decltype(auto) dispatch_dtype(DType t, F&& f) {
-  return dispatch_dtype<DTypeTraits, DType::f32, DType::f16, DType::bf16>(t, static_cast<F&&>(f));
-}
-
-inline cudaDataType_t cuda_data_type(DType t) {
-  return dispatch_dtype(t, [](auto traits) { return decltype(traits)::cuda_type; });
-}
 
 // ---- head_dim buckets and CUDA-core tile traits -----------------------------------------------
 //
@@ -166,9 +83,6 @@ inline constexpr int kChunksO = DB / (kGroup * kVecO<DB>);
 template <int DB>
 inline constexpr int kStrideQK = DB + 4;
 
-inline constexpr float kLog2e = 1.4426950408889634f;
-inline constexpr float kLn2 = 0.6931471805599453f;
-
 // The parameters of the CUDA-core kernels (flash_fwd, online_2pass, flash_bwd): one struct for
 // the family, sizes from the Problem by make_cc_params(); each call fills in its tensors. The
 // forward's fields come first, in the order its kernel had them (its SASS is unchanged); at most
@@ -208,13 +122,6 @@ inline CcParams make_cc_params(const Problem& p) {
   return c;
 }
 
-// Keys [0, causal_limit) are visible to query row i (bottom-right aligned causal mask).
-__host__ __device__ __forceinline__ int causal_limit(int i, int sq, int skv, bool causal) {
-  if (!causal) return skv;
-  const long long end = static_cast<long long>(i) + skv - sq + 1;
-  return end < 0 ? 0 : end > skv ? skv : static_cast<int>(end);
-}
-
 // Reductions over the 16 lanes of a row group (xor offsets < 16 stay inside the half warp).
 __device__ __forceinline__ float group_max(float v) {
 #pragma unroll
@@ -226,17 +133,6 @@ __device__ __forceinline__ float group_sum(float v) {
   for (int o = kGroup / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 // Copies rows [row0, row0 + ROWS) of a BSHD tensor slice into a float tile in shared memory:
 // dst[r * STRIDE + c] = mul * src[(row0 + r) * row_elems + c] for r < nrows, c < d, and 0 in
 // the padding (rows past the sequence, columns d..DB), so padded lanes add exact zeros.
@@ -330,116 +226,6 @@ __device__ __forceinline__ void tile_pv(float (&acc)[RT][DB / kGroup], const flo
       }
     }
   }
-}
-
-// ---- small shared kernels ----------------------------------------------------------------------
-
-// dd[b, h, i] = sum_d dout[b, i, h, d] * o[b, i, h, d] (float32), one warp per row.
-// o, dout: [B, Sq, Hq, D]; dd: [B, Hq, Sq].
-template <class T>
-__global__ void row_dot_kernel(const T* __restrict__ o, const T* __restrict__ dout,
-                               float* __restrict__ dd, std::int64_t rows, int sq, int hq, int d) {
-  const std::int64_t row =
-      static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-  if (row >= rows) return;
-  const int lane = static_cast<int>(threadIdx.x % 32);
-  const T* a = o + row * d;
-  const T* b = dout + row * d;
-  float s = 0.f;
-  for (int c = lane; c < d; c += 32) s = fmaf(to_float(a[c]), to_float(b[c]), s);
-  s = warp_sum(s);
-  if (lane == 0) {
-    const std::int64_t h = row % hq, bi = row / hq / sq, i = (row / hq) % sq;
-    dd[(bi * hq + h) * sq + i] = s;
-  }
-}
-
-template <class T>
-inline void launch_row_dot(const T* o, const T* dout, float* dd, const Problem& p,
-                           cudaStream_t st) {
-  const std::int64_t rows = static_cast<std::int64_t>(p.batch) * p.seq_q * p.heads_q;
-  constexpr int kWarps = 8;
-  const auto blocks = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
-  row_dot_kernel<T>
-      <<<blocks, kWarps * 32, 0, st>>>(o, dout, dd, rows, p.seq_q, p.heads_q, p.head_dim);
-  ATTN_CUDA_CHECK(cudaGetLastError());
-}
-
-// dst[i] = mul * src[i] rounded to T.
-template <class T>
-__global__ void scale_convert_kernel(const float* __restrict__ src, T* __restrict__ dst,
-                                     std::int64_t n, float mul) {
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride)
-    dst[i] = from_float<T>(mul * src[i]);
-}
-
-// Enough blocks to fill a large GPU; the grid-stride loop covers the rest.
-inline unsigned elementwise_blocks(std::int64_t n, int threads) {
-  const std::int64_t b = (n + threads - 1) / threads;
-  return static_cast<unsigned>(b < 65536 ? (b > 0 ? b : 1) : 65536);
-}
-
-template <class T>
-inline void launch_scale_convert(const float* src, T* dst, std::int64_t n, float mul,
-                                 cudaStream_t st) {
-  scale_convert_kernel<T><<<elementwise_blocks(n, 256), 256, 0, st>>>(src, dst, n, mul);
-  ATTN_CUDA_CHECK(cudaGetLastError());
-}
-
-// ---- workspace carving
-// ---------------------------------------------------------------------------
-
-inline constexpr std::size_t kWorkspaceAlign = 256;
-inline constexpr std::size_t align_up(std::size_t n, std::size_t a = kWorkspaceAlign) {
-  return (n + a - 1) / a * a;
-}
-
-// Hands out consecutive 256-byte aligned pieces of the harness's workspace; throws if the
-// workspace is smaller than the pieces requested (a harness/implementation mismatch).
-class WorkspaceCarver {
- public:
-  WorkspaceCarver(void* base, std::size_t bytes) : base_(static_cast<char*>(base)), bytes_(bytes) {}
-  template <class T>
-  T* take(std::size_t count) {
-    const std::size_t need = align_up(count * sizeof(T));
-    const auto addr = reinterpret_cast<std::uintptr_t>(base_ + used_);
-    const std::size_t pad = align_up(addr) - addr;  // base may not be 256-aligned
-    if (used_ + pad + need > bytes_)
-      throw std::runtime_error("workspace too small: need more than " + std::to_string(bytes_) +
-                               " bytes");
-    T* p = reinterpret_cast<T*>(base_ + used_ + pad);
-    used_ += pad + need;
-    return p;
-  }
-
- private:
-  char* base_;
-  std::size_t bytes_;
-  std::size_t used_ = 0;
-};
-
-// Bytes a WorkspaceCarver needs for these pieces (each rounded up, plus slack for a base that is
-// not 256-aligned).
-inline std::size_t carve_bytes(std::initializer_list<std::size_t> pieces) {
-  std::size_t n = kWorkspaceAlign;
-  for (std::size_t p : pieces) n += align_up(p);
-  return n;
-}
-
-// ---- device limits
-// --------------------------------------------------------------------------------
-
-// Opt-in dynamic shared memory per block of the current device (0 if no device).
-inline std::size_t max_smem_optin() {
-  int dev = 0, v = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
-    (void)cudaGetLastError();  // not a sticky error: clear it so no later launch check reports it
-    return 0;
-  }
-  return static_cast<std::size_t>(v);
 }
 
 // Grid y/z limits: the CUDA-core kernels put heads in y and batch in z.

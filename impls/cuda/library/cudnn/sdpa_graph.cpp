@@ -7,10 +7,12 @@
 // are listed in SdpaFlags.
 #ifdef ATTNBENCH_HAVE_CUDNN_HEADERS
 
-#include "cudnn/sdpa_graph.hpp"
+#include "library/cudnn/sdpa_graph.hpp"
 
 #include <limits>
 #include <vector>
+
+#include "common/workspace.hpp"
 
 namespace attnbench::cudnn {
 namespace {
@@ -18,10 +20,7 @@ namespace {
 using Id = Graph::Id;
 using Dims = std::vector<std::int64_t>;
 
-constexpr std::int64_t kWorkspaceAlign = 256;
-std::int64_t align_up(std::int64_t n) {
-  return (n + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
-}
+using cuda::align_up;
 
 // BSHD storage seen as [b, h, s, d]: the head stride is d, the sequence stride h*d.
 Dims bshd_as_bhsd(std::int64_t h, std::int64_t s, std::int64_t d) {

@@ -19,7 +19,7 @@
 #include <limits>
 #include <string>
 
-#include "common.cuh"
+#include "common/device.cuh"
 
 namespace attnbench::cuda {
 namespace {
@@ -176,7 +176,7 @@ void gemm(int batches, int M, int N, int K, const A& a, const B& b, const Epi& e
                     static_cast<unsigned>((N + kTile - 1) / kTile),
                     static_cast<unsigned>(std::min(65535, batches - z0)));
     naive_gemm_kernel<<<grid, block, 0, st>>>(M, N, K, z0, a, b, epi);
-    ATTN_CUDA_CHECK(cudaGetLastError());
+    ATTN_CHECK(cudaGetLastError());
   }
 }
 
@@ -235,7 +235,7 @@ void scores_softmax(const Problem& p, const T* q, const T* k, T* s, float* lse, 
   softmax_rows_kernel<T>
       <<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kWarps * 32, 0, st>>>(s, lse, rows,
                                                                                     p.seq_kv);
-  ATTN_CUDA_CHECK(cudaGetLastError());
+  ATTN_CHECK(cudaGetLastError());
 }
 
 template <class T>
@@ -274,7 +274,7 @@ void run_backward(const BwdArgs& a) {
   launch_row_dot<T>(static_cast<const T*>(a.o), dout, dd, p, st);
   const std::int64_t n = static_cast<std::int64_t>(score_elems(p));
   ds_kernel<T><<<elementwise_blocks(n, 256), 256, 0, st>>>(prob, dsc, dd, n, p.seq_kv);
-  ATTN_CUDA_CHECK(cudaGetLastError());
+  ATTN_CHECK(cudaGetLastError());
   const int group_rows = p.group() * p.seq_q;
   gemm(zkv, p.seq_kv, p.head_dim, group_rows, AScoresGroupT<T>{prob, dm}, BQueryGroup<T>{dout, dm},
        EpiKv<T>{static_cast<T*>(a.dv), dm, 1.f}, st);
