@@ -65,7 +65,7 @@ std::vector<const Implementation*> cpu_impls() {
   return v;
 }
 
-// The conformance suite (harness/src/conformance.cpp, the list `attnbench check` runs): odd
+// The conformance suite (harness/src/verify/conformance.cpp, the list `attnbench check` runs): odd
 // shapes, GQA and MQA, causal rectangles, custom and large scales, outlier inputs and seeded
 // random shapes, in every dtype and pass each implementation declares, with the planted faults.
 std::vector<conformance::Case> suite() { return conformance::cases(cpu_impls()); }

@@ -114,7 +114,7 @@ ojson case_to_json(const Config& cfg, std::size_t group, const Problem& p, int c
   ojson in;
   in["seed"] = cfg.seed;
   in["distribution"] = cfg.distribution == Distribution::normal ? "normal" : "outlier";
-  in["generator"] = "harness/src/tensors.cpp make_inputs: counter-based splitmix64 + Box-Muller, "
+  in["generator"] = "harness/src/run/tensors.cpp make_inputs: counter-based splitmix64 + Box-Muller, "
                     "one stream per tensor (Q 0, K 1, V 2, dO 3; dO always normal)";
   in["dtype"] = std::string(to_string(p.dtype));
   in["layout"] = {{"q", shape({p.batch, p.seq_q, p.heads_q, p.head_dim})},
