@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -133,8 +134,8 @@ TEST(Reference, HandComputedTinyCaseCausal) {
 }
 
 // ---- Definition-level scalar forward -----------------------------------------------------------
-// Straight from the formulas (no max subtraction: inputs are small), with GQA and causal written
-// out independently of Problem's helpers.
+// Straight from the formulas (no max subtraction: inputs are small), with GQA, causal, the sliding
+// window and soft-capping written out independently of Problem's helpers.
 Fwd scalar_forward(const Problem& p, const Vec& q, const Vec& k, const Vec& v, double scale) {
   Fwd f{Vec(static_cast<std::size_t>(p.q_elems()), 0.0),
         Vec(static_cast<std::size_t>(p.lse_elems()))};
@@ -145,13 +146,18 @@ Fwd scalar_forward(const Problem& p, const Vec& q, const Vec& k, const Vec& v, d
       for (int i = 0; i < p.seq_q; ++i) {
         double z = 0;
         for (int j = 0; j < p.seq_kv; ++j) {
-          if (p.causal && j > i + p.seq_kv - p.seq_q) continue;
+          const int diag = i + p.seq_kv - p.seq_q;  // the key aligned with query i
+          if (p.causal && j > diag) continue;
+          if (p.window_left >= 0 && j < diag - p.window_left) continue;
+          if (p.window_right >= 0 && j > diag + p.window_right) continue;
           double s = 0;
           for (int c = 0; c < d; ++c) {
             s += q[at(b, i, h, c, p.seq_q, p.heads_q, d)] *
                  k[at(b, j, hk, c, p.seq_kv, p.heads_kv, d)];
           }
-          const double w = std::exp(scale * s);
+          s *= scale;
+          if (p.softcap > 0) s = p.softcap * std::tanh(s / p.softcap);
+          const double w = std::exp(s);
           z += w;
           for (int c = 0; c < d; ++c) {
             f.o[at(b, i, h, c, p.seq_q, p.heads_q, d)] +=
@@ -168,10 +174,30 @@ Fwd scalar_forward(const Problem& p, const Vec& q, const Vec& k, const Vec& v, d
   return f;
 }
 
+// A problem with a sliding window and soft-capping (-1 / 0: off).
+Problem with(Problem p, int window_left, int window_right, double softcap = 0) {
+  p.window_left = window_left;
+  p.window_right = window_right;
+  p.softcap = softcap;
+  return p;
+}
+
 TEST(Reference, MatchesScalarDefinition) {
-  // Shapes cross the internal row blocks (seq_q > 64), GQA, causal with seq_q != seq_kv both ways.
+  // Shapes cross the internal row blocks (seq_q > 64), GQA, causal with seq_q != seq_kv both ways;
+  // windows (with and without causal, seq_q != seq_kv both ways, 0 and 1 wide, wider than the
+  // sequence, one side only) and soft-capping (strong: scores reach about 2.8, the cap is 0.5).
   const Problem problems[] = {make(2, 4, 2, 70, 33, 8, false), make(1, 6, 2, 130, 75, 16, true),
-                              make(1, 2, 1, 40, 90, 8, true), make(2, 3, 1, 9, 9, 5, true, 0.37)};
+                              make(1, 2, 1, 40, 90, 8, true), make(2, 3, 1, 9, 9, 5, true, 0.37),
+                              with(make(2, 4, 2, 70, 33, 8, false), 3, 2),
+                              with(make(1, 6, 2, 130, 75, 16, true), 10, -1),
+                              with(make(1, 2, 1, 40, 90, 8, true), 5, 7),
+                              with(make(1, 2, 1, 90, 40, 8, false), 0, 0),
+                              with(make(1, 2, 2, 17, 17, 8, false), 1, 1),
+                              with(make(1, 2, 2, 17, 33, 8, true), 100, 100),
+                              with(make(1, 2, 1, 129, 60, 8, false), -1, 4),
+                              with(make(2, 4, 2, 70, 33, 8, false), -1, -1, 0.5),
+                              with(make(1, 6, 2, 130, 75, 16, true), 20, -1, 2.0),
+                              with(make(1, 2, 1, 9, 9, 5, false, 3.0), 2, 2, 30.0)};
   for (const Problem& p : problems) {
     SCOPED_TRACE(p.label());
     const Case c(p, 11);
@@ -215,7 +241,12 @@ TEST(Reference, GradientsMatchFiniteDifferences) {
       make(1, 2, 1, 5, 7, 4, true),         // MQA, causal, seq_q < seq_kv
       make(1, 3, 3, 7, 4, 2, true, 0.7),    // causal, seq_q > seq_kv (rows 0..2 see no key)
       make(1, 2, 1, 130, 75, 2, true),      // several row blocks, partial last block
-      make(1, 2, 1, 600, 40, 2, true, 1.3)  // several backward chunks summed into dK/dV
+      make(1, 2, 1, 600, 40, 2, true, 1.3),  // several backward chunks summed into dK/dV
+      with(make(2, 4, 2, 5, 7, 3, false), 1, 2),         // window, GQA
+      with(make(1, 2, 1, 7, 4, 2, true), 1, -1),         // window + causal, seq_q > seq_kv
+      with(make(1, 2, 1, 130, 75, 2, false), 20, 3),     // window across row blocks
+      with(make(1, 2, 2, 5, 7, 3, false), -1, -1, 0.4),  // soft-capping, strong (1 - tanh^2)
+      with(make(1, 2, 1, 7, 9, 3, true, 2.0), 2, -1, 1.5)  // all three
   };
   for (const Problem& p : problems) {
     SCOPED_TRACE(p.label());
@@ -489,6 +520,97 @@ TEST(Reference, RejectsInvalidProblem) {
   Vec x(1000);
   EXPECT_THROW(reference::forward(p, x.data(), x.data(), x.data(), x.data(), x.data()),
                std::invalid_argument);
+}
+
+// ---- Sliding window and soft-capping: edges and equivalences ----------------------------------
+
+// A window that reaches past both ends is no window; window_right 0 is causal (bitwise: the same
+// key ranges go through the same code).
+TEST(Reference, WindowEquivalences) {
+  const Problem base = make(1, 4, 2, 70, 90, 8, false);
+  const Case c(base, 21);
+  const Fwd dense = run_forward(base, c.q, c.k, c.v);
+  const Fwd wide = run_forward(with(base, 1000, 1000), c.q, c.k, c.v);
+  EXPECT_EQ(wide.o, dense.o);
+  EXPECT_EQ(wide.lse, dense.lse);
+  Problem causal = base;
+  causal.causal = true;
+  const Fwd fc = run_forward(causal, c.q, c.k, c.v);
+  const Fwd right0 = run_forward(with(base, -1, 0), c.q, c.k, c.v);
+  EXPECT_EQ(right0.o, fc.o);
+  EXPECT_EQ(right0.lse, fc.lse);
+  const Grads gc = run_backward(causal, c.q, c.k, c.v, c.dout);
+  const Grads gr = run_backward(with(base, -1, 0), c.q, c.k, c.v, c.dout);
+  EXPECT_EQ(gr.dq, gc.dq);
+  EXPECT_EQ(gr.dk, gc.dk);
+  EXPECT_EQ(gr.dv, gc.dv);
+  // window 0 on both sides: each row sees only its diagonal key, so O is that key's V and
+  // LSE its score.
+  const Problem diag = with(make(1, 1, 1, 5, 5, 4, false), 0, 0);
+  const Case d(diag, 3);
+  const Fwd f = run_forward(diag, d.q, d.k, d.v);
+  for (int i = 0; i < 5; ++i) {
+    double s = 0;
+    for (int e = 0; e < 4; ++e) s += d.q[at(0, i, 0, e, 5, 1, 4)] * d.k[at(0, i, 0, e, 5, 1, 4)];
+    EXPECT_NEAR(f.lse[i], s / 2, 1e-15) << "row " << i;
+    for (int e = 0; e < 4; ++e) EXPECT_EQ(f.o[at(0, i, 0, e, 5, 1, 4)], d.v[at(0, i, 0, e, 5, 1, 4)]);
+  }
+}
+
+// Rows a window leaves without keys (seq_q > seq_kv: the first rows' windows end before key 0)
+// have O = 0, LSE = -inf and no gradient, like causal's.
+TEST(Reference, WindowRowsWithoutKeys) {
+  // Row i's diagonal is key i - 8 and it sees keys [i - 9, i - 8]: rows 0..7 see none, row 8 key
+  // 0 alone, rows 9..11 two keys each.
+  const Problem p = with(make(1, 2, 1, 12, 4, 4, false), 1, 0);
+  const Case c(p, 8);
+  const Fwd f = run_forward(p, c.q, c.k, c.v);
+  const Grads g = run_backward(p, c.q, c.k, c.v, c.dout);
+  for (int h = 0; h < 2; ++h) {
+    for (int i = 0; i < 12; ++i) {
+      const bool none = i < 8;
+      EXPECT_EQ(p.visible_keys(i), none ? 0 : i == 8 ? 1 : 2) << "row " << i;
+      EXPECT_EQ(std::isinf(f.lse[h * 12 + i]), none) << "row " << i;
+      if (!none) continue;
+      for (int e = 0; e < 4; ++e) {
+        EXPECT_EQ(f.o[at(0, i, h, e, 12, 2, 4)], 0.0);
+        EXPECT_EQ(g.dq[at(0, i, h, e, 12, 2, 4)], 0.0);
+      }
+    }
+  }
+  EXPECT_EQ(p.visible_pairs(), 1 + 2 * 3);
+}
+
+// A cap far above every score changes the scores by at most s^3 / (3 cap^2); a cap of c bounds
+// every score by c, so LSE <= c + log(seq_kv).
+TEST(Reference, SoftcapLimits) {
+  const Problem p = make(1, 2, 2, 20, 30, 8, true);
+  const Case c(p, 4);
+  const Fwd dense = run_forward(p, c.q, c.k, c.v);
+  const Fwd loose = run_forward(with(p, -1, -1, 1e6), c.q, c.k, c.v);
+  EXPECT_LT(rel_err(loose.o, dense.o), 1e-10);
+  EXPECT_LT(rel_err(loose.lse, dense.lse), 1e-10);
+  Case big = c;
+  for (double& x : big.q) x *= 100;  // scores up to ~300
+  const Fwd capped = run_forward(with(p, -1, -1, 5.0), big.q, big.k, big.v);
+  for (double l : capped.lse) {
+    if (std::isfinite(l)) {
+      EXPECT_LE(l, 5.0 + std::log(30.0) + 1e-12);
+    }
+  }
+}
+
+TEST(Reference, WindowAndSoftcapFieldsAreValidated) {
+  Problem p = make(1, 1, 1, 4, 4, 8, false);
+  EXPECT_EQ(validate(with(p, -1, -1)), "");
+  EXPECT_EQ(validate(with(p, 0, 0, 30)), "");
+  EXPECT_NE(validate(with(p, -2, -1)).find("window_left = -2"), std::string::npos);
+  EXPECT_NE(validate(with(p, -1, -7)).find("window_right = -7"), std::string::npos);
+  EXPECT_NE(validate(with(p, -1, -1, -1)).find("softcap = -1"), std::string::npos);
+  EXPECT_NE(validate(with(p, -1, -1, std::nan(""))).find("softcap"), std::string::npos);
+  EXPECT_EQ(with(p, 128, 0, 30).label(), "b1_hq1_hkv1_sq4_skv4_d8_f32_wl128_wr0_softcap30");
+  Vec x(16);
+  EXPECT_THROW(run_forward(with(p, -3, -1), x, x, x), std::invalid_argument);
 }
 
 }  // namespace

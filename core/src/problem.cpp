@@ -1,4 +1,5 @@
-// Problem: sizes, the causal mask (first_invisible_key), FLOPs, the case label and validate().
+// Problem: sizes, the causal and window mask (first_visible_key, first_invisible_key), FLOPs, the
+// case label and validate().
 #include "attnbench/problem.hpp"
 
 #include <algorithm>
@@ -20,24 +21,37 @@ std::int64_t Problem::kv_elems() const {
 }
 std::int64_t Problem::lse_elems() const { return static_cast<std::int64_t>(batch) * heads_q * seq_q; }
 
+int Problem::first_visible_key(int i) const {
+  if (window_left < 0) return 0;
+  const long long begin = static_cast<long long>(i) + seq_kv - seq_q - window_left;
+  return static_cast<int>(std::clamp<long long>(begin, 0, seq_kv));
+}
+
 int Problem::first_invisible_key(int i) const {
-  if (!causal) return seq_kv;
-  const long long end = static_cast<long long>(i) + seq_kv - seq_q + 1;
+  // The right bound: the diagonal itself under causal, window_right past it, else none.
+  long long right = -1;
+  if (window_right >= 0) right = window_right;
+  if (causal) right = right < 0 ? 0 : std::min<long long>(right, 0);
+  if (right < 0) return seq_kv;
+  const long long end = static_cast<long long>(i) + seq_kv - seq_q + right + 1;
   return static_cast<int>(std::clamp<long long>(end, 0, seq_kv));
 }
 
 std::int64_t Problem::visible_pairs() const {
-  if (!causal) return static_cast<std::int64_t>(seq_q) * seq_kv;
+  if (!causal && !has_window()) return static_cast<std::int64_t>(seq_q) * seq_kv;
   std::int64_t n = 0;
-  for (int i = 0; i < seq_q; ++i) n += first_invisible_key(i);
+  for (int i = 0; i < seq_q; ++i) n += visible_keys(i);
   return n;
 }
 
 double Problem::flops_fwd() const {
   const double bhd = 4.0 * batch * heads_q * head_dim;
   // FlashAttention's convention halves the square for causal; with seq_q != seq_kv the half is
-  // wrong, so the visible pairs are counted exactly there.
-  if (causal && seq_q == seq_kv) return bhd * static_cast<double>(seq_q) * seq_kv / 2.0;
+  // wrong, so the visible pairs are counted exactly there, and under a window (FlashAttention-3's
+  // benchmark: only the unmasked scores count).
+  if (causal && seq_q == seq_kv && !has_window()) {
+    return bhd * static_cast<double>(seq_q) * seq_kv / 2.0;
+  }
   return bhd * static_cast<double>(visible_pairs());
 }
 
@@ -46,6 +60,9 @@ std::string Problem::label() const {
   s << "b" << batch << "_hq" << heads_q << "_hkv" << heads_kv << "_sq" << seq_q << "_skv" << seq_kv
     << "_d" << head_dim << (causal ? "_causal" : "") << "_" << to_string(dtype);
   if (scale != 0) s << "_scale" << scale;
+  if (window_left >= 0) s << "_wl" << window_left;
+  if (window_right >= 0) s << "_wr" << window_right;
+  if (softcap != 0) s << "_softcap" << softcap;
   return s.str();
 }
 
@@ -75,6 +92,15 @@ std::string validate(const Problem& p, std::int64_t max_bytes) {
   if (p.scale > kMaxScale) {
     std::ostringstream s;
     s << "scale = " << p.scale << ": " << kScaleOverflow;
+    return s.str();
+  }
+  if (p.window_left < -1) return bad("window_left", p.window_left, "must be -1 (unbounded) or >= 0");
+  if (p.window_right < -1) {
+    return bad("window_right", p.window_right, "must be -1 (unbounded) or >= 0");
+  }
+  if (!std::isfinite(p.softcap) || p.softcap < 0) {
+    std::ostringstream s;
+    s << "softcap = " << p.softcap << ": must be finite and >= 0 (0 means off)";
     return s.str();
   }
   // Sizes in elements must fit in int64 with room for byte counts, and each per-(b,h) score

@@ -2,11 +2,14 @@
 // precision, the single source of truth every implementation is verified against.
 //
 // Algorithm: per (batch, query head), query rows are processed in fixed blocks of kRowBlock rows.
-// A block computes its full score rows S = scale * Qb K^T over the keys it can see (for causal,
-// keys [0, first_invisible_key(last row))), a safe softmax row by row (subtract the row max, exp,
-// sum, LSE = max + log(sum)), and O = P V. The backward recomputes P the same way and applies
+// A block computes its score rows S = scale * Qb K^T over the keys any of its rows can see
+// (keys [first_visible_key(first row), first_invisible_key(last row)): both bounds only grow with
+// the row index), soft-caps them (S = softcap * tanh(S / softcap)) when asked, then a safe
+// softmax row by row over that row's own visible keys (subtract the row max, exp, sum,
+// LSE = max + log(sum); the others get P = 0), and O = P V. The backward recomputes P the same
+// way and applies
 //   dV += P^T dO,  dP = dO V^T,  D = rowsum(P o dP) (= rowsum(dO o O)),  dS = P o (dP - D),
-//   dQ = scale * dS K,  dK += scale * dS^T Q.
+//   soft-capped: dS *= 1 - tanh^2,  dQ = scale * dS K,  dK += scale * dS^T Q.
 // Passes over memory: each (b, head) slice of the BSHD inputs is copied once into a contiguous
 // Eigen matrix; K and V are then read once per row block (Eigen GEMMs).
 // Writes: o, lse (forward); dq, dk, dv (backward), every element.
@@ -100,33 +103,50 @@ void scatter(const double* m, double* x, int b, int seq, int heads, int h, int d
   }
 }
 
-// Keys [0, key_end) cover every key visible to rows [row0, row0 + nrows): visibility only grows
-// with the row index.
-int block_key_end(const Problem& p, int row0, int nrows) {
-  return p.first_invisible_key(row0 + nrows - 1);
+// Keys [begin, end) cover every key visible to rows [row0, row0 + nrows): both visibility bounds
+// are non-decreasing in the row index. Empty (end <= begin) when no row of the block sees a key.
+struct KeyRange {
+  int begin, end;
+  int size() const { return std::max(0, end - begin); }
+};
+KeyRange block_keys(const Problem& p, int row0, int nrows) {
+  return {p.first_visible_key(row0), p.first_invisible_key(row0 + nrows - 1)};
 }
 
-// s: [nrows, key_end] scaled scores of rows row0.. -> P (masked entries 0); lse: [nrows].
-// A row that sees no key gets P = 0 and LSE = -inf.
-void softmax_rows(const Problem& p, int row0, Mat& s, double* lse) {
+// The scaled scores of a block, soft-capped when the problem asks: s <- softcap * tanh(s /
+// softcap). Keeps tanh(s / softcap) in t for the backward (t is left empty without soft-capping).
+void cap_scores(const Problem& p, Mat& s, Mat* t) {
+  if (p.softcap == 0) return;
+  const double c = p.softcap;
+  s = (s.array() / c).tanh().matrix();
+  if (t) *t = s;
+  s *= c;
+}
+
+// s: [nrows, keys.size()] scores of rows row0.. over keys [keys.begin, keys.end) -> P (entries
+// a row cannot see are 0); lse: [nrows]. A row that sees no key gets P = 0 and LSE = -inf.
+void softmax_rows(const Problem& p, int row0, KeyRange keys, Mat& s, double* lse) {
   const Eigen::Index cols = s.cols();
   for (Eigen::Index r = 0; r < s.rows(); ++r) {
     double* row = s.row(r).data();
-    const Eigen::Index n = p.first_invisible_key(static_cast<int>(row0 + r));
-    if (n == 0) {
+    const int i = static_cast<int>(row0 + r);
+    const Eigen::Index lo = std::max(0, p.first_visible_key(i) - keys.begin);
+    const Eigen::Index hi = std::max<Eigen::Index>(lo, p.first_invisible_key(i) - keys.begin);
+    if (hi == lo) {
       std::fill(row, row + cols, 0.0);
       lse[r] = kNegInf;
       continue;
     }
-    double m = row[0];
-    for (Eigen::Index j = 1; j < n; ++j) m = std::max(m, row[j]);
+    double m = row[lo];
+    for (Eigen::Index j = lo + 1; j < hi; ++j) m = std::max(m, row[j]);
     double sum = 0;
-    for (Eigen::Index j = 0; j < n; ++j) {
+    for (Eigen::Index j = lo; j < hi; ++j) {
       row[j] = std::exp(row[j] - m);
       sum += row[j];
     }
-    for (Eigen::Index j = 0; j < n; ++j) row[j] /= sum;
-    std::fill(row + n, row + cols, 0.0);
+    for (Eigen::Index j = lo; j < hi; ++j) row[j] /= sum;
+    std::fill(row, row + lo, 0.0);
+    std::fill(row + hi, row + cols, 0.0);
     lse[r] = m + std::log(sum);
   }
 }
@@ -136,18 +156,19 @@ void softmax_rows(const Problem& p, int row0, Mat& s, double* lse) {
 void forward_block(const Problem& p, const ConstRows& qb, int row0, const Mat& k, const Mat& v,
                    Mat& s, Mat& ob, double* lse) {
   const int nrows = static_cast<int>(qb.rows());
-  const int key_end = block_key_end(p, row0, nrows);
+  const KeyRange keys = block_keys(p, row0, nrows);
   ob.resize(nrows, p.head_dim);
-  if (key_end == 0) {
+  if (keys.size() == 0) {
     ob.setZero();
     std::fill(lse, lse + nrows, kNegInf);
     return;
   }
-  s.resize(nrows, key_end);
-  s.noalias() = qb * k.topRows(key_end).transpose();
+  s.resize(nrows, keys.size());
+  s.noalias() = qb * k.middleRows(keys.begin, keys.size()).transpose();
   s *= p.effective_scale();
-  softmax_rows(p, row0, s, lse);
-  ob.noalias() = s * v.topRows(key_end);
+  cap_scores(p, s, nullptr);
+  softmax_rows(p, row0, keys, s, lse);
+  ob.noalias() = s * v.middleRows(keys.begin, keys.size());
 }
 
 struct Inputs {
@@ -169,31 +190,34 @@ void backward_unit(const Problem& p, const Inputs& in, int b, int h, int row0, i
   const Mat qh = gather(in.q, b, p.seq_q, p.heads_q, h, d, row0, nrows);
   const Mat doh = gather(in.dout, b, p.seq_q, p.heads_q, h, d, row0, nrows);
   Eigen::Map<Mat> dq(dq_rows, nrows, d);
-  Mat s, dp;
+  Mat s, dp, t;
   std::vector<double> lse(kRowBlock);
   for (int r = 0; r < nrows; r += kRowBlock) {
     const int n = std::min(kRowBlock, nrows - r);
-    const int key_end = block_key_end(p, row0 + r, n);
-    if (key_end == 0) {  // no row of the block sees a key: no gradient flows
+    const KeyRange keys = block_keys(p, row0 + r, n);
+    if (keys.size() == 0) {  // no row of the block sees a key: no gradient flows
       dq.middleRows(r, n).setZero();
       continue;
     }
     const auto qb = qh.middleRows(r, n);
     const auto dob = doh.middleRows(r, n);
-    const auto kk = kh.topRows(key_end);
-    s.resize(n, key_end);
+    const auto kk = kh.middleRows(keys.begin, keys.size());
+    s.resize(n, keys.size());
     s.noalias() = qb * kk.transpose();
     s *= scale;
-    softmax_rows(p, row0 + r, s, lse.data());  // s now holds P
-    dv_part.topRows(key_end).noalias() += s.transpose() * dob;
-    dp.resize(n, key_end);
-    dp.noalias() = dob * vh.topRows(key_end).transpose();
+    cap_scores(p, s, &t);
+    softmax_rows(p, row0 + r, keys, s, lse.data());  // s now holds P
+    dv_part.middleRows(keys.begin, keys.size()).noalias() += s.transpose() * dob;
+    dp.resize(n, keys.size());
+    dp.noalias() = dob * vh.middleRows(keys.begin, keys.size()).transpose();
     for (int i = 0; i < n; ++i) {  // dp <- dS = P o (dP - D)
       const double di = s.row(i).dot(dp.row(i));
       dp.row(i).array() = s.row(i).array() * (dp.row(i).array() - di);
     }
+    // Soft-capped: d(softcap * tanh(x / softcap)) / dx = 1 - tanh^2.
+    if (p.softcap != 0) dp.array() *= 1.0 - t.array().square();
     dq.middleRows(r, n).noalias() = scale * (dp * kk);
-    dk_part.topRows(key_end).noalias() += scale * (dp.transpose() * qb);
+    dk_part.middleRows(keys.begin, keys.size()).noalias() += scale * (dp.transpose() * qb);
   }
 }
 

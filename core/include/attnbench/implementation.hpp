@@ -96,6 +96,8 @@ struct Capabilities {
   int head_dim_multiple = 1;  // head_dim % this == 0
   bool causal = true;
   bool gqa = true;  // heads_kv < heads_q (GQA and MQA)
+  bool window = false;   // sliding-window attention (Problem::window_left / window_right)
+  bool softcap = false;  // logit soft-capping (Problem::softcap)
   bool forward = true;
   bool backward = false;
   // For an implementation without a forward (a backward-only kernel), the implementation whose

@@ -6,8 +6,15 @@
 //   lse          : [batch, heads_q, seq_q]  (float32, natural log)
 // GQA: query head h reads kv head h / (heads_q / heads_kv). Causal is bottom-right aligned:
 // query i sees key j iff j <= i + seq_kv - seq_q; a row that sees no key has O = 0, LSE = -inf.
+// Sliding window (local attention, FlashAttention's window_size = (left, right)), aligned the
+// same way: with the diagonal c(i) = i + seq_kv - seq_q, query i sees key j iff
+// c(i) - window_left <= j <= c(i) + window_right, -1 leaving that side unbounded; it composes
+// with causal (which bounds the right side at 0). Soft-capping (Gemma 2): with softcap > 0 the
+// scaled score s becomes softcap * tanh(s / softcap) before the mask and the softmax, so
+// dS reaching Q and K carries the factor 1 - tanh^2(s / softcap).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -34,6 +41,11 @@ struct Problem {
   bool causal = false;
   double scale = 0;  // 0 means the default 1/sqrt(head_dim); see effective_scale()
   DType dtype = DType::f32;
+  int window_left = -1;   // keys before the diagonal a query sees (-1: all)
+  int window_right = -1;  // keys after the diagonal a query sees (-1: all; causal makes it 0)
+  double softcap = 0;     // logit soft-capping, softcap * tanh(s / softcap); 0: off
+
+  bool has_window() const { return window_left >= 0 || window_right >= 0; }
 
   double effective_scale() const;
   int group() const { return heads_q / heads_kv; }  // query heads per kv head
@@ -46,9 +58,14 @@ struct Problem {
   std::int64_t kv_bytes() const { return kv_elems() * static_cast<std::int64_t>(dtype_size(dtype)); }
   std::int64_t lse_bytes() const { return lse_elems() * 4; }
 
-  // Causal visibility, bottom-right aligned.
-  int first_invisible_key(int i) const;  // keys [0, first_invisible_key(i)) are visible to row i
-  bool visible(int i, int j) const { return !causal || j < first_invisible_key(i); }
+  // Visibility (causal and window), bottom-right aligned: row i sees the keys
+  // [first_visible_key(i), first_invisible_key(i)), an empty range when the first is not below
+  // the second. Both are non-decreasing in i.
+  int first_visible_key(int i) const;
+  int first_invisible_key(int i) const;
+  bool visible(int i, int j) const { return j >= first_visible_key(i) && j < first_invisible_key(i); }
+  // Keys row i sees (0 for a row that sees none).
+  int visible_keys(int i) const { return std::max(0, first_invisible_key(i) - first_visible_key(i)); }
 
   // Number of visible (query, key) pairs per (batch, head), counted exactly.
   std::int64_t visible_pairs() const;
@@ -56,7 +73,8 @@ struct Problem {
   double flops_fwd() const;
   double flops_bwd() const { return 2.5 * flops_fwd(); }
 
-  // Short unique text, e.g. "b2_hq8_hkv2_sq17_skv33_d64_causal_bf16".
+  // Short unique text, e.g. "b2_hq8_hkv2_sq17_skv33_d64_causal_bf16"; a window adds "_wl<L>"
+  // and/or "_wr<R>", soft-capping "_softcap<C>".
   std::string label() const;
 };
 

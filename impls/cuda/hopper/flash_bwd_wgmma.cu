@@ -39,6 +39,7 @@
 #include <type_traits>
 
 #include "attnbench/implementation.hpp"
+#include "common/capabilities.hpp"
 
 namespace attn_hopper {
 namespace bwd_wgmma {
@@ -447,26 +448,14 @@ class FlashBwdWgmma final : public attnbench::Implementation {
     return "FlashAttention-3-class backward (sm_90a): TMA, wgmma, dQ by bulk reduce-add";
   }
   Capabilities capabilities() const override {
-    Capabilities c;
-    c.dtypes = {DType::f16, DType::bf16};
-    c.min_head_dim = 8;
-    c.max_head_dim = BwdHeadDims::kMax;
-    c.head_dim_multiple = 8;
-    c.causal = true;
-    c.gqa = true;
-    c.forward = false;
-    c.backward = true;
+    Capabilities c = attnbench::cuda::tensor_core_capabilities<BwdHeadDims>(false, true);
     c.fwd_partner = "cuda.flash_fwd_wgmma";
     c.options = {"deterministic"};
     return c;
   }
 
   Support supports_options(const Problem&, Pass, const Options& o) const override {
-    const auto it = o.find("deterministic");
-    if (it != o.end() && it->second != 0 && it->second != 1) {
-      return Support::no("deterministic must be 0 or 1, not " + std::to_string(it->second));
-    }
-    return Support::yes();
+    return attnbench::cuda::check_flag_option(o, "deterministic");
   }
 
   Support supports_extra(const Problem& p, Pass) const override {

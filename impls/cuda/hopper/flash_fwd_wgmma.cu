@@ -34,6 +34,7 @@
 #include <type_traits>
 
 #include "attnbench/implementation.hpp"
+#include "common/capabilities.hpp"
 // Angle brackets: the CPU emulation build (tests/hopper_emulation) puts its own versions of these
 // headers first on the include path.
 #include <hopper/host.cuh>
@@ -532,25 +533,13 @@ class FlashFwdWgmma final : public attnbench::Implementation {
     return "FlashAttention-3-class forward (sm_90a): TMA, wgmma, producer/consumer warpgroups";
   }
   Capabilities capabilities() const override {
-    Capabilities c;
-    c.dtypes = {DType::f16, DType::bf16};
-    c.min_head_dim = 8;
-    c.max_head_dim = FwdHeadDims::kMax;
-    c.head_dim_multiple = 8;
-    c.causal = true;
-    c.gqa = true;
-    c.forward = true;
-    c.backward = false;
+    Capabilities c = attnbench::cuda::tensor_core_capabilities<FwdHeadDims>(true, false);
     c.options = {"persistent"};
     return c;
   }
 
   Support supports_options(const Problem&, Pass, const Options& o) const override {
-    const auto it = o.find("persistent");
-    if (it != o.end() && it->second != 0 && it->second != 1) {
-      return Support::no("persistent must be 0 or 1, not " + std::to_string(it->second));
-    }
-    return Support::yes();
+    return attnbench::cuda::check_flag_option(o, "persistent");
   }
 
   // Persistent: the tile counter, then two tile slots per block (kMaxPersistentBlocks at most).

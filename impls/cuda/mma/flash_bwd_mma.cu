@@ -46,6 +46,7 @@
 #include <type_traits>
 
 #include "attnbench/implementation.hpp"
+#include "common/capabilities.hpp"
 #include "common/workspace.hpp"
 // Angle brackets: found through the include path, so that the CPU emulation build
 // (impls/cuda/mma/emulation) can put its own mma/ptx.cuh and mma/host.cuh first.
@@ -518,18 +519,14 @@ class FlashBwdMma final : public attnbench::Implementation {
            "(or a dQ kernel: deterministic=1)";
   }
   Capabilities capabilities() const override {
-    Capabilities c;
-    c.dtypes = {DType::f16, DType::bf16};
-    c.min_head_dim = 8;
-    c.max_head_dim = BwdHeadDims::kMax;
-    c.head_dim_multiple = 8;  // 16-byte rows for cp.async
-    c.causal = true;
-    c.gqa = true;
-    c.forward = false;
-    c.backward = true;
+    Capabilities c = attnbench::cuda::tensor_core_capabilities<BwdHeadDims>(false, true);
     c.fwd_partner = "cuda.flash_fwd_mma";
     c.options = {"deterministic"};
     return c;
+  }
+
+  Support supports_options(const Problem&, Pass, const Options& o) const override {
+    return attnbench::cuda::check_flag_option(o, "deterministic");
   }
 
   Support supports_extra(const Problem& p, Pass) const override {

@@ -27,6 +27,7 @@
 #include <type_traits>
 
 #include "attnbench/implementation.hpp"
+#include "common/capabilities.hpp"
 // Angle brackets: found through the include path, so that the CPU emulation build
 // (impls/cuda/mma/emulation) can put its own mma/ptx.cuh and mma/host.cuh first.
 #include <mma/host.cuh>
@@ -245,16 +246,7 @@ class FlashFwdMma final : public attnbench::Implementation {
     return "FlashAttention-2 forward: mma.sync m16n8k16, ldmatrix, 2-stage cp.async K/V ring";
   }
   Capabilities capabilities() const override {
-    Capabilities c;
-    c.dtypes = {DType::f16, DType::bf16};
-    c.min_head_dim = 8;
-    c.max_head_dim = FwdHeadDims::kMax;
-    c.head_dim_multiple = 8;  // 16-byte rows for cp.async
-    c.causal = true;
-    c.gqa = true;
-    c.forward = true;
-    c.backward = false;
-    return c;
+    return attnbench::cuda::tensor_core_capabilities<FwdHeadDims>(true, false);
   }
 
   Support supports_extra(const Problem& p, Pass) const override {
