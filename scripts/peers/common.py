@@ -5,11 +5,11 @@ how to call its kernels; the rest is here, and the facts themselves live in the 
   cases         `attnbench expand CONFIG [--case GLOB] [--pass P]`: labels, case indices, problems,
                 FLOPs, io_bytes, config hash, seed, verify and timing settings (no config parsing here)
   inputs        libattnbench_capi's ab_case_inputs: the harness's own seeded tensors, bit for bit
-  verification  ab_case_verify: the project's rule (harness/src/verify.cpp) on the peer's outputs,
+  verification  ab_case_verify: the project's rule (harness/src/verify/verify.cpp) on the peer's outputs,
                 float64 reference (sampled as the harness samples), the same device's naive 3-pass
   timing        CUDA graph of the call replayed between two events, the L2 flushed (memset of twice
                 its size) before the start event unless hot; warm-up, repetitions of enough calls to
-                fill min_time_s, median/min/mean/cv, as harness/src/runner.cpp
+                fill min_time_s, median/min/mean/cv, as harness/src/run/runner.cpp
   results       attnbench's schema (docs/results_schema.md), written atomically after every case
 
 No torch import at module level: --dry-run, --merge and the CPU test path work without it.
@@ -676,7 +676,7 @@ def base_context(peer, cases, config_path, dev, capi, argv):
         "seed": c0.get("inputs", {}).get("seed"), "distribution": c0.get("inputs", {}).get("distribution"),
         "cases_from": "attnbench expand",
         "inputs_from": "libattnbench_capi ab_case_inputs (the harness's make_inputs)",
-        "verification": "libattnbench_capi ab_case_verify: harness/src/verify.cpp's rule, float64 reference, "
+        "verification": "libattnbench_capi ab_case_verify: harness/src/verify/verify.cpp's rule, float64 reference, "
                         "the same device's naive 3-pass as baseline",
         "timing": "CUDA graph of the call replayed between events; L2 flushed (memset of 2x L2) before the start "
                   "event unless hot; repetitions of enough calls to fill min_time_s; median over repetitions",
