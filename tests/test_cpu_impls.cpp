@@ -169,6 +169,52 @@ TEST(NaiveThreePass, RelativeErrorWithinDtypeBound) {
   }
 }
 
+// Sliding window and soft-capping (issue 30): the naive baseline against the float64 reference,
+// held to the same dtype bounds as above. Windows: both sides, one side, 0 and 1 wide, with causal
+// at seq_q != seq_kv both ways; soft-capping alone and with a window.
+TEST(NaiveThreePass, WindowAndSoftcap) {
+  const Implementation* naive = Registry::instance().find("cpu.naive_3pass");
+  ASSERT_NE(naive, nullptr);
+  struct W {
+    int sq, skv, hq, hkv, d;
+    bool causal;
+    int left, right;
+    double softcap;
+  };
+  const W cases[] = {{70, 90, 4, 2, 40, false, 16, 8, 0},   {90, 70, 2, 1, 64, true, 10, -1, 0},
+                     {64, 64, 2, 2, 80, false, -1, -1, 30}, {129, 129, 8, 2, 64, true, 32, -1, 50},
+                     {17, 17, 1, 1, 96, false, 0, 0, 0},    {33, 40, 2, 1, 64, false, 1, 1, 5}};
+  for (DType t : kDTypes) {
+    const double bound = t == DType::f32 ? 1e-5 : t == DType::f16 ? 5e-3 : 4e-2;
+    for (const W& w : cases) {
+      Problem p = make_problem(1, w.hq, w.hkv, w.sq, w.skv, w.d, w.causal, t);
+      p.window_left = w.left;
+      p.window_right = w.right;
+      p.softcap = w.softcap;
+      ASSERT_TRUE(naive->supports(p, Pass::fwd_bwd)) << p.label();
+      for (Pass pass : {Pass::fwd, Pass::bwd}) {
+        const Verdict v = test::check_impl(*naive, p, pass, kSeed);
+        EXPECT_TRUE(v.ok) << p.label() << " " << to_string(pass) << ": " << v.failure();
+        // A window of 0 on both sides leaves each row one key: P = 1, and dQ = dK = 0 exactly
+        // (dP - D cancels), so only the rule's absolute bound applies to them (v.ok above).
+        const bool one_key = w.left == 0 && w.right == 0;
+        for (const OutputReport& o : v.outputs) {
+          if (one_key && (o.name == "dQ" || o.name == "dK")) continue;
+          EXPECT_LT(o.rel_l2, bound) << p.label() << " " << to_string(pass) << " " << o.name;
+        }
+      }
+    }
+  }
+  // Every other CPU implementation says it cannot, until it can.
+  Problem p = make_problem(1, 2, 2, 64, 64, 64, false, DType::f32);
+  p.window_left = 8;
+  EXPECT_FALSE(Registry::instance().find("cpu.flash_1pass")->supports(p, Pass::fwd));
+  p.window_left = -1;
+  p.softcap = 30;
+  EXPECT_EQ(Registry::instance().find("cpu.flash_1pass")->supports(p, Pass::fwd).reason,
+            "softcap not supported");
+}
+
 // The streaming kernels need O(seq) memory: 4x the sequence may cost at most ~4x the workspace,
 // while the naive one pays 16x for its seq x seq matrices.
 TEST(CpuImpls, WorkspaceIsLinearInSequence) {

@@ -3,14 +3,17 @@
 // intermediate matrix to the problem's dtype, as a framework's unfused attention would.
 //
 // Forward, per (batch, query head):
-//   pass 1: S = scale * Q K^T, rounded to the dtype; masked entries -inf        -> S [Sq, Skv]
+//   pass 1: S = scale * Q K^T (soft-capped: softcap * tanh(S / softcap), the tanh kept, rounded,
+//           for the backward), rounded to the dtype; masked entries -inf        -> S [Sq, Skv]
 //   pass 2: P = softmax(S) row by row (max, sum of exp, divide), rounded;       -> P [Sq, Skv]
 //           LSE = max + log(sum), float32, from S
 //   pass 3: O = P V, float32 accumulation, rounded once to the dtype.
 // Backward, per (batch, kv head), looping over the query heads of its GQA group so that dK and dV
 // are summed by one thread (no atomics): recompute S and P as in the forward, then
 //   D = rowsum(dO o O) (from the O input), dV += P^T dO, dP = dO V^T (rounded; overwrites S),
-//   dS = P o (dP - D) (rounded; overwrites dP), dQ = scale * dS K, dK += scale * dS^T Q.
+//   dS = P o (dP - D) (soft-capped: times 1 - tanh^2; rounded; overwrites dP),
+//   dQ = scale * dS K, dK += scale * dS^T Q.
+// Masks: causal and the sliding window (Problem::first_visible_key, first_invisible_key).
 // Passes over memory: each N x N matrix is written once and read once or twice per pass above.
 // Extra memory per thread: S and P as seq_q x seq_kv in the dtype (the N^2 memory FlashAttention
 // removes), K and V of one head as float, float row blocks of kRowBlock rows (and dK, dV float
@@ -20,7 +23,9 @@
 // from the dtype); softmax uses Eigen array expressions.
 // Parallel over (batch, query head) forward and (batch, kv head) backward.
 // Limits: none beyond the interface's (head_dim 1..256); memory grows as seq_q * seq_kv.
+#include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "cpu_common.hpp"
 
@@ -32,6 +37,7 @@ constexpr int kRowBlock = 64;  // query rows per GEMM block
 struct Scratch {
   std::uint8_t* s;   // [Sq, Skv] dtype: S, then dP, then dS
   std::uint8_t* pr;  // [Sq, Skv] dtype: P
+  std::uint8_t* t;   // [Sq, Skv] dtype: tanh(S / softcap) (soft-capping only)
   float* k;          // [Skv, d] K of the head as float (f16/bf16)
   float* v;          // [Skv, d]
   float* blk;        // [kRowBlock, Skv] float rows of S, P or dS
@@ -49,6 +55,7 @@ struct Scratch {
     const std::int64_t bn = std::int64_t{kRowBlock} * p.seq_kv;
     s = c.take<std::uint8_t>(nn);
     pr = c.take<std::uint8_t>(nn);
+    t = p.softcap != 0 ? c.take<std::uint8_t>(nn) : nullptr;
     k = c.take<float>(kvd);
     v = c.take<float>(kvd);
     blk = c.take<float>(bn);
@@ -82,16 +89,30 @@ void scores_and_probs(const Problem& p, const void* q, FloatTile k, int b, int h
   const std::int64_t q_stride = std::int64_t{p.heads_q} * d;
   const float scale = static_cast<float>(p.effective_scale());
 
-  // Pass 1: S = scale * Q K^T, masked entries -inf.
+  const float cap = static_cast<float>(p.softcap);
+  // Row i sees keys [lo, hi) (empty when hi == lo).
+  auto seen = [&](int i) {
+    const int lo = p.first_visible_key(i);
+    return std::pair<int, int>{lo, std::max(lo, p.first_invisible_key(i))};
+  };
+
+  // Pass 1: S = scale * Q K^T (soft-capped), masked entries -inf.
   for (int i0 = 0; i0 < p.seq_q; i0 += kRowBlock) {
     const int rb = std::min(kRowBlock, p.seq_q - i0);
     const FloatTile qb = rows_as_float(q, dt, ((std::int64_t{b} * p.seq_q + i0) * p.heads_q + h) * d,
                                        q_stride, rb, d, s.qb);
     gemm(mat(s.blk, rb, n, n), cmat(qb, rb, d), cmat(k, n, d).transpose(), false);
     for (int r = 0; r < rb; ++r) {
-      const int nv = p.first_invisible_key(i0 + r);
-      row_array(s.blk, n, r, n) *= scale;
-      row_array(s.blk, n, r, n).tail(n - nv).setConstant(kNegInf);
+      const auto [lo, hi] = seen(i0 + r);
+      auto x = row_array(s.blk, n, r, n);
+      x *= scale;
+      if (cap != 0) {
+        x = (x / cap).tanh();
+        from_float(s.blk + std::int64_t{r} * n, n, dt, nn_row(s.t, p, i0 + r));
+        x *= cap;
+      }
+      x.head(lo).setConstant(kNegInf);
+      x.tail(n - hi).setConstant(kNegInf);
       from_float(s.blk + std::int64_t{r} * n, n, dt, nn_row(s.s, p, i0 + r));
     }
   }
@@ -100,17 +121,18 @@ void scores_and_probs(const Problem& p, const void* q, FloatTile k, int b, int h
   auto row = row_array(s.blk, n, 0, n);
   for (int i = 0; i < p.seq_q; ++i) {
     to_float(nn_row(s.s, p, i), n, dt, s.blk);
-    const int nv = p.first_invisible_key(i);  // S[i, nv:] is -inf
+    const auto [lo, hi] = seen(i);  // S[i, :lo] and S[i, hi:] are -inf
     float lse_i = kNegInf;
-    if (nv > 0) {
-      auto vis = row.head(nv);
+    if (hi > lo) {
+      auto vis = row.segment(lo, hi - lo);
       const float mx = vis.maxCoeff();
       vis = (vis - mx).exp();
       const float sum = vis.sum();
       vis /= sum;
       lse_i = mx + std::log(sum);
     }
-    row.tail(n - nv).setZero();
+    row.head(lo).setZero();
+    row.tail(n - hi).setZero();
     from_float(s.blk, n, dt, nn_row(s.pr, p, i));
     if (lse) lse[i] = lse_i;
   }
@@ -176,11 +198,15 @@ void backward_kv_head(const BwdArgs& a, int b, int hk, const Scratch& s) {
       for (int r = 0; r < rb; ++r) from_float(s.blk2 + std::int64_t{r} * n, n, dt, nn_row(s.s, p, i0 + r));
     }
 
-    // dS = P o (dP - D), rounded, over dP.
+    // dS = P o (dP - D) (soft-capped: times 1 - tanh^2), rounded, over dP.
     for (int i = 0; i < p.seq_q; ++i) {
       to_float(nn_row(s.pr, p, i), n, dt, s.blk);
       to_float(nn_row(s.s, p, i), n, dt, s.blk2);
       row_array(s.blk2, n, 0, n) = row_array(s.blk, n, 0, n) * (row_array(s.blk2, n, 0, n) - s.dsum[i]);
+      if (s.t) {
+        to_float(nn_row(s.t, p, i), n, dt, s.blk);
+        row_array(s.blk2, n, 0, n) *= 1.0f - row_array(s.blk, n, 0, n).square();
+      }
       from_float(s.blk2, n, dt, nn_row(s.s, p, i));
     }
 
@@ -211,6 +237,8 @@ class NaiveThreePass final : public Implementation {
   Capabilities capabilities() const override {
     Capabilities c;
     c.backward = true;
+    c.window = true;
+    c.softcap = true;
     c.scores_in_dtype = true;  // S and P in the dtype
     return c;
   }
