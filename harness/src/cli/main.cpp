@@ -263,13 +263,259 @@ bool ends_with_index_of(const std::string& path, const std::string& key) {
   return rest.empty() || (rest[0] == '/' && rest.find_first_not_of("0123456789", 1) == std::string::npos);
 }
 
+// A problem flag (--seq, --batch, ...) was given: the run is one problem or a sweep, no config.
+bool problem_flags_given(const RunArgs& a) {
+  bool adhoc = false;
+  for (const auto& [flag, opt] : a.problem_opts) adhoc = adhoc || opt->count() > 0;
+  return adhoc || a.causal_opt->count() > 0;
+}
+
+// The document of a problem given by flags. flag_of_path: "/problem/heads_kv" -> "--heads-kv".
+bool adhoc_document(const RunArgs& a, const std::string& who, ojson& doc,
+                    std::map<std::string, std::string>& flag_of_path) {
+  std::ostream& err = std::cerr;
+  doc["name"] = "adhoc";
+  doc["description"] = "one problem (or a sweep) from the command line";
+  std::vector<ProblemFlagValue> given;
+  for (const ProblemFlag& f : problem_flags()) {
+    const CLI::Option* opt =
+        f.kind == ProblemFlag::boolean ? a.causal_opt : a.problem_opts.at(f.flag);
+    if (opt->count() == 0) continue;
+    given.push_back(
+        {f.flag, f.key, static_cast<ProblemFlagValue::Kind>(f.kind), a.problem.at(f.flag)});
+  }
+  const auto built = problem_from_flags(given, flag_of_path);  // cli_problem.hpp
+  if (const auto* e = std::get_if<std::string>(&built)) {
+    err << who << *e << "\n";
+    return false;
+  }
+  const ojson& parts = std::get<ojson>(built);
+  ojson problem = parts["problem"];
+  if (parts.contains("sweep")) doc["sweep"] = parts["sweep"];
+  doc["problem"] = problem;
+  doc["implementations"] = ojson::array({"*"});
+  return true;
+}
+
+// The document of the config file (default configs/default.json), found and read; config_path:
+// where it was found.
+bool config_document(const RunArgs& a, const std::string& who, ojson& doc,
+                     std::string& config_path) {
+  std::ostream& err = std::cerr;
+  std::string looked;
+  config_path = find_config(a.config.empty() ? "configs/default.json" : a.config, looked);
+  if (std::error_code ec; std::filesystem::is_directory(config_path, ec)) {
+    err << who << "the config '" << printable(config_path)
+        << "' is a directory, not a config file\n";
+    return false;
+  }
+  const auto text = read_file(config_path);
+  if (!text) {
+    const std::string near =
+        std::filesystem::exists(config_path) ? std::string() : nearest_config(config_path);
+    err << who << "cannot read the config '" << printable(config_path) << "'"
+        << (std::filesystem::exists(config_path)
+                ? std::string()
+                : " (not found; looked for " + printable(looked) + ")" +
+                      (near.empty() ? std::string() : "; did you mean " + near + "?"))
+        << "\n";
+    return false;
+  }
+  try {
+    doc = ojson::parse(*text, nullptr, true, true);
+  } catch (const nlohmann::json::exception&) {
+    // parse_config reports it: the line and column of a syntax error, or e.g. a number beyond
+    // double (out_of_range, not parse_error).
+    const ConfigResult r = parse_config(*text);
+    err << who << printable(config_path) << ": " << std::get<ConfigError>(r).text() << "\n";
+    return false;
+  }
+  // Before anything edits the document: an insertion copies values, which recurses per level.
+  if (const auto e = check_depth(doc)) {
+    err << who << printable(config_path) << ": " << e->text() << "\n";
+    return false;
+  }
+  if (doc.is_object() && !doc.contains("name")) {
+    std::string stem = std::filesystem::path(config_path).stem().string();
+    for (char& c : stem) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
+    }
+    doc["name"] = stem.empty() ? "config" : stem;
+  }
+  return true;
+}
+
+// Command-line overrides go into the document, so they are validated like the config and the
+// results record the configuration that actually ran.
+bool apply_overrides(const RunArgs& a, const std::string& who, ojson& doc) {
+  std::ostream& err = std::cerr;
+  if (!doc.is_object()) return true;
+  if (!a.impls.empty()) set_everywhere(doc, "implementations", ojson(a.impls));
+  if (!a.passes.empty()) set_everywhere(doc, "passes", ojson(a.passes));
+  if (a.verify_opt->count() > 0) set_field_everywhere(doc, "verify", "mode", a.verify);
+  if (a.hot) set_field_everywhere(doc, "timing", "hot", true);
+  if (a.seed_opt->count() > 0) {
+    std::size_t used = 0;
+    unsigned long long s = 0;
+    try {
+      s = std::stoull(a.seed, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != a.seed.size() || a.seed.empty() || a.seed[0] == '-') {
+      err << who << "--seed = " << printable(a.seed) << ": not a non-negative integer\n";
+      return false;
+    }
+    if (!doc.contains("inputs") || !doc["inputs"].is_object()) doc["inputs"] = ojson::object();
+    doc["inputs"]["seed"] = s;
+  }
+  return true;
+}
+
+// A config error, naming the flag when the bad value came from one.
+void report_config_error(const RunArgs& a, const std::string& who, const ConfigError& e,
+                         const std::map<std::string, std::string>& flag_of_path,
+                         const std::string& config_path) {
+  std::ostream& err = std::cerr;
+  std::string flag;
+  if (auto it = flag_of_path.find(e.path); it != flag_of_path.end())
+    flag = it->second;
+  else if (!a.impls.empty() && ends_with_index_of(e.path, "implementations"))
+    flag = "--impl";
+  else if (!a.passes.empty() && ends_with_index_of(e.path, "passes"))
+    flag = "--pass";
+  else if (a.verify_opt->count() > 0 && e.path.size() >= 12 && e.path.ends_with("/verify/mode"))
+    flag = "--verify";
+  if (!flag.empty()) {
+    err << who << flag << " = " << printable(e.value.empty() ? "?" : e.value) << ": "
+        << printable(e.message) << "\n";
+  } else {
+    err << who << printable(config_path.empty() ? std::string("problem") : config_path) << ": "
+        << printable(e.text()) << "\n";
+  }
+}
+
+// --case: keep the cases whose label matches one of the globs (a config run in parts).
+bool select_cases(const RunArgs& a, const std::string& who, Config& cfg) {
+  std::ostream& err = std::cerr;
+  if (a.cases.empty()) return true;
+  const std::size_t all_cases = cfg.case_count();
+  std::size_t kept = 0;
+  std::string example;
+  for (ConfigGroup& g : cfg.groups) {
+    if (example.empty() && !g.cases.empty()) example = g.cases.front().label();
+    std::erase_if(g.cases, [&](const Problem& p) {
+      const std::string l = p.label();
+      return std::none_of(a.cases.begin(), a.cases.end(),
+                          [&](const std::string& glob) { return glob_match(glob, l); });
+    });
+    kept += g.cases.size();
+  }
+  if (kept == 0) {
+    std::string globs;
+    for (const auto& c : a.cases) globs += (globs.empty() ? "" : ", ") + c;
+    err << who << "--case = " << printable(globs) << ": matches none of the " << all_cases
+        << " cases of " << cfg.name << " (labels look like " << example << ")\n";
+    return false;
+  }
+  return true;
+}
+
+// --devices: checked before anything runs (devices.hpp). The workers get the same arguments.
+bool check_devices(const RunArgs& a, const std::string& who, const Config& cfg,
+                   std::vector<int>& devices) {
+  std::ostream& err = std::cerr;
+  const char* fake = std::getenv(kFakeDeviceCountEnv);
+  const int count = fake && *fake ? std::atoi(fake) : cuda_device_count();
+  std::string why;
+  const auto parsed_devices = parse_devices(a.devices, count, why);
+  if (!parsed_devices) {
+    err << who << why << "\n";
+    return false;
+  }
+  devices = *parsed_devices;
+  if (!(fake && *fake)) {
+    // Workers would time CPU rows against each other on the same cores.
+    std::string cpu_impls;
+    for (const ConfigGroup& g : cfg.groups)
+      for (const ImplRun& ir : g.impls)
+        if (ir.impl->device() == Device::cpu &&
+            cpu_impls.find(ir.impl->name()) == std::string::npos)
+          cpu_impls += (cpu_impls.empty() ? "" : ", ") + ir.impl->name();
+    if (!cpu_impls.empty()) {
+      err << who << "--devices = " << a.devices << ": the config has CPU rows (" << cpu_impls
+          << "), which the workers would time against each other on the same cores: leave them "
+             "out (--impl 'cuda.*') or run them without --devices\n";
+      return false;
+    }
+  }
+  if (!a.dump.empty()) {
+    err << who << "--devices = " << a.devices << ": --dump is not supported with --devices\n";
+    return false;
+  }
+  return true;
+}
+
+// The run's options from the flags: --resume (read here: a bad file is bad input), the output,
+// a worker's cases and device, --benchmark_out.
+bool run_options(const RunArgs& a, const std::string& who, const Config& cfg,
+                 const std::string& config_path, RunOptions& ro) {
+  std::ostream& err = std::cerr;
+  if (!a.resume.empty()) {
+    // run_config refuses the file unless it was written with the same config (after the
+    // overrides; --case may differ), mode and build (resume_refusal).
+    try {
+      ro.resume = load_results(a.resume);
+    } catch (const std::exception& e) {
+      err << "attnbench run: --resume = " << printable(a.resume) << ": " << printable(e.what())
+          << "\n";
+      return false;
+    }
+    ro.resume_path = a.resume;
+  }
+  ro.config_path = config_path;
+  ro.out_path = !a.out.empty()      ? a.out
+                : !a.resume.empty() ? a.resume
+                                    : "results/local/" + cfg.name + "-" + file_date_utc() + ".json";
+  if (!a.worker_part.empty()) {
+    const auto cases = parse_case_indices(a.worker_cases);
+    if (!cases || a.worker_device < 0) {
+      err << who << "--worker-cases = " << a.worker_cases
+          << ", --worker-device = " << a.worker_device
+          << ": not a worker's case list and device (these flags are for run --devices)\n";
+      return false;
+    }
+    ro.only_cases = *cases;
+    ro.cuda_device = a.worker_device;
+    ro.out_path = a.worker_part;
+    ro.worker_note = "worker of a --devices run: cases " + a.worker_cases +
+                     " only, CUDA rows on device " + std::to_string(a.worker_device) +
+                     " (the only GPU it sees)";
+  }
+  ro.profile = a.profile;
+  ro.quiet = a.quiet;
+  ro.dump_dir = a.dump;
+  if (!a.benchmark_out.empty()) {
+    // Google Benchmark writes it itself: held to the rules of --out, and never the same file.
+    const std::string why = output_refusal(a.benchmark_out, {config_path, ro.out_path},
+                                           {"the config file", "the results file (--out)"});
+    if (!why.empty()) {
+      err << "attnbench run: --benchmark_out = " << printable(a.benchmark_out) << ": "
+          << printable(why) << "\n";
+      return false;
+    }
+    ro.other_files.push_back({a.benchmark_out, "Google Benchmark's --benchmark_out"});
+  }
+  return true;
+}
+
+// `run` and `expand`: the config (or the problem flags) with the overrides, parsed, then the
+// cases printed (expand) or run, here or on --devices.
 int cmd_run(const RunArgs& a, const std::map<std::string, std::string>& bench_flags,
             const std::string& command_line, const std::vector<std::string>& raw_args) {
   std::ostream& err = std::cerr;
   const std::string who = a.expand ? "attnbench expand: " : "attnbench run: ";
-  bool adhoc = false;
-  for (const auto& [flag, opt] : a.problem_opts) adhoc = adhoc || opt->count() > 0;
-  adhoc = adhoc || a.causal_opt->count() > 0;
+  const bool adhoc = problem_flags_given(a);
   if (adhoc && !a.config.empty()) {
     err << who
         << "problem flags (--seq, --batch, ...) describe a problem or a sweep without a config; "
@@ -281,218 +527,32 @@ int cmd_run(const RunArgs& a, const std::map<std::string, std::string>& bench_fl
   ojson doc;
   std::string config_path;
   std::map<std::string, std::string> flag_of_path;  // "/problem/heads_kv" -> "--heads-kv"
-  if (adhoc) {
-    doc["name"] = "adhoc";
-    doc["description"] = "one problem (or a sweep) from the command line";
-    std::vector<ProblemFlagValue> given;
-    for (const ProblemFlag& f : problem_flags()) {
-      const CLI::Option* opt =
-          f.kind == ProblemFlag::boolean ? a.causal_opt : a.problem_opts.at(f.flag);
-      if (opt->count() == 0) continue;
-      given.push_back(
-          {f.flag, f.key, static_cast<ProblemFlagValue::Kind>(f.kind), a.problem.at(f.flag)});
-    }
-    const auto built = problem_from_flags(given, flag_of_path);  // cli_problem.hpp
-    if (const auto* e = std::get_if<std::string>(&built)) {
-      err << who << *e << "\n";
-      return kBadInput;
-    }
-    const ojson& parts = std::get<ojson>(built);
-    ojson problem = parts["problem"];
-    if (parts.contains("sweep")) doc["sweep"] = parts["sweep"];
-    doc["problem"] = problem;
-    doc["implementations"] = ojson::array({"*"});
-  } else {
-    std::string looked;
-    config_path = find_config(a.config.empty() ? "configs/default.json" : a.config, looked);
-    if (std::error_code ec; std::filesystem::is_directory(config_path, ec)) {
-      err << who << "the config '" << printable(config_path)
-          << "' is a directory, not a config file\n";
-      return kBadInput;
-    }
-    const auto text = read_file(config_path);
-    if (!text) {
-      const std::string near =
-          std::filesystem::exists(config_path) ? std::string() : nearest_config(config_path);
-      err << who << "cannot read the config '" << printable(config_path) << "'"
-          << (std::filesystem::exists(config_path)
-                  ? std::string()
-                  : " (not found; looked for " + printable(looked) + ")" +
-                        (near.empty() ? std::string() : "; did you mean " + near + "?"))
-          << "\n";
-      return kBadInput;
-    }
-    try {
-      doc = ojson::parse(*text, nullptr, true, true);
-    } catch (const nlohmann::json::exception&) {
-      // parse_config reports it: the line and column of a syntax error, or e.g. a number beyond
-      // double (out_of_range, not parse_error).
-      const ConfigResult r = parse_config(*text);
-      err << who << printable(config_path) << ": " << std::get<ConfigError>(r).text() << "\n";
-      return kBadInput;
-    }
-    // Before anything edits the document: an insertion copies values, which recurses per level.
-    if (const auto e = check_depth(doc)) {
-      err << who << printable(config_path) << ": " << e->text() << "\n";
-      return kBadInput;
-    }
-    if (doc.is_object() && !doc.contains("name")) {
-      std::string stem = std::filesystem::path(config_path).stem().string();
-      for (char& c : stem) {
-        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
-      }
-      doc["name"] = stem.empty() ? "config" : stem;
-    }
-  }
-  // Command-line overrides go into the document, so they are validated like the config and the
-  // results record the configuration that actually ran.
-  if (doc.is_object()) {
-    if (!a.impls.empty()) set_everywhere(doc, "implementations", ojson(a.impls));
-    if (!a.passes.empty()) set_everywhere(doc, "passes", ojson(a.passes));
-    if (a.verify_opt->count() > 0) set_field_everywhere(doc, "verify", "mode", a.verify);
-    if (a.hot) set_field_everywhere(doc, "timing", "hot", true);
-    if (a.seed_opt->count() > 0) {
-      std::size_t used = 0;
-      unsigned long long s = 0;
-      try {
-        s = std::stoull(a.seed, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != a.seed.size() || a.seed.empty() || a.seed[0] == '-') {
-        err << who << "--seed = " << printable(a.seed) << ": not a non-negative integer\n";
-        return kBadInput;
-      }
-      if (!doc.contains("inputs") || !doc["inputs"].is_object()) doc["inputs"] = ojson::object();
-      doc["inputs"]["seed"] = s;
-    }
-  }
+  const bool read =
+      adhoc ? adhoc_document(a, who, doc, flag_of_path) : config_document(a, who, doc, config_path);
+  if (!read || !apply_overrides(a, who, doc)) return kBadInput;
 
   ParseOptions po;
   po.max_bytes = host_memory_bytes();
   po.allow_no_rows = a.expand;  // lists the cases of cuda.* configs in a build without CUDA
   const ConfigResult parsed = parse_config_doc(doc, po);
   if (const auto* e = std::get_if<ConfigError>(&parsed)) {
-    // Name the flag when the bad value came from one.
-    std::string flag;
-    if (auto it = flag_of_path.find(e->path); it != flag_of_path.end()) flag = it->second;
-    else if (!a.impls.empty() && ends_with_index_of(e->path, "implementations")) flag = "--impl";
-    else if (!a.passes.empty() && ends_with_index_of(e->path, "passes")) flag = "--pass";
-    else if (a.verify_opt->count() > 0 && e->path.size() >= 12 && e->path.ends_with("/verify/mode")) flag = "--verify";
-    if (!flag.empty()) {
-      err << who << flag << " = " << printable(e->value.empty() ? "?" : e->value) << ": "
-          << printable(e->message) << "\n";
-    } else {
-      err << who << printable(config_path.empty() ? std::string("problem") : config_path) << ": "
-          << printable(e->text()) << "\n";
-    }
+    report_config_error(a, who, *e, flag_of_path, config_path);
     return kBadInput;
   }
   Config cfg = std::get<Config>(parsed);
-  // --case: keep the cases whose label matches one of the globs (a config run in parts).
-  if (!a.cases.empty()) {
-    std::size_t kept = 0;
-    std::string example;
-    for (ConfigGroup& g : cfg.groups) {
-      if (example.empty() && !g.cases.empty()) example = g.cases.front().label();
-      std::erase_if(g.cases, [&](const Problem& p) {
-        const std::string l = p.label();
-        return std::none_of(a.cases.begin(), a.cases.end(),
-                            [&](const std::string& glob) { return glob_match(glob, l); });
-      });
-      kept += g.cases.size();
-    }
-    if (kept == 0) {
-      std::string globs;
-      for (const auto& c : a.cases) globs += (globs.empty() ? "" : ", ") + c;
-      err << who << "--case = " << printable(globs) << ": matches none of the "
-          << std::get<Config>(parsed).case_count() << " cases of " << cfg.name
-          << " (labels look like " << example << ")\n";
-      return kBadInput;
-    }
-  }
+  if (!select_cases(a, who, cfg)) return kBadInput;
 
   if (a.expand) return print_expanded(cfg, std::cout);  // expand.cpp
 
-  // --devices: checked before anything runs (devices.hpp). The workers get the same arguments.
   const bool worker = !a.worker_part.empty();
   std::vector<int> devices;
-  if (!worker && a.devices_opt->count() > 0) {
-    const char* fake = std::getenv(kFakeDeviceCountEnv);
-    const int count = fake && *fake ? std::atoi(fake) : cuda_device_count();
-    std::string why;
-    const auto parsed_devices = parse_devices(a.devices, count, why);
-    if (!parsed_devices) {
-      err << who << why << "\n";
-      return kBadInput;
-    }
-    devices = *parsed_devices;
-    if (!(fake && *fake)) {
-      // Workers would time CPU rows against each other on the same cores.
-      std::string cpu_impls;
-      for (const ConfigGroup& g : cfg.groups)
-        for (const ImplRun& ir : g.impls)
-          if (ir.impl->device() == Device::cpu && cpu_impls.find(ir.impl->name()) == std::string::npos)
-            cpu_impls += (cpu_impls.empty() ? "" : ", ") + ir.impl->name();
-      if (!cpu_impls.empty()) {
-        err << who << "--devices = " << a.devices << ": the config has CPU rows (" << cpu_impls
-            << "), which the workers would time against each other on the same cores: leave them "
-               "out (--impl 'cuda.*') or run them without --devices\n";
-        return kBadInput;
-      }
-    }
-    if (!a.dump.empty()) {
-      err << who << "--devices = " << a.devices << ": --dump is not supported with --devices\n";
-      return kBadInput;
-    }
+  if (!worker && a.devices_opt->count() > 0 && !check_devices(a, who, cfg, devices)) {
+    return kBadInput;
   }
-
   RunOptions ro;
-  if (!a.resume.empty()) {
-    // Read here: a bad file is bad input. run_config refuses it unless it was written with the
-    // same config (after the overrides; --case may differ), mode and build (resume_refusal).
-    try {
-      ro.resume = load_results(a.resume);
-    } catch (const std::exception& e) {
-      err << "attnbench run: --resume = " << printable(a.resume) << ": " << printable(e.what())
-          << "\n";
-      return kBadInput;
-    }
-    ro.resume_path = a.resume;
-  }
-  ro.config_path = config_path;
-  ro.out_path = !a.out.empty()      ? a.out
-                : !a.resume.empty() ? a.resume
-                                    : "results/local/" + cfg.name + "-" + file_date_utc() + ".json";
-  if (worker) {
-    const auto cases = parse_case_indices(a.worker_cases);
-    if (!cases || a.worker_device < 0) {
-      err << who << "--worker-cases = " << a.worker_cases << ", --worker-device = " << a.worker_device
-          << ": not a worker's case list and device (these flags are for run --devices)\n";
-      return kBadInput;
-    }
-    ro.only_cases = *cases;
-    ro.cuda_device = a.worker_device;
-    ro.out_path = a.worker_part;
-    ro.worker_note = "worker of a --devices run: cases " + a.worker_cases + " only, CUDA rows on device " +
-                     std::to_string(a.worker_device) + " (the only GPU it sees)";
-  }
-  ro.profile = a.profile;
-  ro.quiet = a.quiet;
-  ro.dump_dir = a.dump;
+  if (!run_options(a, who, cfg, config_path, ro)) return kBadInput;
   ro.command_line = command_line;
   ro.benchmark_flags = bench_flags;
-  if (!a.benchmark_out.empty()) {
-    // Google Benchmark writes it itself: held to the rules of --out, and never the same file.
-    const std::string why = output_refusal(a.benchmark_out, {config_path, ro.out_path},
-                                           {"the config file", "the results file (--out)"});
-    if (!why.empty()) {
-      err << "attnbench run: --benchmark_out = " << printable(a.benchmark_out) << ": "
-          << printable(why) << "\n";
-      return kBadInput;
-    }
-    ro.other_files.push_back({a.benchmark_out, "Google Benchmark's --benchmark_out"});
-  }
   if (!a.quiet) {
     std::cerr << "attnbench: " << cfg.name << ": " << count_of(static_cast<long long>(cfg.case_count()), "case")
               << ", " << count_of(static_cast<long long>(cfg.row_count()), "row") << (a.profile ? " (profile: one call per row, no timing)" : "") << "\n";
@@ -532,63 +592,109 @@ class PrintableStreams {
   std::unique_ptr<PrintableBuf> out_;
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  // Every message quotes its arguments through it: no control byte of a path, a glob or a results
-  // file reaches the terminal. stdout of `run` keeps Google Benchmark's colours.
-  PrintableStreams printable_streams;
-  // Split the arguments: --benchmark_* for Google Benchmark, everything else for CLI11.
-  std::vector<char*> gb_argv{argv[0]}, cli_argv{argv[0]};
+// The arguments split: --benchmark_* for Google Benchmark, everything else for CLI11.
+struct SplitArgs {
+  std::vector<char*> gb_argv, cli_argv;
   std::map<std::string, std::string> bench_flags;  // name without dashes -> value
   std::string benchmark_out;
   std::string command_line = "attnbench";
-  std::vector<std::string> raw_args(argv + 1, argv + argc);  // for the workers of run --devices
+  std::vector<std::string> raw_args;  // for the workers of run --devices
+};
+
+SplitArgs split_args(int argc, char** argv) {
+  SplitArgs a;
+  a.gb_argv = {argv[0]};
+  a.cli_argv = {argv[0]};
+  a.raw_args.assign(argv + 1, argv + argc);
   for (int i = 1; i < argc; ++i) {
     const std::string s = argv[i];
-    command_line += " " + shell_word(s);
+    a.command_line += " " + shell_word(s);
     if (s.rfind("--benchmark_", 0) == 0) {
-      gb_argv.push_back(argv[i]);
-      if (s.rfind("--benchmark_out=", 0) == 0) benchmark_out = s.substr(16);
+      a.gb_argv.push_back(argv[i]);
+      if (s.rfind("--benchmark_out=", 0) == 0) a.benchmark_out = s.substr(16);
       const auto eq = s.find('=');
-      bench_flags[s.substr(2, eq == std::string::npos ? std::string::npos : eq - 2)] =
+      a.bench_flags[s.substr(2, eq == std::string::npos ? std::string::npos : eq - 2)] =
           eq == std::string::npos ? "" : s.substr(eq + 1);
     } else {
-      cli_argv.push_back(argv[i]);
+      a.cli_argv.push_back(argv[i]);
     }
   }
-  // CLI11 would only say "A subcommand is required" for a misspelt one.
-  if (cli_argv.size() > 1 && cli_argv[1][0] != '-') {
-    const std::string cmd = cli_argv[1];
+  return a;
+}
+
+// What CLI11 and Google Benchmark would answer badly, refused first: a misspelt command (CLI11
+// would only say "A subcommand is required") and a bad report format (Google Benchmark would
+// print its usage and exit 0).
+bool arguments_plausible(const SplitArgs& a) {
+  if (a.cli_argv.size() > 1 && a.cli_argv[1][0] != '-') {
+    const std::string cmd = a.cli_argv[1];
     if (cmd != "list" && cmd != "run" && cmd != "expand" && cmd != "check" && cmd != "compare" && cmd != "table") {
       std::cerr << "attnbench: unknown command '" << printable(cmd)
                 << "' (commands: list, run, expand, check, compare, table; see --help)\n";
-      return kBadInput;
+      return false;
     }
   }
-  // Google Benchmark would print its usage and exit 0 on these.
   for (const char* f : {"benchmark_format", "benchmark_out_format"}) {
-    if (const auto it = bench_flags.find(f); it != bench_flags.end() && it->second != "console" &&
-                                             it->second != "json" && it->second != "csv") {
+    if (const auto it = a.bench_flags.find(f); it != a.bench_flags.end() &&
+                                               it->second != "console" && it->second != "json" &&
+                                               it->second != "csv") {
       std::cerr << "attnbench: --" << f << "=" << it->second << ": must be console, json or csv\n";
-      return kBadInput;
+      return false;
     }
   }
-  int gb_argc = static_cast<int>(gb_argv.size());
-  gb_argv.push_back(nullptr);
-  benchmark::Initialize(&gb_argc, gb_argv.data());
-  if (benchmark::ReportUnrecognizedArguments(gb_argc, gb_argv.data())) return kBadInput;
+  return true;
+}
 
-  CLI::App app{"attnbench: benchmark and verify exact attention implementations (CPU and CUDA)\n"
-               "against a float64 reference, with timing through Google Benchmark.",
-               "attnbench"};
-  app.footer(kExamples);
-  app.require_subcommand(1);
+// The config and the flags that change it (shared by run and expand, so that expand prints the
+// cases of exactly the run the same flags would make).
+void add_case_flags(CLI::App* c, RunArgs& r) {
+  c->add_option("config", r.config,
+                "Config file (JSON; see docs/cli.md). Default: configs/default.json")
+      ->type_name("CONFIG.json");
+  c->add_option("--impl", r.impls,
+                "Implementation name or glob, repeatable (replaces the config's list)")
+      ->allow_extra_args(false)
+      ->type_name("GLOB");
+  c->add_option("--case", r.cases,
+                "Only the cases whose label matches this glob, repeatable (e.g. '*_causal_*', "
+                "'*_sq16384_*'); labels as in the table and the results' \"case\"")
+      ->allow_extra_args(false)
+      ->type_name("GLOB");
+  c->add_option("--pass", r.passes,
+                "fwd, bwd, fwd_bwd; repeatable or comma-separated (replaces the config's)")
+      ->allow_extra_args(false)
+      ->delimiter(',')
+      ->type_name("PASS");
+  r.verify_opt = c->add_option("--verify", r.verify, "Verification: auto, full, sampled or off")
+                     ->type_name("MODE");
+  r.seed_opt =
+      c->add_option("--seed", r.seed, "Seed of the inputs (replaces the config's)")->type_name("N");
+  c->add_flag("--hot", r.hot, "Do not flush the caches between timed calls");
+  const char* group =
+      "A problem or a sweep (instead of a config; comma-separated values make a product)";
+  for (const ProblemFlag& f : problem_flags()) {
+    if (f.kind == ProblemFlag::boolean) {
+      r.causal_opt = c->add_option(f.flag, r.problem[f.flag],
+                                   "Causal (bottom-right aligned); alone: true; or false, both")
+                         ->expected(0, 1)
+                         ->default_str("true")
+                         ->type_name("[true|false|both]")
+                         ->group(group);
+      continue;
+    }
+    const char* tn = f.kind == ProblemFlag::integer ? "N,..."
+                     : f.kind == ProblemFlag::real  ? "X,..."
+                                                    : "DTYPE,...";
+    std::string help = f.key;
+    if (std::string(f.key) == "seq") help = "seq_q = seq_kv (1k = 1024)";
+    if (std::string(f.key) == "scale") help += " (default 1/sqrt(head_dim))";
+    if (std::string(f.key) == "dtype") help += ": f32, f16, bf16";
+    r.problem_opts[f.flag] =
+        c->add_option(f.flag, r.problem[f.flag], help)->type_name(tn)->group(group);
+  }
+}
 
-  app.add_subcommand("list", "List every registered implementation and what it supports");
-
-  RunArgs ra;
-  ra.benchmark_out = benchmark_out;
+CLI::App* add_run(CLI::App& app, RunArgs& ra) {
   CLI::App* run = app.add_subcommand(
       "run", "Verify, time and record a config (default configs/default.json) or one problem given by flags");
   run->footer(R"(
@@ -609,50 +715,7 @@ Examples:
 
 Exit codes: 0 all rows pass or skip, 1 a row failed, 2 bad input, 130/143/129 stopped by
 SIGINT/SIGTERM/SIGHUP.)");
-  // The config and the flags that change it (shared by run and expand, so that expand prints the
-  // cases of exactly the run the same flags would make).
-  auto case_flags = [](CLI::App* c, RunArgs& r) {
-    c->add_option("config", r.config, "Config file (JSON; see docs/cli.md). Default: configs/default.json")
-        ->type_name("CONFIG.json");
-    c->add_option("--impl", r.impls, "Implementation name or glob, repeatable (replaces the config's list)")
-        ->allow_extra_args(false)
-        ->type_name("GLOB");
-    c->add_option("--case", r.cases,
-                  "Only the cases whose label matches this glob, repeatable (e.g. '*_causal_*', "
-                  "'*_sq16384_*'); labels as in the table and the results' \"case\"")
-        ->allow_extra_args(false)
-        ->type_name("GLOB");
-    c->add_option("--pass", r.passes, "fwd, bwd, fwd_bwd; repeatable or comma-separated (replaces the config's)")
-        ->allow_extra_args(false)
-        ->delimiter(',')
-        ->type_name("PASS");
-    r.verify_opt = c->add_option("--verify", r.verify, "Verification: auto, full, sampled or off")->type_name("MODE");
-    r.seed_opt = c->add_option("--seed", r.seed, "Seed of the inputs (replaces the config's)")->type_name("N");
-    c->add_flag("--hot", r.hot, "Do not flush the caches between timed calls");
-    const char* group =
-        "A problem or a sweep (instead of a config; comma-separated values make a product)";
-    for (const ProblemFlag& f : problem_flags()) {
-      if (f.kind == ProblemFlag::boolean) {
-        r.causal_opt = c->add_option(f.flag, r.problem[f.flag],
-                                     "Causal (bottom-right aligned); alone: true; or false, both")
-                           ->expected(0, 1)
-                           ->default_str("true")
-                           ->type_name("[true|false|both]")
-                           ->group(group);
-        continue;
-      }
-      const char* tn = f.kind == ProblemFlag::integer ? "N,..."
-                       : f.kind == ProblemFlag::real  ? "X,..."
-                                                      : "DTYPE,...";
-      std::string help = f.key;
-      if (std::string(f.key) == "seq") help = "seq_q = seq_kv (1k = 1024)";
-      if (std::string(f.key) == "scale") help += " (default 1/sqrt(head_dim))";
-      if (std::string(f.key) == "dtype") help += ": f32, f16, bf16";
-      r.problem_opts[f.flag] =
-          c->add_option(f.flag, r.problem[f.flag], help)->type_name(tn)->group(group);
-    }
-  };
-  case_flags(run, ra);
+  add_case_flags(run, ra);
   run->add_option("--out,-o", ra.out, "Results file. Default: results/local/<config name>-<UTC date>.json")
       ->type_name("FILE");
   run->add_flag("--profile", ra.profile, "One validation call per row, no timing loop (for ncu / nsys)");
@@ -670,9 +733,10 @@ SIGINT/SIGTERM/SIGHUP.)");
   run->add_option("--worker-device", ra.worker_device)->group("");
   run->add_option("--worker-cases", ra.worker_cases)->group("");
   run->add_option("--worker-part", ra.worker_part)->group("");
+  return run;
+}
 
-  RunArgs ea;
-  ea.expand = true;
+CLI::App* add_expand(CLI::App& app, RunArgs& ea) {
   CLI::App* exp = app.add_subcommand("expand", "Print the cases of a config (or one problem) as JSON lines, for other tools");
   exp->footer(R"(
 One compact JSON object per case, in run order: label, case_index, problem, FLOPs and io_bytes
@@ -686,9 +750,11 @@ Examples:
   attnbench expand --seq 1024 --heads-q 8 --head-dim 128 --causal --dtype bf16 --pass fwd,bwd
 
 Exit codes: 0 printed, 2 bad input (nothing printed).)");
-  case_flags(exp, ea);
+  add_case_flags(exp, ea);
+  return exp;
+}
 
-  CheckOptions ko;  // check.hpp
+CLI::App* add_check(CLI::App& app, CheckOptions& ko) {
   CLI::App* chk = app.add_subcommand("check", "Run the conformance suite on implementations; exit 1 on a failure");
   chk->add_option("--impl", ko.impls, "Implementation name or glob, repeatable (default: every one)")->type_name("GLOB");
   chk->add_option("--device", ko.device, "Only the implementations of this device: cpu or cuda")->type_name("DEVICE");
@@ -696,22 +762,11 @@ Exit codes: 0 printed, 2 bad input (nothing printed).)");
   chk->add_flag("--quiet,-q", ko.quiet, "No progress lines: the failures and the summary only");
   chk->footer("\nThe suite and its output: docs/cli.md, \"attnbench check\". Exit codes: 0 nothing failed, 1 a case\n"
               "failed, 2 bad input.");
+  return chk;
+}
 
-  CompareOptions co;
-  CLI::App* cmp = app.add_subcommand("compare", "Compare two results files row by row; exit 1 on a regression");
-  cmp->add_option("base", co.base, "Baseline results file")->required()->type_name("BASE.json");
-  cmp->add_option("new", co.next, "New results file")->required()->type_name("NEW.json");
-  cmp->add_option("--threshold", co.threshold, "Slowdown tolerated beyond the noise (fraction)")->capture_default_str();
-  cmp->add_flag("--allow-missing", co.allow_missing, "A row of BASE missing from NEW is not a failure");
-  cmp->add_option("--error-factor", co.error_factor, "Error growth tolerated (factor on max_abs)")->capture_default_str();
-  cmp->add_option("--alpha", co.alpha, "Level of the test over all the rows, after the correction")
-      ->capture_default_str();
-  std::string correction = "holm";
-  cmp->add_option("--correction", correction,
-                  "For testing many rows: holm (family-wise), bh (false discovery rate) or none")
-      ->capture_default_str();
-  cmp->add_flag("--only-changed", co.only_changed, "Leave out the rows whose verdict is ok");
-  cmp->add_option("--format", co.format, "text or json")->capture_default_str();
+// compare's --rerun flags, and its footer.
+void add_rerun_flags(CLI::App* cmp, CompareOptions& co) {
   cmp->add_option("--rerun", co.rerun,
                   "Measure the rows found slower again with this attnbench binary (NEW's build) "
                   "before deciding")
@@ -745,8 +800,31 @@ Examples:
   attnbench compare base.json new.json --format json > diff.json
 
 Exit codes: 0 no regression, 1 a regression, 2 bad input.)");
+}
 
-  TableOptions to;
+CLI::App* add_compare(CLI::App& app, CompareOptions& co, std::string& correction) {
+  CLI::App* cmp =
+      app.add_subcommand("compare", "Compare two results files row by row; exit 1 on a regression");
+  cmp->add_option("base", co.base, "Baseline results file")->required()->type_name("BASE.json");
+  cmp->add_option("new", co.next, "New results file")->required()->type_name("NEW.json");
+  cmp->add_option("--threshold", co.threshold, "Slowdown tolerated beyond the noise (fraction)")
+      ->capture_default_str();
+  cmp->add_flag("--allow-missing", co.allow_missing,
+                "A row of BASE missing from NEW is not a failure");
+  cmp->add_option("--error-factor", co.error_factor, "Error growth tolerated (factor on max_abs)")
+      ->capture_default_str();
+  cmp->add_option("--alpha", co.alpha, "Level of the test over all the rows, after the correction")
+      ->capture_default_str();
+  cmp->add_option("--correction", correction,
+                  "For testing many rows: holm (family-wise), bh (false discovery rate) or none")
+      ->capture_default_str();
+  cmp->add_flag("--only-changed", co.only_changed, "Leave out the rows whose verdict is ok");
+  cmp->add_option("--format", co.format, "text or json")->capture_default_str();
+  add_rerun_flags(cmp, co);
+  return cmp;
+}
+
+CLI::App* add_table(CLI::App& app, TableOptions& to) {
   CLI::App* tab = app.add_subcommand("table", "Render a results file as the papers' tables (markdown or CSV)");
   tab->add_option("results", to.results, "Results file")->required()->type_name("RESULTS.json");
   tab->add_option(
@@ -755,13 +833,50 @@ Exit codes: 0 no regression, 1 a regression, 2 bad input.)");
       ->capture_default_str();
   tab->add_option("--baseline", to.baseline, "Implementation the speedups divide by (default: cuda.standard_cublas where the group has it, else cpu.naive_3pass)")->type_name("IMPL");
   tab->add_option("--metric", to.metric, "tflops, ms or memory")->capture_default_str();
+  return tab;
+}
 
-  if (cli_argv.size() == 1) {  // no command: show what there is
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Every message quotes its arguments through it: no control byte of a path, a glob or a results
+  // file reaches the terminal. stdout of `run` keeps Google Benchmark's colours.
+  PrintableStreams printable_streams;
+  SplitArgs args = split_args(argc, argv);
+  if (!arguments_plausible(args)) return kBadInput;
+  int gb_argc = static_cast<int>(args.gb_argv.size());
+  args.gb_argv.push_back(nullptr);
+  benchmark::Initialize(&gb_argc, args.gb_argv.data());
+  if (benchmark::ReportUnrecognizedArguments(gb_argc, args.gb_argv.data())) return kBadInput;
+
+  CLI::App app{
+      "attnbench: benchmark and verify exact attention implementations (CPU and CUDA)\n"
+      "against a float64 reference, with timing through Google Benchmark.",
+      "attnbench"};
+  app.footer(kExamples);
+  app.require_subcommand(1);
+
+  app.add_subcommand("list", "List every registered implementation and what it supports");
+  RunArgs ra;
+  ra.benchmark_out = args.benchmark_out;
+  CLI::App* run = add_run(app, ra);
+  RunArgs ea;
+  ea.expand = true;
+  CLI::App* exp = add_expand(app, ea);
+  CheckOptions ko;  // check.hpp
+  CLI::App* chk = add_check(app, ko);
+  CompareOptions co;
+  std::string correction = "holm";
+  CLI::App* cmp = add_compare(app, co, correction);
+  TableOptions to;
+  CLI::App* tab = add_table(app, to);
+
+  if (args.cli_argv.size() == 1) {  // no command: show what there is
     std::cout << app.help();
     return kBadInput;
   }
   try {
-    app.parse(static_cast<int>(cli_argv.size()), cli_argv.data());
+    app.parse(static_cast<int>(args.cli_argv.size()), args.cli_argv.data());
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : kBadInput;
@@ -771,9 +886,9 @@ Exit codes: 0 no regression, 1 a regression, 2 bad input.)");
   if (app.got_subcommand("list")) {
     print_list(std::cout);
   } else if (run->parsed()) {
-    rc = cmd_run(ra, bench_flags, command_line, raw_args);
+    rc = cmd_run(ra, args.bench_flags, args.command_line, args.raw_args);
   } else if (exp->parsed()) {
-    rc = cmd_run(ea, bench_flags, command_line, raw_args);
+    rc = cmd_run(ea, args.bench_flags, args.command_line, args.raw_args);
   } else if (chk->parsed()) {
     rc = run_check(ko, std::cout, std::cerr);
   } else if (cmp->parsed()) {

@@ -364,13 +364,17 @@ namespace {
 // pair, and the row is decided by the signed-rank test on log(NEW / BASE) over the rounds, its
 // ratio the median of the rounds' ratios. Without --rerun-base, NEW's invocations are paired with
 // BASE's recorded median.
-void rerun_rows(std::vector<Judged*>& rows, const ResultsFile& base, const ResultsFile& next,
-                const CompareOptions& o, int rounds, std::ostream& log,
-                std::vector<std::string>& warnings) {
-  const bool both = !o.rerun_base.empty();
-  Rerunner new_runner(o.rerun, next);
-  std::optional<Rerunner> base_runner;
-  if (both) base_runner.emplace(o.rerun_base, base);
+// The rerun's measurements: per row, the median of each round on each side (bm BASE's, or its
+// recorded median without --rerun-base; nm NEW's), and NEW's latest rerun row.
+struct RerunRounds {
+  std::vector<std::vector<double>> bm, nm;
+  std::vector<std::optional<ResultRow>> last;
+};
+
+RerunRounds measure_rounds(const std::vector<Judged*>& rows, Rerunner& new_runner,
+                           std::optional<Rerunner>& base_runner, const CompareOptions& o,
+                           int rounds, std::ostream& log) {
+  const bool both = base_runner.has_value();
   std::vector<const ResultRow*> brows, nrows;
   for (const Judged* j : rows) {
     brows.push_back(j->b);
@@ -382,8 +386,10 @@ void rerun_rows(std::vector<Judged*>& rows, const ResultsFile& base, const Resul
                ? it->second.time->median_ms
                : NAN;
   };
-  std::vector<std::vector<double>> bm(rows.size()), nm(rows.size());  // per round
-  std::vector<std::optional<ResultRow>> last(rows.size());  // NEW's latest rerun row
+  RerunRounds m;
+  m.bm.resize(rows.size());  // per round
+  m.nm.resize(rows.size());
+  m.last.resize(rows.size());  // NEW's latest rerun row
   for (int round = 0; round < rounds; ++round) {
     log << "rerun round " << round + 1 << "/" << rounds << ": " << rows.size() << " rows, "
         << (both ? (round % 2 == 0 ? "BASE then NEW" : "NEW then BASE") : "NEW") << std::endl;
@@ -398,11 +404,18 @@ void rerun_rows(std::vector<Judged*>& rows, const ResultsFile& base, const Resul
     }
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const auto it = gn.find(rows[i]->n->key());
-      last[i] = it != gn.end() ? std::optional<ResultRow>(it->second) : std::nullopt;
-      nm[i].push_back(time_of(gn, *rows[i]->n));
-      bm[i].push_back(both ? time_of(gb, *rows[i]->b) : rows[i]->b->time->median_ms);
+      m.last[i] = it != gn.end() ? std::optional<ResultRow>(it->second) : std::nullopt;
+      m.nm[i].push_back(time_of(gn, *rows[i]->n));
+      m.bm[i].push_back(both ? time_of(gb, *rows[i]->b) : rows[i]->b->time->median_ms);
     }
   }
+  return m;
+}
+
+// A warning when a rerun binary recorded another git revision than the file it measures again.
+void warn_other_build(const Rerunner& new_runner, const std::optional<Rerunner>& base_runner,
+                      const ResultsFile& base, const ResultsFile& next,
+                      std::vector<std::string>& warnings) {
   std::string revision_note;
   auto check_revision = [&](const Rerunner& r, const ResultsFile& origin, const char* which) {
     const std::string rev = ctx_text(origin.context, "git_revision");
@@ -418,7 +431,12 @@ void rerun_rows(std::vector<Judged*>& rows, const ResultsFile& base, const Resul
     warnings.push_back("the rerun ran another build than the file it measures again (" +
                        revision_note + ")");
   }
+}
 
+// The rows measured again decided on their rounds: the signed-rank test over the rows whose
+// rounds can reach the level, the spread rule on the rounds' medians for the others.
+void decide_rerun(std::vector<Judged*>& rows, const RerunRounds& m, const CompareOptions& o,
+                  int rounds, std::vector<std::string>& warnings) {
   std::vector<Judged*> measured;
   std::vector<std::vector<double>> ds;      // log(NEW / BASE) per paired round
   std::vector<std::vector<double>> vb, vn;  // the paired rounds' medians
@@ -426,7 +444,7 @@ void rerun_rows(std::vector<Judged*>& rows, const ResultsFile& base, const Resul
     Judged* j = rows[i];
     j->rerun = true;
     j->first_ratio = j->ratio;
-    const std::optional<ResultRow>& l = last[i];
+    const std::optional<ResultRow>& l = m.last[i];
     if (!l || l->status != Status::pass || !l->time) {
       // Not measured again: its first verdict stands, with the reason.
       j->rerun_note = !l ? "not in the rerun"
@@ -438,7 +456,7 @@ void rerun_rows(std::vector<Judged*>& rows, const ResultsFile& base, const Resul
     }
     std::vector<double> d, b, n;
     for (int r = 0; r < rounds; ++r) {
-      const double x = bm[i][r], y = nm[i][r];
+      const double x = m.bm[i][r], y = m.nm[i][r];
       if (!(x > 0) || !(y > 0)) continue;
       d.push_back(std::log(y / x));
       b.push_back(x);
@@ -488,37 +506,54 @@ void rerun_rows(std::vector<Judged*>& rows, const ResultsFile& base, const Resul
   }
 }
 
-}  // namespace
+void rerun_rows(std::vector<Judged*>& rows, const ResultsFile& base, const ResultsFile& next,
+                const CompareOptions& o, int rounds, std::ostream& log,
+                std::vector<std::string>& warnings) {
+  Rerunner new_runner(o.rerun, next);
+  std::optional<Rerunner> base_runner;
+  if (!o.rerun_base.empty()) base_runner.emplace(o.rerun_base, base);
+  const RerunRounds m = measure_rounds(rows, new_runner, base_runner, o, rounds, log);
+  warn_other_build(new_runner, base_runner, base, next, warnings);
+  decide_rerun(rows, m, o, rounds, warnings);
+}
 
-CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
-                               const CompareOptions& o, std::ostream& out, std::ostream& log) {
+// Everything compare_results decides, for the report in either format.
+struct Comparison {
+  Comparison(const ResultsFile& b, const ResultsFile& n, const CompareOptions& opts)
+      : base(b), next(n), o(opts) {}
+  const ResultsFile& base;
+  const ResultsFile& next;
+  const CompareOptions& o;
   CompareSummary s;
-  s.warnings = context_warnings(base, next);
   std::vector<std::string> notes;
-  if (ctx_text(base.context, "config_hash") != ctx_text(next.context, "config_hash")) {
-    notes.push_back(
-        "the two runs used different configs (" + ctx_text(base.context, "config_name") + " vs " +
-        ctx_text(next.context, "config_name") + "): only the rows they share are compared");
-  }
+  std::vector<Judged> judged;             // BASE's rows found in NEW, in BASE's order
+  std::vector<bool> used;                 // NEW's rows matched by one of BASE
+  std::vector<const ResultRow*> missing;  // BASE's rows not in NEW
+  Between between;
+  std::vector<std::string> verdicts;     // per judged row
+  std::vector<std::string> regressions;  // repeated after the table, where a reader looks
+  std::vector<std::string> suspects;
+  std::string method, rerun_method;  // how a row was found slower, and a row measured again
+};
 
-  // A key may repeat (a case listed twice): the k-th occurrence in BASE matches the k-th in NEW.
+// Pairs BASE's rows with NEW's. A key may repeat (a case listed twice): the k-th occurrence in
+// BASE matches the k-th in NEW.
+void match_rows(Comparison& c) {
   std::map<std::string, std::vector<std::size_t>> in_next;
-  for (std::size_t i = 0; i < next.rows.size(); ++i) in_next[next.rows[i].key()].push_back(i);
-  std::vector<bool> used(next.rows.size(), false);
-  std::vector<const ResultRow*> missing;
-  std::vector<Judged> judged;
-  judged.reserve(base.rows.size());
-  for (const ResultRow& b : base.rows) {
+  for (std::size_t i = 0; i < c.next.rows.size(); ++i) in_next[c.next.rows[i].key()].push_back(i);
+  c.used.assign(c.next.rows.size(), false);
+  c.judged.reserve(c.base.rows.size());
+  for (const ResultRow& b : c.base.rows) {
     const ResultRow* n = nullptr;
     for (const std::size_t i : in_next[b.key()]) {
-      if (!used[i]) {
-        used[i] = true;
-        n = &next.rows[i];
+      if (!c.used[i]) {
+        c.used[i] = true;
+        n = &c.next.rows[i];
         break;
       }
     }
     if (!n) {
-      missing.push_back(&b);
+      c.missing.push_back(&b);
       continue;
     }
     Judged j;
@@ -526,77 +561,77 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
     j.n = n;
     j.timed = b.time && n->time;
     if (j.timed) j.ratio = n->time->median_ms / b.time->median_ms;
-    judge_errors(j, o);
-    judged.push_back(std::move(j));
+    judge_errors(j, c.o);
+    c.judged.push_back(std::move(j));
   }
-  s.matched = static_cast<int>(judged.size());
+  c.s.matched = static_cast<int>(c.judged.size());
+}
 
-  // Time: the test over the family of rows with samples; the spread rule for the others.
+// Time: the test over the family of rows with samples; the spread rule for the others.
+void judge_times(Comparison& c) {
   int hot_mismatch = 0;  // timed rows whose L2 flushing differs: their times do not compare
-  {
-    std::vector<Judged*> timed;
-    std::vector<double> min_p;
-    for (Judged& j : judged) {
-      if (!j.timed) continue;
-      if (j.b->time->hot != j.n->time->hot) ++hot_mismatch;
-      timed.push_back(&j);
-      min_p.push_back(u_min_p(samples_of(*j.b).size(), samples_of(*j.n).size()));
-    }
-    const std::vector<bool> keep = testable(min_p, o);
-    std::vector<Judged*> family;
-    std::vector<std::vector<double>> bs, ns;
-    for (std::size_t k = 0; k < timed.size(); ++k) {
-      Judged& j = *timed[k];
-      if (keep[k]) {
-        family.push_back(&j);
-        bs.push_back(samples_of(*j.b));
-        ns.push_back(samples_of(*j.n));
-      } else {
-        j.time = spread_rule(*j.b->time, *j.n->time, o.threshold);
-        ++s.spread_rule;
-      }
-    }
-    test_family(family, bs, ns, o);
-    s.tested = static_cast<int>(family.size());
+  std::vector<Judged*> timed;
+  std::vector<double> min_p;
+  for (Judged& j : c.judged) {
+    if (!j.timed) continue;
+    if (j.b->time->hot != j.n->time->hot) ++hot_mismatch;
+    timed.push_back(&j);
+    min_p.push_back(u_min_p(samples_of(*j.b).size(), samples_of(*j.n).size()));
   }
+  const std::vector<bool> keep = testable(min_p, c.o);
+  std::vector<Judged*> family;
+  std::vector<std::vector<double>> bs, ns;
+  for (std::size_t k = 0; k < timed.size(); ++k) {
+    Judged& j = *timed[k];
+    if (keep[k]) {
+      family.push_back(&j);
+      bs.push_back(samples_of(*j.b));
+      ns.push_back(samples_of(*j.n));
+    } else {
+      j.time = spread_rule(*j.b->time, *j.n->time, c.o.threshold);
+      ++c.s.spread_rule;
+    }
+  }
+  test_family(family, bs, ns, c.o);
+  c.s.tested = static_cast<int>(family.size());
   if (hot_mismatch > 0) {
-    s.warnings.push_back(std::to_string(hot_mismatch) +
-                         " rows were timed with hot caches in one run and flushed in the other");
+    c.s.warnings.push_back(std::to_string(hot_mismatch) +
+                           " rows were timed with hot caches in one run and flushed in the other");
   }
-  Between between = judge_between(judged, o);
+}
 
-  if (!o.rerun.empty()) {
-    // Which rows are measured again (--rerun-rows): those found slower, those whose median is
-    // above the threshold at all (slower, or slower within the noise), or every timed row.
-    std::vector<Judged*> again;
-    for (Judged& j : judged) {
-      j.first_time = j.time;
-      const bool slower = j.time == TimeVerdict::slower || j.time == TimeVerdict::suspect;
-      const bool pick = o.rerun_rows == "all"       ? j.time != TimeVerdict::untimed
-                        : o.rerun_rows == "suspect" ? slower || j.time == TimeVerdict::slower_in_noise
-                                                    : slower;
-      if (pick) again.push_back(&j);
-    }
-    if (!again.empty()) {
-      s.rerun_rounds = rerun_rounds_for(again.size(), o);
-      rerun_rows(again, base, next, o, s.rerun_rounds, log, s.warnings);
-      s.rerun = static_cast<int>(again.size());
-      for (const Judged* j : again) s.confirmed += j->time == TimeVerdict::slower;
-      // Every timed row measured again, both sides alternating: the rounds decided each row on
-      // fresh pairs, and the files' shift no longer decides anything.
-      if (o.rerun_rows == "all" && !o.rerun_base.empty()) {
-        between.superseded = true;
-        between.shifted = 0;
-      }
-    }
+// --rerun: which rows are measured again (--rerun-rows): those found slower, those whose median
+// is above the threshold at all (slower, or slower within the noise), or every timed row.
+void rerun_chosen(Comparison& c, std::ostream& log) {
+  const CompareOptions& o = c.o;
+  std::vector<Judged*> again;
+  for (Judged& j : c.judged) {
+    j.first_time = j.time;
+    const bool slower = j.time == TimeVerdict::slower || j.time == TimeVerdict::suspect;
+    const bool pick = o.rerun_rows == "all"       ? j.time != TimeVerdict::untimed
+                      : o.rerun_rows == "suspect" ? slower || j.time == TimeVerdict::slower_in_noise
+                                                  : slower;
+    if (pick) again.push_back(&j);
   }
+  if (again.empty()) return;
+  c.s.rerun_rounds = rerun_rounds_for(again.size(), o);
+  rerun_rows(again, c.base, c.next, o, c.s.rerun_rounds, log, c.s.warnings);
+  c.s.rerun = static_cast<int>(again.size());
+  for (const Judged* j : again) c.s.confirmed += j->time == TimeVerdict::slower;
+  // Every timed row measured again, both sides alternating: the rounds decided each row on
+  // fresh pairs, and the files' shift no longer decides anything.
+  if (o.rerun_rows == "all" && !o.rerun_base.empty()) {
+    c.between.superseded = true;
+    c.between.shifted = 0;
+  }
+}
 
-  // Verdicts.
-  std::vector<std::string> regressions;  // repeated after the table, where a reader looks
-  std::vector<std::string> suspects;
-  std::vector<std::string> verdicts(judged.size());
-  for (std::size_t i = 0; i < judged.size(); ++i) {
-    Judged& j = judged[i];
+// Each row's verdict text, the counts of the summary, and the lines repeated after the table.
+void give_verdicts(Comparison& c) {
+  CompareSummary& s = c.s;
+  c.verdicts.assign(c.judged.size(), std::string());
+  for (std::size_t i = 0; i < c.judged.size(); ++i) {
+    Judged& j = c.judged[i];
     std::vector<std::string> reasons;
     if (j.time == TimeVerdict::slower) {
       std::string r = "slower x" + fmt_x(j.ratio);
@@ -608,16 +643,16 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
       reasons.push_back(r);
     }
     reasons.insert(reasons.end(), j.regress.begin(), j.regress.end());
-    std::string& verdict = verdicts[i];
+    std::string& verdict = c.verdicts[i];
     if (!reasons.empty()) {
       ++s.regressed;
       verdict = "REGRESSED:";
       for (const auto& r : reasons) verdict += " " + r;
-      regressions.push_back(row_name(*j.b) + ":" + verdict.substr(verdict.find(':') + 1));
+      c.regressions.push_back(row_name(*j.b) + ":" + verdict.substr(verdict.find(':') + 1));
     } else if (j.time == TimeVerdict::suspect) {
       ++s.suspect;
       verdict = "SUSPECT: slower x" + fmt_x(j.ratio) + ", within the noise between the runs";
-      suspects.push_back(row_name(*j.b) + ": slower x" + fmt_x(j.ratio));
+      c.suspects.push_back(row_name(*j.b) + ": slower x" + fmt_x(j.ratio));
     } else if (j.time == TimeVerdict::faster || j.fixed) {
       ++s.improved;
       verdict = j.time == TimeVerdict::faster ? "faster" : "fixed";
@@ -631,137 +666,155 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
       verdict = j.time == TimeVerdict::slower_in_noise ? "ok (slower, within noise)" : "ok";
     }
   }
-  s.missing = static_cast<int>(missing.size());
-  for (std::size_t i = 0; i < next.rows.size(); ++i) s.added += !used[i];
-  s.missing_fails = s.missing > 0 && !o.allow_missing;
-  s.shifted = between.shifted;
+  s.missing = static_cast<int>(c.missing.size());
+  for (std::size_t i = 0; i < c.next.rows.size(); ++i) s.added += !c.used[i];
+  s.missing_fails = s.missing > 0 && !c.o.allow_missing;
+  s.shifted = c.between.shifted;
+}
 
-  std::string method = "one-sided Mann-Whitney U on each row's repetitions (time.samples_ms), " +
-                       describe(o.correction) + " at alpha " + fmt_p(o.alpha) + " over " +
-                       std::to_string(s.tested) + " rows, and new/base above " +
-                       fmt_x(1 + o.threshold) +
-                       (between.estimated && !between.superseded
-                            ? ", and beyond the noise between the runs (log new/base more than " +
-                                  fmt_x(between.z) + " t3 scales from the file's median, Bonferroni)"
-                            : std::string());
-  const std::string rerun_method =
+// The method lines: how a row is found slower, and (after a rerun) how a row measured again is.
+void describe_methods(Comparison& c) {
+  const CompareOptions& o = c.o;
+  c.method = "one-sided Mann-Whitney U on each row's repetitions (time.samples_ms), " +
+             describe(o.correction) + " at alpha " + fmt_p(o.alpha) + " over " +
+             std::to_string(c.s.tested) + " rows, and new/base above " + fmt_x(1 + o.threshold) +
+             (c.between.estimated && !c.between.superseded
+                  ? ", and beyond the noise between the runs (log new/base more than " +
+                        fmt_x(c.between.z) + " t3 scales from the file's median, Bonferroni)"
+                  : std::string());
+  c.rerun_method =
       "one-sided Wilcoxon signed-rank on log(new/base) of each round's invocation medians " +
       std::string(o.rerun_base.empty() ? "(NEW's, against BASE's recorded median)"
                                        : "(BASE and NEW, paired by round)") +
-      ", " + describe(o.correction) + " over the " + std::to_string(s.rerun) +
+      ", " + describe(o.correction) + " over the " + std::to_string(c.s.rerun) +
       " rows measured again, and the median of the rounds' new/base above " +
       fmt_x(1 + o.threshold);
-  if (s.rerun > 0) method += "; rows measured again: " + rerun_method;
+  if (c.s.rerun > 0) c.method += "; rows measured again: " + c.rerun_method;
+}
 
-  if (o.format == "json") {
-    json j;
-    j["schema"] = "attnbench.compare/1";
-    j["base"] = o.base;
-    j["new"] = o.next;
-    j["method"] = {{"test", "mann-whitney-u, one-sided, on time.samples_ms"},
-                   {"between_runs", "log(new/base) beyond z * MAD / 0.7649 from the rows' median, z "
-                                    "Student's t3 quantile for alpha / rows (Bonferroni); the whole "
-                                    "file by the sign test"},
-                   {"correction", to_string(o.correction)},
-                   {"alpha", o.alpha},
-                   {"threshold", o.threshold},
-                   {"error_factor", o.error_factor},
-                   {"tested", s.tested},
-                   {"spread_rule", s.spread_rule},
-                   {"rerun", o.rerun.empty() ? json(nullptr) : json(o.rerun)},
-                   {"rerun_base", o.rerun_base.empty() ? json(nullptr) : json(o.rerun_base)},
-                   {"rerun_rows", o.rerun.empty() ? json(nullptr) : json(o.rerun_rows)},
-                   {"rerun_rounds", o.rerun.empty() ? 0 : s.rerun_rounds},
-                   {"rerun_repetitions", o.rerun.empty() ? 0 : o.rerun_repetitions},
-                   {"rerun_test", s.rerun > 0 ? json(rerun_method) : json(nullptr)}};
-    j["warnings"] = s.warnings;
-    j["notes"] = notes;
-    j["rows"] = json::array();
-    for (std::size_t i = 0; i < judged.size(); ++i) {
-      const Judged& r = judged[i];
-      json row;
-      row["case"] = r.b->case_label;
-      row["impl"] = r.b->impl;
-      row["params"] = json::object();
-      for (const auto& [k, v] : r.b->params) row["params"][k] = v;
-      row["pass"] = to_string(r.b->pass);
-      row["device"] = r.b->device;
-      row["base_ms"] = r.b->time ? num(r.b->time->median_ms) : json(nullptr);
-      row["new_ms"] = r.n->time ? num(r.n->time->median_ms) : json(nullptr);
-      row["ratio"] = num(r.ratio);
-      row["base_cv"] = r.b->time ? num(r.b->time->cv) : json(nullptr);
-      row["new_cv"] = r.n->time ? num(r.n->time->cv) : json(nullptr);
-      row["base_samples"] = r.b->time ? r.b->time->samples_ms.size() : 0;
-      row["new_samples"] = r.n->time ? r.n->time->samples_ms.size() : 0;
-      row["rule"] = !r.timed                             ? "untimed"
-                    : !r.test                            ? "spread"
-                    : r.rerun && !r.rerun_ratios.empty() ? "signed-rank"
-                                                         : "u-test";
-      row["p_slower"] = r.test ? num(r.p_slower) : json(nullptr);
-      row["p_faster"] = r.test ? num(r.p_faster) : json(nullptr);
-      row["p_adjusted"] = r.test ? num(r.p_adjusted) : json(nullptr);
-      row["time"] = kTimeNames[static_cast<int>(r.time)];
-      row["error_growth"] = num(r.growth);
-      row["worst_output"] = r.worst_output;
-      row["base_status"] = to_string(r.b->status);
-      row["new_status"] = to_string(r.n->status);
-      if (r.rerun) {
-        json ratios = json::array();
-        for (double x : r.rerun_ratios) ratios.push_back(num(x));
-        row["rerun"] = {{"first_ratio", num(r.first_ratio)},
-                        {"pairs", r.rerun_ratios.size()},
-                        {"round_ratios", std::move(ratios)},
-                        {"note", r.rerun_note}};
-      }
-      const std::string& v = verdicts[i];
-      row["verdict"] = v.rfind("REGRESSED", 0) == 0    ? "regressed"
-                       : v.rfind("SUSPECT", 0) == 0    ? "suspect"
-                       : v == "faster" || v == "fixed" ? "improved"
-                                                       : "ok";
-      row["detail"] = v;
-      j["rows"].push_back(std::move(row));
-    }
-    j["missing"] = json::array();
-    for (const ResultRow* m : missing) j["missing"].push_back(row_name(*m));
-    j["added"] = json::array();
-    for (std::size_t i = 0; i < next.rows.size(); ++i)
-      if (!used[i]) j["added"].push_back(row_name(next.rows[i]));
-    j["between_runs"] = {{"rows", between.est.rows},
-                         {"estimated", between.estimated},
-                         {"shift", between.estimated ? num(std::exp(between.est.shift)) : json(nullptr)},
-                         {"sigma", between.estimated ? num(between.sigma) : json(nullptr)},
-                         {"z", between.estimated ? num(between.z) : json(nullptr)},
-                         {"rows_slower", between.est.above},
-                         {"p_shift", between.estimated ? num(between.p_shift) : json(nullptr)},
-                         {"shifted", between.shifted > 0   ? "slower"
-                                     : between.shifted < 0 ? "faster"
-                                                           : "no"},
-                         {"superseded_by_rerun", between.superseded}};
-    j["summary"] = {{"matched", s.matched},     {"regressed", s.regressed},
-                    {"suspect", s.suspect},     {"improved", s.improved},
-                    {"missing", s.missing},     {"added", s.added},
-                    {"shifted", s.shifted},     {"rerun", s.rerun},
-                    {"confirmed", s.confirmed}, {"exit_code", s.exit_code()}};
-    out << j.dump(2) << "\n";
-    return s;
+// ---- The report as JSON (--format json) --------------------------------------------------------
+
+json method_json(const Comparison& c) {
+  const CompareOptions& o = c.o;
+  return {{"test", "mann-whitney-u, one-sided, on time.samples_ms"},
+          {"between_runs",
+           "log(new/base) beyond z * MAD / 0.7649 from the rows' median, z "
+           "Student's t3 quantile for alpha / rows (Bonferroni); the whole "
+           "file by the sign test"},
+          {"correction", to_string(o.correction)},
+          {"alpha", o.alpha},
+          {"threshold", o.threshold},
+          {"error_factor", o.error_factor},
+          {"tested", c.s.tested},
+          {"spread_rule", c.s.spread_rule},
+          {"rerun", o.rerun.empty() ? json(nullptr) : json(o.rerun)},
+          {"rerun_base", o.rerun_base.empty() ? json(nullptr) : json(o.rerun_base)},
+          {"rerun_rows", o.rerun.empty() ? json(nullptr) : json(o.rerun_rows)},
+          {"rerun_rounds", o.rerun.empty() ? 0 : c.s.rerun_rounds},
+          {"rerun_repetitions", o.rerun.empty() ? 0 : o.rerun_repetitions},
+          {"rerun_test", c.s.rerun > 0 ? json(c.rerun_method) : json(nullptr)}};
+}
+
+json row_json(const Judged& r, const std::string& v) {
+  json row;
+  row["case"] = r.b->case_label;
+  row["impl"] = r.b->impl;
+  row["params"] = json::object();
+  for (const auto& [k, x] : r.b->params) row["params"][k] = x;
+  row["pass"] = to_string(r.b->pass);
+  row["device"] = r.b->device;
+  row["base_ms"] = r.b->time ? num(r.b->time->median_ms) : json(nullptr);
+  row["new_ms"] = r.n->time ? num(r.n->time->median_ms) : json(nullptr);
+  row["ratio"] = num(r.ratio);
+  row["base_cv"] = r.b->time ? num(r.b->time->cv) : json(nullptr);
+  row["new_cv"] = r.n->time ? num(r.n->time->cv) : json(nullptr);
+  row["base_samples"] = r.b->time ? r.b->time->samples_ms.size() : 0;
+  row["new_samples"] = r.n->time ? r.n->time->samples_ms.size() : 0;
+  row["rule"] = !r.timed                             ? "untimed"
+                : !r.test                            ? "spread"
+                : r.rerun && !r.rerun_ratios.empty() ? "signed-rank"
+                                                     : "u-test";
+  row["p_slower"] = r.test ? num(r.p_slower) : json(nullptr);
+  row["p_faster"] = r.test ? num(r.p_faster) : json(nullptr);
+  row["p_adjusted"] = r.test ? num(r.p_adjusted) : json(nullptr);
+  row["time"] = kTimeNames[static_cast<int>(r.time)];
+  row["error_growth"] = num(r.growth);
+  row["worst_output"] = r.worst_output;
+  row["base_status"] = to_string(r.b->status);
+  row["new_status"] = to_string(r.n->status);
+  if (r.rerun) {
+    json ratios = json::array();
+    for (double x : r.rerun_ratios) ratios.push_back(num(x));
+    row["rerun"] = {{"first_ratio", num(r.first_ratio)},
+                    {"pairs", r.rerun_ratios.size()},
+                    {"round_ratios", std::move(ratios)},
+                    {"note", r.rerun_note}};
   }
+  row["verdict"] = v.rfind("REGRESSED", 0) == 0    ? "regressed"
+                   : v.rfind("SUSPECT", 0) == 0    ? "suspect"
+                   : v == "faster" || v == "fixed" ? "improved"
+                                                   : "ok";
+  row["detail"] = v;
+  return row;
+}
 
-  for (const auto& w : s.warnings) out << "WARNING: " << w << "\n";
-  for (const auto& n : notes) out << "note: " << n << "\n";
-  if (!s.warnings.empty() || !notes.empty()) out << "\n";
+json between_json(const Between& between) {
+  return {{"rows", between.est.rows},
+          {"estimated", between.estimated},
+          {"shift", between.estimated ? num(std::exp(between.est.shift)) : json(nullptr)},
+          {"sigma", between.estimated ? num(between.sigma) : json(nullptr)},
+          {"z", between.estimated ? num(between.z) : json(nullptr)},
+          {"rows_slower", between.est.above},
+          {"p_shift", between.estimated ? num(between.p_shift) : json(nullptr)},
+          {"shifted", between.shifted > 0   ? "slower"
+                      : between.shifted < 0 ? "faster"
+                                            : "no"},
+          {"superseded_by_rerun", between.superseded}};
+}
 
+void print_json(const Comparison& c, std::ostream& out) {
+  const CompareSummary& s = c.s;
+  json j;
+  j["schema"] = "attnbench.compare/1";
+  j["base"] = c.o.base;
+  j["new"] = c.o.next;
+  j["method"] = method_json(c);
+  j["warnings"] = s.warnings;
+  j["notes"] = c.notes;
+  j["rows"] = json::array();
+  for (std::size_t i = 0; i < c.judged.size(); ++i)
+    j["rows"].push_back(row_json(c.judged[i], c.verdicts[i]));
+  j["missing"] = json::array();
+  for (const ResultRow* m : c.missing) j["missing"].push_back(row_name(*m));
+  j["added"] = json::array();
+  for (std::size_t i = 0; i < c.next.rows.size(); ++i)
+    if (!c.used[i]) j["added"].push_back(row_name(c.next.rows[i]));
+  j["between_runs"] = between_json(c.between);
+  j["summary"] = {{"matched", s.matched},     {"regressed", s.regressed},
+                  {"suspect", s.suspect},     {"improved", s.improved},
+                  {"missing", s.missing},     {"added", s.added},
+                  {"shifted", s.shifted},     {"rerun", s.rerun},
+                  {"confirmed", s.confirmed}, {"exit_code", s.exit_code()}};
+  out << j.dump(2) << "\n";
+}
+
+// ---- The report as text ------------------------------------------------------------------------
+
+// The rows' table (--only-changed: without the rows whose verdict is ok), with its note.
+void print_rows_table(const Comparison& c, std::ostream& out) {
+  const CompareOptions& o = c.o;
   // The device kind is shown only when the rows do not all run on the same kind (rows are
   // matched on the kind: a --devices sweep over cuda:0..N-1 compares with a one-GPU run).
   bool multi_device = false;
-  for (const ResultRow& r : base.rows)
-    multi_device = multi_device || r.device_kind() != base.rows[0].device_kind();
+  for (const ResultRow& r : c.base.rows)
+    multi_device = multi_device || r.device_kind() != c.base.rows[0].device_kind();
   TextTable t;
   t.header = {"case",          "impl", "pass",    "base ms", "new ms", "new/base",
               "cv % base/new", "p",    "error ×", "status",  "verdict"};
   int hidden = 0;
-  for (std::size_t i = 0; i < judged.size(); ++i) {
-    const Judged& j = judged[i];
-    if (o.only_changed && verdicts[i].rfind("ok", 0) == 0 && j.b->status == j.n->status) {
+  for (std::size_t i = 0; i < c.judged.size(); ++i) {
+    const Judged& j = c.judged[i];
+    if (o.only_changed && c.verdicts[i].rfind("ok", 0) == 0 && j.b->status == j.n->status) {
       ++hidden;
       continue;
     }
@@ -771,21 +824,22 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
         b.status == n.status ? to_string(b.status)
                              : std::string(to_string(b.status)) + " -> " + to_string(n.status);
     const std::string cv = j.timed ? fmt_cv(b.time->cv) + "/" + fmt_cv(n.time->cv) : "-";
-    t.rows.push_back({b.case_label, b.impl_label() + (multi_device ? " (" + b.device_kind() + ")" : ""),
+    t.rows.push_back({b.case_label,
+                      b.impl_label() + (multi_device ? " (" + b.device_kind() + ")" : ""),
                       std::string(to_string(b.pass)), b.time ? fmt_ms(b.time->median_ms) : "-",
                       n.time ? fmt_ms(n.time->median_ms) : "-",
                       fmt_x(j.timed ? n.time->median_ms / b.time->median_ms : NAN), cv,
                       j.test ? fmt_p(j.p_adjusted) : "-",
-                      std::isnan(j.growth) ? "-" : fmt_x(j.growth), status, verdicts[i]});
+                      std::isnan(j.growth) ? "-" : fmt_x(j.growth), status, c.verdicts[i]});
   }
   if (!t.rows.empty()) {
     t.note =
         "new/base: median time ratio (> 1 is slower); cv: the repetitions' standard deviation / "
         "mean; p: the test's p-value after the correction, in the direction of the change; "
         "error ×: largest max_abs growth over the outputs. Slower: " +
-        method + "." +
-        (s.spread_rule > 0
-             ? " Rows without p (" + std::to_string(s.spread_rule) +
+        c.method + "." +
+        (c.s.spread_rule > 0
+             ? " Rows without p (" + std::to_string(c.s.spread_rule) +
                    ": no samples_ms, or too few to reach the level): above " +
                    fmt_x(1 + o.threshold) +
                    "× and beyond both runs' spread (max(cv·median, median − min), added)."
@@ -794,32 +848,44 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
              ? "\n" + std::to_string(hidden) + " rows with verdict ok not shown (--only-changed)."
              : std::string());
     render_markdown(t, out);
-  } else if (judged.empty()) {
+  } else if (c.judged.empty()) {
     out << "No rows in common.\n\n";
   } else {
     out << "No row changed (" << hidden << " rows with verdict ok; --only-changed).\n\n";
   }
-  if (s.rerun > 0) {
+}
+
+// The attnbench binary that wrote a file (its context's "executable"), or a placeholder.
+std::string exe(const ResultsFile& f, const char* who) {
+  const std::string e = ctx_text(f.context, "executable");
+  return e.empty() ? std::string("<") + who + "'s attnbench>" : e;
+}
+
+// The command that decides what the files cannot: the rows measured again, both builds
+// alternating (rows: the --rerun-rows value, or none for the default).
+std::string rerun_command(const Comparison& c, const char* rows) {
+  return "attnbench compare " + c.o.base + " " + c.o.next + " --rerun " + exe(c.next, "NEW") +
+         " --rerun-base " + exe(c.base, "BASE") +
+         (rows ? std::string(" --rerun-rows ") + rows : "");
+}
+
+// The rerun's line, and the noise between the runs (with the command that decides what it
+// cannot).
+void print_rerun_and_between(const Comparison& c, std::ostream& out) {
+  const CompareOptions& o = c.o;
+  const Between& between = c.between;
+  if (c.s.rerun > 0) {
     const char* which = o.rerun_rows == "all" ? " timed rows (all) were measured again ("
                         : o.rerun_rows == "suspect"
                             ? " rows above the threshold were measured again ("
                             : " rows found slower were measured again (";
-    out << "rerun: " << s.rerun << which << s.rerun_rounds << " rounds of "
+    out << "rerun: " << c.s.rerun << which << c.s.rerun_rounds << " rounds of "
         << (o.rerun_base.empty() ? "one invocation of NEW, against BASE's recorded median"
                                  : "one invocation a side, BASE and NEW alternating")
         << ", " << o.rerun_repetitions
-        << " repetitions each; an invocation's median is one sample): " << s.confirmed
+        << " repetitions each; an invocation's median is one sample): " << c.s.confirmed
         << " confirmed\n";
   }
-  // The noise between the runs, and the command that decides what it cannot.
-  auto exe = [](const ResultsFile& f, const char* who) {
-    const std::string e = ctx_text(f.context, "executable");
-    return e.empty() ? std::string("<") + who + "'s attnbench>" : e;
-  };
-  auto rerun_command = [&](const char* rows) {
-    return "attnbench compare " + o.base + " " + o.next + " --rerun " + exe(next, "NEW") +
-           " --rerun-base " + exe(base, "BASE") + (rows ? std::string(" --rerun-rows ") + rows : "");
-  };
   if (between.superseded) {
     out << "between runs: every timed row was measured again, both sides alternating; the rounds "
            "decided each row\n";
@@ -840,19 +906,27 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
         << fmt_x(std::exp(between.est.shift)) << " (" << between.est.above << " of "
         << between.est.rows << " rows slower, sign test p " << fmt_p(between.p_shift)
         << "): the machine or the code";
-    if (between.shifted > 0) out << "; decide with:\n  " << rerun_command("all");
+    if (between.shifted > 0) out << "; decide with:\n  " << rerun_command(c, "all");
     out << "\n";
   }
-  for (const auto& r : regressions) out << "REGRESSED " << r << "\n";
-  for (const auto& r : suspects) out << "SUSPECT " << r << ", within the noise between the runs\n";
-  if (!suspects.empty()) out << "decide the SUSPECT rows with:\n  " << rerun_command(nullptr) << "\n";
-  for (const ResultRow* m : missing)
+}
+
+// The lines a reader acts on (regressed, suspect, missing, new rows), the summary and the method.
+void print_findings(const Comparison& c, std::ostream& out) {
+  const CompareOptions& o = c.o;
+  const CompareSummary& s = c.s;
+  for (const auto& r : c.regressions) out << "REGRESSED " << r << "\n";
+  for (const auto& r : c.suspects)
+    out << "SUSPECT " << r << ", within the noise between the runs\n";
+  if (!c.suspects.empty())
+    out << "decide the SUSPECT rows with:\n  " << rerun_command(c, nullptr) << "\n";
+  for (const ResultRow* m : c.missing)
     out << (o.allow_missing ? "missing (allowed): " : "MISSING in NEW: ") << row_name(*m) << "\n";
   if (s.missing_fails)
     out << s.missing << " row" << (s.missing == 1 ? "" : "s")
         << " of BASE not in NEW (another config, or --case/--impl?): --allow-missing accepts that\n";
-  for (std::size_t i = 0; i < next.rows.size(); ++i)
-    if (!used[i]) out << "new row (not in BASE): " << row_name(next.rows[i]) << "\n";
+  for (std::size_t i = 0; i < c.next.rows.size(); ++i)
+    if (!c.used[i]) out << "new row (not in BASE): " << row_name(c.next.rows[i]) << "\n";
 
   const int code = s.exit_code();
   out << "\ncompare: " << s.matched << " matched, " << s.regressed << " regressed, " << s.suspect
@@ -860,10 +934,43 @@ CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
       << " new -> "
       << (code == 1 ? "REGRESSION" : code == 3 ? "SHIFTED" : code == 4 ? "MISSING" : "OK")
       << " (exit " << code << ")\n";
-  out << "method: " << method
+  out << "method: " << c.method
       << (s.spread_rule ? "; " + std::to_string(s.spread_rule) + " rows by the spread rule" : "")
       << "\n";
-  return s;
+}
+
+void print_text(const Comparison& c, std::ostream& out) {
+  for (const auto& w : c.s.warnings) out << "WARNING: " << w << "\n";
+  for (const auto& n : c.notes) out << "note: " << n << "\n";
+  if (!c.s.warnings.empty() || !c.notes.empty()) out << "\n";
+  print_rows_table(c, out);
+  print_rerun_and_between(c, out);
+  print_findings(c, out);
+}
+
+}  // namespace
+
+CompareSummary compare_results(const ResultsFile& base, const ResultsFile& next,
+                               const CompareOptions& o, std::ostream& out, std::ostream& log) {
+  Comparison c(base, next, o);
+  c.s.warnings = context_warnings(base, next);
+  if (ctx_text(base.context, "config_hash") != ctx_text(next.context, "config_hash")) {
+    c.notes.push_back(
+        "the two runs used different configs (" + ctx_text(base.context, "config_name") + " vs " +
+        ctx_text(next.context, "config_name") + "): only the rows they share are compared");
+  }
+  match_rows(c);
+  judge_times(c);
+  c.between = judge_between(c.judged, o);
+  if (!o.rerun.empty()) rerun_chosen(c, log);
+  give_verdicts(c);
+  describe_methods(c);
+  if (o.format == "json") {
+    print_json(c, out);
+  } else {
+    print_text(c, out);
+  }
+  return c.s;
 }
 
 int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {

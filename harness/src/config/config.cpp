@@ -308,219 +308,202 @@ struct Dimension {
   std::size_t size() const { return columns.front().values->size(); }
 };
 
-class Parser {
+// ---- Sections of a config or a group: inputs, devices, passes, verify, timing -----------------
+
+void parse_inputs(const json& v, Config& c) {
+  expect_object(v, "/inputs");
+  check_keys(v, "/inputs", {"distribution", "seed"});
+  if (v.contains("distribution")) {
+    const std::string d = expect_string(v["distribution"], "/inputs/distribution");
+    if (d == "normal")
+      c.distribution = Distribution::normal;
+    else if (d == "outlier")
+      c.distribution = Distribution::outlier;
+    else
+      fail("/inputs/distribution", &v["distribution"], "must be \"normal\" or \"outlier\"");
+  }
+  if (v.contains("seed")) {
+    const json& s = v["seed"];
+    if (!s.is_number_integer() || (!s.is_number_unsigned() && s.get<std::int64_t>() < 0)) {
+      fail("/inputs/seed", &s, "must be a non-negative integer");
+    }
+    c.seed = s.get<std::uint64_t>();
+  }
+}
+
+std::vector<Device> parse_devices(const json& v, const std::string& path) {
+  expect_array(v, path);
+  std::vector<Device> out;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::string s = expect_string(v[i], at(path, i));
+    if (s == "cpu")
+      out.push_back(Device::cpu);
+    else if (s == "cuda")
+      out.push_back(Device::cuda);
+    else
+      fail(at(path, i), &v[i], "must be \"cpu\" or \"cuda\"");
+  }
+  return out;
+}
+
+std::vector<Pass> parse_passes(const json& v, const std::string& path) {
+  expect_array(v, path);
+  std::vector<Pass> out;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::string s = expect_string(v[i], at(path, i));
+    Pass p;
+    if (s == "fwd")
+      p = Pass::fwd;
+    else if (s == "bwd")
+      p = Pass::bwd;
+    else if (s == "fwd_bwd")
+      p = Pass::fwd_bwd;
+    else
+      fail(at(path, i), &v[i], "must be \"fwd\", \"bwd\" or \"fwd_bwd\"");
+    if (std::find(out.begin(), out.end(), p) != out.end())
+      fail(at(path, i), &v[i], "is listed twice");
+    out.push_back(p);
+  }
+  return out;
+}
+
+void parse_verify(const json& v, const std::string& path, VerifySettings& out) {
+  expect_object(v, path);
+  check_keys(v, path, {"mode", "sample_heads", "sample_rows"});
+  if (v.contains("mode")) {
+    const std::string m = expect_string(v["mode"], at(path, "mode"));
+    if (m == "auto")
+      out.mode = VerifyMode::automatic;
+    else if (m == "full")
+      out.mode = VerifyMode::full;
+    else if (m == "sampled")
+      out.mode = VerifyMode::sampled;
+    else if (m == "off")
+      out.mode = VerifyMode::off;
+    else
+      fail(at(path, "mode"), &v["mode"], "must be \"auto\", \"full\", \"sampled\" or \"off\"");
+  }
+  if (v.contains("sample_heads")) {
+    out.sample.heads = static_cast<int>(
+        expect_int(v["sample_heads"], at(path, "sample_heads"), 1, INT_MAX, "a positive integer"));
+  }
+  if (v.contains("sample_rows")) {
+    out.sample.rows = static_cast<int>(
+        expect_int(v["sample_rows"], at(path, "sample_rows"), 1, INT_MAX, "a positive integer"));
+  }
+}
+
+void parse_timing(const json& v, const std::string& path, TimingSettings& out) {
+  expect_object(v, path);
+  check_keys(v, path, {"hot", "min_time_s", "repetitions", "warmup_s"});
+  if (v.contains("hot")) out.hot = expect_bool(v["hot"], at(path, "hot"));
+  if (v.contains("min_time_s")) {
+    const double t = expect_number(v["min_time_s"], at(path, "min_time_s"));
+    if (!(t > 0 && t <= 3600))
+      fail(at(path, "min_time_s"), &v["min_time_s"], "must be in (0, 3600] seconds");
+    out.min_time_s = t;
+  }
+  if (v.contains("repetitions")) {
+    out.repetitions = static_cast<int>(expect_int(v["repetitions"], at(path, "repetitions"), 1,
+                                                  10000, "an integer in [1, 10000]"));
+  }
+  if (v.contains("warmup_s")) {
+    const double t = expect_number(v["warmup_s"], at(path, "warmup_s"));
+    if (!(t >= 0 && t <= 3600))
+      fail(at(path, "warmup_s"), &v["warmup_s"], "must be in [0, 3600] seconds");
+    out.warmup_s = t;
+  }
+}
+
+// ---- "problem" and "sweep": the problem defaults and the sweep's dimensions -------------------
+
+// A "problem" object over the defaults so far; src records where each field came from.
+void apply_problem(const json& pj, const std::string& ppath, Problem& defaults, Sources& src) {
+  expect_object(pj, ppath);
+  check_keys(pj, ppath, problem_keys());
+  for (auto it = pj.begin(); it != pj.end(); ++it) {
+    const std::string fp = at(ppath, it.key());
+    for (Field f : targets(it.key())) {
+      set_field(defaults, f, it.value(), fp);
+      src[static_cast<std::size_t>(f)] = {fp, compact(it.value())};
+    }
+  }
+}
+
+// The columns of one "sweep": each problem field swept by one axis at most.
+class SweepColumns {
  public:
-  explicit Parser(const ParseOptions& o) : opts_(o), reg_(o.registry ? *o.registry : Registry::instance()) {}
-
-  Config parse(const json& doc) {
-    Config c;
-    expect_object(doc, "");
-    const bool grouped = doc.contains("groups");
-    if (grouped) {
-      check_keys(doc, "", {"name", "description", "problem", "inputs", "verify", "timing", "groups"});
-    } else {
-      check_keys(doc, "", {"name", "description", "problem", "sweep", "implementations", "passes",
-                           "inputs", "verify", "timing", "params", "devices", "groups"});
+  Column column(const std::string& key, const json& arr, const std::string& kpath) {
+    Column col{claim(key, kpath), kpath, &expect_array(arr, kpath)};
+    // Check every value where it stands, so the error points at it.
+    Problem scratch;
+    for (std::size_t i = 0; i < arr.size(); ++i) {
+      for (Field f : col.fields) set_field(scratch, f, arr[i], at(kpath, i));
     }
-    if (doc.contains("name")) {
-      c.name = expect_string(doc["name"], "/name");
-      if (c.name.empty() || c.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != std::string::npos) {
-        fail("/name", &doc["name"], "must be non-empty and use only letters, digits, '.', '_' and '-' (it names the results file)");
-      }
-    }
-    if (doc.contains("description")) c.description = expect_string(doc["description"], "/description");
-    // A config says what to run: an empty one ({}) would run every implementation on a default
-    // one-token problem, which nobody means.
-    auto says_what = [](const json& o) {
-      return o.is_object() && (o.contains("implementations") || o.contains("problem") || o.contains("sweep"));
-    };
-    bool named = says_what(doc);
-    if (grouped && doc["groups"].is_array())
-      for (const json& g : doc["groups"]) named = named || says_what(g);
-    if (!named) {
-      fail_text("", "", "names no \"implementations\", \"problem\" or \"sweep\": say what to run "
-                        "(configs/smoke.json is a small example)");
-    }
-    if (doc.contains("inputs")) parse_inputs(doc["inputs"], c);
-
-    if (grouped) {
-      const std::string groups_path = "/groups";  // a named string: no reference to a temporary
-      const json& groups = expect_array(doc["groups"], groups_path);
-      for (std::size_t i = 0; i < groups.size(); ++i) {
-        const std::string gp = at("/groups", i);
-        expect_object(groups[i], gp);
-        check_keys(groups[i], gp, {"description", "problem", "sweep", "implementations", "passes",
-                                   "params", "devices", "verify", "timing"});
-        c.groups.push_back(parse_group(doc, &groups[i], gp));
-      }
-    } else {
-      c.groups.push_back(parse_group(doc, nullptr, ""));
-    }
-    check_duplicate_cases(c);
-    if (c.row_count() > kMaxRows) {
-      fail_text(grouped ? "/groups" : "", "", "expands to " + std::to_string(c.row_count()) +
-                                                  " rows, more than the limit of " + std::to_string(kMaxRows));
-    }
-    if (c.row_count() == 0 && !opts_.allow_no_rows) {
-      fail_text(grouped ? "/groups" : "", "",
-                "nothing to run: no implementation is left (a \"devices\" filter, or a build "
-                "without the implementations' device)");
-    }
-    // Copied only now: the document is known to be shallow (copying recurses per level).
-    c.json = doc;
-    return c;
+    return col;
   }
 
  private:
-  const ParseOptions& opts_;
-  const Registry& reg_;
-  std::size_t total_cases_ = 0;  // over all groups, against kMaxCases
+  std::map<Field, std::string> claimed_;  // field -> path of the axis that sets it
 
-  void parse_inputs(const json& v, Config& c) {
-    expect_object(v, "/inputs");
-    check_keys(v, "/inputs", {"distribution", "seed"});
-    if (v.contains("distribution")) {
-      const std::string d = expect_string(v["distribution"], "/inputs/distribution");
-      if (d == "normal") c.distribution = Distribution::normal;
-      else if (d == "outlier") c.distribution = Distribution::outlier;
-      else fail("/inputs/distribution", &v["distribution"], "must be \"normal\" or \"outlier\"");
+  std::vector<Field> claim(const std::string& key, const std::string& kpath) {
+    const auto fs = targets(key);
+    if (fs.empty()) {
+      fail_text(kpath, "",
+                "unknown problem field \"" + key + "\" (fields: " + join(problem_keys()) + ")");
     }
-    if (v.contains("seed")) {
-      const json& s = v["seed"];
-      if (!s.is_number_integer() || (!s.is_number_unsigned() && s.get<std::int64_t>() < 0)) {
-        fail("/inputs/seed", &s, "must be a non-negative integer");
+    for (Field f : fs) {
+      if (auto it = claimed_.find(f); it != claimed_.end()) {
+        fail_text(kpath, "",
+                  std::string(kFieldNames[static_cast<std::size_t>(f)]) + " is already swept by " +
+                      it->second);
       }
-      c.seed = s.get<std::uint64_t>();
+      claimed_[f] = kpath;
+    }
+    return fs;
+  }
+};
+
+std::vector<Dimension> parse_sweep(const json& s, const std::string& path) {
+  expect_object(s, path);
+  check_keys(s, path, {"product", "zip"});
+  std::vector<Dimension> dims;
+  SweepColumns columns;
+  if (s.contains("product")) {
+    const std::string pp = at(path, "product");
+    const json& prod = expect_object(s["product"], pp);
+    for (auto it = prod.begin(); it != prod.end(); ++it) {
+      dims.push_back(Dimension{{columns.column(it.key(), it.value(), at(pp, it.key()))}});
     }
   }
-
-  // The value of key for a group: the group's own, else the top level's (when not grouped the
-  // group is the top level itself).
-  struct Found {
-    const json* value = nullptr;
-    std::string path;
-  };
-  static Found lookup(const json& top, const json* group, const std::string& gpath, const char* key) {
-    if (group && group->contains(key)) return {&(*group)[key], at(gpath, key)};
-    if (!group && top.contains(key)) return {&top[key], at("", key)};
-    return {};
-  }
-
-  ConfigGroup parse_group(const json& top, const json* group, const std::string& gpath) {
-    ConfigGroup g;
-    if (group && group->contains("description")) {
-      g.description = expect_string((*group)["description"], at(gpath, "description"));
-    }
-    // Problem defaults: the top level's fields, then the group's.
-    Problem defaults;
-    Sources src;
-    for (std::size_t i = 0; i < kFields; ++i) src[i] = {"", "(default)"};
-    auto apply_problem = [&](const json& pj, const std::string& ppath) {
-      expect_object(pj, ppath);
-      check_keys(pj, ppath, problem_keys());
-      for (auto it = pj.begin(); it != pj.end(); ++it) {
-        const std::string fp = at(ppath, it.key());
-        for (Field f : targets(it.key())) {
-          set_field(defaults, f, it.value(), fp);
-          src[static_cast<std::size_t>(f)] = {fp, compact(it.value())};
+  if (s.contains("zip")) {
+    const std::string zp = at(path, "zip");
+    const json& zips = expect_array(s["zip"], zp);
+    for (std::size_t z = 0; z < zips.size(); ++z) {
+      const std::string gp = at(zp, z);
+      const json& grp = expect_object(zips[z], gp);
+      if (grp.empty()) fail(gp, &grp, "a zip group needs at least one field");
+      Dimension d;
+      for (auto it = grp.begin(); it != grp.end(); ++it) {
+        d.columns.push_back(columns.column(it.key(), it.value(), at(gp, it.key())));
+        const std::size_t n0 = d.columns.front().values->size(), n = it.value().size();
+        if (n != n0) {
+          fail(at(gp, it.key()), &it.value(),
+               "zipped arrays must have equal lengths: " + std::to_string(n) + " here, " +
+                   std::to_string(n0) + " for \"" + grp.begin().key() + "\"");
         }
       }
-    };
-    if (top.contains("problem")) apply_problem(top["problem"], "/problem");
-    if (group && group->contains("problem")) apply_problem((*group)["problem"], at(gpath, "problem"));
-
-    std::vector<Dimension> dims;
-    std::string sweep_path = group ? at(gpath, "problem") : "/problem";
-    if (Found s = lookup(top, group, gpath, "sweep"); s.value) {
-      sweep_path = s.path;
-      dims = parse_sweep(*s.value, s.path);
+      dims.push_back(std::move(d));
     }
-    expand(defaults, src, dims, sweep_path, g.cases);
-
-    std::vector<Device> devices{Device::cpu, Device::cuda};
-    if (Found d = lookup(top, group, gpath, "devices"); d.value) devices = parse_devices(*d.value, d.path);
-
-    std::vector<const Implementation*> impls = reg_.all();
-    if (Found im = lookup(top, group, gpath, "implementations"); im.value) {
-      impls = parse_impls(*im.value, im.path);
-    }
-    std::map<std::string, std::vector<Options>> params;
-    if (Found pa = lookup(top, group, gpath, "params"); pa.value) params = parse_params(*pa.value, pa.path);
-    for (const Implementation* impl : impls) {
-      if (std::find(devices.begin(), devices.end(), impl->device()) == devices.end()) continue;
-      ImplRun run;
-      run.impl = impl;
-      if (auto it = params.find(impl->name()); it != params.end()) run.option_sets = it->second;
-      g.impls.push_back(std::move(run));
-    }
-
-    g.passes = {Pass::fwd};
-    if (Found ps = lookup(top, group, gpath, "passes"); ps.value) g.passes = parse_passes(*ps.value, ps.path);
-
-    // verify and timing: per-field defaults from the top level, then the group's own.
-    if (top.contains("verify")) parse_verify(top["verify"], "/verify", g.verify);
-    if (group && group->contains("verify")) parse_verify((*group)["verify"], at(gpath, "verify"), g.verify);
-    if (top.contains("timing")) parse_timing(top["timing"], "/timing", g.timing);
-    if (group && group->contains("timing")) parse_timing((*group)["timing"], at(gpath, "timing"), g.timing);
-    return g;
   }
+  return dims;
+}
 
-  std::vector<Dimension> parse_sweep(const json& s, const std::string& path) {
-    expect_object(s, path);
-    check_keys(s, path, {"product", "zip"});
-    std::vector<Dimension> dims;
-    std::map<Field, std::string> claimed;  // field -> path of the axis that sets it
-    auto claim = [&](const std::string& key, const std::string& kpath) {
-      const auto fs = targets(key);
-      if (fs.empty()) {
-        fail_text(kpath, "", "unknown problem field \"" + key + "\" (fields: " + join(problem_keys()) + ")");
-      }
-      for (Field f : fs) {
-        if (auto it = claimed.find(f); it != claimed.end()) {
-          fail_text(kpath, "", std::string(kFieldNames[static_cast<std::size_t>(f)]) + " is already swept by " + it->second);
-        }
-        claimed[f] = kpath;
-      }
-      return fs;
-    };
-    auto column = [&](const std::string& key, const json& arr, const std::string& kpath) {
-      Column col{claim(key, kpath), kpath, &expect_array(arr, kpath)};
-      // Check every value where it stands, so the error points at it.
-      Problem scratch;
-      for (std::size_t i = 0; i < arr.size(); ++i) {
-        for (Field f : col.fields) set_field(scratch, f, arr[i], at(kpath, i));
-      }
-      return col;
-    };
-    if (s.contains("product")) {
-      const std::string pp = at(path, "product");
-      const json& prod = expect_object(s["product"], pp);
-      for (auto it = prod.begin(); it != prod.end(); ++it) {
-        dims.push_back(Dimension{{column(it.key(), it.value(), at(pp, it.key()))}});
-      }
-    }
-    if (s.contains("zip")) {
-      const std::string zp = at(path, "zip");
-      const json& zips = expect_array(s["zip"], zp);
-      for (std::size_t z = 0; z < zips.size(); ++z) {
-        const std::string gp = at(zp, z);
-        const json& grp = expect_object(zips[z], gp);
-        if (grp.empty()) fail(gp, &grp, "a zip group needs at least one field");
-        Dimension d;
-        for (auto it = grp.begin(); it != grp.end(); ++it) {
-          d.columns.push_back(column(it.key(), it.value(), at(gp, it.key())));
-          const std::size_t n0 = d.columns.front().values->size(), n = it.value().size();
-          if (n != n0) {
-            fail(at(gp, it.key()), &it.value(),
-                 "zipped arrays must have equal lengths: " + std::to_string(n) + " here, " +
-                     std::to_string(n0) + " for \"" + grp.begin().key() + "\"");
-          }
-        }
-        dims.push_back(std::move(d));
-      }
-    }
-    return dims;
-  }
+// ---- Cases: the sweep expanded over the defaults, each case checked -----------------------------
+
+class CaseExpander {
+ public:
+  explicit CaseExpander(const ParseOptions& o) : opts_(o) {}
 
   void expand(const Problem& defaults, const Sources& src0, const std::vector<Dimension>& dims,
               const std::string& sweep_path, std::vector<Problem>& out) {
@@ -564,6 +547,10 @@ class Parser {
     }
   }
 
+ private:
+  const ParseOptions& opts_;
+  std::size_t total_cases_ = 0;  // over all groups, against kMaxCases
+
   void check_case(const Problem& p, const Sources& src, const std::string& sweep_path) {
     auto source_of = [&](Field f) -> const Source& { return src[static_cast<std::size_t>(f)]; };
     if (p.heads_q % p.heads_kv != 0) {
@@ -583,38 +570,103 @@ class Parser {
     }
     fail_text(sweep_path, quoted(p.label()), why);
   }
+};
 
-  std::vector<Device> parse_devices(const json& v, const std::string& path) {
-    expect_array(v, path);
-    std::vector<Device> out;
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      const std::string s = expect_string(v[i], at(path, i));
-      if (s == "cpu") out.push_back(Device::cpu);
-      else if (s == "cuda") out.push_back(Device::cuda);
-      else fail(at(path, i), &v[i], "must be \"cpu\" or \"cuda\"");
+// Two identical cases would give rows that compare and table cannot tell apart.
+void check_duplicate_cases(const Config& c) {
+  std::set<std::string> seen;
+  for (std::size_t g = 0; g < c.groups.size(); ++g) {
+    for (const Problem& p : c.groups[g].cases) {
+      if (!seen.insert(p.label()).second) {
+        const std::string where = c.groups.size() > 1 ? at("/groups", g) : std::string("/sweep");
+        fail_text(where, quoted(p.label()),
+                  "this case appears twice (a sweep repeats a value, or two groups overlap)");
+      }
     }
-    return out;
   }
+}
 
-  // "cuda.*" in a build without CUDA: the config stays valid on every machine, the rows just
-  // do not exist there. Only a device prefix whose device has no implementation in this build
-  // qualifies; any other glob that matches nothing is a typo.
-  bool device_not_built(const std::string& glob) const {
-    const std::string prefix = glob.substr(0, glob.find('.'));
-    if (prefix != to_string(Device::cuda) && prefix != to_string(Device::cpu)) return false;
-    for (const auto* i : reg_.all()) {
-      if (to_string(i->device()) == prefix) return false;
+// ---- "implementations" and "params": names and globs matched in the registry -----------------
+
+std::int64_t option_value(const json& x, const std::string& xp) {
+  return expect_int(x, xp, INT64_MIN, INT64_MAX, "an integer");
+}
+
+// Every implementation a params key matched must have the option.
+void check_option(const std::vector<const Implementation*>& matched, const std::string& opt,
+                  const std::string& op) {
+  for (const auto* m : matched) {
+    const auto known = m->capabilities().options;
+    if (std::find(known.begin(), known.end(), opt) == known.end()) {
+      fail_text(op, "",
+                m->name() + " has no option \"" + opt + "\" (its options: " +
+                    (known.empty() ? std::string("none") : join(known)) + ")");
     }
-    return true;
   }
+}
 
-  std::string registered_names() const {
-    std::vector<std::string> names;
-    for (const auto* i : reg_.all()) names.push_back(i->name());
-    return names.empty() ? std::string("none") : join(names);
+// A params value that is an array: an explicit list of option sets, for combinations a product
+// would over-generate.
+std::vector<Options> parse_option_list(const json& v, const std::string& kp,
+                                       const std::vector<const Implementation*>& matched) {
+  std::vector<Options> sets;
+  expect_array(v, kp);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::string sp = at(kp, i);
+    const json& set = expect_object(v[i], sp);
+    Options o;
+    for (auto ot = set.begin(); ot != set.end(); ++ot) {
+      const std::string op = at(sp, ot.key());
+      check_option(matched, ot.key(), op);
+      o[ot.key()] = option_value(ot.value(), op);
+    }
+    sets.push_back(std::move(o));
   }
+  return sets;
+}
 
-  std::vector<const Implementation*> parse_impls(const json& v, const std::string& path) {
+// A params value that is an object: each option is a value or an axis; the axes are crossed.
+std::vector<Options> parse_option_axes(const json& v, const std::string& kp,
+                                       const std::vector<const Implementation*>& matched) {
+  const json& obj = expect_object(v, kp);
+  std::vector<Options> sets = {Options{}};
+  for (auto ot = obj.begin(); ot != obj.end(); ++ot) {
+    const std::string op = at(kp, ot.key());
+    check_option(matched, ot.key(), op);
+    std::vector<std::int64_t> values;
+    if (ot.value().is_array()) {
+      expect_array(ot.value(), op);
+      for (std::size_t i = 0; i < ot.value().size(); ++i) {
+        values.push_back(option_value(ot.value()[i], at(op, i)));
+      }
+    } else {
+      values.push_back(option_value(ot.value(), op));
+    }
+    if (sets.size() * values.size() > kMaxOptionSets) {
+      fail_text(
+          op, "",
+          "the params axes expand to more than " + std::to_string(kMaxOptionSets) + " option sets");
+    }
+    std::vector<Options> next;
+    for (const auto& s : sets) {
+      for (auto x : values) {
+        Options o = s;
+        o[ot.key()] = x;
+        next.push_back(std::move(o));
+      }
+    }
+    sets = std::move(next);
+  }
+  return sets;
+}
+
+class ImplMatcher {
+ public:
+  explicit ImplMatcher(const Registry& reg) : reg_(reg) {}
+
+  std::vector<const Implementation*> all() const { return reg_.all(); }
+
+  std::vector<const Implementation*> parse_impls(const json& v, const std::string& path) const {
     std::vector<std::pair<const json*, std::string>> globs;
     if (v.is_string()) {
       globs.push_back({&v, path});
@@ -637,7 +689,8 @@ class Parser {
     return out;
   }
 
-  std::map<std::string, std::vector<Options>> parse_params(const json& v, const std::string& path) {
+  std::map<std::string, std::vector<Options>> parse_params(const json& v,
+                                                           const std::string& path) const {
     expect_object(v, path);
     std::map<std::string, std::vector<Options>> out;
     std::map<std::string, std::string> owner;  // impl name -> params key path
@@ -654,132 +707,197 @@ class Parser {
         }
         owner[m->name()] = kp;
       }
-      auto check_option = [&](const std::string& opt, const std::string& op) {
-        for (const auto* m : matched) {
-          const auto known = m->capabilities().options;
-          if (std::find(known.begin(), known.end(), opt) == known.end()) {
-            fail_text(op, "", m->name() + " has no option \"" + opt + "\" (its options: " +
-                                  (known.empty() ? std::string("none") : join(known)) + ")");
-          }
-        }
-      };
-      auto option_value = [&](const json& x, const std::string& xp) {
-        return expect_int(x, xp, INT64_MIN, INT64_MAX, "an integer");
-      };
-      std::vector<Options> sets;
-      if (it.value().is_array()) {
-        // An explicit list of option sets, for combinations a product would over-generate.
-        expect_array(it.value(), kp);
-        for (std::size_t i = 0; i < it.value().size(); ++i) {
-          const std::string sp = at(kp, i);
-          const json& set = expect_object(it.value()[i], sp);
-          Options o;
-          for (auto ot = set.begin(); ot != set.end(); ++ot) {
-            const std::string op = at(sp, ot.key());
-            check_option(ot.key(), op);
-            o[ot.key()] = option_value(ot.value(), op);
-          }
-          sets.push_back(std::move(o));
-        }
-      } else {
-        // Each option is a value or an axis; the axes are crossed.
-        const json& obj = expect_object(it.value(), kp);
-        sets = {Options{}};
-        for (auto ot = obj.begin(); ot != obj.end(); ++ot) {
-          const std::string op = at(kp, ot.key());
-          check_option(ot.key(), op);
-          std::vector<std::int64_t> values;
-          if (ot.value().is_array()) {
-            expect_array(ot.value(), op);
-            for (std::size_t i = 0; i < ot.value().size(); ++i) {
-              values.push_back(option_value(ot.value()[i], at(op, i)));
-            }
-          } else {
-            values.push_back(option_value(ot.value(), op));
-          }
-          if (sets.size() * values.size() > kMaxOptionSets) {
-            fail_text(op, "", "the params axes expand to more than " + std::to_string(kMaxOptionSets) + " option sets");
-          }
-          std::vector<Options> next;
-          for (const auto& s : sets) {
-            for (auto x : values) {
-              Options o = s;
-              o[ot.key()] = x;
-              next.push_back(std::move(o));
-            }
-          }
-          sets = std::move(next);
-        }
-      }
+      const std::vector<Options> sets = it.value().is_array()
+                                            ? parse_option_list(it.value(), kp, matched)
+                                            : parse_option_axes(it.value(), kp, matched);
       for (const auto* m : matched) out[m->name()] = sets;
     }
     return out;
   }
 
-  std::vector<Pass> parse_passes(const json& v, const std::string& path) {
-    expect_array(v, path);
-    std::vector<Pass> out;
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      const std::string s = expect_string(v[i], at(path, i));
-      Pass p;
-      if (s == "fwd") p = Pass::fwd;
-      else if (s == "bwd") p = Pass::bwd;
-      else if (s == "fwd_bwd") p = Pass::fwd_bwd;
-      else fail(at(path, i), &v[i], "must be \"fwd\", \"bwd\" or \"fwd_bwd\"");
-      if (std::find(out.begin(), out.end(), p) != out.end()) fail(at(path, i), &v[i], "is listed twice");
-      out.push_back(p);
+ private:
+  const Registry& reg_;
+
+  // "cuda.*" in a build without CUDA: the config stays valid on every machine, the rows just
+  // do not exist there. Only a device prefix whose device has no implementation in this build
+  // qualifies; any other glob that matches nothing is a typo.
+  bool device_not_built(const std::string& glob) const {
+    const std::string prefix = glob.substr(0, glob.find('.'));
+    if (prefix != to_string(Device::cuda) && prefix != to_string(Device::cpu)) return false;
+    for (const auto* i : reg_.all()) {
+      if (to_string(i->device()) == prefix) return false;
     }
-    return out;
+    return true;
   }
 
-  void parse_verify(const json& v, const std::string& path, VerifySettings& out) {
-    expect_object(v, path);
-    check_keys(v, path, {"mode", "sample_heads", "sample_rows"});
-    if (v.contains("mode")) {
-      const std::string m = expect_string(v["mode"], at(path, "mode"));
-      if (m == "auto") out.mode = VerifyMode::automatic;
-      else if (m == "full") out.mode = VerifyMode::full;
-      else if (m == "sampled") out.mode = VerifyMode::sampled;
-      else if (m == "off") out.mode = VerifyMode::off;
-      else fail(at(path, "mode"), &v["mode"], "must be \"auto\", \"full\", \"sampled\" or \"off\"");
-    }
-    if (v.contains("sample_heads")) {
-      out.sample.heads = static_cast<int>(expect_int(v["sample_heads"], at(path, "sample_heads"), 1, INT_MAX, "a positive integer"));
-    }
-    if (v.contains("sample_rows")) {
-      out.sample.rows = static_cast<int>(expect_int(v["sample_rows"], at(path, "sample_rows"), 1, INT_MAX, "a positive integer"));
+  std::string registered_names() const {
+    std::vector<std::string> names;
+    for (const auto* i : reg_.all()) names.push_back(i->name());
+    return names.empty() ? std::string("none") : join(names);
+  }
+};
+
+// ---- The document: its top level, then each group over it ---------------------------------------
+
+// The value of key for a group: the group's own, else the top level's (when not grouped the
+// group is the top level itself).
+struct Found {
+  const json* value = nullptr;
+  std::string path;
+};
+Found lookup(const json& top, const json* group, const std::string& gpath, const char* key) {
+  if (group && group->contains(key)) return {&(*group)[key], at(gpath, key)};
+  if (!group && top.contains(key)) return {&top[key], at("", key)};
+  return {};
+}
+
+// The top level's "name" and "description", and the check that the config says what to run.
+void parse_top_level(const json& doc, bool grouped, Config& c) {
+  if (doc.contains("name")) {
+    c.name = expect_string(doc["name"], "/name");
+    if (c.name.empty() ||
+        c.name.find_first_not_of(
+            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+            std::string::npos) {
+      fail("/name", &doc["name"],
+           "must be non-empty and use only letters, digits, '.', '_' and '-' (it names the results "
+           "file)");
     }
   }
-
-  void parse_timing(const json& v, const std::string& path, TimingSettings& out) {
-    expect_object(v, path);
-    check_keys(v, path, {"hot", "min_time_s", "repetitions", "warmup_s"});
-    if (v.contains("hot")) out.hot = expect_bool(v["hot"], at(path, "hot"));
-    if (v.contains("min_time_s")) {
-      const double t = expect_number(v["min_time_s"], at(path, "min_time_s"));
-      if (!(t > 0 && t <= 3600)) fail(at(path, "min_time_s"), &v["min_time_s"], "must be in (0, 3600] seconds");
-      out.min_time_s = t;
-    }
-    if (v.contains("repetitions")) {
-      out.repetitions = static_cast<int>(expect_int(v["repetitions"], at(path, "repetitions"), 1, 10000, "an integer in [1, 10000]"));
-    }
-    if (v.contains("warmup_s")) {
-      const double t = expect_number(v["warmup_s"], at(path, "warmup_s"));
-      if (!(t >= 0 && t <= 3600)) fail(at(path, "warmup_s"), &v["warmup_s"], "must be in [0, 3600] seconds");
-      out.warmup_s = t;
-    }
+  if (doc.contains("description"))
+    c.description = expect_string(doc["description"], "/description");
+  // A config says what to run: an empty one ({}) would run every implementation on a default
+  // one-token problem, which nobody means.
+  auto says_what = [](const json& o) {
+    return o.is_object() &&
+           (o.contains("implementations") || o.contains("problem") || o.contains("sweep"));
+  };
+  bool named = says_what(doc);
+  if (grouped && doc["groups"].is_array())
+    for (const json& g : doc["groups"]) named = named || says_what(g);
+  if (!named) {
+    fail_text("", "",
+              "names no \"implementations\", \"problem\" or \"sweep\": say what to run "
+              "(configs/smoke.json is a small example)");
   }
+}
 
-  // Two identical cases would give rows that compare and table cannot tell apart.
-  void check_duplicate_cases(const Config& c) {
-    std::set<std::string> seen;
-    for (std::size_t g = 0; g < c.groups.size(); ++g) {
-      for (const Problem& p : c.groups[g].cases) {
-        if (!seen.insert(p.label()).second) {
-          const std::string where = c.groups.size() > 1 ? at("/groups", g) : std::string("/sweep");
-          fail_text(where, quoted(p.label()), "this case appears twice (a sweep repeats a value, or two groups overlap)");
-        }
+class Parser {
+ public:
+  explicit Parser(const ParseOptions& o)
+      : opts_(o), impls_(o.registry ? *o.registry : Registry::instance()), cases_(o) {}
+
+  Config parse(const json& doc) {
+    Config c;
+    expect_object(doc, "");
+    const bool grouped = doc.contains("groups");
+    if (grouped) {
+      check_keys(doc, "",
+                 {"name", "description", "problem", "inputs", "verify", "timing", "groups"});
+    } else {
+      check_keys(doc, "",
+                 {"name", "description", "problem", "sweep", "implementations", "passes", "inputs",
+                  "verify", "timing", "params", "devices", "groups"});
+    }
+    parse_top_level(doc, grouped, c);
+    if (doc.contains("inputs")) parse_inputs(doc["inputs"], c);
+
+    if (grouped) {
+      const std::string groups_path = "/groups";  // a named string: no reference to a temporary
+      const json& groups = expect_array(doc["groups"], groups_path);
+      for (std::size_t i = 0; i < groups.size(); ++i) {
+        const std::string gp = at("/groups", i);
+        expect_object(groups[i], gp);
+        check_keys(groups[i], gp,
+                   {"description", "problem", "sweep", "implementations", "passes", "params",
+                    "devices", "verify", "timing"});
+        c.groups.push_back(parse_group(doc, &groups[i], gp));
       }
+    } else {
+      c.groups.push_back(parse_group(doc, nullptr, ""));
+    }
+    check_duplicate_cases(c);
+    if (c.row_count() > kMaxRows) {
+      fail_text(grouped ? "/groups" : "", "",
+                "expands to " + std::to_string(c.row_count()) + " rows, more than the limit of " +
+                    std::to_string(kMaxRows));
+    }
+    if (c.row_count() == 0 && !opts_.allow_no_rows) {
+      fail_text(grouped ? "/groups" : "", "",
+                "nothing to run: no implementation is left (a \"devices\" filter, or a build "
+                "without the implementations' device)");
+    }
+    // Copied only now: the document is known to be shallow (copying recurses per level).
+    c.json = doc;
+    return c;
+  }
+
+ private:
+  const ParseOptions& opts_;
+  const ImplMatcher impls_;
+  CaseExpander cases_;
+
+  ConfigGroup parse_group(const json& top, const json* group, const std::string& gpath) {
+    ConfigGroup g;
+    if (group && group->contains("description")) {
+      g.description = expect_string((*group)["description"], at(gpath, "description"));
+    }
+    parse_cases(top, group, gpath, g);
+    parse_impl_runs(top, group, gpath, g);
+
+    g.passes = {Pass::fwd};
+    if (Found ps = lookup(top, group, gpath, "passes"); ps.value)
+      g.passes = parse_passes(*ps.value, ps.path);
+
+    // verify and timing: per-field defaults from the top level, then the group's own.
+    if (top.contains("verify")) parse_verify(top["verify"], "/verify", g.verify);
+    if (group && group->contains("verify"))
+      parse_verify((*group)["verify"], at(gpath, "verify"), g.verify);
+    if (top.contains("timing")) parse_timing(top["timing"], "/timing", g.timing);
+    if (group && group->contains("timing"))
+      parse_timing((*group)["timing"], at(gpath, "timing"), g.timing);
+    return g;
+  }
+
+  // The group's cases: the problem defaults (the top level's fields, then the group's) swept.
+  void parse_cases(const json& top, const json* group, const std::string& gpath, ConfigGroup& g) {
+    Problem defaults;
+    Sources src;
+    for (std::size_t i = 0; i < kFields; ++i) src[i] = {"", "(default)"};
+    if (top.contains("problem")) apply_problem(top["problem"], "/problem", defaults, src);
+    if (group && group->contains("problem")) {
+      apply_problem((*group)["problem"], at(gpath, "problem"), defaults, src);
+    }
+
+    std::vector<Dimension> dims;
+    std::string sweep_path = group ? at(gpath, "problem") : "/problem";
+    if (Found s = lookup(top, group, gpath, "sweep"); s.value) {
+      sweep_path = s.path;
+      dims = parse_sweep(*s.value, s.path);
+    }
+    cases_.expand(defaults, src, dims, sweep_path, g.cases);
+  }
+
+  // The group's implementations on its devices, each with its option sets.
+  void parse_impl_runs(const json& top, const json* group, const std::string& gpath,
+                       ConfigGroup& g) {
+    std::vector<Device> devices{Device::cpu, Device::cuda};
+    if (Found d = lookup(top, group, gpath, "devices"); d.value)
+      devices = parse_devices(*d.value, d.path);
+
+    std::vector<const Implementation*> impls = impls_.all();
+    if (Found im = lookup(top, group, gpath, "implementations"); im.value) {
+      impls = impls_.parse_impls(*im.value, im.path);
+    }
+    std::map<std::string, std::vector<Options>> params;
+    if (Found pa = lookup(top, group, gpath, "params"); pa.value)
+      params = impls_.parse_params(*pa.value, pa.path);
+    for (const Implementation* impl : impls) {
+      if (std::find(devices.begin(), devices.end(), impl->device()) == devices.end()) continue;
+      ImplRun run;
+      run.impl = impl;
+      if (auto it = params.find(impl->name()); it != params.end()) run.option_sets = it->second;
+      g.impls.push_back(std::move(run));
     }
   }
 };

@@ -107,6 +107,92 @@ std::string rate_text(double t) {
   return t >= 10 ? fmt("%.1f", t) : t >= 0.1 ? fmt("%.3f", t) : fmt("%.5f", t);
 }
 
+// One row of the run's table (a row that was not skipped); giga: the rate in GFLOP/s.
+std::vector<std::string> run_table_row(const ResultRow& r, bool giga) {
+  std::string impl = r.impl;
+  if (!r.params.empty()) {
+    impl += " [";
+    bool first = true;
+    for (const auto& [k, v] : r.params) {
+      impl += (first ? "" : ",") + k + "=" + std::to_string(v);
+      first = false;
+    }
+    impl += "]";
+  }
+  std::string ratio = "-";
+  if (r.verified && r.verify_mode != VerifyMode::off && !r.outputs.empty() && !r.baseline.empty()) {
+    ratio = fmt("%.2f", r.max_ratio());
+  }
+  std::string note = r.reason;
+  if (note.size() > 70) note = note.substr(0, 67) + "...";
+  if (r.status == Status::pass && r.verified) note = to_string(r.verify_mode);
+  const auto tf = r.tflops();
+  return {r.case_label,
+          impl,
+          std::string(to_string(r.pass)),
+          r.status == Status::fail ? "FAIL" : to_string(r.status),
+          ratio,
+          r.time ? fmt("%.3f", r.time->median_ms) : "-",
+          r.time && r.time->repetitions > 1 ? fmt("%.1f", r.time->cv * 100) : "-",
+          tf ? rate_text(*tf * (giga ? 1e3 : 1)) : "-",
+          r.memory ? fmt("%.1f", static_cast<double>(r.memory->workspace_bytes) / (1 << 20)) : "-",
+          note};
+}
+
+// The table's lines: columns padded to their widest cell, numbers right-aligned, text
+// left-aligned; the last column is not padded.
+void print_aligned(const std::vector<std::string>& header,
+                   const std::vector<std::vector<std::string>>& rows, std::ostream& out) {
+  std::vector<std::size_t> w(header.size());
+  for (std::size_t c = 0; c < header.size(); ++c) {
+    w[c] = header[c].size();
+    for (const auto& r : rows) w[c] = std::max(w[c], r[c].size());
+  }
+  auto numeric = [](std::size_t c) { return c >= 4 && c <= 8; };
+  auto line = [&](const std::vector<std::string>& cells) {
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+      if (c + 1 == cells.size()) {
+        out << cells[c];
+        break;
+      }
+      out << (numeric(c) ? std::right : std::left) << std::setw(static_cast<int>(w[c])) << cells[c]
+          << "  ";
+    }
+    out << std::left << "\n";
+  };
+  out << "\n";
+  line(header);
+  std::vector<std::string> rule;
+  for (std::size_t c = 0; c < header.size(); ++c)
+    rule.push_back(std::string(c + 1 == header.size() ? 4 : w[c], '-'));
+  line(rule);
+  for (const auto& r : rows) line(r);
+}
+
+// Per device: its rows, how many were timed, and the wall time its rows took (the run's
+// context, device_wall_s: verification and timing).
+void print_per_device(const ResultsFile& res, std::ostream& out) {
+  struct Count {
+    int rows = 0, pass = 0, fail = 0, skip = 0, timed = 0;
+  };
+  std::map<std::string, Count> by_device;
+  for (const ResultRow& r : res.rows) {
+    Count& c = by_device[r.device];
+    ++c.rows;
+    (r.status == Status::pass ? c.pass : r.status == Status::fail ? c.fail : c.skip)++;
+    if (r.time) ++c.timed;
+  }
+  const auto wall = res.context.find("device_wall_s");
+  for (const auto& [dev, c] : by_device) {
+    out << "  " << dev << ": " << count_of(c.rows, "row") << ", " << c.pass << " pass, " << c.fail
+        << " fail, " << c.skip << " skip, " << c.timed << " timed";
+    if (wall != res.context.end() && wall->is_object() && wall->contains(dev) &&
+        (*wall)[dev].is_number())
+      out << ", " << fmt("%.1f", (*wall)[dev].get<double>()) << " s";
+    out << "\n";
+  }
+}
+
 }  // namespace
 
 void print_run_table(const ResultsFile& res, std::ostream& out) {
@@ -132,56 +218,9 @@ void print_run_table(const ResultsFile& res, std::ostream& out) {
       ++skipped[r.reason];
       continue;
     }
-    std::string impl = r.impl;
-    if (!r.params.empty()) {
-      impl += " [";
-      bool first = true;
-      for (const auto& [k, v] : r.params) {
-        impl += (first ? "" : ",") + k + "=" + std::to_string(v);
-        first = false;
-      }
-      impl += "]";
-    }
-    std::string ratio = "-";
-    if (r.verified && r.verify_mode != VerifyMode::off && !r.outputs.empty() && !r.baseline.empty()) {
-      ratio = fmt("%.2f", r.max_ratio());
-    }
-    std::string note = r.reason;
-    if (note.size() > 70) note = note.substr(0, 67) + "...";
-    if (r.status == Status::pass && r.verified) note = to_string(r.verify_mode);
-    const auto tf = r.tflops();
-    rows.push_back(
-        {r.case_label, impl, std::string(to_string(r.pass)),
-         r.status == Status::fail ? "FAIL" : to_string(r.status), ratio,
-         r.time ? fmt("%.3f", r.time->median_ms) : "-",
-         r.time && r.time->repetitions > 1 ? fmt("%.1f", r.time->cv * 100) : "-",
-         tf ? rate_text(*tf * (giga ? 1e3 : 1)) : "-",
-         r.memory ? fmt("%.1f", static_cast<double>(r.memory->workspace_bytes) / (1 << 20)) : "-",
-         note});
+    rows.push_back(run_table_row(r, giga));
   }
-  std::vector<std::size_t> w(header.size());
-  for (std::size_t c = 0; c < header.size(); ++c) {
-    w[c] = header[c].size();
-    for (const auto& r : rows) w[c] = std::max(w[c], r[c].size());
-  }
-  // Numbers right-aligned, text left-aligned; the last column is not padded.
-  auto numeric = [](std::size_t c) { return c >= 4 && c <= 8; };
-  auto line = [&](const std::vector<std::string>& cells) {
-    for (std::size_t c = 0; c < cells.size(); ++c) {
-      if (c + 1 == cells.size()) {
-        out << cells[c];
-        break;
-      }
-      out << (numeric(c) ? std::right : std::left) << std::setw(static_cast<int>(w[c])) << cells[c] << "  ";
-    }
-    out << std::left << "\n";
-  };
-  out << "\n";
-  line(header);
-  std::vector<std::string> rule;
-  for (std::size_t c = 0; c < header.size(); ++c) rule.push_back(std::string(c + 1 == header.size() ? 4 : w[c], '-'));
-  line(rule);
-  for (const auto& r : rows) line(r);
+  print_aligned(header, rows, out);
   std::vector<std::pair<int, std::string>> by_count;
   for (const auto& [why, n] : skipped) by_count.emplace_back(n, why);
   std::stable_sort(by_count.begin(), by_count.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
@@ -190,26 +229,7 @@ void print_run_table(const ResultsFile& res, std::ostream& out) {
       << " fail, " << n_skip << " skip";
   if (!res.complete) out << "; INCOMPLETE: " << res.stop_reason;
   out << "\n";
-  // Per device: its rows, how many were timed, and the wall time its rows took (the run's
-  // context, device_wall_s: verification and timing).
-  struct Count {
-    int rows = 0, pass = 0, fail = 0, skip = 0, timed = 0;
-  };
-  std::map<std::string, Count> by_device;
-  for (const ResultRow& r : res.rows) {
-    Count& c = by_device[r.device];
-    ++c.rows;
-    (r.status == Status::pass ? c.pass : r.status == Status::fail ? c.fail : c.skip)++;
-    if (r.time) ++c.timed;
-  }
-  const auto wall = res.context.find("device_wall_s");
-  for (const auto& [dev, c] : by_device) {
-    out << "  " << dev << ": " << count_of(c.rows, "row") << ", " << c.pass << " pass, " << c.fail << " fail, "
-        << c.skip << " skip, " << c.timed << " timed";
-    if (wall != res.context.end() && wall->is_object() && wall->contains(dev) && (*wall)[dev].is_number())
-      out << ", " << fmt("%.1f", (*wall)[dev].get<double>()) << " s";
-    out << "\n";
-  }
+  print_per_device(res, out);
 }
 
 }  // namespace attnbench

@@ -269,12 +269,11 @@ TextTable wide(const Group& g, const std::string& title, const std::vector<std::
   return t;
 }
 
-std::vector<TextTable> group_tables(const Group& g, const TableOptions& o) {
-  std::vector<TextTable> tables;
-  // Implementations skipped in every case of the group (e.g. a forward-only one in a bwd group)
-  // would be rows of "skip": they are named in a note instead.
+// The labels with a row that ran in some case. Implementations skipped in every case of the
+// group (e.g. a forward-only one in a bwd group) would be rows of "skip": they go to not_run, for
+// a note, instead.
+std::vector<std::string> shown_labels(const Group& g, std::string& not_run) {
   std::vector<std::string> shown;
-  std::string not_run;
   for (const auto& l : g.labels) {
     const ResultRow* ran = nullptr;
     const ResultRow* any = nullptr;
@@ -289,8 +288,12 @@ std::vector<TextTable> group_tables(const Group& g, const TableOptions& o) {
       not_run += (not_run.empty() ? "" : "; ") + l +
                  (any && !any->reason.empty() ? " (" + any->reason + ")" : "");
   }
-  if (shown.empty()) return tables;  // every cell a skip: run_table lists the group in one line
+  return shown;
+}
 
+// The table of the metric (--metric) itself.
+TextTable metric_table(const Group& g, const TableOptions& o, const std::vector<std::string>& shown,
+                       const std::string& not_run) {
   // CPU rates are far below 1 TFLOP/s: print GFLOP/s then.
   double top = 0;
   for (const ResultRow* r : g.rows)
@@ -301,13 +304,68 @@ std::vector<TextTable> group_tables(const Group& g, const TableOptions& o) {
                      : o.metric == "memory" ? "peak MiB"
                      : giga                 ? "GFLOP/s"
                                             : "TFLOP/s";
-  tables.push_back(
-      wide(g, g.title + " — " + unit, shown, [&](const ResultRow* r, const std::string&) {
-        return fmt(metric_value(*r, o.metric) * (giga ? 1e3 : 1));
-      }));
-  tables.back().note =
-      "skip: not supported or out of memory; FAIL: verification failed; -: not timed.";
-  if (!not_run.empty()) tables.back().note += "\nSkipped in every case: " + not_run + ".";
+  TextTable t = wide(g, g.title + " — " + unit, shown, [&](const ResultRow* r, const std::string&) {
+    return fmt(metric_value(*r, o.metric) * (giga ? 1e3 : 1));
+  });
+  t.note = "skip: not supported or out of memory; FAIL: verification failed; -: not timed.";
+  if (!not_run.empty()) t.note += "\nSkipped in every case: " + not_run + ".";
+  return t;
+}
+
+// Memory: workspace and peak per row (with the inputs' and outputs' size on top), and the
+// reduction over the baseline.
+void add_memory_tables(const Group& g, const std::vector<std::string>& shown,
+                       const std::vector<std::string>& others, bool any_peak,
+                       std::vector<TextTable>& tables) {
+  auto base_of = [&](const std::string& c) { return find_cell(g, g.baseline_label, c); };
+  TextTable t =
+      wide(g, g.title + " — memory (MiB): workspace / peak", shown,
+           [&](const ResultRow* r, const std::string&) {
+             if (!r->memory) return std::string("-");
+             return fmt(double(r->memory->workspace_bytes) / kMiB) + " / " + fmt(peak(r) / kMiB);
+           });
+  std::vector<std::string> io{"(inputs + outputs)"};
+  for (const auto& c : g.cases) {
+    double v = NAN;
+    for (const auto& l : g.labels)
+      if (const ResultRow* r = find_cell(g, l, c); r && r->memory && !std::isfinite(v))
+        v = double(r->memory->io_bytes);
+    io.push_back(fmt(v / kMiB));
+  }
+  t.rows.insert(t.rows.begin(), io);
+  std::set<std::string> methods;
+  for (const ResultRow* r : g.rows)
+    if (r->memory && !r->memory->peak_method.empty()) methods.insert(r->memory->peak_method);
+  const bool rss = methods.count("VmHWM-reset") || methods.count("VmHWM-growth");
+  t.note = std::string(
+               "workspace: what the implementation asked the harness for; peak: measured during "
+               "the call") +
+           (any_peak ? "" : " (not measured in this run)") + "." +
+           (methods.count("cudaMemGetInfo") ? " CUDA peak: device memory in use (cudaMemGetInfo)."
+                                            : "") +
+           (rss ? " CPU peak: the growth of the process's resident memory (VmHWM) over the call: "
+                  "pages written only, so a workspace that is not written in full counts for less "
+                  "than its size, and small sizes show the page granularity."
+                : "");
+  tables.push_back(std::move(t));
+  if (!g.baseline_label.empty() && !others.empty()) {
+    tables.push_back(
+        wide(g, g.title + " — memory reduction vs " + g.baseline_label + " (×): footprint / peak",
+             others, [&](const ResultRow* r, const std::string& c) {
+               const ResultRow* b = base_of(c);
+               return fmt_ratio(footprint(b) / footprint(r)) + " / " + fmt_ratio(peak(b) / peak(r));
+             }));
+    tables.back().note =
+        "footprint = inputs + outputs + workspace; each ratio is baseline / implementation.";
+  }
+}
+
+std::vector<TextTable> group_tables(const Group& g, const TableOptions& o) {
+  std::vector<TextTable> tables;
+  std::string not_run;
+  const std::vector<std::string> shown = shown_labels(g, not_run);
+  if (shown.empty()) return tables;  // every cell a skip: run_table lists the group in one line
+  tables.push_back(metric_table(g, o, shown, not_run));
 
   std::vector<std::string> others;
   for (const auto& l : shown)
@@ -330,47 +388,7 @@ std::vector<TextTable> group_tables(const Group& g, const TableOptions& o) {
     any_peak = any_peak || std::isfinite(peak(r));
     any_hbm = any_hbm || std::isfinite(hbm_bytes(r));
   }
-  if (any_memory) {
-    TextTable t =
-        wide(g, g.title + " — memory (MiB): workspace / peak", shown,
-             [&](const ResultRow* r, const std::string&) {
-               if (!r->memory) return std::string("-");
-               return fmt(double(r->memory->workspace_bytes) / kMiB) + " / " + fmt(peak(r) / kMiB);
-             });
-    std::vector<std::string> io{"(inputs + outputs)"};
-    for (const auto& c : g.cases) {
-      double v = NAN;
-      for (const auto& l : g.labels)
-        if (const ResultRow* r = find_cell(g, l, c); r && r->memory && !std::isfinite(v))
-          v = double(r->memory->io_bytes);
-      io.push_back(fmt(v / kMiB));
-    }
-    t.rows.insert(t.rows.begin(), io);
-    std::set<std::string> methods;
-    for (const ResultRow* r : g.rows)
-      if (r->memory && !r->memory->peak_method.empty()) methods.insert(r->memory->peak_method);
-    const bool rss = methods.count("VmHWM-reset") || methods.count("VmHWM-growth");
-    t.note = std::string(
-                 "workspace: what the implementation asked the harness for; peak: measured during "
-                 "the call") +
-             (any_peak ? "" : " (not measured in this run)") + "." +
-             (methods.count("cudaMemGetInfo") ? " CUDA peak: device memory in use (cudaMemGetInfo)." : "") +
-             (rss ? " CPU peak: the growth of the process's resident memory (VmHWM) over the call: "
-                    "pages written only, so a workspace that is not written in full counts for less "
-                    "than its size, and small sizes show the page granularity."
-                  : "");
-    tables.push_back(std::move(t));
-    if (!g.baseline_label.empty() && !others.empty()) {
-      tables.push_back(wide(
-          g, g.title + " — memory reduction vs " + g.baseline_label + " (×): footprint / peak",
-          others, [&](const ResultRow* r, const std::string& c) {
-            const ResultRow* b = base_of(c);
-            return fmt_ratio(footprint(b) / footprint(r)) + " / " + fmt_ratio(peak(b) / peak(r));
-          }));
-      tables.back().note =
-          "footprint = inputs + outputs + workspace; each ratio is baseline / implementation.";
-    }
-  }
+  if (any_memory) add_memory_tables(g, shown, others, any_peak, tables);
   if (any_hbm) {
     tables.push_back(
         wide(g, g.title + " — HBM traffic, read + write (GB, Nsight Compute)", shown,

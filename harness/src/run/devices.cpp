@@ -146,41 +146,16 @@ std::string abnormal_end(const Worker& w) {
   return "ended with wait status " + std::to_string(w.status);
 }
 
-}  // namespace
-
-int run_on_devices(const Config& cfg, const RunOptions& opts, const std::vector<int>& devices,
-                   const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  namespace fs = std::filesystem;
-  // Ctrl-C: the workers are in process groups of their own, so a terminal's Ctrl-C reaches the
-  // parent alone, which passes exactly one SIGINT on to each worker (a second one would kill a
-  // worker before it writes its part) and merges what they wrote.
-  InterruptGuard guard;
-  nlohmann::ordered_json ctx = run_context(cfg, opts);
-  if (!opts.resume_path.empty()) {
-    const std::string why = resume_refusal(opts.resume, opts.resume_path, cfg.hash(), opts.profile,
-                                           ctx.value("git_revision", ""));
-    if (!why.empty()) throw std::runtime_error(why);
-    ctx["resumed_from"] = opts.resume_path;
-  }
-  const std::vector<double> weights = case_flops(cfg);
-  const auto bins = partition_by_flops(weights, static_cast<int>(devices.size()));
-  const std::string exe = self_exe();
-  const fs::path parts_dir = opts.out_path + ".parts";
-  std::error_code ec;
-  fs::create_directories(parts_dir, ec);
-  if (ec) throw std::runtime_error("--devices: cannot create the part folder '" + parts_dir.string() + "': " + ec.message());
-
+// The workers, one per device, each with its bin of cases, its part and its log.
+std::vector<Worker> plan_workers(const RunOptions& opts, const std::vector<int>& devices,
+                                 const std::vector<double>& weights,
+                                 const std::vector<std::vector<int>>& bins) {
   // The parent's CUDA_VISIBLE_DEVICES (if any) maps its indices to the GPUs the workers see.
   std::vector<std::string> visible;
   if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"); v && *v) {
     std::stringstream ss(v);
     for (std::string item; std::getline(ss, item, ',');) visible.push_back(item);
   }
-  // The workers share the host's cores for their references and CPU-side work.
-  const bool omp_set = std::getenv("OMP_NUM_THREADS") != nullptr;
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const std::string omp = std::to_string(std::max<unsigned>(1, cores / static_cast<unsigned>(devices.size())));
-
   std::vector<Worker> workers;
   for (std::size_t i = 0; i < devices.size(); ++i) {
     Worker w;
@@ -193,56 +168,64 @@ int run_on_devices(const Config& cfg, const RunOptions& opts, const std::vector<
     w.log = w.part.substr(0, w.part.size() - 5) + ".log";
     workers.push_back(std::move(w));
   }
+  return workers;
+}
 
-  const auto t0 = std::chrono::steady_clock::now();
-  for (Worker& w : workers) {
-    if (interrupted()) break;       // Ctrl-C while starting: the rest are not started
-    if (w.cases.empty()) continue;  // more GPUs than cases
-    std::vector<std::string> argv_s{exe};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    argv_s.insert(argv_s.end(), {"--worker-device", std::to_string(w.device), "--worker-cases",
-                                 join_ints(w.cases), "--worker-part", w.part});
-    std::vector<std::string> env_s;
-    for (char** e = environ; *e; ++e) {
-      const std::string kv = *e;
-      if (kv.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0) continue;
-      env_s.push_back(kv);
-    }
-    env_s.push_back("CUDA_VISIBLE_DEVICES=" + w.visible);
-    if (!omp_set) env_s.push_back("OMP_NUM_THREADS=" + omp);
-    if (!std::getenv("NCCL_NVLS_ENABLE")) env_s.push_back("NCCL_NVLS_ENABLE=0");
-    std::vector<char*> argv_c, env_c;
-    for (auto& s : argv_s) argv_c.push_back(s.data());
-    argv_c.push_back(nullptr);
-    for (auto& s : env_s) env_c.push_back(s.data());
-    env_c.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, w.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attr, 0);  // its own group
-    const int rc = ::posix_spawn(&w.pid, exe.c_str(), &fa, &attr, argv_c.data(), env_c.data());
-    posix_spawnattr_destroy(&attr);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) {
-      w.pid = -1;
-      err << "attnbench run: --devices: cannot start worker " << w.index << ": " << std::strerror(rc) << "\n";
-      continue;
-    }
-    // Test hook (with the fake device count only): this worker dies at once, as a crashed one
-    // would, so that the tests see a dead worker's merge and its --resume deterministically.
-    if (const char* k = std::getenv(kKillWorkerEnv); k && *k && std::getenv(kFakeDeviceCountEnv) &&
-        std::atoi(k) == w.index) {
-      ::kill(w.pid, SIGKILL);
-    }
-    if (!opts.quiet) {
-      err << "worker " << w.index << ": cuda:" << w.device << " (CUDA_VISIBLE_DEVICES=" << w.visible << "), "
-          << w.cases.size() << " cases, " << w.flops / 1e12 << " TFLOP, log " << w.log << "\n";
-    }
+// Starts one worker: this program with the parent's arguments and the worker's flags, in a
+// process group of its own, its GPU alone visible, its output in its log; omp: its
+// OMP_NUM_THREADS unless the parent's environment sets one. w.pid is -1 when it cannot start.
+void start_worker(Worker& w, const std::string& exe, const std::vector<std::string>& args,
+                  const std::string& omp, const RunOptions& opts, std::ostream& err) {
+  std::vector<std::string> argv_s{exe};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  argv_s.insert(argv_s.end(), {"--worker-device", std::to_string(w.device), "--worker-cases",
+                               join_ints(w.cases), "--worker-part", w.part});
+  std::vector<std::string> env_s;
+  for (char** e = environ; *e; ++e) {
+    const std::string kv = *e;
+    if (kv.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0) continue;
+    env_s.push_back(kv);
   }
+  env_s.push_back("CUDA_VISIBLE_DEVICES=" + w.visible);
+  if (!omp.empty()) env_s.push_back("OMP_NUM_THREADS=" + omp);
+  if (!std::getenv("NCCL_NVLS_ENABLE")) env_s.push_back("NCCL_NVLS_ENABLE=0");
+  std::vector<char*> argv_c, env_c;
+  for (auto& s : argv_s) argv_c.push_back(s.data());
+  argv_c.push_back(nullptr);
+  for (auto& s : env_s) env_c.push_back(s.data());
+  env_c.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, w.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);  // its own group
+  const int rc = ::posix_spawn(&w.pid, exe.c_str(), &fa, &attr, argv_c.data(), env_c.data());
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    w.pid = -1;
+    err << "attnbench run: --devices: cannot start worker " << w.index << ": " << std::strerror(rc)
+        << "\n";
+    return;
+  }
+  // Test hook (with the fake device count only): this worker dies at once, as a crashed one
+  // would, so that the tests see a dead worker's merge and its --resume deterministically.
+  if (const char* k = std::getenv(kKillWorkerEnv);
+      k && *k && std::getenv(kFakeDeviceCountEnv) && std::atoi(k) == w.index) {
+    ::kill(w.pid, SIGKILL);
+  }
+  if (!opts.quiet) {
+    err << "worker " << w.index << ": cuda:" << w.device << " (CUDA_VISIBLE_DEVICES=" << w.visible
+        << "), " << w.cases.size() << " cases, " << w.flops / 1e12 << " TFLOP, log " << w.log
+        << "\n";
+  }
+}
+
+// Waits for every started worker, passing a Ctrl-C on to them once.
+void wait_workers(std::vector<Worker>& workers, const RunOptions& opts, std::ostream& err) {
   bool forwarded = false;
   auto forward_sigint = [&] {
     if (forwarded || !interrupted()) return;
@@ -270,14 +253,20 @@ int run_on_devices(const Config& cfg, const RunOptions& opts, const std::vector<
     }
     if (!any && left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
-  // The merge: every part that can be read, whatever its worker's end.
+// What the workers left: every part that can be read, whatever its worker's end, and the
+// workers' block of the merged file's context.
+struct WorkerParts {
   std::vector<ResultsFile> parts;
-  nlohmann::ordered_json wj = nlohmann::ordered_json::array();
-  std::vector<std::string> dead;
+  nlohmann::ordered_json workers = nlohmann::ordered_json::array();
+  std::vector<std::string> dead;  // workers that ended abnormally or left no readable part
   std::size_t planned = 0, kept = 0;
   bool any_interrupted = false, any_bad_input = false;
+};
+
+WorkerParts read_parts(const std::vector<Worker>& workers) {
+  WorkerParts r;
   for (const Worker& w : workers) {
     nlohmann::ordered_json j;
     j["worker"] = w.index;
@@ -289,46 +278,94 @@ int run_on_devices(const Config& cfg, const RunOptions& opts, const std::vector<
     j["log"] = w.log;
     if (w.cases.empty()) {
       j["end"] = "no cases (more devices than cases)";
-      wj.push_back(std::move(j));
+      r.workers.push_back(std::move(j));
       continue;
     }
     const std::string how = abnormal_end(w);
     j["end"] = how.empty() ? "exit " + std::to_string(WEXITSTATUS(w.status)) : how;
     if (w.waited && WIFEXITED(w.status) &&
         (WEXITSTATUS(w.status) == 129 || WEXITSTATUS(w.status) == 130 || WEXITSTATUS(w.status) == 143)) {
-      any_interrupted = true;
+      r.any_interrupted = true;
     }
-    if (w.waited && WIFEXITED(w.status) && WEXITSTATUS(w.status) == 2) any_bad_input = true;
+    if (w.waited && WIFEXITED(w.status) && WEXITSTATUS(w.status) == 2) r.any_bad_input = true;
     try {
       ResultsFile part = load_results(w.part);
       j["rows"] = part.rows.size();
       j["complete"] = part.complete;
       if (const auto it = part.context.find("devices"); it != part.context.end()) j["devices"] = *it;
-      planned += part.context.value("rows_planned", std::size_t{0});
-      kept += part.context.value("rows_kept_from_resume", std::size_t{0});
+      r.planned += part.context.value("rows_planned", std::size_t{0});
+      r.kept += part.context.value("rows_kept_from_resume", std::size_t{0});
       if (!how.empty()) {
         part.complete = false;
-        dead.push_back("worker " + std::to_string(w.index) + " (cuda:" + std::to_string(w.device) + ") " + how +
-                       " after " + std::to_string(part.rows.size()) + " rows");
+        r.dead.push_back("worker " + std::to_string(w.index) +
+                         " (cuda:" + std::to_string(w.device) + ") " + how + " after " +
+                         std::to_string(part.rows.size()) + " rows");
       }
-      parts.push_back(std::move(part));
+      r.parts.push_back(std::move(part));
     } catch (const ResultsError& e) {
       j["rows"] = 0;
       j["complete"] = false;
-      dead.push_back("worker " + std::to_string(w.index) + " (cuda:" + std::to_string(w.device) + ") " +
-                     (how.empty() ? "ended" : how) + " without a readable part (" + e.what() + ")");
+      r.dead.push_back("worker " + std::to_string(w.index) + " (cuda:" + std::to_string(w.device) +
+                       ") " + (how.empty() ? "ended" : how) + " without a readable part (" +
+                       e.what() + ")");
     }
-    wj.push_back(std::move(j));
+    r.workers.push_back(std::move(j));
   }
+  return r;
+}
+
+}  // namespace
+
+int run_on_devices(const Config& cfg, const RunOptions& opts, const std::vector<int>& devices,
+                   const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  namespace fs = std::filesystem;
+  // Ctrl-C: the workers are in process groups of their own, so a terminal's Ctrl-C reaches the
+  // parent alone, which passes exactly one SIGINT on to each worker (a second one would kill a
+  // worker before it writes its part) and merges what they wrote.
+  InterruptGuard guard;
+  nlohmann::ordered_json ctx = run_context(cfg, opts);
+  if (!opts.resume_path.empty()) {
+    const std::string why = resume_refusal(opts.resume, opts.resume_path, cfg.hash(), opts.profile,
+                                           ctx.value("git_revision", ""));
+    if (!why.empty()) throw std::runtime_error(why);
+    ctx["resumed_from"] = opts.resume_path;
+  }
+  const std::vector<double> weights = case_flops(cfg);
+  const auto bins = partition_by_flops(weights, static_cast<int>(devices.size()));
+  const std::string exe = self_exe();
+  const fs::path parts_dir = opts.out_path + ".parts";
+  std::error_code ec;
+  fs::create_directories(parts_dir, ec);
+  if (ec)
+    throw std::runtime_error("--devices: cannot create the part folder '" + parts_dir.string() +
+                             "': " + ec.message());
+
+  std::vector<Worker> workers = plan_workers(opts, devices, weights, bins);
+  // The workers share the host's cores for their references and CPU-side work.
+  const bool omp_set = std::getenv("OMP_NUM_THREADS") != nullptr;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::string omp =
+      std::to_string(std::max<unsigned>(1, cores / static_cast<unsigned>(devices.size())));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (Worker& w : workers) {
+    if (interrupted()) break;       // Ctrl-C while starting: the rest are not started
+    if (w.cases.empty()) continue;  // more GPUs than cases
+    start_worker(w, exe, args, omp_set ? std::string() : omp, opts, err);
+  }
+  wait_workers(workers, opts, err);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  WorkerParts got = read_parts(workers);
   ctx["multi_gpu"] = "--devices " + join_ints(devices) + ": one worker process per GPU, cases partitioned by FLOPs";
   ctx["devices_used"] = devices;
   if (const char* fake = std::getenv(kFakeDeviceCountEnv); fake && *fake)
     ctx["test_hook"] = std::string(kFakeDeviceCountEnv) + "=" + fake + " (CPU rows allowed; not a measurement)";
-  ctx["workers"] = std::move(wj);
-  ctx["rows_planned"] = planned;
-  if (!opts.resume_path.empty()) ctx["rows_kept_from_resume"] = kept;
+  ctx["workers"] = std::move(got.workers);
+  ctx["rows_planned"] = got.planned;
+  if (!opts.resume_path.empty()) ctx["rows_kept_from_resume"] = got.kept;
   ctx["wall_s"] = wall;
-  ResultsFile merged = merge_parts(parts, ctx);
+  ResultsFile merged = merge_parts(got.parts, ctx);
+  const std::vector<std::string>& dead = got.dead;
   if (!dead.empty()) {
     merged.complete = false;
     std::string why;
@@ -341,8 +378,8 @@ int run_on_devices(const Config& cfg, const RunOptions& opts, const std::vector<
   out << "results: " << opts.out_path << " (" << workers.size() << " workers, parts in " << parts_dir.string() << ")\n";
   if (!dead.empty()) err << "attnbench run: " << merged.stop_reason << "\n";
   if (interrupted()) return 128 + interrupt_signal();  // SIGINT 130, SIGTERM 143, SIGHUP 129
-  if (any_interrupted) return 130;
-  if (any_bad_input) return 2;
+  if (got.any_interrupted) return 130;
+  if (got.any_bad_input) return 2;
   const bool any_fail = std::any_of(merged.rows.begin(), merged.rows.end(),
                                     [](const ResultRow& r) { return r.status == Status::fail; });
   return any_fail || !dead.empty() ? 1 : 0;

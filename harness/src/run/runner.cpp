@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -67,6 +68,37 @@ struct CaseState {
   bool inputs_dumped = false;
 };
 
+// What a case's rows need before the case runs: the rows kept from --resume, each row's skip
+// reason (unsupported, or its buffers beside the case's inputs and reference do not fit), the
+// case's own error (its inputs and reference do not fit in host memory), and the passes its
+// reference covers (any: a row runs at all).
+struct CaseNeeds {
+  std::vector<std::string> reasons;
+  std::vector<const ResultRow*> kept;
+  std::string case_error;
+  bool need_fwd = false, need_bwd = false, any = false;
+};
+
+// The timing phase's one slot of live buffers: the benchmark being run. Google Benchmark calls a
+// benchmark's function several times (iteration estimate, repetitions), so the buffers are kept
+// between calls and rebuilt only when another row starts.
+struct TimingSlot {
+  std::size_t row = SIZE_MAX;
+  std::unique_ptr<CaseBuffers> buf;
+  int inputs_case = -1;
+  std::optional<CaseInputs> inputs;
+  CallTimer timer;
+};
+
+// What the timing phase knows of its rows, by benchmark name.
+struct TimingBook {
+  std::map<std::string, std::size_t> by_name;  // the row's index in plan_/results_.rows
+  std::map<std::string, std::shared_ptr<CpuTicks>>
+      started;  // by name: the machine's CPU time when its timing began
+  std::map<std::string, std::optional<double>> ended;  // by name: others_cores once it was done
+  std::set<std::string> reported;                      // rows with a progress line
+};
+
 class Runner {
  public:
   Runner(const Config& c, const RunOptions& o, std::ostream& out, std::ostream& err)
@@ -110,10 +142,24 @@ class Runner {
   void end_phase();
 
   void build_plan();
+  void open_context();
+  std::unique_ptr<OutputLock> claim_outputs();
+  int finish(std::chrono::steady_clock::time_point t0);
+  CaseNeeds case_needs(std::size_t first, std::size_t last);
   void run_case(std::size_t first, std::size_t last);
   ResultRow run_row(const PlannedRow& pr, CaseState& cs);
   void naive_outputs(const PlannedRow& pr, CaseState& cs);
+  // Phase 2 (time_rows): the rows that passed, timed through Google Benchmark.
   void time_rows();
+  CaseBuffers& timing_buffers(TimingSlot& slot, std::size_t row);
+  std::vector<TimedBenchmark> timed_benchmarks(const std::shared_ptr<TimingSlot>& slot,
+                                               TimingBook& book);
+  std::function<void(benchmark::State&)> timed_body(const std::shared_ptr<TimingSlot>& slot,
+                                                    std::size_t k, const TimingSettings& ts,
+                                                    const CallCounters& counters, double slowdown,
+                                                    std::shared_ptr<CpuTicks> ticks);
+  void apply_timing(TimingBook& book, const std::string& name, const TimingOutcome& o);
+  BenchmarkSettings benchmark_settings() const;
   void save(bool final_write);
   void progress(const PlannedRow& pr, const ResultRow& r);
   void note_cuda_error(const std::string& where, const std::string& consequence);
@@ -356,19 +402,20 @@ ResultRow Runner::run_row(const PlannedRow& pr, CaseState& cs) {
   return r;
 }
 
-void Runner::run_case(std::size_t first, std::size_t last) {
+CaseNeeds Runner::case_needs(std::size_t first, std::size_t last) {
   const PlannedRow& head = plan_[first];
   const Problem& p = *head.problem;
-  std::vector<std::string> reasons(last - first);
-  std::vector<const ResultRow*> kept(last - first, nullptr);
-  bool need_fwd = false, need_bwd = false, any = false;
+  CaseNeeds n;
+  n.reasons.assign(last - first, std::string());
+  n.kept.assign(last - first, nullptr);
+  bool need_fwd = false, need_bwd = false;
   for (std::size_t i = first; i < last; ++i) {
     if (auto it = kept_.find(plan_[i].name); it != kept_.end()) {
-      kept[i - first] = it->second;  // no inputs or reference needed for it
+      n.kept[i - first] = it->second;  // no inputs or reference needed for it
       continue;
     }
-    reasons[i - first] = skip_reason(plan_[i]);
-    if (!reasons[i - first].empty()) continue;
+    n.reasons[i - first] = skip_reason(plan_[i]);
+    if (!n.reasons[i - first].empty()) continue;
     need_fwd = need_fwd || plan_[i].pass != Pass::bwd;
     need_bwd = need_bwd || plan_[i].pass != Pass::fwd;
   }
@@ -376,23 +423,33 @@ void Runner::run_case(std::size_t first, std::size_t last) {
   // host, and each row's buffers beside them. A row that cannot fit is a SKIP now.
   const VerifySettings& vs = head.group->verify;
   const std::int64_t ref_bytes = reference_host_bytes(p, vs.mode, need_fwd, need_bwd, vs.sample);
-  std::string case_error;
   if (need_fwd || need_bwd) {
     if (const std::int64_t host = memory_of(Device::cpu); host > 0 && ref_bytes > host) {
-      case_error = "out of host memory: the case's inputs and float64 reference need " +
-                   gib(ref_bytes) + ", more than the " + gib(host) +
-                   " of host memory (checked before making them)";
+      n.case_error = "out of host memory: the case's inputs and float64 reference need " +
+                     gib(ref_bytes) + ", more than the " + gib(host) +
+                     " of host memory (checked before making them)";
     }
   }
-  need_fwd = need_bwd = false;
   for (std::size_t i = first; i < last; ++i) {
-    if (kept[i - first] || !reasons[i - first].empty() || !case_error.empty()) continue;
-    reasons[i - first] = memory_reason(plan_[i], ref_bytes);
-    if (!reasons[i - first].empty()) continue;
-    any = true;
-    need_fwd = need_fwd || plan_[i].pass != Pass::bwd;
-    need_bwd = need_bwd || plan_[i].pass != Pass::fwd;
+    if (n.kept[i - first] || !n.reasons[i - first].empty() || !n.case_error.empty()) continue;
+    n.reasons[i - first] = memory_reason(plan_[i], ref_bytes);
+    if (!n.reasons[i - first].empty()) continue;
+    n.any = true;
+    n.need_fwd = n.need_fwd || plan_[i].pass != Pass::bwd;
+    n.need_bwd = n.need_bwd || plan_[i].pass != Pass::fwd;
   }
+  return n;
+}
+
+void Runner::run_case(std::size_t first, std::size_t last) {
+  const PlannedRow& head = plan_[first];
+  const Problem& p = *head.problem;
+  const VerifySettings& vs = head.group->verify;
+  CaseNeeds needs = case_needs(first, last);
+  const std::vector<std::string>& reasons = needs.reasons;
+  const std::vector<const ResultRow*>& kept = needs.kept;
+  std::string& case_error = needs.case_error;
+  const bool any = needs.any, need_fwd = needs.need_fwd, need_bwd = needs.need_bwd;
   CaseState cs;
   if (any) {
     try {
@@ -442,45 +499,62 @@ void Runner::run_case(std::size_t first, std::size_t last) {
 void Runner::time_rows() {
   if (timed_.empty() && (failed_.empty() || !opts_.benchmark_flags.count("benchmark_out"))) return;
   if (interrupted() || opts_.profile) return;
-  // One slot of live buffers: the benchmark being run. Google Benchmark calls a benchmark's
-  // function several times (iteration estimate, repetitions), so the buffers are kept between
-  // calls and rebuilt only when another row starts.
-  struct Slot {
-    std::size_t row = SIZE_MAX;
-    std::unique_ptr<CaseBuffers> buf;
-    int inputs_case = -1;
-    std::optional<CaseInputs> inputs;
-    CallTimer timer;
-  };
-  auto slot = std::make_shared<Slot>();
+  auto slot = std::make_shared<TimingSlot>();
+  TimingBook book;
+  const std::vector<TimedBenchmark> benchmarks = timed_benchmarks(slot, book);
+  phase_t0_ = last_tick_ = Clock::now();
+  if (!opts_.quiet)
+    err_ << "timing " << count_of(static_cast<long long>(timed_.size()), "row")
+         << " with Google Benchmark\n"
+         << std::flush;
+  const BenchmarkSettings bs = benchmark_settings();
+  const bool any_cuda = std::any_of(timed_.begin(), timed_.end(), [&](std::size_t k) {
+    return plan_[k].impl->device() == Device::cuda;
+  });
+  std::map<std::string, TimingOutcome> outcomes;
+  {
+    ProfilerCapture profiled(any_cuda && cuda_present_);  // profiler.hpp: the timing phase
+    // Each row's time goes into the results file as soon as its benchmark is done, so a run
+    // stopped during timing (a kill, the device's time limit) keeps every row timed so far.
+    outcomes = run_benchmarks(benchmarks, bs, [&](const std::string& name, const TimingOutcome& o) {
+      apply_timing(book, name, o);
+      save(false);
+    });
+  }
+  slot->buf.reset();
+  // Normally a no-op (each row was applied when done); it covers a benchmark whose last report
+  // did not look final to the reporter (e.g. repetitions changed by a --benchmark_* flag).
+  for (const auto& [name, o] : outcomes) apply_timing(book, name, o);
+}
 
-  auto prepare = [this, slot](std::size_t row) -> CaseBuffers& {
-    if (slot->row == row && slot->buf) return *slot->buf;
-    slot->buf.reset();
-    slot->row = SIZE_MAX;
-    const PlannedRow& pr = plan_[row];
-    const Problem& p = *pr.problem;
-    if (slot->inputs_case != pr.case_index) {
-      slot->inputs.reset();
-      slot->inputs = make_inputs(p, cfg_.seed, cfg_.distribution);
-      slot->inputs_case = pr.case_index;
-    }
-    auto buf = std::make_unique<CaseBuffers>(*pr.impl, p, pr.pass, *pr.params);
-    buf->upload_inputs(*slot->inputs);
-    // The backward reads O and LSE: the implementation's own forward produces them (untimed).
-    if (pr.pass == Pass::bwd) buf->produce_fwd_outputs();
-    buf->synchronize();
-    slot->buf = std::move(buf);
-    slot->row = row;
-    return *slot->buf;
-  };
+// The slot's buffers for `row`, rebuilt (with the case's inputs, when the case changed) only when
+// another row starts.
+CaseBuffers& Runner::timing_buffers(TimingSlot& slot, std::size_t row) {
+  if (slot.row == row && slot.buf) return *slot.buf;
+  slot.buf.reset();
+  slot.row = SIZE_MAX;
+  const PlannedRow& pr = plan_[row];
+  const Problem& p = *pr.problem;
+  if (slot.inputs_case != pr.case_index) {
+    slot.inputs.reset();
+    slot.inputs = make_inputs(p, cfg_.seed, cfg_.distribution);
+    slot.inputs_case = pr.case_index;
+  }
+  auto buf = std::make_unique<CaseBuffers>(*pr.impl, p, pr.pass, *pr.params);
+  buf->upload_inputs(*slot.inputs);
+  // The backward reads O and LSE: the implementation's own forward produces them (untimed).
+  if (pr.pass == Pass::bwd) buf->produce_fwd_outputs();
+  buf->synchronize();
+  slot.buf = std::move(buf);
+  slot.row = row;
+  return *slot.buf;
+}
 
-  std::map<std::string, std::size_t> by_name;
-  std::map<std::string, std::shared_ptr<CpuTicks>>
-      started;  // by name: the machine's CPU time when its timing began
-  std::map<std::string, std::optional<double>> ended;  // by name: others_cores once it was done
+// One benchmark per row to time, and the rows that failed verification (which go to Google
+// Benchmark's outputs too, as errors), in row order.
+std::vector<TimedBenchmark> Runner::timed_benchmarks(const std::shared_ptr<TimingSlot>& slot,
+                                                     TimingBook& book) {
   std::vector<TimedBenchmark> benchmarks;
-  // Rows that failed verification go to Google Benchmark's outputs too, as errors, in row order.
   std::vector<std::size_t> rows = timed_;
   for (std::size_t k : failed_) rows.push_back(k);
   std::sort(rows.begin(), rows.end());
@@ -492,86 +566,95 @@ void Runner::time_rows() {
       continue;
     }
     const Device dev = pr.impl->device();
-    by_name[pr.name] = k;
-    auto warmed = std::make_shared<bool>(false);
-    started[pr.name] = std::make_shared<CpuTicks>();
+    book.by_name[pr.name] = k;
+    book.started[pr.name] = std::make_shared<CpuTicks>();
     const CallCounters counters{results_.rows[k].flops,
                                 results_.rows[k].memory ? results_.rows[k].memory->io_bytes : 0};
     const double slowdown =
         slowdown_ && dev == Device::cpu ? slowdown_->factor(pr.impl->name()) : 1.0;
-    auto body = [this, slot, prepare, k, dev, ts, warmed, counters, slowdown,
-                 ticks = started[pr.name]](benchmark::State& st) {
-      // An interrupt skips the rows not started yet. A row already started finishes its
-      // repetitions (seconds at most): Google Benchmark's statistics need every repetition to
-      // have the same iteration count (its debug builds abort otherwise, losing the run).
-      if (interrupted() && !*warmed) {
-        st.SkipWithError(kInterrupted);
-        return;
-      }
-      if (dev == Device::cuda && !cuda_broken_.empty()) {
-        st.SkipWithError(kCudaUnusable);
-        return;
-      }
-      const PlannedRow& row = plan_[k];
-      try {
-        CaseBuffers& buf = prepare(k);
-        if (!*warmed) {
-          *ticks = cpu_ticks();
-          CallTimer::warm_up(buf, row.pass, ts.warmup_s);
-          *warmed = true;
-        }
-        slot->timer.time(st, buf, dev, row.pass, ts.hot, row.name, counters, slowdown);
-        buf.synchronize();
-      } catch (const std::exception& e) {
-        slot->buf.reset();
-        slot->row = SIZE_MAX;
-        if (dev == Device::cuda) note_cuda_error("while timing " + row.name, "");
-        st.SkipWithError(e.what());
-      }
-    };
-    benchmarks.push_back({pr.name, ts, body, ""});
+    benchmarks.push_back(
+        {pr.name, ts, timed_body(slot, k, ts, counters, slowdown, book.started[pr.name]), ""});
   }
+  return benchmarks;
+}
 
-  // Each row's time goes into the results file as soon as its benchmark is done, so a run
-  // stopped during timing (a kill, the device's time limit) keeps every row timed so far.
-  std::set<std::string> reported;  // rows with a progress line
-  auto apply = [&](const std::string& name, const TimingOutcome& o) {
-    auto it = by_name.find(name);
-    if (it == by_name.end()) return;
-    ResultRow& r = results_.rows[it->second];
-    if (!o.error.empty()) {
-      // Not timed because of something else (an interrupt, or another implementation's sticky
-      // CUDA error): the row keeps its verdict and says why it has no time.
-      if (o.error == kInterrupted || o.error == kCudaUnusable) {
-        r.reason = "not timed: " + o.error;
-      } else {
-        r.status = Status::fail;
-        r.reason = "timed call failed: " + o.error;
+// The function Google Benchmark calls for row k: warm up once, then time the calls.
+std::function<void(benchmark::State&)> Runner::timed_body(const std::shared_ptr<TimingSlot>& slot,
+                                                          std::size_t k, const TimingSettings& ts,
+                                                          const CallCounters& counters,
+                                                          double slowdown,
+                                                          std::shared_ptr<CpuTicks> ticks) {
+  const Device dev = plan_[k].impl->device();
+  auto warmed = std::make_shared<bool>(false);
+  return [this, slot, k, dev, ts, warmed, counters, slowdown,
+          ticks = std::move(ticks)](benchmark::State& st) {
+    // An interrupt skips the rows not started yet. A row already started finishes its
+    // repetitions (seconds at most): Google Benchmark's statistics need every repetition to
+    // have the same iteration count (its debug builds abort otherwise, losing the run).
+    if (interrupted() && !*warmed) {
+      st.SkipWithError(kInterrupted);
+      return;
+    }
+    if (dev == Device::cuda && !cuda_broken_.empty()) {
+      st.SkipWithError(kCudaUnusable);
+      return;
+    }
+    const PlannedRow& row = plan_[k];
+    try {
+      CaseBuffers& buf = timing_buffers(*slot, k);
+      if (!*warmed) {
+        *ticks = cpu_ticks();
+        CallTimer::warm_up(buf, row.pass, ts.warmup_s);
+        *warmed = true;
       }
-    } else {
-      r.time = o.time;
-      // Measured when the row is first reported done (the final pass re-applies outcomes).
-      if (!ended.count(name)) ended[name] = others_cores(*started[name], cpu_ticks());
-      if (r.time) r.time->others_cores = ended[name];
+      slot->timer.time(st, buf, dev, row.pass, ts.hot, row.name, counters, slowdown);
+      buf.synchronize();
+    } catch (const std::exception& e) {
+      slot->buf.reset();
+      slot->row = SIZE_MAX;
+      if (dev == Device::cuda) note_cuda_error("while timing " + row.name, "");
+      st.SkipWithError(e.what());
     }
-    if (!reported.insert(name).second) return;  // the progress line once per row
-    const std::string when = tick(reported.size(), timed_.size(), r.device);
-    if (opts_.quiet) return;
-    std::ostringstream line;
-    line << "[timing " << reported.size() << "/" << timed_.size() << "] " << name << ": ";
-    if (r.time) {
-      line << "median " << std::setprecision(4) << r.time->median_ms << " ms";
-      if (r.time->repetitions > 1) line << ", cv " << std::setprecision(2) << r.time->cv * 100 << "%";
-    } else {
-      line << r.reason;
-    }
-    line << when;
-    show(line.str(), reported.size(), timed_.size(), r.status == Status::fail);
   };
-  phase_t0_ = last_tick_ = Clock::now();
-  if (!opts_.quiet)
-    err_ << "timing " << count_of(static_cast<long long>(timed_.size()), "row") << " with Google Benchmark\n"
-         << std::flush;
+}
+
+// A benchmark's outcome into its row, and the row's progress line (once).
+void Runner::apply_timing(TimingBook& book, const std::string& name, const TimingOutcome& o) {
+  auto it = book.by_name.find(name);
+  if (it == book.by_name.end()) return;
+  ResultRow& r = results_.rows[it->second];
+  if (!o.error.empty()) {
+    // Not timed because of something else (an interrupt, or another implementation's sticky
+    // CUDA error): the row keeps its verdict and says why it has no time.
+    if (o.error == kInterrupted || o.error == kCudaUnusable) {
+      r.reason = "not timed: " + o.error;
+    } else {
+      r.status = Status::fail;
+      r.reason = "timed call failed: " + o.error;
+    }
+  } else {
+    r.time = o.time;
+    // Measured when the row is first reported done (the final pass re-applies outcomes).
+    if (!book.ended.count(name)) book.ended[name] = others_cores(*book.started[name], cpu_ticks());
+    if (r.time) r.time->others_cores = book.ended[name];
+  }
+  if (!book.reported.insert(name).second) return;  // the progress line once per row
+  const std::string when = tick(book.reported.size(), timed_.size(), r.device);
+  if (opts_.quiet) return;
+  std::ostringstream line;
+  line << "[timing " << book.reported.size() << "/" << timed_.size() << "] " << name << ": ";
+  if (r.time) {
+    line << "median " << std::setprecision(4) << r.time->median_ms << " ms";
+    if (r.time->repetitions > 1) line << ", cv " << std::setprecision(2) << r.time->cv * 100 << "%";
+  } else {
+    line << r.reason;
+  }
+  line << when;
+  show(line.str(), book.reported.size(), timed_.size(), r.status == Status::fail);
+}
+
+// Google Benchmark's settings: the --benchmark_* flags, the streams, and the run's context.
+BenchmarkSettings Runner::benchmark_settings() const {
   BenchmarkSettings bs;
   bs.flags = opts_.benchmark_flags;
   bs.quiet = opts_.quiet;
@@ -586,21 +669,7 @@ void Runner::time_rows() {
   }
   bs.context.emplace_back("attnbench_device", device_name(ctx));
   if (slowdown_) bs.context.emplace_back("attnbench_test_slowdown", slowdown_->spec);
-  const bool any_cuda = std::any_of(timed_.begin(), timed_.end(), [&](std::size_t k) {
-    return plan_[k].impl->device() == Device::cuda;
-  });
-  std::map<std::string, TimingOutcome> outcomes;
-  {
-    ProfilerCapture profiled(any_cuda && cuda_present_);  // profiler.hpp: the timing phase
-    outcomes = run_benchmarks(benchmarks, bs, [&](const std::string& name, const TimingOutcome& o) {
-      apply(name, o);
-      save(false);
-    });
-  }
-  slot->buf.reset();
-  // Normally a no-op (each row was applied when done); it covers a benchmark whose last report
-  // did not look final to the reporter (e.g. repetitions changed by a --benchmark_* flag).
-  for (const auto& [name, o] : outcomes) apply(name, o);
+  return bs;
 }
 
 void Runner::save(bool final_write) {
@@ -640,43 +709,9 @@ int Runner::run() {
   build_plan();
   cuda_present_ = device_present(Device::cuda);
   PeakProbe::configure_process();
-
+  open_context();
+  const std::unique_ptr<OutputLock> lock = claim_outputs();
   auto& ctx = results_.context;
-  ctx = run_context(cfg_, opts_);
-  ctx["rows_planned"] = plan_.size();
-  ctx["benchmark_library"] = benchmark_library();
-  slowdown_ = test_slowdown_from_env();
-  if (slowdown_) ctx["test_slowdown"] = slowdown_->spec;
-  if (!opts_.resume_path.empty()) {
-    const std::string why = resume_refusal(opts_.resume, opts_.resume_path, cfg_.hash(),
-                                           opts_.profile, ctx.value("git_revision", ""));
-    if (!why.empty()) throw std::runtime_error(why);
-    for (const ResultRow& row : opts_.resume.rows) {
-      if (!row.nvtx.empty() && kept_on_resume(row, opts_.profile)) kept_[row.nvtx] = &row;
-    }
-    ctx["resumed_from"] = opts_.resume_path;
-  }
-  // Before anything is written: an output that would destroy something, or that another run is
-  // writing, and a --dump folder that cannot be made, are refused.
-  std::unique_ptr<OutputLock> lock;
-  if (!opts_.out_path.empty()) {
-    std::vector<std::string> files{opts_.config_path}, names{"the config file"};
-    for (const auto& [f, what] : opts_.other_files) {
-      files.push_back(f);
-      names.push_back(what);
-    }
-    if (const std::string why = output_refusal(opts_.out_path, files, names); !why.empty()) {
-      throw std::runtime_error("--out = " + opts_.out_path + ": " + why);
-    }
-  }
-  if (!opts_.out_path.empty()) {
-    try {
-      lock = std::make_unique<OutputLock>(opts_.out_path, opts_.command_line);
-    } catch (const OutputBusy& e) {
-      throw OutputBusy("--out = " + opts_.out_path + ": " + e.what());
-    }
-  }
-  if (!opts_.dump_dir.empty()) prepare_dump_dir(opts_.dump_dir);
   unfinished_ =
       "unfinished: written while the run was going (pid " + std::to_string(::getpid()) + " on " +
       ctx.value("host", std::string("?")) + ", started " + ctx.value("date", std::string("?")) +
@@ -703,6 +738,58 @@ int Runner::run() {
   end_phase();
   time_rows();
   end_phase();
+  return finish(t0);
+}
+
+// The results file's context, and --resume's rows to keep (after the checks that the earlier
+// file may be resumed).
+void Runner::open_context() {
+  auto& ctx = results_.context;
+  ctx = run_context(cfg_, opts_);
+  ctx["rows_planned"] = plan_.size();
+  ctx["benchmark_library"] = benchmark_library();
+  slowdown_ = test_slowdown_from_env();
+  if (slowdown_) ctx["test_slowdown"] = slowdown_->spec;
+  if (!opts_.resume_path.empty()) {
+    const std::string why = resume_refusal(opts_.resume, opts_.resume_path, cfg_.hash(),
+                                           opts_.profile, ctx.value("git_revision", ""));
+    if (!why.empty()) throw std::runtime_error(why);
+    for (const ResultRow& row : opts_.resume.rows) {
+      if (!row.nvtx.empty() && kept_on_resume(row, opts_.profile)) kept_[row.nvtx] = &row;
+    }
+    ctx["resumed_from"] = opts_.resume_path;
+  }
+}
+
+// Before anything is written: an output that would destroy something, or that another run is
+// writing, and a --dump folder that cannot be made, are refused. The lock of --out, held while
+// the run lasts (null without --out).
+std::unique_ptr<OutputLock> Runner::claim_outputs() {
+  std::unique_ptr<OutputLock> lock;
+  if (!opts_.out_path.empty()) {
+    std::vector<std::string> files{opts_.config_path}, names{"the config file"};
+    for (const auto& [f, what] : opts_.other_files) {
+      files.push_back(f);
+      names.push_back(what);
+    }
+    if (const std::string why = output_refusal(opts_.out_path, files, names); !why.empty()) {
+      throw std::runtime_error("--out = " + opts_.out_path + ": " + why);
+    }
+  }
+  if (!opts_.out_path.empty()) {
+    try {
+      lock = std::make_unique<OutputLock>(opts_.out_path, opts_.command_line);
+    } catch (const OutputBusy& e) {
+      throw OutputBusy("--out = " + opts_.out_path + ": " + e.what());
+    }
+  }
+  if (!opts_.dump_dir.empty()) prepare_dump_dir(opts_.dump_dir);
+  return lock;
+}
+
+// The final file and table, and the exit code (t0: when the first case began).
+int Runner::finish(std::chrono::steady_clock::time_point t0) {
+  auto& ctx = results_.context;
   if (!opts_.resume_path.empty()) ctx["rows_kept_from_resume"] = reused_;
   ctx["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ctx["device_wall_s"] = device_s_;  // verification and timing of each device's rows

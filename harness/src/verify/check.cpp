@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <sstream>
@@ -94,12 +95,12 @@ bool case_selected(const CheckOptions& o, const conformance::Case& c) {
                      [&](const std::string& g) { return glob_match(g, label); });
 }
 
-}  // namespace
-
-int run_check(const CheckOptions& o, std::ostream& out, std::ostream& err) {
+// The implementations to check, or nullopt after the message when the selection is bad input.
+std::optional<std::vector<const Implementation*>> checked_impls(const CheckOptions& o,
+                                                                std::ostream& err) {
   if (!o.device.empty() && o.device != "cpu" && o.device != "cuda") {
     err << "attnbench check: --device " << o.device << ": unknown device (cpu or cuda)\n";
-    return 2;
+    return std::nullopt;
   }
   std::vector<std::string> unmatched;
   const std::vector<const Implementation*> impls = select(o, unmatched);
@@ -114,13 +115,90 @@ int run_check(const CheckOptions& o, std::ostream& out, std::ostream& err) {
     if (cuda_asked && !has_device("cuda"))
       err << "; this binary has no cuda implementations (built without CUDA)";
     err << "\n";
-    return 2;
+    return std::nullopt;
   }
   if (impls.empty()) {  // --device alone, with no implementation of it
     err << "attnbench check: --device " << o.device << ": this binary has no " << o.device
         << " implementations" << (o.device == "cuda" ? " (built without CUDA)" : "") << "\n";
-    return 2;
+    return std::nullopt;
   }
+  return impls;
+}
+
+// What the suite found so far.
+struct SuiteTally {
+  std::map<std::string, Tally> tally;                              // per implementation
+  std::map<std::string, std::map<std::string, int>> skip_reasons;  // per implementation
+  std::string cuda_broken;  // set once a sticky CUDA error was seen
+};
+
+// One case checked (skipped after a sticky CUDA error), counted, and its FAIL or XFAIL line.
+void check_one(const conformance::Case& c, SuiteTally& st, std::ostream& out) {
+  const Implementation& impl = *c.impl;
+  Result r;
+  if (!st.cuda_broken.empty() && impl.device() == Device::cuda) {
+    r.status = Result::Status::skip;
+    r.reason = "an earlier sticky CUDA error: " + st.cuda_broken;
+  } else {
+    r = conformance::check_case(c);
+    if (r.status == Result::Status::fail && impl.device() == Device::cuda) {
+      std::string why;
+      if (cuda_context_broken(why)) st.cuda_broken = why;
+    }
+  }
+  Tally& t = st.tally[impl.name()];
+  t.planted += r.planted;
+  t.caught += r.planted_caught;
+  switch (r.status) {
+    case Result::Status::pass:
+      ++t.passed;
+      break;
+    case Result::Status::skip:
+      ++t.skipped;
+      ++st.skip_reasons[impl.name()][r.reason];
+      break;
+    case Result::Status::fail:
+      ++t.failed;
+      out << "FAIL " << c.name() << " [" << conformance::to_string(c.shape.group)
+          << "]: " << r.reason << "\n";
+      out.flush();
+      break;
+    case Result::Status::xfail:  // declared by the implementation: reported, not a failure
+      ++t.xfailed;
+      out << "XFAIL " << c.name() << " [" << conformance::to_string(c.shape.group)
+          << "]: " << r.reason << "\n";
+      out.flush();
+      break;
+  }
+}
+
+// The total over the implementations, and (unless quiet) a line for each with its skip reasons.
+Tally total(const std::vector<const Implementation*>& impls, SuiteTally& st, bool quiet,
+            std::ostream& err) {
+  Tally all;
+  for (const Implementation* impl : impls) {
+    const Tally& t = st.tally[impl->name()];
+    all.add(t);
+    if (quiet) continue;
+    err << "  " << impl->name() << ": " << t.text() << "\n";
+    int shown = 0;
+    for (const auto& [why, count] : st.skip_reasons[impl->name()]) {
+      if (++shown > 5) {
+        err << "    skipped: " << st.skip_reasons[impl->name()].size() - 5 << " more reasons\n";
+        break;
+      }
+      err << "    skipped " << count << ": " << why << "\n";
+    }
+  }
+  return all;
+}
+
+}  // namespace
+
+int run_check(const CheckOptions& o, std::ostream& out, std::ostream& err) {
+  const auto selected = checked_impls(o, err);
+  if (!selected) return 2;
+  const std::vector<const Implementation*>& impls = *selected;
   std::vector<conformance::Case> plan = conformance::cases(impls);
   std::erase_if(plan, [&](const conformance::Case& c) { return !case_selected(o, c); });
   if (plan.empty()) {
@@ -138,68 +216,17 @@ int run_check(const CheckOptions& o, std::ostream& out, std::ostream& err) {
 
   const Clock::time_point t0 = Clock::now();
   Clock::time_point last = t0;
-  std::map<std::string, Tally> tally;                              // per implementation
-  std::map<std::string, std::map<std::string, int>> skip_reasons;  // per implementation
-  std::string cuda_broken;  // set once a sticky CUDA error was seen
+  SuiteTally st;
   for (std::size_t n = 0; n < plan.size(); ++n) {
     const conformance::Case& c = plan[n];
-    const Implementation& impl = *c.impl;
-    Result r;
-    if (!cuda_broken.empty() && impl.device() == Device::cuda) {
-      r.status = Result::Status::skip;
-      r.reason = "an earlier sticky CUDA error: " + cuda_broken;
-    } else {
-      r = conformance::check_case(c);
-      if (r.status == Result::Status::fail && impl.device() == Device::cuda) {
-        std::string why;
-        if (cuda_context_broken(why)) cuda_broken = why;
-      }
-    }
-    Tally& t = tally[impl.name()];
-    t.planted += r.planted;
-    t.caught += r.planted_caught;
-    switch (r.status) {
-      case Result::Status::pass:
-        ++t.passed;
-        break;
-      case Result::Status::skip:
-        ++t.skipped;
-        ++skip_reasons[impl.name()][r.reason];
-        break;
-      case Result::Status::fail:
-        ++t.failed;
-        out << "FAIL " << c.name() << " [" << conformance::to_string(c.shape.group)
-            << "]: " << r.reason << "\n";
-        out.flush();
-        break;
-      case Result::Status::xfail:  // declared by the implementation: reported, not a failure
-        ++t.xfailed;
-        out << "XFAIL " << c.name() << " [" << conformance::to_string(c.shape.group)
-            << "]: " << r.reason << "\n";
-        out.flush();
-        break;
-    }
+    check_one(c, st, out);
     if (!o.quiet && seconds_since(last) >= 10.0 && n + 1 < plan.size()) {
       last = Clock::now();
       err << "  [" << n + 1 << "/" << plan.size() << "] " << c.name() << " ("
           << fixed1(seconds_since(t0)) << " s)\n";
     }
   }
-  Tally all;
-  for (const Implementation* impl : impls) {
-    const Tally& t = tally[impl->name()];
-    all.add(t);
-    if (o.quiet) continue;
-    err << "  " << impl->name() << ": " << t.text() << "\n";
-    int shown = 0;
-    for (const auto& [why, count] : skip_reasons[impl->name()]) {
-      if (++shown > 5) {
-        err << "    skipped: " << skip_reasons[impl->name()].size() - 5 << " more reasons\n";
-        break;
-      }
-      err << "    skipped " << count << ": " << why << "\n";
-    }
-  }
+  const Tally all = total(impls, st, o.quiet, err);
   // SKIP, not PASS, when nothing was checked (e.g. CUDA implementations on a machine without a
   // GPU): the exit code stays 0, as for a run whose rows all skip, but no CI log can read it as a
   // pass.

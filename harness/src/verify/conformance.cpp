@@ -81,7 +81,8 @@ namespace {
 
 constexpr DType kDTypes[] = {DType::f32, DType::f16, DType::bf16};
 
-
+// The suite's shapes, group by group, in their order. Long (about 80 lines) because it is the one
+// list: kept whole, it reads top to bottom in the order the cases run and faults are planted.
 std::vector<Shape> make_shapes() {
   std::vector<Shape> v;
   auto add = [&](Group g, const Problem& p, Distribution dist = Distribution::normal) {
@@ -364,6 +365,61 @@ bool ok_or_only_its_absolute_bound(const Verdict& v) {
   return true;
 }
 
+namespace {
+
+// The planted faults of a case whose outputs passed. Each fault goes into every output of the
+// pass at once: the verdict judges each output on its own, so every output must fail, by name.
+void check_planted(const Case& c, const Outputs& out, const Outputs* naive, const Reference& ref,
+                   Result& r, std::vector<std::string>& problems) {
+  const Problem& p = c.shape.p;
+  for (Fault f : {Fault::unwritten, Fault::nan, Fault::wrong_row}) {
+    if (f == Fault::wrong_row && !c.wrong_row) continue;
+    Outputs planted = out;
+    std::vector<Tensor> ts = tensors_of(p, c.pass, planted);
+    for (Tensor& t : ts) plant(t, f);
+    const Verdict v = verify(p, c.pass, planted, naive, ref);
+    for (const Tensor& t : ts) {
+      ++r.planted;
+      const bool caught =
+          std::any_of(v.outputs.begin(), v.outputs.end(),
+                      [&](const OutputReport& o) { return !o.ok && o.name == t.name; });
+      if (caught) {
+        ++r.planted_caught;
+      } else {
+        problems.push_back(std::string("planted fault not caught: ") + fault_name(f) + " in " +
+                           t.name);
+      }
+    }
+  }
+}
+
+// The case's status and reason from its problems and its expected failure (and a listed known
+// failure).
+void settle(const Case& c, const std::vector<std::string>& problems, const std::string& expected,
+            Result& r) {
+  for (const std::string& s : problems) r.reason.append(r.reason.empty() ? "" : "; ").append(s);
+  if (!c.known_failure.empty()) {
+    // A listed vendor failure: expected while it fails; once it passes, the entry is stale.
+    if (problems.empty() && expected.empty()) {
+      r.status = Result::Status::fail;
+      r.reason = "listed as a known failure (" + c.known_failure +
+                 ") but passed: an upstream fix? remove the entry from the implementation's "
+                 "Capabilities::known_failures";
+    } else {
+      r.status = Result::Status::xfail;
+      r.reason =
+          "known failure (" + c.known_failure + "): " + (r.reason.empty() ? expected : r.reason);
+    }
+  } else if (!problems.empty()) {
+    r.status = Result::Status::fail;
+  } else if (!expected.empty()) {
+    r.status = Result::Status::xfail;
+    r.reason = expected;
+  }
+}
+
+}  // namespace
+
 Result check_case(const Case& c, std::uint64_t seed) {
   Result r;
   const Implementation& impl = *c.impl;
@@ -423,48 +479,9 @@ Result check_case(const Case& c, std::uint64_t seed) {
   }
   if (checked == 0) problems.push_back("no output element was verified");
   // The planted faults, on the cases that carry them and whose outputs passed (a failing one
-  // needs no proof). Each fault goes
-  // into every output of the pass at once: the verdict judges each output on its own, so every
-  // output must fail, by name.
-  if (r.verdict.ok && c.plant) {
-    for (Fault f : {Fault::unwritten, Fault::nan, Fault::wrong_row}) {
-      if (f == Fault::wrong_row && !c.wrong_row) continue;
-      Outputs planted = *out;
-      std::vector<Tensor> ts = tensors_of(p, c.pass, planted);
-      for (Tensor& t : ts) plant(t, f);
-      const Verdict v = verify(p, c.pass, planted, naive.get(), *ref);
-      for (const Tensor& t : ts) {
-        ++r.planted;
-        const bool caught =
-            std::any_of(v.outputs.begin(), v.outputs.end(),
-                        [&](const OutputReport& o) { return !o.ok && o.name == t.name; });
-        if (caught) {
-          ++r.planted_caught;
-        } else {
-          problems.push_back(std::string("planted fault not caught: ") + fault_name(f) + " in " +
-                             t.name);
-        }
-      }
-    }
-  }
-  for (const std::string& s : problems) r.reason.append(r.reason.empty() ? "" : "; ").append(s);
-  if (!c.known_failure.empty()) {
-    // A listed vendor failure: expected while it fails; once it passes, the entry is stale.
-    if (problems.empty() && expected.empty()) {
-      r.status = Result::Status::fail;
-      r.reason = "listed as a known failure (" + c.known_failure +
-                 ") but passed: an upstream fix? remove the entry from the implementation's "
-                 "Capabilities::known_failures";
-    } else {
-      r.status = Result::Status::xfail;
-      r.reason = "known failure (" + c.known_failure + "): " + (r.reason.empty() ? expected : r.reason);
-    }
-  } else if (!problems.empty()) {
-    r.status = Result::Status::fail;
-  } else if (!expected.empty()) {
-    r.status = Result::Status::xfail;
-    r.reason = expected;
-  }
+  // needs no proof).
+  if (r.verdict.ok && c.plant) check_planted(c, *out, naive.get(), *ref, r, problems);
+  settle(c, problems, expected, r);
   return r;
 }
 
