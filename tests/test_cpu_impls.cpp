@@ -208,11 +208,40 @@ TEST(NaiveThreePass, WindowAndSoftcap) {
   // Every other CPU implementation says it cannot, until it can.
   Problem p = make_problem(1, 2, 2, 64, 64, 64, false, DType::f32);
   p.window_left = 8;
-  EXPECT_FALSE(Registry::instance().find("cpu.flash_1pass")->supports(p, Pass::fwd));
+  EXPECT_FALSE(Registry::instance().find("cpu.online_2pass")->supports(p, Pass::fwd));
+  EXPECT_FALSE(Registry::instance().find("cpu.flash_backward")->supports(p, Pass::bwd));
   p.window_left = -1;
   p.softcap = 30;
-  EXPECT_EQ(Registry::instance().find("cpu.flash_1pass")->supports(p, Pass::fwd).reason,
+  EXPECT_EQ(Registry::instance().find("cpu.online_2pass")->supports(p, Pass::fwd).reason,
             "softcap not supported");
+}
+
+// cpu.flash_1pass's forward under windows and soft-capping, with small tiles so that a window
+// starts and ends inside tiles and whole tiles are skipped.
+TEST(FlashOnePass, WindowAndSoftcap) {
+  const Implementation* flash = Registry::instance().find("cpu.flash_1pass");
+  ASSERT_NE(flash, nullptr);
+  const Options small{{"block_r", 16}, {"block_c", 24}};
+  struct W {
+    int sq, skv;
+    bool causal;
+    int left, right;
+    double softcap;
+  };
+  const W cases[] = {{70, 90, false, 16, 8, 0}, {90, 70, true, 10, -1, 0}, {129, 129, true, 32, -1, 50},
+                     {17, 17, false, 0, 0, 0},  {33, 40, false, 1, 1, 5},  {64, 200, false, -1, 30, 30}};
+  for (DType t : kDTypes) {
+    for (const W& w : cases) {
+      Problem p = make_problem(1, 4, 2, w.sq, w.skv, 64, w.causal, t);
+      p.window_left = w.left;
+      p.window_right = w.right;
+      p.softcap = w.softcap;
+      for (const Options* o : {static_cast<const Options*>(nullptr), &small}) {
+        const Verdict v = test::check_impl(*flash, p, Pass::fwd, kSeed, VerifyMode::full, o ? *o : Options{});
+        EXPECT_TRUE(v.ok) << p.label() << (o ? " (small tiles)" : "") << ": " << v.failure();
+      }
+    }
+  }
 }
 
 // The streaming kernels need O(seq) memory: 4x the sequence may cost at most ~4x the workspace,

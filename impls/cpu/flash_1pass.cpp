@@ -11,8 +11,10 @@
 // gets O = 0, LSE = -inf.
 // Passes over memory: Q, O and LSE once; K and V once per query tile (seq_q / Br times), which
 // for the sizes benchmarked mostly hits L2/L3 rather than DRAM.
-// Causal: key tiles that no row of the query tile sees are skipped; within a tile each row's
-// visible keys are a prefix, so masked scores are never exponentiated.
+// Causal and sliding window: key tiles that no row of the query tile sees are skipped (the walk
+// starts at the first row's first visible key and stops after the last row's last); within a
+// tile each row's visible keys are a contiguous range, so masked scores are never exponentiated.
+// Soft-capping: softcap * tanh(S / softcap) on the visible scores before the max.
 // Extra memory: O(tile) per thread: Q, K, V tiles as float (f16/bf16 only; f32 is read in
 // place), S [Br, Bc], O~ [Br, d], m and l; nothing grows with the sequence.
 // Vectorisation: GEMMs are Eigen's SIMD kernels (AVX-512 with -march=native on the Xeons used);
@@ -87,9 +89,12 @@ void forward_tile(const FwdArgs& a, Tiles t, int b, int h, int i0, const Scratch
   std::fill(s.o, s.o + std::int64_t{br} * d, 0.0f);
   MatMap o_acc = mat(s.o, br, d, d);
 
-  // Keys [0, kv_end) are seen by some row of the tile (the last row sees the most).
+  // Keys [kv_begin, kv_end) are seen by some row of the tile: the first row's window starts
+  // first, the last row sees up to the furthest key.
+  const int kv_begin = p.first_visible_key(i0);
   const int kv_end = p.first_invisible_key(i0 + br - 1);
-  for (int j0 = 0; j0 < kv_end; j0 += t.bc) {
+  const float cap = static_cast<float>(p.softcap);
+  for (int j0 = kv_begin; j0 < kv_end; j0 += t.bc) {
     const int bc = std::min(t.bc, kv_end - j0);
     const std::int64_t kv_first = ((std::int64_t{b} * p.seq_kv + j0) * p.heads_kv + p.kv_head(h)) * d;
     const FloatTile k = rows_as_float(a.k, dt, kv_first, kv_stride, bc, d, s.k);
@@ -99,25 +104,27 @@ void forward_tile(const FwdArgs& a, Tiles t, int b, int h, int i0, const Scratch
     gemm(sc, cmat(q, br, d), cmat(k, bc, d).transpose(), false);  // unscaled: scale is applied below
 
     for (int r = 0; r < br; ++r) {
-      const int nv = visible_in_tile(p, i0 + r, j0, bc);
+      const TileRange seen = visible_range_in_tile(p, i0 + r, j0, bc);
       auto row = row_array(s.s, bc, r, bc);
-      if (nv == 0) {  // contributes nothing; m, l and O~ stay as they are
+      if (seen.hi == seen.lo) {  // contributes nothing; m, l and O~ stay as they are
         row.setZero();
         continue;
       }
-      auto vis = row.head(nv);
+      auto vis = row.segment(seen.lo, seen.hi - seen.lo);
       // Scaled scores are stored before the max is taken, so the max is one of them and its
       // exp(s - m) is exp(0) = 1. Scaling inside the exp (s * scale - m) may be contracted to
       // an FMA, whose residual at the max is up to half an ulp of s * scale: at |s * scale| ~
       // 1e9 (--scale 1e8) exp of that overflows, and O became inf / inf = NaN.
       vis *= scale;
+      if (cap != 0) vis = (vis / cap).tanh() * cap;  // soft-capping
       const float m_new = std::max(s.m[r], vis.maxCoeff());
       // m_new = -inf: every visible score so far is -inf; exponents then use 0 instead of
       // m_new, as -inf - -inf is NaN. Equal maxima need no rescale (inf - inf would be NaN).
       const float m_use = m_new == kNegInf ? 0.0f : m_new;
       const float corr = s.m[r] == m_new ? 1.0f : std::exp(s.m[r] - m_use);  // 0 on the first tile
       vis = (vis - m_use).exp();
-      row.tail(bc - nv).setZero();
+      row.head(seen.lo).setZero();
+      row.tail(bc - seen.hi).setZero();
       s.l[r] = s.l[r] * corr + vis.sum();
       if (corr != 1.0f) o_acc.row(r) *= corr;
       s.m[r] = m_new;
@@ -147,6 +154,8 @@ class FlashForward final : public Implementation {
   }
   Capabilities capabilities() const override {
     Capabilities c;
+    c.window = true;
+    c.softcap = true;
     c.options = {"block_r", "block_c"};
     return c;
   }
