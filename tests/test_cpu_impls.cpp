@@ -209,18 +209,19 @@ TEST(NaiveThreePass, WindowAndSoftcap) {
   Problem p = make_problem(1, 2, 2, 64, 64, 64, false, DType::f32);
   p.window_left = 8;
   EXPECT_FALSE(Registry::instance().find("cpu.online_2pass")->supports(p, Pass::fwd));
-  EXPECT_FALSE(Registry::instance().find("cpu.flash_backward")->supports(p, Pass::bwd));
   p.window_left = -1;
   p.softcap = 30;
   EXPECT_EQ(Registry::instance().find("cpu.online_2pass")->supports(p, Pass::fwd).reason,
             "softcap not supported");
 }
 
-// cpu.flash_1pass's forward under windows and soft-capping, with small tiles so that a window
-// starts and ends inside tiles and whole tiles are skipped.
+// cpu.flash_1pass's forward and cpu.flash_backward's backward under windows and soft-capping,
+// with small tiles too, so that a window starts and ends inside tiles and whole tiles are skipped.
 TEST(FlashOnePass, WindowAndSoftcap) {
   const Implementation* flash = Registry::instance().find("cpu.flash_1pass");
+  const Implementation* flash_bwd = Registry::instance().find("cpu.flash_backward");
   ASSERT_NE(flash, nullptr);
+  ASSERT_NE(flash_bwd, nullptr);
   const Options small{{"block_r", 16}, {"block_c", 24}};
   struct W {
     int sq, skv;
@@ -237,8 +238,11 @@ TEST(FlashOnePass, WindowAndSoftcap) {
       p.window_right = w.right;
       p.softcap = w.softcap;
       for (const Options* o : {static_cast<const Options*>(nullptr), &small}) {
-        const Verdict v = test::check_impl(*flash, p, Pass::fwd, kSeed, VerifyMode::full, o ? *o : Options{});
+        const Options opts = o ? *o : Options{};
+        const Verdict v = test::check_impl(*flash, p, Pass::fwd, kSeed, VerifyMode::full, opts);
         EXPECT_TRUE(v.ok) << p.label() << (o ? " (small tiles)" : "") << ": " << v.failure();
+        const Verdict g = test::check_impl(*flash_bwd, p, Pass::bwd, kSeed, VerifyMode::full, opts);
+        EXPECT_TRUE(g.ok) << p.label() << " bwd" << (o ? " (small tiles)" : "") << ": " << g.failure();
       }
     }
   }

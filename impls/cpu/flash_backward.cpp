@@ -20,7 +20,9 @@
 // flops of the one-pass schedule; the reported FLOP/s use the 2.5x-forward convention).
 // Passes over memory: Q, dO, LSE, D once per key tile in pass 1 and K, V once per query tile in
 // pass 2 (mostly from cache); dQ, dK, dV written once.
-// Causal: tile pairs where no query sees any key are skipped; each row's keys are a prefix.
+// Causal and sliding window: tile pairs where no query sees any key are skipped; each row's keys
+// in a tile are a contiguous range. Soft-capping: S = softcap * tanh(scale Q K^T / softcap) in P,
+// and dS carries the factor 1 - tanh^2 (the tanh tile kept in scratch).
 // Extra memory: D (4 bytes per query row and head) plus O(tile) float scratch per thread;
 // nothing grows with seq_q x seq_kv. Rows with LSE = -inf (no visible key) get P = 0, so they
 // contribute no gradient.
@@ -56,7 +58,8 @@ struct Scratch {
   float* dp;   // [Br, Bc] dP
   float* acc1; // [max(Br, Bc), d]: dK (pass 1) or dQ (pass 2) accumulator, O rows (pass 0)
   float* acc2; // [Bc, d]: dV accumulator
-  Scratch(Carver& c, Tiles t, int d)
+  float* t;    // [Br, Bc] tanh(S / softcap), soft-capping only
+  Scratch(Carver& c, Tiles t, int d, bool softcap)
       : q(c.take<float>(std::int64_t{t.br} * d)),
         dout(c.take<float>(std::int64_t{t.br} * d)),
         k(c.take<float>(std::int64_t{t.bc} * d)),
@@ -64,12 +67,13 @@ struct Scratch {
         p(c.take<float>(std::int64_t{t.br} * t.bc)),
         dp(c.take<float>(std::int64_t{t.br} * t.bc)),
         acc1(c.take<float>(std::int64_t{std::max(t.br, t.bc)} * d)),
-        acc2(c.take<float>(std::int64_t{t.bc} * d)) {}
+        acc2(c.take<float>(std::int64_t{t.bc} * d)),
+        t(softcap ? c.take<float>(std::int64_t{t.br} * t.bc) : nullptr) {}
 };
 
-std::size_t scratch_bytes(Tiles t, int d) {
+std::size_t scratch_bytes(Tiles t, int d, bool softcap) {
   Carver c;
-  Scratch s(c, t, d);
+  Scratch s(c, t, d, softcap);
   return c.bytes();
 }
 
@@ -101,20 +105,33 @@ void tile_ds(const BwdArgs& a, const float* dsum, int b, int h, int i0, int br, 
   MatMap pm = mat(s.p, br, bc, bc);
   gemm(pm, cmat(q, br, d), cmat(k, bc, d).transpose(), false);  // scaled in the exp
   const float* lse = a.lse + L.row(b, h, i0);
+  const float cap = static_cast<float>(p.softcap);
   for (int r = 0; r < br; ++r) {
-    const int nv = std::isinf(lse[r]) ? 0 : visible_in_tile(p, i0 + r, j0, bc);
+    const TileRange seen =
+        std::isinf(lse[r]) ? TileRange{0, 0} : visible_range_in_tile(p, i0 + r, j0, bc);
     auto row = row_array(s.p, bc, r, bc);
+    auto vis = row.segment(seen.lo, seen.hi - seen.lo);
     // P = exp(S - LSE) <= 1. The exponent is clamped at 0: an FMA of s * scale - LSE, or an
     // LSE rounded to float32, can put it above 0 by up to an ulp of LSE, which at |LSE| ~ 1e9
     // (--scale 1e8) overflows exp; the clamp keeps P finite (and exact wherever it was <= 1).
-    row.head(nv) = (row.head(nv) * scale - lse[r]).min(0.0f).exp();
-    row.tail(bc - nv).setZero();
+    if (cap == 0) {
+      vis = (vis * scale - lse[r]).min(0.0f).exp();
+    } else {
+      auto th = row_array(s.t, bc, r, bc);
+      th.segment(seen.lo, seen.hi - seen.lo) = (vis * scale / cap).tanh();
+      vis = (th.segment(seen.lo, seen.hi - seen.lo) * cap - lse[r]).min(0.0f).exp();
+      th.head(seen.lo).setZero();
+      th.tail(bc - seen.hi).setZero();
+    }
+    row.head(seen.lo).setZero();
+    row.tail(bc - seen.hi).setZero();
   }
   if (dv) gemm(*dv, pm.transpose(), cmat(dout, br, d), true);
   MatMap dpm = mat(s.dp, br, bc, bc);
   gemm(dpm, cmat(dout, br, d), cmat(v, bc, d).transpose(), false);
   for (int r = 0; r < br; ++r) {
     row_array(s.p, bc, r, bc) *= row_array(s.dp, bc, r, bc) - dsum[r];
+    if (cap != 0) row_array(s.p, bc, r, bc) *= 1.0f - row_array(s.t, bc, r, bc).square();
   }
 }
 
@@ -143,12 +160,15 @@ void dkdv_tile(const BwdArgs& a, const float* dsum_all, Tiles t, int b, int hk, 
   dk.setZero();
   dv.setZero();
 
-  // The first query row that sees key j0: rows see a prefix of keys, growing with the row.
+  // The query rows that see a key of the tile, [i_first, i_end): both ends of a row's visible
+  // keys only grow with the row.
   int i_first = 0;
   while (i_first < p.seq_q && p.first_invisible_key(i_first) <= j0) ++i_first;
+  int i_end = i_first;
+  while (i_end < p.seq_q && p.first_visible_key(i_end) < j0 + bc) ++i_end;
   for (int h = hk * p.group(); h < (hk + 1) * p.group(); ++h) {
-    for (int i0 = i_first; i0 < p.seq_q; i0 += t.br) {
-      const int br = std::min(t.br, p.seq_q - i0);
+    for (int i0 = i_first; i0 < i_end; i0 += t.br) {
+      const int br = std::min(t.br, i_end - i0);
       const FloatTile q = rows_as_float(a.q, dt, L.q(b, i0, h), L.q_stride(), br, d, s.q);
       const FloatTile dout = rows_as_float(a.dout, dt, L.q(b, i0, h), L.q_stride(), br, d, s.dout);
       tile_ds(a, dsum_all + L.row(b, h, i0), b, h, i0, br, j0, bc, q, dout, k, v, s, &dv);
@@ -174,7 +194,7 @@ void dq_tile(const BwdArgs& a, const float* dsum_all, Tiles t, int b, int h, int
   MatMap dq = mat(s.acc1, br, d, d);
   dq.setZero();
   const int kv_end = p.first_invisible_key(i0 + br - 1);
-  for (int j0 = 0; j0 < kv_end; j0 += t.bc) {
+  for (int j0 = p.first_visible_key(i0); j0 < kv_end; j0 += t.bc) {
     const int bc = std::min(t.bc, kv_end - j0);
     const FloatTile k = rows_as_float(a.k, dt, L.kv(b, j0, hk), L.kv_stride(), bc, d, s.k);
     const FloatTile v = rows_as_float(a.v, dt, L.kv(b, j0, hk), L.kv_stride(), bc, d, s.v);
@@ -197,18 +217,20 @@ class FlashBackward final : public Implementation {
     c.forward = false;
     c.backward = true;
     c.fwd_partner = "cpu.flash_1pass";
+    c.window = true;
+    c.softcap = true;
     c.options = {"block_r", "block_c"};
     return c;
   }
   std::size_t workspace_bytes(const Problem& p, Pass pass, const Options& opts) const override {
     if (pass == Pass::fwd) return 0;
-    return workspace_for(shared_bytes(p), scratch_bytes(tiles_of(opts), p.head_dim));
+    return workspace_for(shared_bytes(p), scratch_bytes(tiles_of(opts), p.head_dim, p.softcap != 0));
   }
 
   void backward(const BwdArgs& a) const override {
     const Problem& p = a.p;
     const Tiles t = tiles_of(a.options ? *a.options : Options{});
-    const std::size_t shared = shared_bytes(p), per_thread = scratch_bytes(t, p.head_dim);
+    const std::size_t shared = shared_bytes(p), per_thread = scratch_bytes(t, p.head_dim, p.softcap != 0);
     const int nthreads = threads_for(a.workspace_bytes, shared, per_thread, "cpu.flash_backward");
     float* dsum = Carver(a.workspace).take<float>(p.lse_elems());
     const int n_qt = (p.seq_q + t.br - 1) / t.br, n_kt = (p.seq_kv + t.bc - 1) / t.bc;
@@ -218,7 +240,7 @@ class FlashBackward final : public Implementation {
 #pragma omp parallel num_threads(nthreads)
     {
       Carver c(thread_scratch(a.workspace, shared, per_thread, omp_get_thread_num()));
-      const Scratch s(c, t, p.head_dim);
+      const Scratch s(c, t, p.head_dim, p.softcap != 0);
 #pragma omp for schedule(static)
       for (std::int64_t task = 0; task < q_tasks; ++task) {
         const int bh = static_cast<int>(task / n_qt), qt = static_cast<int>(task % n_qt);
