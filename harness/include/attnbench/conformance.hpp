@@ -36,7 +36,16 @@ namespace conformance {
 
 inline constexpr std::uint64_t kSeed = 20240611;
 
-enum class Group { odd_shapes, grouped, causal_rect, custom_scale, large_scale, outlier, random };
+enum class Group {
+  odd_shapes,
+  grouped,
+  causal_rect,
+  custom_scale,
+  large_scale,
+  outlier,
+  window_softcap,
+  random
+};
 std::string_view to_string(Group g);
 
 // One problem of the list, with its input distribution.

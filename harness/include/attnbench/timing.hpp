@@ -1,6 +1,6 @@
-// Timing (ARCHITECTURE.md, Timing and memory): Google Benchmark is the engine. Every timed row is
-// one registered benchmark with manual time; Google Benchmark chooses the iteration count, runs
-// the repetitions and computes the statistics (median, mean, cv, and a "min" added here), and a
+// Timing (docs/architecture.md, "One case, end to end"): Google Benchmark is the engine. Every
+// timed row is one registered benchmark with manual time; Google Benchmark chooses the iteration
+// count, runs the repetitions and computes the statistics (median, mean, cv, and a "min" added here), and a
 // reporter hands each row's TimeStats back (with every repetition's time, samples_ms) as soon as
 // its benchmark is done.
 //   CUDA: CUDA events around each call on the buffers' stream, the L2 flushed (a memset of twice

@@ -1,4 +1,4 @@
-// The validation call (ARCHITECTURE.md, "One case, end to end"): the one place that runs an
+// The validation call (docs/architecture.md, "One case, end to end"): the one place that runs an
 // implementation once on a case and hands back what it wrote, for the verdict. It builds the
 // implementation's buffers, uploads the inputs, gives a standalone backward the O and LSE it
 // reads (the reference's, rounded to the dtype, in full mode; else the implementation's own

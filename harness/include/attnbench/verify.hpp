@@ -1,4 +1,4 @@
-// Verification against the float64 reference, with ARCHITECTURE.md's rule:
+// Verification against the float64 reference, with the project's rule (README.md, "The rule"):
 //   max|X_impl - X_ref| <= k * max|X_naive - X_ref| + atol(dtype)
 // k = 2 (forward) or 3 (gradients); atol = twice the rounding error of X_ref itself in the dtype
 // (float32 for LSE); X_naive is the same-device naive 3-pass in the same dtype. NaN, Inf where

@@ -64,7 +64,7 @@ class PeerCase {
   const CaseInputs& inputs() const { return inputs_; }
 
   // The verdict of a peer's outputs of one pass (host tensors in the problem's dtype, LSE in
-  // float32, BSHD / [b, hq, sq] as ARCHITECTURE.md). Outputs named in `absent` (e.g. "LSE" for an
+  // float32, BSHD / [b, hq, sq] as docs/architecture.md). Outputs named in `absent` (e.g. "LSE" for an
   // API that does not return it) are left out of the verdict and named in its note; any other
   // missing output fails, as in a run.
   PeerVerdict check(Pass pass, const Outputs& outputs, const std::vector<std::string>& absent = {});

@@ -122,7 +122,10 @@ const std::vector<ProblemFlag>& problem_flags() {
       {"--heads-kv", "heads_kv", ProblemFlag::integer}, {"--seq", "seq", ProblemFlag::integer},
       {"--seq-q", "seq_q", ProblemFlag::integer},       {"--seq-kv", "seq_kv", ProblemFlag::integer},
       {"--head-dim", "head_dim", ProblemFlag::integer}, {"--causal", "causal", ProblemFlag::boolean},
-      {"--scale", "scale", ProblemFlag::real},          {"--dtype", "dtype", ProblemFlag::text}};
+      {"--scale", "scale", ProblemFlag::real},          {"--dtype", "dtype", ProblemFlag::text},
+      {"--window-left", "window_left", ProblemFlag::integer},
+      {"--window-right", "window_right", ProblemFlag::integer},
+      {"--softcap", "softcap", ProblemFlag::real}};
   return f;
 }
 
@@ -689,6 +692,11 @@ void add_case_flags(CLI::App* c, RunArgs& r) {
     if (std::string(f.key) == "seq") help = "seq_q = seq_kv (1k = 1024)";
     if (std::string(f.key) == "scale") help += " (default 1/sqrt(head_dim))";
     if (std::string(f.key) == "dtype") help += ": f32, f16, bf16";
+    if (std::string(f.key) == "window_left")
+      help = "sliding window: keys before the diagonal a query sees (default -1: all)";
+    if (std::string(f.key) == "window_right")
+      help = "sliding window: keys after the diagonal a query sees (default -1: all)";
+    if (std::string(f.key) == "softcap") help = "logit soft-capping softcap*tanh(s/softcap) (default 0: off)";
     r.problem_opts[f.flag] =
         c->add_option(f.flag, r.problem[f.flag], help)->type_name(tn)->group(group);
   }

@@ -229,14 +229,19 @@ std::int64_t expect_int(const json& v, const std::string& path, std::int64_t lo,
 
 // ---- Problem fields -------------------------------------------------------------------------
 
-enum class Field { batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, causal, scale, dtype };
-constexpr std::size_t kFields = 9;
+enum class Field {
+  batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, causal, scale, dtype, window_left, window_right,
+  softcap
+};
+constexpr std::size_t kFields = 12;
 constexpr std::array<const char*, kFields> kFieldNames = {
-    "batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim", "causal", "scale", "dtype"};
+    "batch",  "heads_q", "heads_kv", "seq_q",       "seq_kv",       "head_dim",
+    "causal", "scale",   "dtype",    "window_left", "window_right", "softcap"};
 
 const std::vector<std::string>& problem_keys() {
-  static const std::vector<std::string> k = {"batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim",
-                                             "causal", "scale", "dtype", "seq", "heads"};
+  static const std::vector<std::string> k = {
+      "batch", "heads_q", "heads_kv",    "seq_q",        "seq_kv",  "head_dim", "causal",
+      "scale", "dtype",   "window_left", "window_right", "softcap", "seq",      "heads"};
   return k;
 }
 
@@ -283,6 +288,18 @@ void set_field(Problem& p, Field f, const json& v, const std::string& path) {
       const auto t = parse_dtype(s);
       if (!t) fail(path, &v, "unknown dtype (f32, f16, bf16)");
       p.dtype = *t;
+      break;
+    }
+    case Field::window_left:
+    case Field::window_right: {
+      int& w = f == Field::window_left ? p.window_left : p.window_right;
+      w = static_cast<int>(expect_int(v, path, -1, INT_MAX, "-1 (unbounded) or a key count >= 0"));
+      break;
+    }
+    case Field::softcap: {
+      const double c = expect_number(v, path);
+      if (!std::isfinite(c) || c < 0) fail(path, &v, "must be a finite number >= 0 (0 means off)");
+      p.softcap = c;
       break;
     }
   }

@@ -103,6 +103,10 @@ nlohmann::ordered_json problem_to_json(const Problem& p) {
   j["causal"] = p.causal;
   j["scale"] = p.effective_scale();
   j["dtype"] = std::string(to_string(p.dtype));
+  // Written only when set, so that dense rows keep their shape of older files.
+  if (p.window_left >= 0) j["window_left"] = p.window_left;
+  if (p.window_right >= 0) j["window_right"] = p.window_right;
+  if (p.softcap != 0) j["softcap"] = p.softcap;
   return j;
 }
 

@@ -120,6 +120,9 @@ struct Reader {
     const auto t = parse_dtype(dtype);
     if (!t) bad(origin, pp + ".dtype", "\"" + dtype + "\" is not one of f32, f16, bf16");
     p.dtype = *t;
+    p.window_left = static_cast<int>(integer(j, "window_left", pp, false, -1));
+    p.window_right = static_cast<int>(integer(j, "window_right", pp, false, -1));
+    p.softcap = num(j, "softcap", pp, false, 0.0);
     return p;
   }
 

@@ -71,6 +71,8 @@ std::string_view to_string(Group g) {
       return "large_scale";
     case Group::outlier:
       return "outlier";
+    case Group::window_softcap:
+      return "window_softcap";
     case Group::random:
       return "random";
   }
@@ -81,7 +83,7 @@ namespace {
 
 constexpr DType kDTypes[] = {DType::f32, DType::f16, DType::bf16};
 
-// The suite's shapes, group by group, in their order. Long (about 80 lines) because it is the one
+// The suite's shapes, group by group, in their order. Long (about 110 lines) because it is the one
 // list: kept whole, it reads top to bottom in the order the cases run and faults are planted.
 std::vector<Shape> make_shapes() {
   std::vector<Shape> v;
@@ -148,6 +150,37 @@ std::vector<Shape> make_shapes() {
     add(Group::outlier, make_problem(1, 2, 1, 200, 150, 256, true, t), Distribution::outlier);
     add(Group::outlier, make_problem(2, 8, 2, 1, 1025, 128, false, t), Distribution::outlier);
     add(Group::outlier, make_problem(4, 32, 8, 1, 4097, 128, false, t), Distribution::outlier);
+  }
+  // Sliding windows and soft-capping (implementations that declare them; the others SKIP): both
+  // sides, one side, 0 and 1 wide, with causal at seq_q != seq_kv both ways, rows a window leaves
+  // without keys (seq_q > seq_kv, window_right 0), GQA and MQA; soft-capping alone, with causal,
+  // with a window, and on outlier inputs at scale 100 (most scores far beyond the cap; at 1e4 the
+  // float32 scores themselves are off by ~1e-2 near zero, where tanh passes them on, and even the
+  // naive baseline misses the bounds: that needs the large_scale group's treatment).
+  auto windowed = [](Problem p, int left, int right, double softcap) {
+    p.window_left = left;
+    p.window_right = right;
+    p.softcap = softcap;
+    return p;
+  };
+  for (DType t : kDTypes) {
+    const Group g = Group::window_softcap;
+    add(g, windowed(make_problem(2, 4, 2, 70, 90, 64, false, t), 16, 8, 0));
+    add(g, windowed(make_problem(1, 2, 2, 90, 70, 64, true, t), 10, -1, 0));
+    add(g, windowed(make_problem(1, 2, 2, 17, 17, 40, false, t), 0, 0, 0));
+    add(g, windowed(make_problem(1, 2, 1, 33, 40, 96, false, t), 1, 1, 0));
+    add(g, windowed(make_problem(1, 2, 2, 64, 200, 80, false, t), -1, 30, 0));
+    add(g, windowed(make_problem(1, 8, 2, 129, 129, 128, true, t), 32, -1, 0));
+    add(g, windowed(make_problem(1, 2, 1, 120, 40, 64, false, t), 3, 0, 0));
+    add(g, windowed(make_problem(1, 2, 2, 64, 64, 128, false, t), -1, -1, 30));
+    add(g, windowed(make_problem(1, 4, 1, 70, 90, 256, true, t), -1, -1, 50));
+    add(g, windowed(make_problem(1, 2, 2, 100, 100, 64, false, t), 8, 8, 5));
+    // f32 only: the naive baseline stores the capped scores in the dtype, and bf16 resolves
+    // scores near the cap (30) to 0.125, beyond the baseline's own rel_l2 bound (0.126 measured).
+    if (t == DType::f32) {
+      add(g, windowed(make_problem(1, 4, 2, 77, 300, 64, true, t, 100), -1, -1, 30),
+          Distribution::outlier);
+    }
   }
   // Random shapes from a fixed seed: any head_dim 1..256, group 1..4, seq 1..300. One draw per
   // statement: argument evaluation order is unspecified, the shapes must not be.

@@ -342,7 +342,7 @@ std::int64_t scan_nonfinite(const Problem& p, const OutputSpec& s, OutputReport&
   // An LSE of -inf is correct exactly where a row sees no key.
   auto lse_row_empty = [&](std::int64_t i) {
     const int row = static_cast<int>(i % p.seq_q);
-    return p.first_invisible_key(row) == 0;
+    return p.visible_keys(row) == 0;  // causal or window
   };
   const std::int64_t n = s.impl.size();
   std::int64_t nonfinite = 0, wrong_inf = 0, first_bad = -1;
