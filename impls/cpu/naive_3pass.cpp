@@ -23,9 +23,7 @@
 // from the dtype); softmax uses Eigen array expressions.
 // Parallel over (batch, query head) forward and (batch, kv head) backward.
 // Limits: none beyond the interface's (head_dim 1..256); memory grows as seq_q * seq_kv.
-#include <algorithm>
 #include <cmath>
-#include <utility>
 
 #include "cpu_common.hpp"
 
@@ -90,11 +88,8 @@ void scores_and_probs(const Problem& p, const void* q, FloatTile k, int b, int h
   const float scale = static_cast<float>(p.effective_scale());
 
   const float cap = static_cast<float>(p.softcap);
-  // Row i sees keys [lo, hi) (empty when hi == lo).
-  auto seen = [&](int i) {
-    const int lo = p.first_visible_key(i);
-    return std::pair<int, int>{lo, std::max(lo, p.first_invisible_key(i))};
-  };
+  // Row i sees keys [lo, hi) of the whole row (empty when hi == lo).
+  auto seen = [&](int i) { return visible_range_in_tile(p, i, 0, n); };
 
   // Pass 1: S = scale * Q K^T (soft-capped), masked entries -inf.
   for (int i0 = 0; i0 < p.seq_q; i0 += kRowBlock) {
