@@ -1,13 +1,12 @@
-// The device-side vocabulary of the CUDA implementations that use CUDA's own element types
-// (cuda_core/, library/standard_cublas.cu):
+// The device-side vocabulary of the CUDA-core and library kernels (cuda_core/, library/, ring/):
 //   - checked calls: ATTN_CHECK (common/check.hpp) on cuBLAS statuses too;
-//   - dtype traits: attnbench::DType -> float / __half / __nv_bfloat16, load-as-float and
-//     store-from-float on the device, and dispatch_dtype over the three dtypes (dispatch.hpp);
+//   - element types: common/dispatch.hpp (half_t, bfloat_t, Element<dtype>, dispatch_dtype),
+//     here load-as-float and store-from-float on the device and cuBLAS's data types;
 //   - the causal mask's visible range (causal_limit) and warp reductions;
 //   - small kernels several implementations need: D = rowsum(dO * O), float -> dtype conversion;
 //   - workspace carving (common/workspace.hpp) and device limits.
-// The mma and Hopper families have their own element types (half_t, bfloat_t in mma/ptx.cuh),
-// so that their CPU emulation can stand in for them.
+// The mma and Hopper families share the element types; their packed-pair conversions are
+// mma/ptx.cuh's Elem.
 #pragma once
 
 #include <cublas_v2.h>
@@ -39,32 +38,15 @@ inline cudaStream_t stream_of(void* s) {
 
 // ---- dtypes ----------------------------------------------------------------------------------
 
-// DType -> device element type and cuBLAS data type.
-template <DType>
-struct DTypeTraits;
-template <>
-struct DTypeTraits<DType::f32> {
-  using type = float;
-  static constexpr cudaDataType_t cuda_type = CUDA_R_32F;
-};
-template <>
-struct DTypeTraits<DType::f16> {
-  using type = __half;
-  static constexpr cudaDataType_t cuda_type = CUDA_R_16F;
-};
-template <>
-struct DTypeTraits<DType::bf16> {
-  using type = __nv_bfloat16;
-  static constexpr cudaDataType_t cuda_type = CUDA_R_16BF;
-};
-
+// The element types and their dispatch are common/dispatch.hpp's (half_t, bfloat_t,
+// Element<t>::type, dispatch_dtype); here, float conversions on the device and cuBLAS's names.
 __device__ __forceinline__ float to_float(float x) {
   return x;
 }
-__device__ __forceinline__ float to_float(__half x) {
+__device__ __forceinline__ float to_float(half_t x) {
   return __half2float(x);
 }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) {
+__device__ __forceinline__ float to_float(bfloat_t x) {
   return __bfloat162float(x);
 }
 
@@ -76,23 +58,25 @@ __device__ __forceinline__ float from_float<float>(float x) {
   return x;
 }
 template <>
-__device__ __forceinline__ __half from_float<__half>(float x) {
+__device__ __forceinline__ half_t from_float<half_t>(float x) {
   return __float2half_rn(x);
 }
 template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+__device__ __forceinline__ bfloat_t from_float<bfloat_t>(float x) {
   return __float2bfloat16_rn(x);
 }
 
-// f(DTypeTraits<t>{}) for any of the three dtypes (dispatch.hpp's switch); ::type is the
-// element type.
-template <class F>
-decltype(auto) dispatch_dtype(DType t, F&& f) {
-  return dispatch_dtype<DTypeTraits, DType::f32, DType::f16, DType::bf16>(t, static_cast<F&&>(f));
-}
-
+// cuBLAS's data type of a dtype.
 inline cudaDataType_t cuda_data_type(DType t) {
-  return dispatch_dtype(t, [](auto traits) { return decltype(traits)::cuda_type; });
+  switch (t) {
+    case DType::f32:
+      return CUDA_R_32F;
+    case DType::f16:
+      return CUDA_R_16F;
+    case DType::bf16:
+      return CUDA_R_16BF;
+  }
+  throw std::invalid_argument("dtype " + std::string(to_string(t)) + " has no cuBLAS type");
 }
 
 inline constexpr float kLog2e = 1.4426950408889634f;
@@ -120,11 +104,12 @@ __device__ __forceinline__ float warp_sum(float v) {
 
 // ---- small shared kernels ----------------------------------------------------------------------
 
-// dd[b, h, i] = sum_d dout[b, i, h, d] * o[b, i, h, d] (float32), one warp per row.
-// o, dout: [B, Sq, Hq, D]; dd: [B, Hq, Sq].
+// delta[b, h, i] = sum_d dout[b, i, h, d] * o[b, i, h, d] (float32), one warp per row.
+// o, dout: [B, Sq, Hq, D]; delta: [B, Hq, Sq].
 template <class T>
 __global__ void row_dot_kernel(const T* __restrict__ o, const T* __restrict__ dout,
-                               float* __restrict__ dd, std::int64_t rows, int sq, int hq, int d) {
+                               float* __restrict__ delta, std::int64_t rows, int sq, int hq,
+                               int d) {
   const std::int64_t row =
       static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (row >= rows) return;
@@ -136,18 +121,18 @@ __global__ void row_dot_kernel(const T* __restrict__ o, const T* __restrict__ do
   s = warp_sum(s);
   if (lane == 0) {
     const std::int64_t h = row % hq, bi = row / hq / sq, i = (row / hq) % sq;
-    dd[(bi * hq + h) * sq + i] = s;
+    delta[(bi * hq + h) * sq + i] = s;
   }
 }
 
 template <class T>
-inline void launch_row_dot(const T* o, const T* dout, float* dd, const Problem& p,
+inline void launch_row_dot(const T* o, const T* dout, float* delta, const Problem& p,
                            cudaStream_t st) {
   const std::int64_t rows = static_cast<std::int64_t>(p.batch) * p.seq_q * p.heads_q;
   constexpr int kWarps = 8;
   const auto blocks = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
   row_dot_kernel<T>
-      <<<blocks, kWarps * 32, 0, st>>>(o, dout, dd, rows, p.seq_q, p.heads_q, p.head_dim);
+      <<<blocks, kWarps * 32, 0, st>>>(o, dout, delta, rows, p.seq_q, p.heads_q, p.head_dim);
   ATTN_CHECK(cudaGetLastError());
 }
 

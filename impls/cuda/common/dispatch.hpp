@@ -1,15 +1,22 @@
-// The one static switch of the CUDA implementations: run-time (dtype, head_dim) to compile-time
-// (element type, head_dim tile). Plain C++, host only, so that the CPU emulation build of the
-// mma kernels (tests/mma_emulation) uses it too.
+// The one static switch of the CUDA implementations: run-time (dtype, head_dim, causal and the
+// options that select code) to compile-time (element type, head_dim tile, flags). Host only;
+// the CPU emulation builds of the mma and Hopper kernels use it too, with the emulator's element
+// types (common/element_types.cuh).
 //
+//   Element<t>::type               the one map from a dtype to its element type: float, half_t,
+//                                  bfloat_t (common/element_types.cuh);
+//   dispatch_dtype(t, f)           f(Element<t>{}) for f32, f16, bf16; dispatch_dtype16 for the
+//                                  16-bit dtypes only (tensor-core kernels: their Capabilities
+//                                  refuse f32 first);
 //   HeadDims<64, 128, 256>         the head_dim tiles a kernel is instantiated for, declared once
 //                                  per kernel; a head_dim runs in the smallest tile that holds it
 //                                  (the kernel zero-fills the columns past head_dim on load and
 //                                  never stores them), so Capabilities and supports() derive
 //                                  from kMax and the dispatch from tile();
-//   dispatch_dtype<Map, Ts...>     f(Map<t>{}) for the dtypes Ts... (Map<t>::type: element type);
 //   HeadDims<...>::dispatch(d, f)  f(IntTag<tile(d)>{});
-//   dispatch_bool(b, f)            f(std::bool_constant<b>{}), for flags that select code.
+//   dispatch_bool(b, f)            f(std::bool_constant<b>{}), for flags that select code;
+//   dispatch_problem<HDs>(p, f)    the three nested for a Problem: f(Element<dtype>{},
+//                                  IntTag<tile>{}, std::bool_constant<causal>{}), 16-bit dtypes.
 #pragma once
 
 #include <stdexcept>
@@ -17,8 +24,27 @@
 #include <type_traits>
 
 #include "attnbench/dtype.hpp"
+#include "attnbench/problem.hpp"
+#include "common/element_types.cuh"
 
 namespace attnbench::cuda {
+
+// ---- element types -------------------------------------------------------------------------
+
+template <DType>
+struct Element;
+template <>
+struct Element<DType::f32> {
+  using type = float;
+};
+template <>
+struct Element<DType::f16> {
+  using type = half_t;
+};
+template <>
+struct Element<DType::bf16> {
+  using type = bfloat_t;
+};
 
 template <int N>
 struct IntTag {
@@ -33,6 +59,16 @@ decltype(auto) dispatch_dtype(DType t, F&& f) {
   } else {
     throw std::invalid_argument("dtype " + std::string(to_string(t)) + " has no instantiation");
   }
+}
+
+template <class F>
+decltype(auto) dispatch_dtype(DType t, F&& f) {
+  return dispatch_dtype<Element, DType::f32, DType::f16, DType::bf16>(t, static_cast<F&&>(f));
+}
+
+template <class F>
+decltype(auto) dispatch_dtype16(DType t, F&& f) {
+  return dispatch_dtype<Element, DType::f16, DType::bf16>(t, static_cast<F&&>(f));
 }
 
 // Ds ascending: the tiles of a kernel.
@@ -71,6 +107,17 @@ template <class F>
 decltype(auto) dispatch_bool(bool b, F&& f) {
   if (b) return f(std::true_type{});
   return f(std::false_type{});
+}
+
+// f(Element<dtype>{}, IntTag<tile>{}, std::bool_constant<causal>{}) for problem p: the
+// instantiation of a tensor-core kernel whose head_dim tiles are HDs that runs p.
+template <class HDs, class F>
+decltype(auto) dispatch_problem(const Problem& p, F&& f) {
+  return dispatch_dtype16(p.dtype, [&](auto e) {
+    return HDs::dispatch(p.head_dim, [&](auto d) {
+      return dispatch_bool(p.causal, [&](auto causal) { return f(e, d, causal); });
+    });
+  });
 }
 
 }  // namespace attnbench::cuda

@@ -60,23 +60,24 @@ __global__ void __launch_bounds__(CcBwdTile<DB>::kThreads, 1) flash_bwd_cc_kerne
   float* p_s = do_s + BR * SQK;                  // [BR][SP]
   float* ds_s = p_s + BR * SP;                   // [BR][SP]
   float* lse_s = ds_s + BR * SP;                 // [BR], log2 domain
-  float* dd_s = lse_s + BR;                      // [BR]
+  float* delta_s = lse_s + BR;                   // [BR]
 
   const int j0 = static_cast<int>(blockIdx.x) * BC, h = static_cast<int>(blockIdx.y),
             b = static_cast<int>(blockIdx.z);
   const int hk = h / p.group;
   const int tid = static_cast<int>(threadIdx.x), t = tid % kGroup, rg = tid / kGroup;
-  const std::int64_t q_row = static_cast<std::int64_t>(p.hq) * p.d;
-  const std::int64_t kv_row = static_cast<std::int64_t>(p.hkv) * p.d;
-  const std::int64_t q_head = static_cast<std::int64_t>(b) * p.sq * p.hq + h;  // (b, row 0, h) / D
-  const std::int64_t kv_head = static_cast<std::int64_t>(b) * p.skv * p.hkv + hk;
-  const std::int64_t stat0 = (static_cast<std::int64_t>(b) * p.hq + h) * p.sq;
+  const std::int64_t q_row = static_cast<std::int64_t>(p.heads_q) * p.head_dim;
+  const std::int64_t kv_row = static_cast<std::int64_t>(p.heads_kv) * p.head_dim;
+  const std::int64_t q_head =
+      static_cast<std::int64_t>(b) * p.seq_q * p.heads_q + h;  // (b, row 0, h) / D
+  const std::int64_t kv_head = static_cast<std::int64_t>(b) * p.seq_kv * p.heads_kv + hk;
+  const std::int64_t stat0 = (static_cast<std::int64_t>(b) * p.heads_q + h) * p.seq_q;
 
-  const int kv_rows = min(BC, p.skv - j0);
-  load_tile<BC, DB, SQK, NT>(k_s, static_cast<const T*>(p.k) + kv_head * p.d, j0, kv_rows, kv_row,
-                             p.d, 1.f);
-  load_tile<BC, DB, SQK, NT>(v_s, static_cast<const T*>(p.v) + kv_head * p.d, j0, kv_rows, kv_row,
-                             p.d, 1.f);
+  const int kv_rows = min(BC, p.seq_kv - j0);
+  load_tile<BC, DB, SQK, NT>(k_s, static_cast<const T*>(p.k) + kv_head * p.head_dim, j0, kv_rows,
+                             kv_row, p.head_dim, 1.f);
+  load_tile<BC, DB, SQK, NT>(v_s, static_cast<const T*>(p.v) + kv_head * p.head_dim, j0, kv_rows,
+                             kv_row, p.head_dim, 1.f);
 
   float dk[RJ][NE], dv[RJ][NE];
 #pragma unroll
@@ -84,19 +85,19 @@ __global__ void __launch_bounds__(CcBwdTile<DB>::kThreads, 1) flash_bwd_cc_kerne
 #pragma unroll
     for (int e = 0; e < NE; ++e) dk[r][e] = dv[r][e] = 0.f;
 
-  const int kmax = (p.d + 3) & ~3;
+  const int kmax = (p.head_dim + 3) & ~3;
   // The first query row that sees key j0 (bottom-right causal); earlier query tiles are skipped.
-  const int i_first = p.causal ? max(0, j0 - (p.skv - p.sq)) : 0;
-  for (int i0 = (i_first / BR) * BR; i0 < p.sq; i0 += BR) {
+  const int i_first = p.causal ? max(0, j0 - (p.seq_kv - p.seq_q)) : 0;
+  for (int i0 = (i_first / BR) * BR; i0 < p.seq_q; i0 += BR) {
     __syncthreads();  // the previous tile's reads of q_s, do_s, p_s, ds_s are done
-    const int q_rows = min(BR, p.sq - i0);
-    load_tile<BR, DB, SQK, NT>(q_s, static_cast<const T*>(p.q) + q_head * p.d, i0, q_rows, q_row,
-                               p.d, 1.f);
-    load_tile<BR, DB, SQK, NT>(do_s, static_cast<const T*>(p.dout) + q_head * p.d, i0, q_rows,
-                               q_row, p.d, 1.f);
+    const int q_rows = min(BR, p.seq_q - i0);
+    load_tile<BR, DB, SQK, NT>(q_s, static_cast<const T*>(p.q) + q_head * p.head_dim, i0, q_rows,
+                               q_row, p.head_dim, 1.f);
+    load_tile<BR, DB, SQK, NT>(do_s, static_cast<const T*>(p.dout) + q_head * p.head_dim, i0,
+                               q_rows, q_row, p.head_dim, 1.f);
     for (int r = tid; r < BR; r += NT) {
       lse_s[r] = r < q_rows ? p.lse[stat0 + i0 + r] * kLog2e : 0.f;
-      dd_s[r] = r < q_rows ? p.dd[stat0 + i0 + r] : 0.f;
+      delta_s[r] = r < q_rows ? p.delta[stat0 + i0 + r] : 0.f;
     }
     __syncthreads();
 
@@ -111,8 +112,8 @@ __global__ void __launch_bounds__(CcBwdTile<DB>::kThreads, 1) flash_bwd_cc_kerne
 #pragma unroll
     for (int r = 0; r < RA; ++r) {
       const int ri = rg * RA + r, row = i0 + ri;
-      const int lim = row < p.sq ? causal_limit(row, p.sq, p.skv, p.causal) : 0;
-      const float l2 = lse_s[ri], dr = dd_s[ri];
+      const int lim = row < p.seq_q ? causal_limit(row, p.seq_q, p.seq_kv, p.causal) : 0;
+      const float l2 = lse_s[ri], dr = delta_s[ri];
 #pragma unroll
       for (int c = 0; c < NCA; ++c) {
         const int jj = t + kGroup * c;
@@ -152,12 +153,12 @@ __global__ void __launch_bounds__(CcBwdTile<DB>::kThreads, 1) flash_bwd_cc_kerne
 #pragma unroll
     for (int r = 0; r < RA; ++r) {
       const int row = i0 + rg * RA + r;
-      if (row >= p.sq) continue;
-      float* dst = p.dq_acc + (q_head + static_cast<std::int64_t>(row) * p.hq) * p.d;
+      if (row >= p.seq_q) continue;
+      float* dst = p.dq_accum + (q_head + static_cast<std::int64_t>(row) * p.heads_q) * p.head_dim;
 #pragma unroll
       for (int e = 0; e < NE; ++e) {
         const int c = out_col<DB>(t, e);
-        if (c < p.d) atomicAdd(dst + c, dq[r][e]);
+        if (c < p.head_dim) atomicAdd(dst + c, dq[r][e]);
       }
     }
   }
@@ -165,17 +166,19 @@ __global__ void __launch_bounds__(CcBwdTile<DB>::kThreads, 1) flash_bwd_cc_kerne
 #pragma unroll
   for (int r = 0; r < RJ; ++r) {
     const int j = j0 + rg * RJ + r;
-    if (j >= p.skv) continue;
+    if (j >= p.seq_kv) continue;
 #pragma unroll
     for (int e = 0; e < NE; ++e) {
       const int c = out_col<DB>(t, e);
-      if (c >= p.d) continue;
+      if (c >= p.head_dim) continue;
       if (p.partial) {
-        const std::int64_t idx = ((static_cast<std::int64_t>(b) * p.skv + j) * p.hq + h) * p.d + c;
+        const std::int64_t idx =
+            ((static_cast<std::int64_t>(b) * p.seq_kv + j) * p.heads_q + h) * p.head_dim + c;
         static_cast<float*>(p.dk)[idx] = p.scale * dk[r][e];
         static_cast<float*>(p.dv)[idx] = dv[r][e];
       } else {
-        const std::int64_t idx = (kv_head + static_cast<std::int64_t>(j) * p.hkv) * p.d + c;
+        const std::int64_t idx =
+            (kv_head + static_cast<std::int64_t>(j) * p.heads_kv) * p.head_dim + c;
         static_cast<T*>(p.dk)[idx] = from_float<T>(p.scale * dk[r][e]);
         static_cast<T*>(p.dv)[idx] = from_float<T>(dv[r][e]);
       }
@@ -242,15 +245,15 @@ void run_backward(const BwdArgs& a, const KernelInfo& k) {
   const Problem& p = a.p;
   const cudaStream_t st = stream_of(a.stream);
   WorkspaceCarver ws(a.workspace, a.workspace_bytes);
-  float* dq_acc = ws.take<float>(static_cast<std::size_t>(p.q_elems()));
-  float* dd = ws.take<float>(static_cast<std::size_t>(p.lse_elems()));
+  float* dq_accum = ws.take<float>(static_cast<std::size_t>(p.q_elems()));
+  float* delta = ws.take<float>(static_cast<std::size_t>(p.lse_elems()));
   const bool partial = p.group() > 1;
   float* part_k = partial ? ws.take<float>(partial_elems(p)) : nullptr;
   float* part_v = partial ? ws.take<float>(partial_elems(p)) : nullptr;
 
   ATTN_CHECK(
-      cudaMemsetAsync(dq_acc, 0, static_cast<std::size_t>(p.q_elems()) * sizeof(float), st));
-  launch_row_dot<T>(static_cast<const T*>(a.o), static_cast<const T*>(a.dout), dd, p, st);
+      cudaMemsetAsync(dq_accum, 0, static_cast<std::size_t>(p.q_elems()) * sizeof(float), st));
+  launch_row_dot<T>(static_cast<const T*>(a.o), static_cast<const T*>(a.dout), delta, p, st);
 
   CcParams bp = make_cc_params(p);
   const float scale = bp.scale;
@@ -259,8 +262,8 @@ void run_backward(const BwdArgs& a, const KernelInfo& k) {
   bp.v = a.v;
   bp.dout = a.dout;
   bp.lse = const_cast<float*>(a.lse);  // read only here
-  bp.dd = dd;
-  bp.dq_acc = dq_acc;
+  bp.delta = delta;
+  bp.dq_accum = dq_accum;
   bp.dk = partial ? static_cast<void*>(part_k) : a.dk;
   bp.dv = partial ? static_cast<void*>(part_v) : a.dv;
   bp.partial = partial;
@@ -269,7 +272,7 @@ void run_backward(const BwdArgs& a, const KernelInfo& k) {
   k.fn<<<grid, k.threads, k.smem, st>>>(bp);
   ATTN_CHECK(cudaGetLastError());
 
-  launch_scale_convert<T>(dq_acc, static_cast<T*>(a.dq), p.q_elems(), scale, st);
+  launch_scale_convert<T>(dq_accum, static_cast<T*>(a.dq), p.q_elems(), scale, st);
   if (partial) {
     const std::int64_t n = p.kv_elems();
     group_sum_kernel<T><<<elementwise_blocks(n, 256), 256, 0, st>>>(

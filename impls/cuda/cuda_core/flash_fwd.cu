@@ -61,36 +61,37 @@ __global__ void __launch_bounds__(CcFwdTile<DB>::kThreads, 1) flash_fwd_cc_kerne
   const int q0 = tile * BR, h = static_cast<int>(blockIdx.y), b = static_cast<int>(blockIdx.z);
   const int hk = h / p.group;
   const int tid = static_cast<int>(threadIdx.x), t = tid % kGroup, row_base = (tid / kGroup) * RT;
-  const std::int64_t q_row = static_cast<std::int64_t>(p.hq) * p.d;
-  const std::int64_t kv_row = static_cast<std::int64_t>(p.hkv) * p.d;
-  const T* qg = static_cast<const T*>(p.q) + (static_cast<std::int64_t>(b) * p.sq * p.hq + h) * p.d;
-  const T* kg =
-      static_cast<const T*>(p.k) + (static_cast<std::int64_t>(b) * p.skv * p.hkv + hk) * p.d;
-  const T* vg =
-      static_cast<const T*>(p.v) + (static_cast<std::int64_t>(b) * p.skv * p.hkv + hk) * p.d;
+  const std::int64_t q_row = static_cast<std::int64_t>(p.heads_q) * p.head_dim;
+  const std::int64_t kv_row = static_cast<std::int64_t>(p.heads_kv) * p.head_dim;
+  const T* qg = static_cast<const T*>(p.q) +
+                (static_cast<std::int64_t>(b) * p.seq_q * p.heads_q + h) * p.head_dim;
+  const T* kg = static_cast<const T*>(p.k) +
+                (static_cast<std::int64_t>(b) * p.seq_kv * p.heads_kv + hk) * p.head_dim;
+  const T* vg = static_cast<const T*>(p.v) +
+                (static_cast<std::int64_t>(b) * p.seq_kv * p.heads_kv + hk) * p.head_dim;
 
-  const int q_rows = min(BR, p.sq - q0);
-  load_tile<BR, DB, SQK, NT>(q_s, qg, q0, q_rows, q_row, p.d, p.scale_log2);
+  const int q_rows = min(BR, p.seq_q - q0);
+  load_tile<BR, DB, SQK, NT>(q_s, qg, q0, q_rows, q_row, p.head_dim, p.scale_log2);
 
   int lim[RT];
   float m[RT], l[RT], acc[RT][NE];
 #pragma unroll
   for (int i = 0; i < RT; ++i) {
-    lim[i] = causal_limit(q0 + row_base + i, p.sq, p.skv, p.causal);
+    lim[i] = causal_limit(q0 + row_base + i, p.seq_q, p.seq_kv, p.causal);
     m[i] = kNegInf;
     l[i] = 0.f;
 #pragma unroll
     for (int e = 0; e < NE; ++e) acc[i][e] = 0.f;
   }
   // The block's last valid row sees the most keys; tiles past its limit are fully masked.
-  const int kv_end = causal_limit(q0 + q_rows - 1, p.sq, p.skv, p.causal);
-  const int kmax = (p.d + 3) & ~3;
+  const int kv_end = causal_limit(q0 + q_rows - 1, p.seq_q, p.seq_kv, p.causal);
+  const int kmax = (p.head_dim + 3) & ~3;
 
   for (int j0 = 0; j0 < kv_end; j0 += BC) {
     __syncthreads();  // the previous tile's K, V and P reads are done
-    const int kv_rows = min(BC, p.skv - j0);
-    load_tile<BC, DB, SQK, NT>(k_s, kg, j0, kv_rows, kv_row, p.d, 1.f);
-    load_tile<BC, DB, DB, NT>(v_s, vg, j0, kv_rows, kv_row, p.d, 1.f);
+    const int kv_rows = min(BC, p.seq_kv - j0);
+    load_tile<BC, DB, SQK, NT>(k_s, kg, j0, kv_rows, kv_row, p.head_dim, 1.f);
+    load_tile<BC, DB, DB, NT>(v_s, vg, j0, kv_rows, kv_row, p.head_dim, 1.f);
     __syncthreads();
 
     float s[RT][NC];
@@ -132,16 +133,17 @@ __global__ void __launch_bounds__(CcFwdTile<DB>::kThreads, 1) flash_fwd_cc_kerne
   for (int i = 0; i < RT; ++i) {
     const float lsum = group_sum(l[i]);
     const int row = q0 + row_base + i;
-    if (row < p.sq) {
+    if (row < p.seq_q) {
       const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
-      T* og = static_cast<T*>(p.o) + ((static_cast<std::int64_t>(b) * p.sq + row) * p.hq + h) * p.d;
+      T* og = static_cast<T*>(p.o) +
+              ((static_cast<std::int64_t>(b) * p.seq_q + row) * p.heads_q + h) * p.head_dim;
 #pragma unroll
       for (int e = 0; e < NE; ++e) {
         const int c = out_col<DB>(t, e);
-        if (c < p.d) og[c] = from_float<T>(acc[i][e] * inv);
+        if (c < p.head_dim) og[c] = from_float<T>(acc[i][e] * inv);
       }
       if (t == 0)
-        p.lse[(static_cast<std::int64_t>(b) * p.hq + h) * p.sq + row] =
+        p.lse[(static_cast<std::int64_t>(b) * p.heads_q + h) * p.seq_q + row] =
             lsum > 0.f ? (m[i] + log2f(lsum)) * kLn2 : kNegInf;
     }
   }

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "common/device.cuh"
+#include "common/shape.hpp"
 
 namespace attnbench::cuda {
 namespace {
@@ -27,8 +28,8 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr int kTile = 16;
 
-struct Dims {
-  int hq, hkv, group, sq, skv, d;
+// The shape (common/shape.hpp) and the causal flag, carried by every operand.
+struct Dims : AttnShape {
   bool causal;
 };
 
@@ -44,8 +45,9 @@ struct AQuery {
   const T* x;
   Dims dm;
   __device__ float operator()(int z, int m, int k) const {
-    const int b = z / dm.hq, h = z % dm.hq;
-    return to_float(x[((static_cast<std::int64_t>(b) * dm.sq + m) * dm.hq + h) * dm.d + k]);
+    const int b = z / dm.heads_q, h = z % dm.heads_q;
+    return to_float(
+        x[((static_cast<std::int64_t>(b) * dm.seq_q + m) * dm.heads_q + h) * dm.head_dim + k]);
   }
 };
 
@@ -57,9 +59,11 @@ struct BKv {
   const T* x;
   Dims dm;
   __device__ float operator()(int z, int k, int n) const {
-    const int b = z / dm.hq, hk = (z % dm.hq) / dm.group;
+    const int b = z / dm.heads_q, hk = (z % dm.heads_q) / dm.group;
     const int row = kTransposed ? n : k, col = kTransposed ? k : n;
-    return to_float(x[((static_cast<std::int64_t>(b) * dm.skv + row) * dm.hkv + hk) * dm.d + col]);
+    return to_float(
+        x[((static_cast<std::int64_t>(b) * dm.seq_kv + row) * dm.heads_kv + hk) * dm.head_dim +
+          col]);
   }
 };
 
@@ -70,7 +74,7 @@ struct AScores {
   const T* s;
   Dims dm;
   __device__ float operator()(int z, int m, int k) const {
-    return to_float(s[(static_cast<std::int64_t>(z) * dm.sq + m) * dm.skv + k]);
+    return to_float(s[(static_cast<std::int64_t>(z) * dm.seq_q + m) * dm.seq_kv + k]);
   }
 };
 
@@ -83,8 +87,10 @@ struct AScoresGroupT {
   const T* s;
   Dims dm;
   __device__ float operator()(int z, int m, int k) const {
-    const int b = z / dm.hkv, h = (z % dm.hkv) * dm.group + k / dm.sq, i = k % dm.sq;
-    return to_float(s[((static_cast<std::int64_t>(b) * dm.hq + h) * dm.sq + i) * dm.skv + m]);
+    const int b = z / dm.heads_kv, h = (z % dm.heads_kv) * dm.group + k / dm.seq_q,
+              i = k % dm.seq_q;
+    return to_float(
+        s[((static_cast<std::int64_t>(b) * dm.heads_q + h) * dm.seq_q + i) * dm.seq_kv + m]);
   }
 };
 // B(z, k, n) = X[b, i, h, n], X a query-side tensor (dO or Q).
@@ -94,8 +100,10 @@ struct BQueryGroup {
   const T* x;
   Dims dm;
   __device__ float operator()(int z, int k, int n) const {
-    const int b = z / dm.hkv, h = (z % dm.hkv) * dm.group + k / dm.sq, i = k % dm.sq;
-    return to_float(x[((static_cast<std::int64_t>(b) * dm.sq + i) * dm.hq + h) * dm.d + n]);
+    const int b = z / dm.heads_kv, h = (z % dm.heads_kv) * dm.group + k / dm.seq_q,
+              i = k % dm.seq_q;
+    return to_float(
+        x[((static_cast<std::int64_t>(b) * dm.seq_q + i) * dm.heads_q + h) * dm.head_dim + n]);
   }
 };
 
@@ -109,8 +117,8 @@ struct EpiScores {
   Dims dm;
   float mul;
   __device__ void operator()(int z, int m, int n, float acc) const {
-    const bool hidden = kMask && n >= causal_limit(m, dm.sq, dm.skv, dm.causal);
-    s[(static_cast<std::int64_t>(z) * dm.sq + m) * dm.skv + n] =
+    const bool hidden = kMask && n >= causal_limit(m, dm.seq_q, dm.seq_kv, dm.causal);
+    s[(static_cast<std::int64_t>(z) * dm.seq_q + m) * dm.seq_kv + n] =
         from_float<T>(hidden ? kNegInf : mul * acc);
   }
 };
@@ -121,8 +129,8 @@ struct EpiQuery {
   Dims dm;
   float mul;
   __device__ void operator()(int z, int m, int n, float acc) const {
-    const int b = z / dm.hq, h = z % dm.hq;
-    x[((static_cast<std::int64_t>(b) * dm.sq + m) * dm.hq + h) * dm.d + n] =
+    const int b = z / dm.heads_q, h = z % dm.heads_q;
+    x[((static_cast<std::int64_t>(b) * dm.seq_q + m) * dm.heads_q + h) * dm.head_dim + n] =
         from_float<T>(mul * acc);
   }
 };
@@ -133,8 +141,8 @@ struct EpiKv {
   Dims dm;
   float mul;
   __device__ void operator()(int z, int m, int n, float acc) const {
-    const int b = z / dm.hkv, hk = z % dm.hkv;
-    x[((static_cast<std::int64_t>(b) * dm.skv + m) * dm.hkv + hk) * dm.d + n] =
+    const int b = z / dm.heads_kv, hk = z % dm.heads_kv;
+    x[((static_cast<std::int64_t>(b) * dm.seq_kv + m) * dm.heads_kv + hk) * dm.head_dim + n] =
         from_float<T>(mul * acc);
   }
 };
@@ -206,18 +214,20 @@ __global__ void softmax_rows_kernel(T* __restrict__ s, float* __restrict__ lse, 
   if (lane == 0) lse[row] = m + logf(l);
 }
 
-// ds[i] = p[i] * (ds[i] - dd[row of i]) in place of dP; all [B, Hq, Sq, Skv], dd [B, Hq, Sq].
+// ds[i] = p[i] * (ds[i] - delta[row of i]) in place of dP; all [B, Hq, Sq, Skv], delta [B, Hq, Sq].
 template <class T>
-__global__ void ds_kernel(const T* __restrict__ p, T* __restrict__ ds, const float* __restrict__ dd,
-                          std::int64_t n, int skv) {
+__global__ void ds_kernel(const T* __restrict__ p, T* __restrict__ ds,
+                          const float* __restrict__ delta, std::int64_t n, int skv) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride)
-    ds[i] = from_float<T>(to_float(p[i]) * (to_float(ds[i]) - dd[i / skv]));
+    ds[i] = from_float<T>(to_float(p[i]) * (to_float(ds[i]) - delta[i / skv]));
 }
 
 Dims dims_of(const Problem& p) {
-  return {p.heads_q, p.heads_kv, p.group(), p.seq_q, p.seq_kv, p.head_dim, p.causal};
+  Dims d = with_shape<Dims>(p);
+  d.causal = p.causal;
+  return d;
 }
 std::size_t score_elems(const Problem& p) {
   return static_cast<std::size_t>(p.batch) * p.heads_q * p.seq_q * p.seq_kv;
@@ -264,16 +274,16 @@ void run_backward(const BwdArgs& a) {
   WorkspaceCarver ws(a.workspace, a.workspace_bytes);
   T* prob = ws.take<T>(score_elems(p));
   T* dsc = ws.take<T>(score_elems(p));
-  float* dd = ws.take<float>(static_cast<std::size_t>(p.lse_elems()));
+  float* delta = ws.take<float>(static_cast<std::size_t>(p.lse_elems()));
   float* lse_scratch = ws.take<float>(static_cast<std::size_t>(p.lse_elems()));
   const int zq = p.batch * p.heads_q, zkv = p.batch * p.heads_kv;
 
   scores_softmax<T>(p, q, k, prob, lse_scratch, st);
   gemm(zq, p.seq_q, p.seq_kv, p.head_dim, AQuery<T>{dout, dm}, BKv<T, true>{v, dm},
        EpiScores<T, false>{dsc, dm, 1.f}, st);  // dP
-  launch_row_dot<T>(static_cast<const T*>(a.o), dout, dd, p, st);
+  launch_row_dot<T>(static_cast<const T*>(a.o), dout, delta, p, st);
   const std::int64_t n = static_cast<std::int64_t>(score_elems(p));
-  ds_kernel<T><<<elementwise_blocks(n, 256), 256, 0, st>>>(prob, dsc, dd, n, p.seq_kv);
+  ds_kernel<T><<<elementwise_blocks(n, 256), 256, 0, st>>>(prob, dsc, delta, n, p.seq_kv);
   ATTN_CHECK(cudaGetLastError());
   const int group_rows = p.group() * p.seq_q;
   gemm(zkv, p.seq_kv, p.head_dim, group_rows, AScoresGroupT<T>{prob, dm}, BQueryGroup<T>{dout, dm},

@@ -54,19 +54,22 @@ struct Block {
     t = tid % kGroup;
     row_base = (tid / kGroup) * RT;
     const int hk = h / p.group;
-    kv_row = static_cast<std::int64_t>(p.hkv) * p.d;
-    kg = static_cast<const T*>(p.k) + (static_cast<std::int64_t>(b) * p.skv * p.hkv + hk) * p.d;
-    vg = static_cast<const T*>(p.v) + (static_cast<std::int64_t>(b) * p.skv * p.hkv + hk) * p.d;
-    const T* qg =
-        static_cast<const T*>(p.q) + (static_cast<std::int64_t>(b) * p.sq * p.hq + h) * p.d;
-    q_rows = min(BR, p.sq - q0);
-    kv_end = causal_limit(q0 + q_rows - 1, p.sq, p.skv, p.causal);
-    kmax = (p.d + 3) & ~3;
-    load_tile<BR, DB, kStrideQK<DB>, NT>(q_s, qg, q0, q_rows, static_cast<std::int64_t>(p.hq) * p.d,
-                                         p.d, p.scale_log2);
+    kv_row = static_cast<std::int64_t>(p.heads_kv) * p.head_dim;
+    kg = static_cast<const T*>(p.k) +
+         (static_cast<std::int64_t>(b) * p.seq_kv * p.heads_kv + hk) * p.head_dim;
+    vg = static_cast<const T*>(p.v) +
+         (static_cast<std::int64_t>(b) * p.seq_kv * p.heads_kv + hk) * p.head_dim;
+    const T* qg = static_cast<const T*>(p.q) +
+                  (static_cast<std::int64_t>(b) * p.seq_q * p.heads_q + h) * p.head_dim;
+    q_rows = min(BR, p.seq_q - q0);
+    kv_end = causal_limit(q0 + q_rows - 1, p.seq_q, p.seq_kv, p.causal);
+    kmax = (p.head_dim + 3) & ~3;
+    load_tile<BR, DB, kStrideQK<DB>, NT>(q_s, qg, q0, q_rows,
+                                         static_cast<std::int64_t>(p.heads_q) * p.head_dim,
+                                         p.head_dim, p.scale_log2);
   }
   __device__ std::int64_t stat_index(const CcParams& p, int row) const {
-    return (static_cast<std::int64_t>(b) * p.hq + h) * p.sq + row;
+    return (static_cast<std::int64_t>(b) * p.heads_q + h) * p.seq_q + row;
   }
 };
 
@@ -85,13 +88,14 @@ __global__ void __launch_bounds__(CcFwdTile<DB>::kThreads, 1) online_stats_kerne
   float m[RT], l[RT];
 #pragma unroll
   for (int i = 0; i < RT; ++i) {
-    lim[i] = causal_limit(blk.q0 + blk.row_base + i, p.sq, p.skv, p.causal);
+    lim[i] = causal_limit(blk.q0 + blk.row_base + i, p.seq_q, p.seq_kv, p.causal);
     m[i] = kNegInf;
     l[i] = 0.f;
   }
   for (int j0 = 0; j0 < blk.kv_end; j0 += BC) {
     __syncthreads();
-    load_tile<BC, DB, SQK, Blk::NT>(k_s, blk.kg, j0, min(BC, p.skv - j0), blk.kv_row, p.d, 1.f);
+    load_tile<BC, DB, SQK, Blk::NT>(k_s, blk.kg, j0, min(BC, p.seq_kv - j0), blk.kv_row, p.head_dim,
+                                    1.f);
     __syncthreads();
     float s[RT][NC];
 #pragma unroll
@@ -121,7 +125,7 @@ __global__ void __launch_bounds__(CcFwdTile<DB>::kThreads, 1) online_stats_kerne
   for (int i = 0; i < RT; ++i) {
     const float lsum = group_sum(l[i]);
     const int row = blk.q0 + blk.row_base + i;
-    if (row < p.sq && blk.t == 0) {
+    if (row < p.seq_q && blk.t == 0) {
       const std::int64_t idx = blk.stat_index(p, row);
       p.ml[idx] = make_float2(m[i], lsum);
       p.lse[idx] = lsum > 0.f ? (m[i] + log2f(lsum)) * kLn2 : kNegInf;
@@ -147,8 +151,8 @@ __global__ void __launch_bounds__(CcFwdTile<DB>::kThreads, 1) online_out_kernel(
 #pragma unroll
   for (int i = 0; i < RT; ++i) {
     const int row = blk.q0 + blk.row_base + i;
-    lim[i] = causal_limit(row, p.sq, p.skv, p.causal);
-    const float2 ml = row < p.sq ? p.ml[blk.stat_index(p, row)] : make_float2(0.f, 0.f);
+    lim[i] = causal_limit(row, p.seq_q, p.seq_kv, p.causal);
+    const float2 ml = row < p.seq_q ? p.ml[blk.stat_index(p, row)] : make_float2(0.f, 0.f);
     m[i] = ml.y > 0.f ? ml.x : 0.f;  // rows that see no key have l = 0: all their P are masked
     inv_l[i] = ml.y > 0.f ? 1.f / ml.y : 0.f;
 #pragma unroll
@@ -156,9 +160,9 @@ __global__ void __launch_bounds__(CcFwdTile<DB>::kThreads, 1) online_out_kernel(
   }
   for (int j0 = 0; j0 < blk.kv_end; j0 += BC) {
     __syncthreads();
-    const int kv_rows = min(BC, p.skv - j0);
-    load_tile<BC, DB, SQK, Blk::NT>(k_s, blk.kg, j0, kv_rows, blk.kv_row, p.d, 1.f);
-    load_tile<BC, DB, DB, Blk::NT>(v_s, blk.vg, j0, kv_rows, blk.kv_row, p.d, 1.f);
+    const int kv_rows = min(BC, p.seq_kv - j0);
+    load_tile<BC, DB, SQK, Blk::NT>(k_s, blk.kg, j0, kv_rows, blk.kv_row, p.head_dim, 1.f);
+    load_tile<BC, DB, DB, Blk::NT>(v_s, blk.vg, j0, kv_rows, blk.kv_row, p.head_dim, 1.f);
     __syncthreads();
     float s[RT][NC];
 #pragma unroll
@@ -179,13 +183,13 @@ __global__ void __launch_bounds__(CcFwdTile<DB>::kThreads, 1) online_out_kernel(
 #pragma unroll
   for (int i = 0; i < RT; ++i) {
     const int row = blk.q0 + blk.row_base + i;
-    if (row >= p.sq) continue;
+    if (row >= p.seq_q) continue;
     T* og = static_cast<T*>(p.o) +
-            ((static_cast<std::int64_t>(blk.b) * p.sq + row) * p.hq + blk.h) * p.d;
+            ((static_cast<std::int64_t>(blk.b) * p.seq_q + row) * p.heads_q + blk.h) * p.head_dim;
 #pragma unroll
     for (int e = 0; e < NE; ++e) {
       const int c = out_col<DB>(blk.t, e);
-      if (c < p.d) og[c] = from_float<T>(acc[i][e] * inv_l[i]);
+      if (c < p.head_dim) og[c] = from_float<T>(acc[i][e] * inv_l[i]);
     }
   }
 }

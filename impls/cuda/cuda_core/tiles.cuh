@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "common/device.cuh"
+#include "common/shape.hpp"
 
 namespace attnbench::cuda {
 
@@ -84,41 +85,32 @@ template <int DB>
 inline constexpr int kStrideQK = DB + 4;
 
 // The parameters of the CUDA-core kernels (flash_fwd, online_2pass, flash_bwd): one struct for
-// the family, sizes from the Problem by make_cc_params(); each call fills in its tensors. The
-// forward's fields come first, in the order its kernel had them (its SASS is unchanged); at most
-// 128 bytes (past that ptxas generates other code for the same kernel).
-struct CcParams {
+// the family, the shape (common/shape.hpp) at the head, built from the Problem by
+// make_cc_params(); each call fills in its tensors. At most 128 bytes (past that ptxas generates
+// other code for the same kernels).
+struct CcParams : AttnShape {
+  bool causal;
+  bool partial;  // backward, group > 1: dk/dv are float partials per query head
+  float scale;
   const void* q;  // [B, Sq, Hq, D]
   const void* k;  // [B, Skv, Hkv, D]
   const void* v;  // [B, Skv, Hkv, D]
   void* o;        // [B, Sq, Hq, D]
   float* lse;     // [B, Hq, Sq], natural log (read by the backward)
-  int sq, skv, hq, hkv, group, d;
-  bool causal;
-  float scale_log2;  // scale * log2(e): scores are kept in the log2 domain
-  float2* ml;        // online_2pass: [B, Hq, Sq] (running max in the log2 domain, sum)
+  float2* ml;     // online_2pass: [B, Hq, Sq] (running max in the log2 domain, sum)
   // Backward.
   const void* dout;
-  const float* dd;  // [B, Hq, Sq]: rowsum(dO * O)
-  float* dq_acc;    // [B, Sq, Hq, D], unscaled
-  void* dk;         // group 1: [B, Skv, Hkv, D] in the dtype; else float partials [B, Skv, Hq, D]
+  const float* delta;  // [B, Hq, Sq]: rowsum(dO * O)
+  float* dq_accum;     // [B, Sq, Hq, D], unscaled
+  void* dk;  // group 1: [B, Skv, Hkv, D] in the dtype; else float partials [B, Skv, Hq, D]
   void* dv;
-  bool partial;
-  float scale;
 };
 static_assert(sizeof(CcParams) <= 128, "see CcParams");
 
 inline CcParams make_cc_params(const Problem& p) {
-  CcParams c{};
-  c.sq = p.seq_q;
-  c.skv = p.seq_kv;
-  c.hq = p.heads_q;
-  c.hkv = p.heads_kv;
-  c.group = p.group();
-  c.d = p.head_dim;
+  CcParams c = with_shape<CcParams>(p);
   c.causal = p.causal;
   c.scale = static_cast<float>(p.effective_scale());
-  c.scale_log2 = c.scale * kLog2e;
   return c;
 }
 

@@ -40,6 +40,7 @@
 
 #include "attnbench/implementation.hpp"
 #include "common/capabilities.hpp"
+#include "common/shape.hpp"
 
 namespace attn_hopper {
 namespace bwd_wgmma {
@@ -90,23 +91,23 @@ namespace {
 
 using attn_mma::Elem;
 
-struct BwdParams {
+// The shape (common/shape.hpp) at the head, then this kernel's tensors and sizes.
+struct BwdParams : attnbench::cuda::AttnShape {
   const float* lse;   // [B, Hq, Sq]
-  const float* dsum;  // [B, Hq, Sq_pad]
+  const float* delta;  // [B, Hq, Sq_pad]
   float* dq_accum;    // [B, Hq, Sq_pad, D]
   int* dq_turn;       // deterministic: [B, Hq, Sq_pad / 64], the key block whose dQ goes next
   void* dk;           // [B, Skv, Hkv, head_dim]
   void* dv;
-  int seq_q, seq_kv, seq_q_pad, heads_q, heads_kv, group, head_dim;
-  int causal_offset;  // seq_kv - seq_q
+  int seq_q_pad;
   int num_m_blocks;
-  float scale, scale_log2;
+  float scale;
 };
 
 // D = rowsum(dO ∘ O) for every padded row; one warp per row. grid-stride over B * Hq * Sq_pad.
 template <class T>
 __global__ void __launch_bounds__(256)
-    bwd_preprocess_wgmma_kernel(const T* o, const T* dout, float* dsum, int seq_q, int seq_q_pad,
+    bwd_preprocess_wgmma_kernel(const T* o, const T* dout, float* delta, int seq_q, int seq_q_pad,
                                 int heads_q, int head_dim, int64_t rows) {
   const int lane = threadIdx.x % 32;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
@@ -125,7 +126,7 @@ __global__ void __launch_bounds__(256)
       }
     }
     acc = attn_mma::group_sum<32>(acc);
-    if (lane == 0) dsum[r] = acc;
+    if (lane == 0) delta[r] = acc;
   }
 }
 
@@ -256,7 +257,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     const bool need_mask =
         m0 + BM > p.seq_q || n0 + BN > p.seq_kv || (kCausal && n0 + BN - 1 > m0 + p.causal_offset);
     const float* lse_row = p.lse + (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q;
-    const float* dsum_row = p.dsum + (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q_pad;
+    const float* delta_row = p.delta + (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q_pad;
 #pragma unroll
     for (int g = 0; g < BM / 8; ++g)
 #pragma unroll
@@ -265,7 +266,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         const bool q_ok = q < p.seq_q;
         const float lse = q_ok ? lse_row[q] : 0.f;
         const float lse2 = lse * kLog2e;
-        const float dsum = dsum_row[q];  // zero past seq_q (preprocess)
+        const float delta = delta_row[q];  // zero past seq_q (preprocess)
 #pragma unroll
         for (int e2 = 0; e2 < 2; ++e2) {
           const int i = 4 * g + 2 * e2 + e1;
@@ -277,7 +278,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           const float pv =
               ok ? attn_mma::exp2_approx(fminf(fmaf(st[i], p.scale_log2, -lse2), 0.f)) : 0.f;
           st[i] = pv;
-          dpt[i] = pv * (dpt[i] - dsum);
+          dpt[i] = pv * (dpt[i] - delta);
         }
       }
     // As A fragments (k = queries): query groups 2kk and 2kk+1 of the accumulators.
@@ -400,20 +401,15 @@ using attnbench::Support;
 using BwdHeadDims = attnbench::cuda::HeadDims<64, 128>;
 
 // f(main kernel, Cfg{}, TypeTag) for the problem's (dtype, head_dim tile, causal) and mode: the
-// one static switch (common/dispatch.hpp) over the mma family's element types.
+// one static switch (common/dispatch.hpp).
 template <class F>
 void dispatch(const Problem& pr, bool deterministic, F&& f) {
   using attnbench::cuda::dispatch_bool;
-  attn_mma::dispatch_dtype(pr.dtype, [&](auto tag) {
+  attnbench::cuda::dispatch_problem<BwdHeadDims>(pr, [&](auto tag, auto d, auto causal) {
     using T = typename decltype(tag)::type;
-    BwdHeadDims::dispatch(pr.head_dim, [&](auto d) {
-      using Cfg = typename bwd_wgmma::BwdTile<decltype(d)::value>::type;
-      dispatch_bool(pr.causal, [&](auto causal) {
-        dispatch_bool(deterministic, [&](auto det) {
-          f(flash_bwd_wgmma_kernel<T, Cfg, decltype(causal)::value, decltype(det)::value>, Cfg{},
-            tag);
-        });
-      });
+    using Cfg = typename bwd_wgmma::BwdTile<decltype(d)::value>::type;
+    dispatch_bool(deterministic, [&](auto det) {
+      f(flash_bwd_wgmma_kernel<T, Cfg, decltype(causal)::value, decltype(det)::value>, Cfg{}, tag);
     });
   });
 }
@@ -499,7 +495,7 @@ class FlashBwdWgmma final : public attnbench::Implementation {
     const int sq_pad = bwd_wgmma::seq_q_pad(pr.seq_q);
     const int d_pad = BwdHeadDims::tile(pr.head_dim);
     auto* ws = static_cast<unsigned char*>(a.workspace);
-    float* dsum = reinterpret_cast<float*>(ws);
+    float* delta = reinterpret_cast<float*>(ws);
     float* dq_accum = reinterpret_cast<float*>(ws + dq_accum_offset(pr));
     int* dq_turn = reinterpret_cast<int*>(ws + dq_accum_offset(pr) + dq_accum_bytes(pr));
     dispatch(pr, deterministic_option(a.options), [&](auto kernel, auto cfg, auto tag) {
@@ -509,8 +505,8 @@ class FlashBwdWgmma final : public attnbench::Implementation {
       const int64_t rows = static_cast<int64_t>(pr.batch) * pr.heads_q * sq_pad;
       const int pre_blocks = static_cast<int>(std::min<int64_t>((rows + 7) / 8, 65535));
       attn_hopper::launch(bwd_preprocess_wgmma_kernel<T>, dim3(pre_blocks), dim3(256), 0, a.stream,
-                          static_cast<const T*>(a.o), static_cast<const T*>(a.dout), dsum, pr.seq_q,
-                          sq_pad, pr.heads_q, pr.head_dim, rows);
+                          static_cast<const T*>(a.o), static_cast<const T*>(a.dout), delta,
+                          pr.seq_q, sq_pad, pr.heads_q, pr.head_dim, rows);
       const TensorMap tq =
           make_bshd_map(a.q, bf16, pr.batch, pr.seq_q, pr.heads_q, pr.head_dim, Cfg::kBlockM);
       const TensorMap tdo =
@@ -519,24 +515,16 @@ class FlashBwdWgmma final : public attnbench::Implementation {
           make_bshd_map(a.k, bf16, pr.batch, pr.seq_kv, pr.heads_kv, pr.head_dim, Cfg::kBlockN);
       const TensorMap tv =
           make_bshd_map(a.v, bf16, pr.batch, pr.seq_kv, pr.heads_kv, pr.head_dim, Cfg::kBlockN);
-      BwdParams p{};
+      BwdParams p = attnbench::cuda::with_shape<BwdParams>(pr);
       p.lse = a.lse;
-      p.dsum = dsum;
+      p.delta = delta;
       p.dq_accum = dq_accum;
       p.dq_turn = dq_turn;
       p.dk = a.dk;
       p.dv = a.dv;
-      p.seq_q = pr.seq_q;
-      p.seq_kv = pr.seq_kv;
       p.seq_q_pad = sq_pad;
-      p.heads_q = pr.heads_q;
-      p.heads_kv = pr.heads_kv;
-      p.group = pr.group();
-      p.head_dim = pr.head_dim;
-      p.causal_offset = pr.seq_kv - pr.seq_q;
       p.num_m_blocks = (pr.seq_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
       p.scale = static_cast<float>(pr.effective_scale());
-      p.scale_log2 = static_cast<float>(pr.effective_scale() * 1.4426950408889634);
       const dim3 grid((pr.seq_kv + Cfg::kBlockN - 1) / Cfg::kBlockN, pr.heads_kv, pr.batch);
       attn_hopper::launch(kernel, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, a.stream, tq, tk, tv,
                           tdo, p);

@@ -35,6 +35,7 @@
 
 #include "attnbench/implementation.hpp"
 #include "common/capabilities.hpp"
+#include "common/shape.hpp"
 // Angle brackets: the CPU emulation build (tests/hopper_emulation) puts its own versions of these
 // headers first on the include path.
 #include <hopper/host.cuh>
@@ -116,15 +117,13 @@ __device__ __forceinline__ void pass_turn_to_self(int bar) {
   if constexpr (kPingpong) named_bar_arrive(bar, 256);
 }
 
-struct FwdParams {
-  float* lse;         // [B, Hq, Sq]
-  void* o;            // [B, Sq, Hq, head_dim]: the persistent kernel stores O directly
-  int* tile_counter;  // persistent: the next tile to take (zeroed before the launch)
-  int* tile_slots;    // persistent: [gridDim.x][2], the tile numbers a producer publishes
-  int seq_q, seq_kv, heads_q, group, head_dim;
-  int causal_offset;            // seq_kv - seq_q: row i sees keys j <= i + causal_offset
+// The shape (common/shape.hpp) at the head, then this kernel's tensors and tile counts.
+struct FwdParams : attnbench::cuda::AttnShape {
+  float* lse;                   // [B, Hq, Sq]
+  void* o;                      // [B, Sq, Hq, head_dim]: the persistent kernel stores O directly
+  int* tile_counter;            // persistent: the next tile to take (zeroed before the launch)
+  int* tile_slots;              // persistent: [gridDim.x][2], the tile numbers a producer publishes
   int num_m_blocks, num_tiles;  // num_tiles = num_m_blocks * Hq * B
-  float scale_log2;             // softmax scale * log2(e)
 };
 
 // Non-persistent: grid (num_m_blocks, Hq, B), one tile per block. Persistent: one block per SM
@@ -501,20 +500,16 @@ using attnbench::Support;
 using FwdHeadDims = attnbench::cuda::HeadDims<64, 128, 256>;
 
 // f(kernel, Cfg{}) for the problem's (dtype, head_dim tile, causal) and the persistent option:
-// the one static switch (common/dispatch.hpp) over the mma family's element types.
+// the one static switch (common/dispatch.hpp).
 template <class F>
 void dispatch(const Problem& pr, bool persistent, F&& f) {
   using attnbench::cuda::dispatch_bool;
-  attn_mma::dispatch_dtype(pr.dtype, [&](auto tag) {
+  attnbench::cuda::dispatch_problem<FwdHeadDims>(pr, [&](auto tag, auto d, auto causal) {
     using T = typename decltype(tag)::type;
-    FwdHeadDims::dispatch(pr.head_dim, [&](auto d) {
-      dispatch_bool(pr.causal, [&](auto causal) {
-        constexpr bool C = decltype(causal)::value;
-        using Cfg = typename fwd_wgmma::FwdTile<decltype(d)::value, C>::type;
-        dispatch_bool(persistent, [&](auto pers) {
-          f(flash_fwd_wgmma_kernel<T, Cfg, C, decltype(pers)::value>, Cfg{});
-        });
-      });
+    constexpr bool C = decltype(causal)::value;
+    using Cfg = typename fwd_wgmma::FwdTile<decltype(d)::value, C>::type;
+    dispatch_bool(persistent, [&](auto pers) {
+      f(flash_fwd_wgmma_kernel<T, Cfg, C, decltype(pers)::value>, Cfg{});
     });
   });
 }
@@ -594,21 +589,14 @@ class FlashFwdWgmma final : public attnbench::Implementation {
           make_bshd_map(a.v, bf16, pr.batch, pr.seq_kv, pr.heads_kv, pr.head_dim, Sh::kBlockN);
       const TensorMap to =
           make_bshd_map(a.o, bf16, pr.batch, pr.seq_q, pr.heads_q, pr.head_dim, 64);
-      FwdParams p{};
+      FwdParams p = attnbench::cuda::with_shape<FwdParams>(pr);
       p.lse = a.lse;
       p.o = a.o;
       p.tile_counter = persistent ? static_cast<int*>(a.workspace) : nullptr;
       p.tile_slots =
           persistent ? reinterpret_cast<int*>(static_cast<char*>(a.workspace) + 256) : nullptr;
-      p.seq_q = pr.seq_q;
-      p.seq_kv = pr.seq_kv;
-      p.heads_q = pr.heads_q;
-      p.group = pr.group();
-      p.head_dim = pr.head_dim;
-      p.causal_offset = pr.seq_kv - pr.seq_q;
       p.num_m_blocks = (pr.seq_q + Sh::kBlockM - 1) / Sh::kBlockM;
       p.num_tiles = p.num_m_blocks * pr.heads_q * pr.batch;
-      p.scale_log2 = static_cast<float>(pr.effective_scale() * 1.4426950408889634);
       dim3 grid(p.num_m_blocks, pr.heads_q, pr.batch);
       if (persistent) {
         launch_memset_zero(p.tile_counter, 4, a.stream);

@@ -118,13 +118,13 @@ __global__ void mask_softmax_kernel(T* __restrict__ s, float* __restrict__ lse, 
 }
 
 // prob: P (masked entries 0); dp_ds: dP in, dS = P (dP - D) out; both [rows, Skv] in the dtype.
-// dd: [rows] float32. One block per row; vectors past the row's visible keys are written as 0.
+// delta: [rows] float32. One block per row; vectors past the row's visible keys are written as 0.
 template <class T, int VEC>
 __global__ void softmax_grad_kernel(const T* __restrict__ prob, T* __restrict__ dp_ds,
-                                    const float* __restrict__ dd, int sq, int skv, bool causal) {
+                                    const float* __restrict__ delta, int sq, int skv, bool causal) {
   const std::int64_t row = blockIdx.x;
   const int lim = causal_limit(static_cast<int>(row % sq), sq, skv, causal);
-  const float dr = dd[row];
+  const float dr = delta[row];
   const int nvec = skv / VEC;
   for (int v = static_cast<int>(threadIdx.x); v < nvec; v += static_cast<int>(blockDim.x)) {
     const std::int64_t off = row * skv + static_cast<std::int64_t>(v) * VEC;
@@ -232,16 +232,16 @@ void launch_softmax(const Problem& p, T* s, float* lse, cudaStream_t st) {
 }
 
 template <class T>
-void launch_softmax_grad(const Problem& p, const T* prob, T* dp_ds, const float* dd,
+void launch_softmax_grad(const Problem& p, const T* prob, T* dp_ds, const float* delta,
                          cudaStream_t st) {
   constexpr int kVec = 16 / sizeof(T);
   const auto rows = static_cast<unsigned>(p.lse_elems());
   if (p.seq_kv % kVec == 0) {
     softmax_grad_kernel<T, kVec><<<rows, row_threads(p.seq_kv / kVec), 0, st>>>(
-        prob, dp_ds, dd, p.seq_q, p.seq_kv, p.causal);
+        prob, dp_ds, delta, p.seq_q, p.seq_kv, p.causal);
   } else {
     softmax_grad_kernel<T, 1>
-        <<<rows, row_threads(p.seq_kv), 0, st>>>(prob, dp_ds, dd, p.seq_q, p.seq_kv, p.causal);
+        <<<rows, row_threads(p.seq_kv), 0, st>>>(prob, dp_ds, delta, p.seq_q, p.seq_kv, p.causal);
   }
   ATTN_CHECK(cudaGetLastError());
 }
@@ -284,7 +284,7 @@ void run_backward(cublasHandle_t handle, const BwdArgs& a) {
   bind(handle, st, ws);
   T* s = ws.take<T>(score_elems(p));
   T* g = ws.take<T>(score_elems(p));
-  float* dd = ws.take<float>(static_cast<std::size_t>(p.lse_elems()));
+  float* delta = ws.take<float>(static_cast<std::size_t>(p.lse_elems()));
   float* lse_scratch = ws.take<float>(static_cast<std::size_t>(p.lse_elems()));
   const bool f32acc = gqa_float_accum(p);
   float* dk_acc = f32acc ? ws.take<float>(static_cast<std::size_t>(p.kv_elems())) : nullptr;
@@ -297,8 +297,8 @@ void run_backward(cublasHandle_t handle, const BwdArgs& a) {
   scores_gemm(gemm, p, a.q, a.k, s, scale);
   launch_softmax<T>(p, s, lse_scratch, st);  // s: P, exactly the forward's (a.lse is not read)
   scores_gemm(gemm, p, a.dout, a.v, g, 1.f);
-  launch_row_dot<T>(static_cast<const T*>(a.o), static_cast<const T*>(a.dout), dd, p, st);
-  launch_softmax_grad<T>(p, s, g, dd, st);
+  launch_row_dot<T>(static_cast<const T*>(a.o), static_cast<const T*>(a.dout), delta, p, st);
+  launch_softmax_grad<T>(p, s, g, delta, st);
 
   const int ldq = p.heads_q * p.head_dim, ldkv = p.heads_kv * p.head_dim;
   for_each_head_batch(p, [&](const HeadBatch& hb) {

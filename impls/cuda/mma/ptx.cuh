@@ -18,10 +18,13 @@
 
 #include <cstdint>
 
+#include "common/element_types.cuh"
+
 namespace attn_mma {
 
-using half_t = __half;
-using bfloat_t = __nv_bfloat16;
+// The element types every family shares (common/element_types.cuh).
+using attnbench::cuda::bfloat_t;
+using attnbench::cuda::half_t;
 
 // Conversions between float and the 16-bit element types, as packed pairs.
 template <class T>

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "attnbench/dtype.hpp"
+#include "common/element_types.cuh"
 
 #define __global__
 #define __device__
@@ -210,12 +211,10 @@ inline void __syncwarp() {
 }
 
 namespace attn_mma {
-struct half_t {
-  uint16_t bits;
-};
-struct bfloat_t {
-  uint16_t bits;
-};
+// The element types every family shares: the emulator's stand-ins
+// (mma/emulation/common/element_types.cuh).
+using attnbench::cuda::bfloat_t;
+using attnbench::cuda::half_t;
 
 template <class T>
 struct Elem;
