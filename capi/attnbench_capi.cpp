@@ -176,7 +176,8 @@ ab_call* ab_call_open(const char* impl, const char* problem_json, const char* pa
       [&]() -> ab_call* {
         auto h = std::make_unique<ab_call>();
         const std::string name = impl ? impl : "";
-        h->impl = attnbench::Registry::instance().find(name);
+        // A former name (ATTNBENCH_FORMER_NAME) calls the implementation it became.
+        h->impl = attnbench::Registry::instance().find(attnbench::Registry::instance().canonical(name));
         if (!h->impl) throw std::invalid_argument("implementation '" + name + "' is not registered in this build");
         h->p = attnbench::problem_from_json(parse(problem_json, "problem"));
         h->pass = parse_pass(pass);

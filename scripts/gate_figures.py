@@ -127,7 +127,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--pairs", type=int, default=10)
     ap.add_argument("--factor", type=float, default=1.15)
-    ap.add_argument("--slow-impl", default="cpu.flash_1pass", help="the implementation slowed alone")
+    ap.add_argument("--slow-impl", default="cpu.flash_fwd",
+                    help="the implementation slowed alone (cpu.flash_1pass in runs before the rename)")
     ap.add_argument("--variants", default="plain,rerun-all",
                     help="comma-separated: plain, rerun, rerun-both, rerun-all")
     ap.add_argument("--rerun-rounds", type=int, default=0,

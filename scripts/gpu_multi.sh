@@ -90,7 +90,7 @@ rows = json.load(open(sys.argv[1]))["rows"]
 t = {}
 for r in rows:
     if r["status"] == "pass" and r.get("time"):
-        t[(r["case"], r["pass"], r["params"]["ranks"])] = r["time"]["median_ms"]
+        t[(r["case"], r["pass"], r["options"]["ranks"])] = r["time"]["median_ms"]
 print("ring scaling: efficiency = time(1 rank) / (N x time(N ranks))")
 for (case, p, n), ms in sorted(t.items()):
     base = t.get((case, p, 1))
@@ -101,7 +101,7 @@ fi
 if want nsys && command -v nsys > /dev/null; then
   cat > "$OUT/ring_128k.json" <<EOF
 {"name": "ring_128k", "problem": {"batch": 1, "heads": 16, "head_dim": 128, "dtype": "bf16", "causal": true, "seq": 131072},
- "implementations": ["cuda.ring_attention"], "params": {"cuda.ring_attention": {"ranks": $N, "zigzag": 1}},
+ "implementations": ["cuda.ring_attention"], "options": {"cuda.ring_attention": {"ranks": $N, "zigzag": 1}},
  "passes": ["fwd", "bwd"], "verify": {"mode": "off"}}
 EOF
   step nsys_ring nsys profile -o "$OUT/ring_128k" --force-overwrite true --trace cuda,nvtx \

@@ -40,14 +40,14 @@ def fail(msg):
 
 
 def index(rows):
-    """(impl, params text, pass, head_dim, causal, seq) -> TFLOP/s of passing timed rows."""
+    """(impl, options text, pass, head_dim, causal, seq) -> TFLOP/s of passing timed rows."""
     out = {}
     for r in rows:
         if r.get("status") != "pass" or not r.get("tflops"):
             continue
         p = r["problem"]
-        params = ",".join(f"{k}={v}" for k, v in sorted((r.get("params") or {}).items()))
-        out[(r["impl"], params, r["pass"], p["head_dim"], bool(p["causal"]), p["seq_q"])] = r["tflops"]
+        options = ",".join(f"{k}={v}" for k, v in sorted((r.get("options") or {}).items()))
+        out[(r["impl"], options, r["pass"], p["head_dim"], bool(p["causal"]), p["seq_q"])] = r["tflops"]
     return out
 
 
@@ -107,7 +107,7 @@ def fa3(t, own):
             continue
 
         def lines(d, c):
-            get = lambda impl, s, params="": t.get((impl, params, ps, d, c, s))  # noqa: E731
+            get = lambda impl, s, options="": t.get((impl, options, ps, d, c, s))  # noqa: E731
 
             def best(s):
                 cand = [(v, k[0]) for k, v in t.items() if k[0] in own and not k[1] and k[2:] == (ps, d, c, s)]

@@ -118,12 +118,12 @@ def block(res):
     rows = [r for r in res["rows"] if r["status"] == "pass"]
     if not any(hbm_gb(r) is not None for r in rows):
         fail("no HBM bytes in this file: merge them first with scripts/ncu_hbm.py")
-    rows.sort(key=lambda r: int((r.get("params") or {}).get("block_c", 0)))
+    rows.sort(key=lambda r: int((r.get("options") or {}).get("block_c", 0)))
     print("| implementation | block_c (Bc) | runtime ms | TFLOP/s | HBM R+W GB (ncu) |")
     print("|---|---:|---:|---:|---:|")
     for r in rows:
         t = (r.get("time") or {}).get("median_ms")
-        print(f"| {r['impl']} | {(r.get('params') or {}).get('block_c', 'default')} | {fmt(t)} | "
+        print(f"| {r['impl']} | {(r.get('options') or {}).get('block_c', 'default')} | {fmt(t)} | "
               f"{fmt(r.get('tflops'))} | {fmt(hbm_gb(r))} |")
 
 

@@ -10,11 +10,11 @@ For each pass (fwd, bwd, fwd_bwd) and dtype it writes, into DIR, each as .png an
   <stem>_<pass>_<dtype>_memory       memory reduction over the baseline: footprint (inputs + outputs
                                      + workspace, solid) and measured peak (dashed, when measured).
 Every implementation has the same colour in every figure, whatever file it comes from (COLORS; an
-unlisted name gets one from a hash of the name, variants with params a hatch or line style of
+unlisted name gets one from a hash of the name, variants with options a hatch or line style of
 it), and the legend sits outside the panels, below them, so it never covers a bar or a line.
 The baseline defaults to cuda.standard_cublas, else cpu.naive_3pass (the FA3 grid's figures use
 --baseline fa4.flash_attn: speedup over FA4). --impl keeps the rows whose implementation (or its
-label with params, e.g. "fa4.flash_attn [deterministic=1]") matches one of the globs; --stem
+label with options, e.g. "fa4.flash_attn [deterministic=1]") matches one of the globs; --stem
 replaces the results file's name in the figure names. Skipped and failed rows get no bar and a
 "skip"/"FAIL" mark. Exit codes: 0 written, 2 bad input or matplotlib missing.
 """
@@ -43,7 +43,7 @@ COLORS = {
     "cuda.flash_fwd": "#2ca02c", "cuda.flash_bwd": "#2ca02c",
     "cuda.online_2pass": "#bcbd22", "cuda.naive_3pass": "#7f7f7f",
     "cuda.standard_cublas": "#8c564b", "cuda.cudnn_sdpa": "#9467bd",
-    "cpu.flash_1pass": "#1f77b4", "cpu.flash_backward": "#17becf",
+    "cpu.flash_fwd": "#1f77b4", "cpu.flash_bwd": "#17becf",
     "cpu.online_2pass": "#2ca02c", "cpu.naive_3pass": "#7f7f7f",
     "torch.sdpa_flash": "#d62728", "torch.sdpa_efficient": "#ff7f0e",
     "torch.sdpa_cudnn": "#e377c2", "torch.sdpa_math": "#c49c94",
@@ -61,7 +61,7 @@ def color_of(impl):
 
 def styles_of(rows):
     """label -> (colour, variant index): the colour of the implementation, and the label's place
-    among the labels (params variants) of the same implementation in these rows."""
+    among the labels (options variants) of the same implementation in these rows."""
     out, seen = {}, {}
     for r in rows:
         label = impl_label(r)
@@ -105,10 +105,10 @@ def load(path):
 
 
 def impl_label(r):
-    params = r.get("params") or {}
-    if not params:
+    options = r.get("options") or {}  # results_io reads an older file's "params" as "options"
+    if not options:
         return r["impl"]
-    return r["impl"] + " [" + ", ".join(f"{k}={v}" for k, v in sorted(params.items())) + "]"
+    return r["impl"] + " [" + ", ".join(f"{k}={v}" for k, v in sorted(options.items())) + "]"
 
 
 def device_title(res):
@@ -352,7 +352,7 @@ def main():
                     help="implementation the speedup and memory figures divide by "
                          "(default: cuda.standard_cublas, else cpu.naive_3pass)")
     ap.add_argument("--impl", action="append", metavar="GLOB",
-                    help="only these implementations (globs on the name or the label with params), repeatable")
+                    help="only these implementations (globs on the name or the label with options), repeatable")
     ap.add_argument("--stem", help="file-name stem of the figures (default: the results file's name)")
     args = ap.parse_args()
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How many rerun rounds `attnbench compare --rerun-rows all` needs on this machine's noise.
 
-    python3 scripts/rerun_power.py OUT [--slow-impl cpu.flash_1pass] [--rounds 10,20,40] [--trials 2000]
+    python3 scripts/rerun_power.py OUT [--slow-impl cpu.flash_fwd] [--rounds 10,20,40] [--trials 2000]
 
 OUT is a gate_figures.py folder with `--kinds one --variants rerun-all` comparisons
 (compare-one-rerun-all-*.json). Their rounds' NEW/BASE ratios are the noise as measured: those of
@@ -63,7 +63,8 @@ def mad(xs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out")
-    ap.add_argument("--slow-impl", default="cpu.flash_1pass")
+    # Comparisons made before the naming scheme (results/gate/*2026-12-0[12]*) name it cpu.flash_1pass.
+    ap.add_argument("--slow-impl", default="cpu.flash_fwd")
     ap.add_argument("--rounds", default="10,20,30,40,50,60")
     ap.add_argument("--trials", type=int, default=2000)
     ap.add_argument("--alpha", type=float, default=0.05)

@@ -4,7 +4,11 @@
 
 load_results(path, fail, what="") returns the parsed file, or calls fail(message) (which must not
 return: the tools print it and exit 2) when the file cannot be opened, is not JSON, or is not an
-attnbench results file with a "rows" array. write_atomic(path, obj) writes JSON through a
+attnbench results file with a "rows" array. It reads the schema's earlier version as attnbench's
+reader does: a row's "params" (the former name of "options") comes back as "options", so the
+tools read r["options"] whatever the file's age (a row with both is refused). Former
+implementation names are not mapped here: attnbench's own reader (table, compare) maps them
+through the registry. write_atomic(path, obj) writes JSON through a
 temporary file in the same folder and a rename, so a reader never sees half a file; NaN and
 infinities are written as null, as attnbench writes them.
 
@@ -24,7 +28,8 @@ import socket
 import stat
 import tempfile
 
-SCHEMA = "attnbench.results/1"
+SCHEMA = "attnbench.results/2"  # what is written: rows carry "options"
+SCHEMAS = (SCHEMA, "attnbench.results/1")  # what is read: version 1 rows carry "params"
 
 
 def load_results(path, fail, what=""):
@@ -36,8 +41,14 @@ def load_results(path, fail, what=""):
         fail(f"{where}: cannot open the file: {e.strerror}")
     except json.JSONDecodeError as e:
         fail(f"{where}: not valid JSON: {e}")
-    if not isinstance(res, dict) or res.get("schema") != SCHEMA or not isinstance(res.get("rows"), list):
-        fail(f'{where}: not an attnbench results file (expected "schema": "{SCHEMA}" and "rows")')
+    if not isinstance(res, dict) or res.get("schema") not in SCHEMAS or not isinstance(res.get("rows"), list):
+        fail(f'{where}: not an attnbench results file (expected "schema": "{SCHEMA}" or "{SCHEMAS[1]}", '
+             'and "rows")')
+    for i, r in enumerate(res["rows"]):
+        if isinstance(r, dict) and "params" in r:
+            if "options" in r:
+                fail(f'{where}: rows[{i}]: both "options" and "params" (its former name): a row has one')
+            r["options"] = r.pop("params")
     return res
 
 

@@ -3,7 +3,7 @@
 //   bench_cpu                       forward (and backward) GFLOP/s of every CPU implementation,
 //                                   f32, batch 1, 8 heads, seq 2048 and 4096, head_dim 64 and 128,
 //                                   and Eigen float32 GEMM 1024^3 as the ceiling
-//   bench_cpu --tile_sweep          adds cpu.flash_1pass / cpu.flash_backward over block_r x block_c
+//   bench_cpu --tile_sweep          adds cpu.flash_fwd / cpu.flash_bwd over block_r x block_c
 //   (any Google Benchmark flag, e.g. --benchmark_filter=flash, --benchmark_format=json)
 //
 // Every implementation runs on all OpenMP threads, parallel over independent heads or tiles, so
@@ -70,7 +70,7 @@ Problem bench_problem(int seq, int d) {
 }
 
 // One implementation, one pass (fwd or bwd), on seeded inputs; the backward reads O and LSE
-// from cpu.flash_1pass (or the implementation's own forward).
+// from cpu.flash_fwd (or the implementation's own forward).
 void run_impl(benchmark::State& state, const Implementation* impl, Problem p, Pass pass, Options opts) {
   const CaseInputs in = make_inputs(p, 1);
   HostTensor o(p.dtype, p.q_elems()), dq(p.dtype, p.q_elems()), dk(p.dtype, p.kv_elems()), dv(p.dtype, p.kv_elems());
@@ -165,8 +165,8 @@ int main(int argc, char** argv) {
     }
   }
   if (sweep) {
-    const Implementation* fwd = Registry::instance().find("cpu.flash_1pass");
-    const Implementation* bwd = Registry::instance().find("cpu.flash_backward");
+    const Implementation* fwd = Registry::instance().find("cpu.flash_fwd");
+    const Implementation* bwd = Registry::instance().find("cpu.flash_bwd");
     for (int d : {64, 128}) {
       for (int br : {32, 64, 128, 192}) {
         for (int bc : {64, 128, 256}) {

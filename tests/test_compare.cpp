@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "attnbench/compare.hpp"
+#include "attnbench/results.hpp"
 
 namespace attnbench {
 namespace {
@@ -50,7 +52,7 @@ json row(int seq, const std::string& impl, double median_ms, double cv = 0.01,
         {"causal", false},
         {"scale", 0.125},
         {"dtype", "bf16"}}},
-      {"params", json::object()},
+      {"options", json::object()},
       {"impl", impl},
       {"device", "cuda:0"},
       {"pass", "fwd"},
@@ -78,7 +80,7 @@ json row(int seq, const std::string& impl, double median_ms, double cv = 0.01,
 }
 
 json results(json rows, json ctx = context()) {
-  return {{"schema", "attnbench.results/1"},
+  return {{"schema", kResultsSchema},
           {"complete", true},
           {"stop_reason", ""},
           {"context", std::move(ctx)},
@@ -275,21 +277,56 @@ TEST_F(Compare, NewRowsAreInformation) {
   EXPECT_NE(r.out.find("new row (not in BASE): b1_hq8_hkv8_sq4096"), std::string::npos) << r.out;
 }
 
-TEST_F(Compare, RowsMatchOnParamsToo) {
+TEST_F(Compare, RowsMatchOnOptionsToo) {
   json base =
       results(json::array({row(1024, "cuda.flash_fwd", 1.0), row(1024, "cuda.flash_fwd", 2.0)}));
-  base["rows"][0]["params"] = {{"block_c", 64}};
-  base["rows"][1]["params"] = {{"block_c", 128}};
+  base["rows"][0]["options"] = {{"block_c", 64}};
+  base["rows"][1]["options"] = {{"block_c", 128}};
   json next = base;
   std::swap(next["rows"][0], next["rows"][1]);  // order does not matter
   Outcome r = run(base, next);
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("cuda.flash_fwd [block_c=128]"), std::string::npos) << r.out;
 
-  next["rows"][0]["params"]["block_c"] = 32;  // the block_c=128 row is now missing
+  next["rows"][0]["options"]["block_c"] = 32;  // the block_c=128 row is now missing
   r = run(base, next);
   EXPECT_EQ(r.code, 4) << r.out;
   EXPECT_NE(r.out.find("MISSING in NEW"), std::string::npos) << r.out;
+}
+
+// A file written before the names lined up (schema 1: the rows' "params", the former name
+// cpu.flash_1pass) is the same file as far as the rows go: the reader maps both, so its rows match
+// today's.
+json cpu_flash(json j) {
+  for (auto& r : j["rows"])
+    if (r["impl"] == "cuda.flash_fwd") r["impl"] = "cpu.flash_fwd";
+  return j;
+}
+json written_before_the_rename(json j) {
+  j["schema"] = "attnbench.results/1";
+  for (auto& r : j["rows"]) {
+    r["params"] = r["options"];
+    r.erase("options");
+    if (r["impl"] == "cpu.flash_fwd") r["impl"] = "cpu.flash_1pass";
+  }
+  return j;
+}
+
+TEST_F(Compare, AnOldFileMatchesAcrossTheRename) {
+  json next = cpu_flash(two_impls());
+  for (auto& r : next["rows"]) r["options"] = {{"block_c", 64}};
+  const json base = written_before_the_rename(next);
+  ASSERT_EQ(base["rows"][1]["impl"], "cpu.flash_1pass");
+  ASSERT_EQ(base["rows"][1]["params"]["block_c"], 64);
+  Outcome r = run(base, next);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("6 matched, 0 regressed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cpu.flash_fwd [block_c=64]"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("cpu.flash_1pass"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("MISSING"), std::string::npos) << r.out;
+  r = run(next, base);  // either way round
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("6 matched, 0 regressed"), std::string::npos) << r.out;
 }
 
 TEST_F(Compare, ContextDifferencesWarn) {
@@ -466,7 +503,7 @@ TEST_F(Compare, TheCorrectionHoldsOverManyRowsAndAUniformSlowdownIsAShift) {
 std::pair<json, json> many(int n, const std::function<double(int)>& ratio) {
   json base = results(json::array()), next = results(json::array());
   for (int i = 0; i < n; ++i) {
-    const json r = row(64 * (i + 1), "cpu.flash_1pass", 1.0);
+    const json r = row(64 * (i + 1), "cpu.flash_fwd", 1.0);
     base["rows"].push_back(with_samples(r, 10, 0.01));
     next["rows"].push_back(with_samples(r, 10, 0.01, ratio(i)));
   }
@@ -649,15 +686,20 @@ class Rerun : public Compare {
       cases += "  " + std::to_string(i) + ") cp '" + f + "' \"$out\" ;;\n";
     }
     const std::string count = (dir / (name + ".count")).string();
+    const std::string args = (dir / (name + ".args")).string();
     const std::string script =
         write(name,
-              "#!/bin/sh\nout=\nwhile [ $# -gt 0 ]; do [ \"$1\" = --out ] && out=$2; shift; done\n"
+              "#!/bin/sh\necho \"$*\" >> '" + args + "'\nout=\nwhile [ $# -gt 0 ]; do [ \"$1\" = --out ] && out=$2; shift; done\n"
               "n=$(cat '" +
                   count + "' 2>/dev/null || echo 0)\necho $((n + 1)) > '" + count +
                   "'\ncase $((n % " + std::to_string(files.size()) + ")) in\n" + cases + "esac\n");
     std::filesystem::permissions(script, std::filesystem::perms::owner_all,
                                  std::filesystem::perm_options::add);
     return script;
+  }
+  std::string arguments(const std::string& name) {  // every invocation's, one line each
+    std::ifstream f(dir / (name + ".args"));
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
   }
   int invocations(const std::string& name) {
     std::ifstream f(dir / (name + ".count"));
@@ -742,6 +784,25 @@ TEST_F(Rerun, TooFewRoundsWarnAndFallBackToTheSpreadRule) {
   EXPECT_EQ(row3["rerun"]["pairs"], 3);
   EXPECT_EQ(row3["rerun"]["round_ratios"].size(), 3u);
   EXPECT_EQ(row3["verdict"], "regressed");
+}
+
+// BASE written before the rename by a binary that knows only cpu.flash_1pass, NEW after it: each
+// binary is asked for the rows under the name its own file wrote.
+TEST_F(Rerun, EachBinaryIsAskedForTheNameItsFileWrote) {
+  const json next = cpu_flash(sampled());
+  const json base = written_before_the_rename(next);
+  CompareOptions o;
+  o.rerun = fake("new", {next});
+  o.rerun_base = fake("base", {base});
+  o.rerun_rows = "all";
+  o.rerun_rounds = 1;
+  const Outcome r = run(with_config(base), with_config(next), o);
+  EXPECT_EQ(invocations("base"), 1) << r.out << r.err;
+  EXPECT_NE(arguments("base").find("--impl cpu.flash_1pass"), std::string::npos) << arguments("base");
+  EXPECT_EQ(arguments("base").find("cpu.flash_fwd"), std::string::npos) << arguments("base");
+  EXPECT_NE(arguments("new").find("--impl cpu.flash_fwd"), std::string::npos) << arguments("new");
+  EXPECT_EQ(arguments("new").find("cpu.flash_1pass"), std::string::npos) << arguments("new");
+  EXPECT_EQ(r.out.find("MISSING"), std::string::npos) << r.out;
 }
 
 TEST_F(Rerun, WithoutABaseBinaryNewIsPairedWithTheRecordedMedian) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -122,10 +123,29 @@ TEST_F(BadConfig, UnknownImplementation) {
 }
 
 TEST_F(BadConfig, UnknownOption) {
+  expect_refused(std::string("{") + kImpl + R"(, "options": {"cpu.naive_3pass": {"block_c": [16, 32]}}})",
+                 {"/options/cpu.naive_3pass/block_c", "has no option \"block_c\""});
+  expect_refused(std::string("{") + kImpl + R"(, "options": {"cpu.nothing": {"block_c": 16}}})",
+                 {"/options/cpu.nothing", "matches no registered implementation"});
+  // Under the former key the errors name the key the file used.
   expect_refused(std::string("{") + kImpl + R"(, "params": {"cpu.naive_3pass": {"block_c": [16, 32]}}})",
                  {"/params/cpu.naive_3pass/block_c", "has no option \"block_c\""});
-  expect_refused(std::string("{") + kImpl + R"(, "params": {"cpu.nothing": {"block_c": 16}}})",
-                 {"/params/cpu.nothing", "matches no registered implementation"});
+}
+
+// "params" is the former name of "options": one of them, not both.
+TEST_F(BadConfig, OptionsAndParamsTogether) {
+  expect_refused(std::string("{") + kImpl +
+                     R"(, "options": {"cpu.flash_fwd": {"block_c": 16}}, "params": {"cpu.flash_fwd": {"block_c": 32}}})",
+                 {"/params", "both \"options\" and \"params\" (its former name) are given"});
+  expect_refused(R"({"groups": [{"implementations": ["cpu.*"]},
+                                {"implementations": ["cpu.*"], "params": {}, "options": {}}]})",
+                 {"/groups/1/params", "both \"options\" and \"params\""});
+}
+
+// A former name is accepted written out; a glob matches current names only.
+TEST_F(BadConfig, GlobsMatchCurrentNamesOnly) {
+  expect_refused(R"({"implementations": ["cpu.flash_1*"]})",
+                 {"/implementations/0 = \"cpu.flash_1*\"", "matches no registered implementation"});
 }
 
 TEST_F(BadConfig, UnequalZipLengths) {
@@ -238,12 +258,12 @@ TEST(ConfigParse, ZipSweepsAdvanceTogetherAndCrossTheRest) {
   }
 }
 
-TEST(ConfigParse, ParamsAxesMakeOneRowEach) {
-  const Config c = parse_ok(R"({"implementations": ["cpu.flash_1pass", "cpu.naive_3pass"],
-    "passes": ["fwd"], "params": {"cpu.flash_1pass": {"block_c": [16, 32, 64], "block_r": 32}}})");
+TEST(ConfigParse, OptionsAxesMakeOneRowEach) {
+  const Config c = parse_ok(R"({"implementations": ["cpu.flash_fwd", "cpu.naive_3pass"],
+    "passes": ["fwd"], "options": {"cpu.flash_fwd": {"block_c": [16, 32, 64], "block_r": 32}}})");
   const auto& impls = c.groups.at(0).impls;
   ASSERT_EQ(impls.size(), 2u);
-  EXPECT_EQ(impls[0].impl->name(), "cpu.flash_1pass");
+  EXPECT_EQ(impls[0].impl->name(), "cpu.flash_fwd");
   ASSERT_EQ(impls[0].option_sets.size(), 3u);
   EXPECT_EQ(impls[0].option_sets[1].at("block_c"), 32);
   EXPECT_EQ(impls[0].option_sets[1].at("block_r"), 32);
@@ -251,10 +271,90 @@ TEST(ConfigParse, ParamsAxesMakeOneRowEach) {
   EXPECT_TRUE(impls[1].option_sets[0].empty());
   EXPECT_EQ(c.row_count(), 4u);
   // The explicit-list form.
-  const Config l = parse_ok(R"({"implementations": ["cpu.flash_1pass"],
-    "params": {"cpu.flash_1pass": [{"block_r": 16, "block_c": 64}, {"block_r": 64, "block_c": 16}]}})");
+  const Config l = parse_ok(R"({"implementations": ["cpu.flash_fwd"],
+    "options": {"cpu.flash_fwd": [{"block_r": 16, "block_c": 64}, {"block_r": 64, "block_c": 16}]}})");
   ASSERT_EQ(l.groups.at(0).impls.at(0).option_sets.size(), 2u);
   EXPECT_EQ(l.groups[0].impls[0].option_sets[1].at("block_r"), 64);
+}
+
+// What a config runs, as text: per group its cases, implementations with their option sets, and
+// passes.
+// (append, not "literal" + temporary: GCC 12's false -Wrestrict.)
+std::string plan(const Config& c) {
+  std::string s;
+  for (const ConfigGroup& g : c.groups) {
+    s.append("group:");
+    for (const Problem& p : g.cases) s.append(" ").append(p.label());
+    for (const ImplRun& ir : g.impls) {
+      s.append("\n  ").append(ir.impl->name());
+      for (const Options& o : ir.option_sets) {
+        s.append(" {");
+        for (const auto& [k, v] : o) s.append(k).append("=").append(std::to_string(v)).append(";");
+        s.append("}");
+      }
+    }
+    s.append("\n  passes:");
+    for (Pass p : g.passes) s.append(" ").append(to_string(p));
+    s.append("\n");
+  }
+  return s;
+}
+
+// "params", the key's former name, gives the plan "options" gives, with a note; so do the former
+// implementation names, in "implementations" and as keys of "options".
+TEST(ConfigParse, FormerNamesGiveTheSamePlan) {
+  const Config now = parse_ok(R"({"implementations": ["cpu.flash_fwd", "cpu.flash_bwd"],
+    "passes": ["fwd", "bwd"], "problem": {"seq": 8},
+    "options": {"cpu.flash_fwd": {"block_c": [16, 32]}, "cpu.flash_bwd": {"block_r": 16}}})");
+  const Config key = parse_ok(R"({"implementations": ["cpu.flash_fwd", "cpu.flash_bwd"],
+    "passes": ["fwd", "bwd"], "problem": {"seq": 8},
+    "params": {"cpu.flash_fwd": {"block_c": [16, 32]}, "cpu.flash_bwd": {"block_r": 16}}})");
+  const Config names = parse_ok(R"({"implementations": ["cpu.flash_1pass", "cpu.flash_backward"],
+    "passes": ["fwd", "bwd"], "problem": {"seq": 8},
+    "options": {"cpu.flash_1pass": {"block_c": [16, 32]}, "cpu.flash_backward": {"block_r": 16}}})");
+  ASSERT_EQ(now.row_count(), 6u);  // flash_fwd: 2 option sets, flash_bwd: 1; 2 passes
+  EXPECT_EQ(plan(key), plan(now));
+  EXPECT_EQ(plan(names), plan(now));
+  EXPECT_TRUE(now.notes.empty());
+  EXPECT_EQ(key.notes, std::vector<std::string>{"note: the config key \"params\" is the former name of \"options\""});
+  ASSERT_EQ(names.notes.size(), 2u);  // one line a name, however often it is written
+  EXPECT_EQ(names.notes[0],
+            "note: cpu.flash_1pass is the former name of cpu.flash_fwd, which runs instead (rows say "
+            "cpu.flash_fwd)");
+  EXPECT_NE(names.notes[1].find("cpu.flash_backward is the former name of cpu.flash_bwd"), std::string::npos);
+  // A group's "params" too; the former and the current name of one implementation are one.
+  const Config grouped = parse_ok(R"({"problem": {"seq": 8}, "groups": [{"implementations":
+    ["cpu.flash_1pass", "cpu.flash_fwd", "cpu.flash_bwd"], "passes": ["fwd", "bwd"],
+    "params": {"cpu.flash_fwd": {"block_c": [16, 32]}, "cpu.flash_bwd": {"block_r": 16}}}]})");
+  EXPECT_EQ(plan(grouped), plan(now));
+  // Given options under both names: refused like any implementation given options twice.
+  const ConfigResult twice = parse_config(R"({"implementations": ["cpu.flash_fwd"],
+    "options": {"cpu.flash_1pass": {"block_c": 16}, "cpu.flash_fwd": {"block_c": 32}}})");
+  ASSERT_TRUE(std::holds_alternative<ConfigError>(twice));
+  EXPECT_EQ(std::get<ConfigError>(twice).text(),
+            "/options/cpu.flash_fwd: cpu.flash_fwd is already given options by /options/cpu.flash_1pass");
+}
+
+// --impl with a former name runs the implementation it became, says so in one line, and the
+// results say the current name and "options".
+using FormerNames = BadConfig;  // its temporary folder
+
+TEST_F(FormerNames, ImplFlagRunsTheCurrentOne) {
+  const fs::path out = dir_ / "former.json";
+  const CliResult r = run_cli("run --seq 8 --impl cpu.flash_1pass --pass fwd --profile --quiet --out " +
+                              out.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string note = "attnbench run: note: cpu.flash_1pass is the former name of cpu.flash_fwd";
+  EXPECT_NE(r.output.find(note), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find(note), r.output.rfind(note)) << r.output;
+  std::ifstream f(out);
+  const nlohmann::json j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["schema"], "attnbench.results/2");
+  ASSERT_EQ(j["rows"].size(), 1u);
+  EXPECT_EQ(j["rows"][0]["impl"], "cpu.flash_fwd");
+  EXPECT_EQ(j["rows"][0]["status"], "pass");
+  EXPECT_TRUE(j["rows"][0]["options"].is_object());
+  EXPECT_FALSE(j["rows"][0].contains("params"));
 }
 
 TEST(ConfigParse, GroupsInheritDefaultsAndFilterDevices) {

@@ -2,7 +2,7 @@
 // suite (conformance.hpp: the float64 reference, the verification rule, the planted faults), and
 // odd tile sizes of those with tile options; plus the properties the rule does not cover:
 // naive_3pass's own accuracy, O(N) workspace of the streaming kernels, bitwise determinism of
-// cpu.flash_backward, and no heap allocation inside forward/backward.
+// cpu.flash_bwd, and no heap allocation inside forward/backward.
 #include <gtest/gtest.h>
 
 #include "test_util.hpp"
@@ -15,8 +15,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../impls/cpu/cpu_common.hpp"
@@ -143,12 +145,70 @@ INSTANTIATE_TEST_SUITE_P(All, CpuTiles, ::testing::ValuesIn(tile_cases()),
                          });
 
 TEST(CpuImpls, AllExpectedAreRegistered) {
-  for (const char* n : {"cpu.naive_3pass", "cpu.online_2pass", "cpu.flash_1pass", "cpu.flash_backward"}) {
+  for (const char* n : {"cpu.naive_3pass", "cpu.online_2pass", "cpu.flash_fwd", "cpu.flash_bwd"}) {
     const Implementation* i = Registry::instance().find(n);
     ASSERT_NE(i, nullptr) << n;
     EXPECT_EQ(i->device(), Device::cpu);
   }
-  EXPECT_EQ(Registry::instance().find("cpu.flash_backward")->capabilities().fwd_partner, "cpu.flash_1pass");
+  EXPECT_EQ(Registry::instance().find("cpu.flash_bwd")->capabilities().fwd_partner, "cpu.flash_fwd");
+}
+
+// The names before the naming scheme (docs/architecture.md, "Names"), declared by the renamed
+// files themselves: each resolves to the implementation it became; find() and globs see current
+// names only.
+TEST(CpuImpls, FormerNamesResolveToCurrentOnes) {
+  const Registry& reg = Registry::instance();
+  EXPECT_EQ(reg.canonical("cpu.flash_1pass"), "cpu.flash_fwd");
+  EXPECT_EQ(reg.canonical("cpu.flash_backward"), "cpu.flash_bwd");
+  EXPECT_EQ(reg.canonical("cpu.flash_fwd"), "cpu.flash_fwd");
+  EXPECT_EQ(reg.canonical("cpu.nothing"), "cpu.nothing");
+  EXPECT_TRUE(reg.is_former_name("cpu.flash_1pass"));
+  EXPECT_FALSE(reg.is_former_name("cpu.flash_fwd"));
+  EXPECT_EQ(reg.find("cpu.flash_1pass"), nullptr);
+  EXPECT_TRUE(reg.match("cpu.flash_1*").empty());
+  EXPECT_TRUE(reg.match("cpu.flash_back*").empty());
+  for (const auto& [former, now] : reg.former_names())
+    EXPECT_NE(reg.find(now), nullptr) << former << " -> " << now << ": not registered";
+}
+
+class Named final : public Implementation {
+ public:
+  explicit Named(std::string n) : n_(std::move(n)) {}
+  std::string name() const override { return n_; }
+  Device device() const override { return Device::cpu; }
+  std::string summary() const override { return "a name"; }
+  Capabilities capabilities() const override { return {}; }
+
+ private:
+  std::string n_;
+};
+
+// The registry's rules for former names, on a registry of its own: a rename of a rename resolves
+// to the last name; a former name that is a current name, or that two implementations claim, is
+// a build defect (abort), in either order of registration.
+TEST(Registry, FormerNames) {
+  Registry r;
+  r.add(std::make_unique<Named>("x.c"));
+  r.add_former_name("x.b", "x.c");
+  r.add_former_name("x.a", "x.b");  // x.a became x.b, which became x.c
+  r.add_former_name("x.a", "x.b");  // declared twice: the same fact
+  EXPECT_EQ(r.canonical("x.a"), "x.c");
+  EXPECT_EQ(r.canonical("x.b"), "x.c");
+  EXPECT_EQ(r.canonical("x.c"), "x.c");
+  EXPECT_EQ(r.former_names(),
+            (std::vector<std::pair<std::string, std::string>>{{"x.a", "x.c"}, {"x.b", "x.c"}}));
+  EXPECT_EQ(r.find("x.a"), nullptr);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(r.add_former_name("x.c", "x.d"), "is the name of a registered implementation");
+  EXPECT_DEATH(r.add_former_name("x.a", "x.z"), "already the former name of another");
+  EXPECT_DEATH(r.add_former_name("x.e", "x.e"), "is its own former name");
+  EXPECT_DEATH(r.add(std::make_unique<Named>("x.b")), "also the former name of 'x.c'");
+  // A cycle (two files contradicting each other) cannot hang a lookup.
+  Registry cyc;
+  cyc.add_former_name("y.a", "y.b");
+  cyc.add_former_name("y.b", "y.a");
+  const std::string end = cyc.canonical("y.a");
+  EXPECT_TRUE(end == "y.a" || end == "y.b") << end;
 }
 
 // The baseline itself must be accurate in absolute terms: the rule only bounds others by it.
@@ -215,11 +275,11 @@ TEST(NaiveThreePass, WindowAndSoftcap) {
             "softcap not supported");
 }
 
-// cpu.flash_1pass's forward and cpu.flash_backward's backward under windows and soft-capping,
+// cpu.flash_fwd's forward and cpu.flash_bwd's backward under windows and soft-capping,
 // with small tiles too, so that a window starts and ends inside tiles and whole tiles are skipped.
-TEST(FlashOnePass, WindowAndSoftcap) {
-  const Implementation* flash = Registry::instance().find("cpu.flash_1pass");
-  const Implementation* flash_bwd = Registry::instance().find("cpu.flash_backward");
+TEST(FlashFwd, WindowAndSoftcap) {
+  const Implementation* flash = Registry::instance().find("cpu.flash_fwd");
+  const Implementation* flash_bwd = Registry::instance().find("cpu.flash_bwd");
   ASSERT_NE(flash, nullptr);
   ASSERT_NE(flash_bwd, nullptr);
   const Options small{{"block_r", 16}, {"block_c", 24}};
@@ -259,7 +319,7 @@ TEST(CpuImpls, WorkspaceIsLinearInSequence) {
   const struct {
     const char* name;
     Pass pass;
-  } linear[] = {{"cpu.flash_1pass", Pass::fwd}, {"cpu.online_2pass", Pass::fwd}, {"cpu.flash_backward", Pass::bwd}};
+  } linear[] = {{"cpu.flash_fwd", Pass::fwd}, {"cpu.online_2pass", Pass::fwd}, {"cpu.flash_bwd", Pass::bwd}};
   for (const auto& l : linear) {
     const double small = ws(l.name, 1024, l.pass), large = ws(l.name, 4096, l.pass);
     ASSERT_GT(small, 0) << l.name;
@@ -325,9 +385,9 @@ struct DirectRun {
 
 // Same bits on every run and for any thread count: each gradient element is summed by one task
 // in a fixed order.
-TEST(FlashBackward, Deterministic) {
-  const Implementation* fwd = Registry::instance().find("cpu.flash_1pass");
-  const Implementation* bwd = Registry::instance().find("cpu.flash_backward");
+TEST(FlashBwd, Deterministic) {
+  const Implementation* fwd = Registry::instance().find("cpu.flash_fwd");
+  const Implementation* bwd = Registry::instance().find("cpu.flash_bwd");
   ASSERT_TRUE(fwd && bwd);
   for (DType t : {DType::f32, DType::bf16}) {
     DirectRun r(make_problem(2, 4, 2, 200, 300, 64, true, t), kSeed);

@@ -108,7 +108,7 @@ TEST(Devices, PartitionIsDeterministicAndAllowsEmptyBins) {
 
 TEST(Devices, CaseFlopsFollowTheRunOrder) {
   const ConfigResult r = parse_config(R"({"name": "t", "problem": {"heads_q": 2, "head_dim": 16},
-      "sweep": {"product": {"seq": [8, 32]}}, "implementations": ["cpu.naive_3pass", "cpu.flash_1pass"],
+      "sweep": {"product": {"seq": [8, 32]}}, "implementations": ["cpu.naive_3pass", "cpu.flash_fwd"],
       "passes": ["fwd", "bwd"]})");
   ASSERT_TRUE(std::holds_alternative<Config>(r)) << std::get<ConfigError>(r).text();
   const Config& c = std::get<Config>(r);
@@ -195,7 +195,7 @@ class DevicesE2E : public ::testing::Test {
 // GPU) carry their worker's device.
 std::string smoke_args() {
   std::string a = "run " + (fs::path(source_dir()) / "configs" / "smoke.json").string() +
-                  " --case '*_f32' --pass fwd --quiet --impl cpu.flash_1pass --impl cpu.naive_3pass";
+                  " --case '*_f32' --pass fwd --quiet --impl cpu.flash_fwd --impl cpu.naive_3pass";
 #ifdef ATTNBENCH_WITH_CUDA
   // Without a GPU every CUDA row skips in both runs. With one GPU the second worker's device 1
   // does not exist, so its CUDA rows would skip where the one-process run passes them: left out.

@@ -294,7 +294,7 @@ TEST_F(Faults, FailedRowsAreErrorsInGoogleBenchmarksReport) {
 TEST_F(Faults, UnsupportedOptionValueIsASkipRow) {
   const std::string out = path("opts.json");
   const int rc = run(R"({"name": "opts", "implementations": ["cpu.planted_tile_limit"], "passes": ["fwd"],
-      "params": {"cpu.planted_tile_limit": {"tile": [32, 128]}}, "verify": {"mode": "full"},
+      "options": {"cpu.planted_tile_limit": {"tile": [32, 128]}}, "verify": {"mode": "full"},
       "timing": {"min_time_s": 0.001, "repetitions": 1, "warmup_s": 0},
       "problem": {"heads_q": 2, "seq": 17, "head_dim": 32, "dtype": "f32"}})",
                      false, out);
@@ -302,7 +302,7 @@ TEST_F(Faults, UnsupportedOptionValueIsASkipRow) {
   const json j = read_results_json(out);
   ASSERT_EQ(j["rows"].size(), 2u);
   for (const json& r : j["rows"]) {
-    const int tile = r["params"]["tile"].get<int>();
+    const int tile = r["options"]["tile"].get<int>();
     if (tile == 32) {
       EXPECT_EQ(r["status"], "pass") << r["reason"];
     } else {

@@ -49,7 +49,7 @@ def attnbench(*args, env=None):
 # A small sweep from the command line (two cases, two CPU implementations), 9 repetitions: the
 # number compare.py wants for its U test.
 RUN = ["run", "--seq", "32,48", "--heads-q", "2", "--head-dim", "32", "--impl", "cpu.naive_3pass",
-       "--impl", "cpu.flash_1pass", "--pass", "fwd", "--quiet", "--benchmark_min_time=0.002"]
+       "--impl", "cpu.flash_fwd", "--pass", "fwd", "--quiet", "--benchmark_min_time=0.002"]
 
 
 class GbenchInterop(unittest.TestCase):
@@ -154,7 +154,7 @@ class GbenchInterop(unittest.TestCase):
         if py:
             code = ("import sys, pandas as pd; d = pd.read_csv(sys.stdin); "
                     "assert len(d) == 4 and d['median_ms'].gt(0).all() and set(d['impl']) == "
-                    "{'cpu.naive_3pass', 'cpu.flash_1pass'}, d; print('ok')")
+                    "{'cpu.naive_3pass', 'cpu.flash_fwd'}, d; print('ok')")
             q = subprocess.run([py, "-c", code], input=p.stdout, capture_output=True, text=True)
             self.assertEqual(q.returncode, 0, q.stdout + q.stderr)
 

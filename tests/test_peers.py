@@ -8,7 +8,7 @@ test skips without them).
 - the peers read their cases from expand (--dry-run of torch_sdpa.py, fa4.py, peers.py), and a bad
   config or flag exits 2 with attnbench's message and writes no file;
 - verification by the harness's rule on a peer's outputs: a planted wrong peer (attnbench's own
-  cpu.flash_1pass through libattnbench_capi, with one row swapped) FAILs in full and in sampled
+  cpu.flash_fwd through libattnbench_capi, with one row swapped) FAILs in full and in sampled
   mode (where the wrong row is outside the sample), an honest one PASSes with the same verdict
   as `attnbench run` gives the same implementation.
 Run by CTest as test_peers; also `ATTNBENCH_BUILD_DIR=build python3 tests/test_peers.py`."""
@@ -39,10 +39,10 @@ CONFIG = {
         {"description": "full", "problem": {"head_dim": 32, "heads_q": 4, "heads_kv": 2},
          "sweep": {"product": {"causal": [False, True], "dtype": ["f32", "bf16"]},
                    "zip": [{"seq_q": [24, 16], "seq_kv": [24, 40]}]},
-         "implementations": ["cpu.flash_1pass", "cpu.flash_backward", "cpu.naive_3pass"],
+         "implementations": ["cpu.flash_fwd", "cpu.flash_bwd", "cpu.naive_3pass"],
          "passes": ["fwd", "bwd", "fwd_bwd"], "verify": {"mode": "full"}},
         {"description": "sampled", "problem": {"head_dim": 32, "heads": 2, "seq": 96, "batch": 2, "dtype": "bf16"},
-         "implementations": ["cpu.flash_1pass"], "passes": ["fwd", "bwd"],
+         "implementations": ["cpu.flash_fwd"], "passes": ["fwd", "bwd"],
          "verify": {"mode": "sampled", "sample_heads": 1, "sample_rows": 4}},
     ],
     "timing": {"min_time_s": 0.0005, "repetitions": 2, "warmup_s": 0},
@@ -91,8 +91,8 @@ class Expand(Tmp):
                 self.assertEqual(row["case"], c["case"])
                 self.assertEqual(row["case_index"], c["case_index"])
                 self.assertEqual(row["problem"], c["problem"])
-                self.assertEqual((row["impl"], row["params"], row["pass"], row["nvtx"]),
-                                 (r["impl"], r["params"], r["pass"], r["nvtx"]))
+                self.assertEqual((row["impl"], row["options"], row["pass"], row["nvtx"]),
+                                 (r["impl"], r["options"], r["pass"], r["nvtx"]))
                 self.assertEqual(row["flops"], c["flops"][row["pass"]])
                 if "memory" in row:
                     self.assertEqual(row["memory"]["io_bytes"], c["io_bytes"][row["pass"]])
@@ -163,7 +163,7 @@ class PeersDryRun(Tmp):
 
 
 class Planted(common.Backend):
-    """A fast wrong peer: attnbench's cpu.flash_1pass (forward) and cpu.flash_backward, called
+    """A fast wrong peer: attnbench's cpu.flash_fwd (forward) and cpu.flash_bwd, called
     through libattnbench_capi on host buffers, then one row of O (fwd) or dQ (bwd) replaced by its
     neighbour: the classic off-by-one row index. wrong=False: the honest peer."""
 
@@ -175,7 +175,7 @@ class Planted(common.Backend):
         self.capi = capi_holder
 
     def make(self, dev, case, pass_name, t):
-        name = "cpu.flash_1pass" if pass_name == "fwd" else "cpu.flash_backward"
+        name = "cpu.flash_fwd" if pass_name == "fwd" else "cpu.flash_bwd"
         inner = attnbench_impls.Impl(name, "cpu")
         inner.capi = self.capi["capi"]
         call = inner.make(dev, case, pass_name, t)
@@ -245,15 +245,15 @@ class Verification(Tmp):
             self.assertEqual(bad, ["O~naive" if r["pass"] == "fwd" else "dQ~naive"], r["reason"])
 
     def test_same_verdict_as_attnbench_run(self):
-        """The peer's verdict on cpu.flash_1pass's outputs is the harness's verdict on them."""
+        """The peer's verdict on cpu.flash_fwd's outputs is the harness's verdict on them."""
         out = self.path("run.json")
-        p = subprocess.run([EXE, "run", self.cfg, "--impl", "cpu.flash_1pass", "--pass", "fwd", "--out", out,
+        p = subprocess.run([EXE, "run", self.cfg, "--impl", "cpu.flash_fwd", "--pass", "fwd", "--out", out,
                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            env=dict(os.environ, OMP_NUM_THREADS="1"))
         self.assertEqual(p.returncode, 0, p.stderr)
         run = {r["case"]: r for r in read_json(out)["rows"]}
         peer = self.path("peer.json")
-        q = py(os.path.join(PEERS, "attnbench_impls.py"), self.cfg, "--on", "cpu", "--impl", "cpu.flash_1pass",
+        q = py(os.path.join(PEERS, "attnbench_impls.py"), self.cfg, "--on", "cpu", "--impl", "cpu.flash_fwd",
                "--pass", "fwd", "--attnbench", EXE, "--out", peer, "--quiet")
         self.assertEqual(q.returncode, 0, q.stderr)
         rows = read_json(peer)["rows"]
@@ -285,7 +285,7 @@ class Verification(Tmp):
 class Merge(Tmp):
     def test_merge_renumbers_and_keeps_contexts(self):
         def res(rows, ctx):
-            return {"schema": "attnbench.results/1", "complete": True, "context": ctx, "rows": rows}
+            return {"schema": "attnbench.results/2", "complete": True, "context": ctx, "rows": rows}
         run = res([{"case": "a", "case_index": 4, "impl": "cuda.x", "pass": "fwd", "status": "pass"}],
                   {"config_hash": "h", "devices": [{"name": "H200"}]})
         peer = res([{"case": "a", "case_index": 0, "impl": "fa4.flash_attn", "pass": "fwd", "status": "pass"}],
@@ -349,7 +349,7 @@ class OutputSafety(Tmp):
         out = self.path("busy.json")
         held = results_io.OutputLock(out, "a test holding the lock")
         try:
-            p = py(os.path.join(PEERS, "attnbench_impls.py"), *argv, "--impl", "cpu.flash_1pass", "--out", out)
+            p = py(os.path.join(PEERS, "attnbench_impls.py"), *argv, "--impl", "cpu.flash_fwd", "--out", out)
             self.assertEqual(p.returncode, 2, p.stderr)
             self.assertIn("is being written by another run", p.stderr)
             self.assertIn("a test holding the lock", p.stderr)
@@ -365,7 +365,7 @@ class OutputSafety(Tmp):
         self.assertFalse(os.path.exists(out + ".lock"))
 
     def test_merge_refuses_its_inputs(self):
-        run = {"schema": "attnbench.results/1", "complete": True, "context": {}, "rows": []}
+        run = {"schema": "attnbench.results/2", "complete": True, "context": {}, "rows": []}
         for n in ("run.json", "peer.json"):
             with open(self.path(n), "w", encoding="utf-8") as f:
                 json.dump(run, f)

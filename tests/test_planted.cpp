@@ -103,8 +103,8 @@ TEST(Planted, CorrectImplementationsPassTheSameShapes) {
   int checked = 0;
   for (const Problem& p : shapes()) {
     for (Pass pass : {Pass::fwd, Pass::bwd}) {
-      for (const char* name : {"cpu.planted_control", "cpu.naive_3pass", "cpu.online_2pass", "cpu.flash_1pass",
-                               "cpu.flash_backward"}) {
+      for (const char* name : {"cpu.planted_control", "cpu.naive_3pass", "cpu.online_2pass", "cpu.flash_fwd",
+                               "cpu.flash_bwd"}) {
         const Implementation* i = Registry::instance().find(name);
         if (!i || !i->supports(p, pass) || (pass == Pass::fwd && !i->capabilities().forward)) continue;
         expect_ok(name, p, pass);
@@ -377,7 +377,7 @@ TEST_F(PlantedRun, EveryPlantedBugIsAFailRowNamingTheOutput) {
   for (const auto& [name, _] : expect) impls += (impls.empty() ? "\"" : ", \"") + name + "\"";
   int rc = -1;
   const nlohmann::json rows = run(R"({"name": "planted", "implementations": [)" + impls + R"(],
-      "passes": ["fwd", "bwd"], "verify": {"mode": "full"}, "params": {"cpu.planted_race": {"force": 1}},
+      "passes": ["fwd", "bwd"], "verify": {"mode": "full"}, "options": {"cpu.planted_race": {"force": 1}},
       "sweep": {"zip": [{"batch": [1, 2], "heads_q": [4, 8], "heads_kv": [2, 2], "seq_q": [40, 37],
                          "seq_kv": [33, 64], "head_dim": [32, 64], "causal": [true, true], "dtype": ["f32", "bf16"]}]}})",
                                   rc);
@@ -443,7 +443,7 @@ struct BaselineCase {
         ref(compute_reference(in, VerifyMode::full, true, false, 1234)),
         naive(validation_call(impl("cpu.naive_3pass"), p, Pass::fwd, {}, in, ref, "naive").outputs),
         flash(
-            validation_call(impl("cpu.flash_1pass"), p, Pass::fwd, {}, in, ref, "flash").outputs) {}
+            validation_call(impl("cpu.flash_fwd"), p, Pass::fwd, {}, in, ref, "flash").outputs) {}
 };
 
 // A string_view, not a const std::string&: with a temporary string for the name, g++ 13 warns

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "attnbench/context.hpp"
 #include "attnbench/results.hpp"
 #include "test_util.hpp"
 
@@ -15,18 +16,18 @@ namespace {
 using ojson = nlohmann::ordered_json;
 
 // A row with every field the writer knows, including the awkward ones: a NaN error (written as
-// null), no peak, params.
+// null), no peak, options.
 ResultRow full_row() {
   ResultRow r;
   r.problem = test::make_problem(2, 8, 2, 17, 33, 64, true, DType::bf16, 0.125);
   r.case_label = r.problem.label();
   r.case_index = 3;
-  r.params = {{"block_c", 64}, {"stages", 2}};
-  r.impl = "cpu.flash_1pass";
+  r.options = {{"block_c", 64}, {"stages", 2}};
+  r.impl = "cpu.flash_fwd";
   r.device = "cpu";
   r.pass = Pass::fwd_bwd;
   r.flops = pass_flops(r.problem, r.pass);
-  r.nvtx = "cpu.flash_1pass+block_c=64+stages=2:" + r.case_label + ":fwd_bwd";
+  r.nvtx = "cpu.flash_fwd+block_c=64+stages=2:" + r.case_label + ":fwd_bwd";
   r.status = Status::fail;
   r.reason = "dQ: max_abs nan > bound 0.1";
   r.verified = true;
@@ -79,7 +80,8 @@ TEST(Results, WrittenAndReadBackIsTheSameFile) {
   const ResultRow& r = back.rows[0];
   EXPECT_EQ(r.pass, Pass::fwd_bwd);
   EXPECT_EQ(r.problem.dtype, DType::bf16);
-  EXPECT_EQ(r.params.at("block_c"), 64);
+  EXPECT_EQ(r.options.at("block_c"), 64);
+  EXPECT_EQ(r.impl_in_file, "");
   EXPECT_TRUE(std::isnan(r.outputs[0].max_abs));
   EXPECT_EQ(r.outputs[0].abs_bound, 0.125);
   EXPECT_FALSE(r.outputs[0].naive_ok);
@@ -107,8 +109,8 @@ TEST(Results, StrictReaderNamesThePath) {
   };
   EXPECT_EQ(message("/rows/0/problem/dtype", "fp8"),
             "f.json: $.rows[0].problem.dtype: \"fp8\" is not one of f32, f16, bf16");
-  EXPECT_EQ(message("/rows/0/params/block_c", 1.5),
-            "f.json: $.rows[0].params.block_c: expected an integer, got 1.5");
+  EXPECT_EQ(message("/rows/0/options/block_c", 1.5),
+            "f.json: $.rows[0].options.block_c: expected an integer, got 1.5");
   EXPECT_EQ(message("/rows/0/pass", "both"),
             "f.json: $.rows[0].pass: \"both\" is not one of fwd, bwd, fwd_bwd");
   EXPECT_EQ(message("/rows/0/time/median_ms", -1),
@@ -119,7 +121,68 @@ TEST(Results, StrictReaderNamesThePath) {
             "f.json: $.rows[0].time.samples_ms: expected an array, got 3");
   EXPECT_EQ(message("/schema", "attnbench.results/0"),
             "f.json: $.schema: \"attnbench.results/0\" is not supported (expected "
-            "\"attnbench.results/1\")");
+            "\"attnbench.results/2\" or \"attnbench.results/1\")");
+}
+
+// What this version writes: schema 2, the option set under "options", never "params".
+TEST(Results, TheWriterWritesOptions) {
+  const ojson j = results_to_json(file_of({full_row()}));
+  EXPECT_EQ(j["schema"], "attnbench.results/2");
+  EXPECT_EQ(j["rows"][0]["options"]["block_c"], 64);
+  EXPECT_FALSE(j["rows"][0].contains("params"));
+}
+
+// A row of a file written before the names lined up (schema 1, "params", the former name
+// cpu.flash_1pass) reads as today's row: the same key, so table and compare match it.
+TEST(Results, AnOldRowReadsAsTodays) {
+  const ojson today = results_to_json(file_of({full_row()}));
+  ojson old = today;
+  old["schema"] = "attnbench.results/1";
+  ojson& row = old["rows"][0];
+  row["params"] = row["options"];
+  row.erase("options");
+  row["impl"] = "cpu.flash_1pass";
+  row["verify"]["baseline"] = "cpu.naive_3pass";
+  const ResultsFile back = parse_results(old, "old.json");
+  const ResultRow& r = back.rows.at(0);
+  EXPECT_EQ(r.impl, "cpu.flash_fwd");
+  EXPECT_EQ(r.impl_in_file, "cpu.flash_1pass");
+  EXPECT_EQ(r.options, (Options{{"block_c", 64}, {"stages", 2}}));
+  EXPECT_EQ(r.key(), parse_results(today, "new.json").rows.at(0).key());
+  // The other former name, and a row of the old schema without options.
+  row["impl"] = "cpu.flash_backward";
+  row.erase("params");
+  EXPECT_EQ(parse_results(old, "old.json").rows.at(0).impl, "cpu.flash_bwd");
+  EXPECT_TRUE(parse_results(old, "old.json").rows.at(0).options.empty());
+
+  // Both keys in one row: which one counts is not for the reader to guess.
+  ojson both = today;
+  both["rows"][0]["params"] = {{"block_c", 128}};
+  try {
+    parse_results(both, "both.json");
+    ADD_FAILURE() << "a row with both \"options\" and \"params\" was accepted";
+  } catch (const ResultsError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "both.json: $.rows[0]: both \"options\" and \"params\" (its former name): a row has "
+              "one");
+  }
+  EXPECT_TRUE(results_schema_supported("attnbench.results/1"));
+  EXPECT_FALSE(results_schema_supported("attnbench.results/3"));
+}
+
+// A committed record written before the rename (results/h200/default.json: schema 1, "params",
+// cpu.flash_1pass and cpu.flash_backward) loads under today's names.
+TEST(Results, TheCommittedH200DefaultLoadsUnderTodaysNames) {
+  const ResultsFile f = load_results(source_dir() + "/results/h200/default.json");
+  int fwd = 0, bwd = 0;
+  for (const ResultRow& r : f.rows) {
+    EXPECT_NE(r.impl, "cpu.flash_1pass");
+    EXPECT_NE(r.impl, "cpu.flash_backward");
+    fwd += r.impl == "cpu.flash_fwd";
+    bwd += r.impl == "cpu.flash_bwd";
+  }
+  EXPECT_GT(fwd, 0);
+  EXPECT_GT(bwd, 0);
 }
 
 TEST(Results, ResumeRefusesAnotherConfigModeOrBuild) {
@@ -151,7 +214,7 @@ TEST(Results, ResumeKeepsVerdictsWithATime) {
   // The measurements move; the identity is the plan's.
   const ResultRow earlier = full_row();
   ResultRow planned;
-  planned.impl = "cpu.flash_1pass";
+  planned.impl = "cpu.flash_fwd";
   planned.nvtx = "planned";
   copy_measurements(earlier, planned);
   EXPECT_EQ(planned.nvtx, "planned");

@@ -38,7 +38,50 @@ def read_json(path):
 
 
 def results_file(rows):
-    return {"schema": "attnbench.results/1", "complete": True, "context": {"config": {"timing": {}}}, "rows": rows}
+    return {"schema": "attnbench.results/2", "complete": True, "context": {"config": {"timing": {}}}, "rows": rows}
+
+
+def written_before_options(res):
+    """res as a file of schema version 1: each row's "options" under its former name "params"."""
+    old = json.loads(json.dumps(res))
+    old["schema"] = "attnbench.results/1"
+    for r in old["rows"]:
+        if "options" in r:
+            r["params"] = r.pop("options")
+    return old
+
+
+class ResultsIo(unittest.TestCase):
+    """scripts/results_io.py reads both schema versions; rows come back with "options"."""
+
+    def load(self, res):
+        from scripts import results_io
+        errors = []
+
+        def fail(msg):
+            errors.append(msg)
+            raise RuntimeError(msg)
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "r.json")
+            write(path, json.dumps(res))
+            try:
+                return results_io.load_results(path, fail), None
+            except RuntimeError:
+                return None, errors[0]
+
+    def test_old_rows_read_with_options(self):
+        new = results_file([dict(row("cpu.flash_fwd", "fwd"), options={"block_c": 64}), row("cpu.naive_3pass", "fwd")])
+        for res in (new, written_before_options(new)):
+            got, err = self.load(res)
+            self.assertIsNone(err)
+            self.assertEqual(got["rows"][0]["options"], {"block_c": 64})
+            self.assertNotIn("params", got["rows"][0])
+        both = results_file([dict(row("cpu.flash_fwd", "fwd"), options={}, params={})])
+        _, err = self.load(both)
+        self.assertIn('rows[0]: both "options" and "params"', err)
+        _, err = self.load(dict(new, schema="attnbench.results/3"))
+        self.assertIn("not an attnbench results file", err)
 
 
 def row(impl, ps, status="pass", flops=1e12):
@@ -177,7 +220,7 @@ class PeerRevision(unittest.TestCase):
 class Fa2GridSummary(unittest.TestCase):
     def test_ratios_from_rows(self):
         def r(impl, ps, seq, tflops):
-            return {"impl": impl, "pass": ps, "status": "pass", "tflops": tflops, "params": {},
+            return {"impl": impl, "pass": ps, "status": "pass", "tflops": tflops, "options": {},
                     "problem": {"head_dim": 64, "causal": False, "seq_q": seq}}
         grid = results_file([r("cuda.flash_fwd_mma", "fwd", 512, 300.0), r("cuda.standard_cublas", "fwd", 512, 50.0),
                              r("cuda.cudnn_sdpa", "fwd", 512, 400.0), r("cuda.flash_bwd_mma", "fwd_bwd", 512, 200.0)])
@@ -207,15 +250,18 @@ class Fa3GridSummary(unittest.TestCase):
     """The README's "Against FlashAttention-3 and cuDNN" tables from a small synthetic pair."""
 
     def test_best_of_ours_against_fa4_and_cudnn(self):
-        def r(impl, ps, tflops, seq=512, status="pass", params=None):
-            return {"impl": impl, "pass": ps, "status": status, "tflops": tflops, "params": params or {},
+        def r(impl, ps, tflops, seq=512, status="pass", options=None):
+            return {"impl": impl, "pass": ps, "status": status, "tflops": tflops, "options": options or {},
                     "problem": {"head_dim": 128, "causal": False, "seq_q": seq}}
         grid = results_file([r("cuda.flash_fwd_mma", "fwd", 300.0), r("cuda.flash_fwd_wgmma", "fwd", 500.0),
                              r("cuda.cudnn_sdpa", "fwd", 600.0), r("cuda.flash_fwd_wgmma", "fwd", 900.0, 1024, "fail"),
                              r("cuda.flash_fwd_mma", "fwd", 320.0, 1024), r("cuda.flash_bwd_mma", "fwd_bwd", 250.0)])
-        peer = results_file([r("fa4.flash_attn", "fwd", 550.0), r("torch.sdpa_cudnn", "fwd", 580.0),
-                             r("fa4.flash_attn", "fwd", 560.0, 1024), r("fa4.flash_attn", "fwd_bwd", 500.0),
-                             r("fa4.flash_attn", "fwd_bwd", 400.0, params={"deterministic": 1})])
+        # The peers' file as written before "params" became "options": its deterministic row is still
+        # told apart by its options.
+        peer = written_before_options(results_file([
+            r("fa4.flash_attn", "fwd", 550.0), r("torch.sdpa_cudnn", "fwd", 580.0),
+            r("fa4.flash_attn", "fwd", 560.0, 1024), r("fa4.flash_attn", "fwd_bwd", 500.0),
+            r("fa4.flash_attn", "fwd_bwd", 400.0, options={"deterministic": 1})]))
         with tempfile.TemporaryDirectory() as tmp:
             g, t = os.path.join(tmp, "g.json"), os.path.join(tmp, "t.json")
             write(g, json.dumps(grid))
@@ -255,7 +301,7 @@ class TimingParity(unittest.TestCase):
             t = {"median_ms": ms, "cv": 0.01}
             if method:
                 t["method"] = method
-            return {"case": case, "impl": impl, "pass": ps, "status": "pass", "params": {}, "flops": 1e12,
+            return {"case": case, "impl": impl, "pass": ps, "status": "pass", "options": {}, "flops": 1e12,
                     "time": t, "problem": {}}
         run_f = results_file([r("cuda.cudnn_sdpa", "fwd", 1.00), r("cuda.flash_fwd_mma", "fwd", 2.00)])
         peer_f = results_file([r("attnbench:cuda.cudnn_sdpa", "fwd", 1.02, method="cuda_graph"),
@@ -474,6 +520,8 @@ class ClosedStdout(unittest.TestCase):
         env = dict(os.environ)
         if os.environ.get("ATTNBENCH_BUILD_DIR"):
             env["ATTNBENCH_BUILD_DIR"] = os.environ["ATTNBENCH_BUILD_DIR"]
+            # The peers find build-gpu/ or build/ of the tree first: the build under test instead.
+            env["ATTNBENCH_BIN"] = os.path.join(os.environ["ATTNBENCH_BUILD_DIR"], "attnbench")
         p = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         p.stdout.close()
         err = p.stderr.read().decode()
@@ -555,8 +603,8 @@ class Plot(unittest.TestCase):
         fills = {}
         with tempfile.TemporaryDirectory() as d:
             # The same implementation first in one file and second in the other.
-            for name, impls in (("a", ["cpu.flash_1pass", "cpu.naive_3pass"]),
-                                ("b", ["cpu.online_2pass", "cpu.flash_1pass", "cpu.naive_3pass"])):
+            for name, impls in (("a", ["cpu.flash_fwd", "cpu.naive_3pass"]),
+                                ("b", ["cpu.online_2pass", "cpu.flash_fwd", "cpu.naive_3pass"])):
                 path = os.path.join(d, name + ".json")
                 write(path, json.dumps(self.results(impls)))
                 out = os.path.join(d, "out_" + name)
@@ -569,7 +617,7 @@ class Plot(unittest.TestCase):
                     self.assertIn(f[:-4] + ".svg", files)
                 with open(os.path.join(out, f"{name}_fwd_f32_tflops.svg"), encoding="utf-8") as f:
                     fills[name] = f.read().lower()
-        # cpu.flash_1pass keeps its colour (COLORS) in both files; cpu.online_2pass's is only in b.
+        # cpu.flash_fwd keeps its colour (COLORS) in both files; cpu.online_2pass's is only in b.
         self.assertIn("#1f77b4", fills["a"])
         self.assertIn("#1f77b4", fills["b"])
         self.assertNotIn("#2ca02c", fills["a"])

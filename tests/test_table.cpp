@@ -54,7 +54,7 @@ json row(int seq, const std::string& impl, double ms, const std::string& status 
 }
 
 json results(json rows) {
-  return {{"schema", "attnbench.results/1"},
+  return {{"schema", "attnbench.results/2"},
           {"complete", true},
           {"context",
            {{"cpu", "Test CPU"},
@@ -197,6 +197,7 @@ TEST_F(Table, LongCsvHasOneLinePerRow) {
   ASSERT_EQ(ls.size(), 7u);  // header + 6 rows
   const auto header = ls[0];
   EXPECT_EQ(header.rfind("pass,head_dim,causal,dtype,", 0), 0u) << header;
+  EXPECT_NE(header.find(",impl,options,device,"), std::string::npos) << header;
   // The flash row at seq 2048: speedup 4 and footprint reduction 16.88 against standard_cublas.
   bool found = false;
   for (const auto& l : ls) {
@@ -299,11 +300,11 @@ TEST_F(Table, DefaultBaselineFallsBackToCpuNaive) {
       << out;
 }
 
-TEST_F(Table, ParamsVariantsAreSeparateRows) {
+TEST_F(Table, OptionsVariantsAreSeparateRows) {
   json rows = json::array();
   for (int bc : {32, 64}) {
     json r = row(1024, "cuda.flash_fwd", bc == 32 ? 2.0 : 1.0);
-    r["params"] = {{"block_c", bc}};
+    r["options"] = {{"block_c", bc}};
     rows.push_back(r);
   }
   rows.push_back(row(1024, "cuda.standard_cublas", 4.0));
@@ -311,6 +312,34 @@ TEST_F(Table, ParamsVariantsAreSeparateRows) {
   const auto sp = md_table(out, "speedup");
   EXPECT_EQ(sp.at("cuda.flash_fwd [block_c=32]"), (Cells{"2.00"})) << out;
   EXPECT_EQ(sp.at("cuda.flash_fwd [block_c=64]"), (Cells{"4.00"})) << out;
+}
+
+// A file written before the names lined up (schema 1, "params", cpu.flash_1pass) shows today's
+// names, and --baseline takes the former one too.
+TEST_F(Table, AnOldFileShowsTodaysNames) {
+  json rows = json::array();
+  for (int seq : {128, 256}) {
+    rows.push_back(row(seq, "cpu.naive_3pass", 4.0));
+    json r = row(seq, "cpu.flash_1pass", 2.0);
+    r["params"] = {{"block_c", 64}};
+    rows.push_back(r);
+  }
+  json old = results(rows);
+  old["schema"] = "attnbench.results/1";
+  std::string out = render(old);
+  EXPECT_EQ(md_table(out, "speedup over cpu.naive_3pass").at("cpu.flash_fwd [block_c=64]"),
+            (Cells{"2.00", "2.00"}))
+      << out;
+  EXPECT_EQ(out.find("cpu.flash_1pass"), std::string::npos) << out;
+  TableOptions o;
+  o.baseline = "cpu.flash_1pass [block_c=64]";
+  std::string err;
+  ASSERT_EQ(run(old, o, out, err), 0) << err;
+  EXPECT_EQ(md_table(out, "speedup over cpu.flash_fwd [block_c=64]").at("cpu.naive_3pass"),
+            (Cells{"0.50", "0.50"}))
+      << out;
+  EXPECT_NE(err.find("note: cpu.flash_1pass is the former name of cpu.flash_fwd"), std::string::npos) << err;
+  EXPECT_EQ(err.find("warning"), std::string::npos) << err;
 }
 
 TEST_F(Table, HbmTrafficWhenMerged) {

@@ -1,5 +1,6 @@
 // Implementation::supports (Capabilities, then supports_extra), the registry of every
-// implementation (filled by ATTNBENCH_REGISTER at static initialisation) and its glob matcher.
+// implementation (filled by ATTNBENCH_REGISTER at static initialisation) with the former names
+// the implementations declare (ATTNBENCH_FORMER_NAME), and its glob matcher.
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -59,8 +60,51 @@ bool Registry::add(std::unique_ptr<Implementation> impl) {
     std::fprintf(stderr, "attnbench: two implementations are named '%s'\n", impl->name().c_str());
     std::abort();
   }
+  if (const auto it = former_.find(impl->name()); it != former_.end()) {
+    std::fprintf(stderr, "attnbench: '%s' is registered, but it is also the former name of '%s'\n",
+                 impl->name().c_str(), it->second.c_str());
+    std::abort();
+  }
   impls_.push_back(std::move(impl));
   return true;
+}
+
+// Registration order across files is unspecified, so each of add() and add_former_name() checks
+// against what the other has recorded so far: together they refuse every clash in either order.
+bool Registry::add_former_name(std::string former, std::string current) {
+  const char* why = nullptr;
+  if (former == current)
+    why = "is its own former name";
+  else if (find(former))
+    why = "is the name of a registered implementation";
+  else if (former_.count(former) && former_.at(former) != current)
+    why = "is already the former name of another implementation";
+  if (why) {
+    std::fprintf(stderr, "attnbench: the former name '%s' (of '%s') %s\n", former.c_str(),
+                 current.c_str(), why);
+    std::abort();
+  }
+  former_[std::move(former)] = std::move(current);
+  return true;
+}
+
+std::string Registry::canonical(std::string_view name) const {
+  std::string n(name);
+  // A rename of a rename: follow the chain, at most once per entry (a cycle cannot loop).
+  for (std::size_t hops = 0; hops <= former_.size(); ++hops) {
+    const auto it = former_.find(n);
+    if (it == former_.end()) break;
+    n = it->second;
+  }
+  return n;
+}
+
+bool Registry::is_former_name(std::string_view name) const { return former_.find(name) != former_.end(); }
+
+std::vector<std::pair<std::string, std::string>> Registry::former_names() const {
+  std::vector<std::pair<std::string, std::string>> v;
+  for (const auto& [former, current] : former_) v.emplace_back(former, canonical(current));
+  return v;
 }
 
 const Implementation* Registry::find(std::string_view name) const {

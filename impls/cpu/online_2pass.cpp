@@ -22,7 +22,7 @@
 namespace attnbench::cpu {
 namespace {
 
-// Blocks as cpu.flash_1pass's default tiles (measured there); 64 x 128 was ~10% slower here.
+// Blocks as cpu.flash_fwd's default tiles (measured there); 64 x 128 was ~10% slower here.
 constexpr int kRows = 128;  // query rows per block
 constexpr int kCols = 256;  // keys per tile
 
@@ -76,7 +76,7 @@ void forward_rows(const FwdArgs& a, int b, int h, int i0, const Scratch& s) {
       if (nv == 0) continue;
       auto vis = row_array(s.s, bc, r, nv);
       // Scaled before the max (and in pass 2 before the exp), so that the max score's exponent
-      // is exactly 0; see cpu.flash_1pass for why scaling inside the exp overflows at large
+      // is exactly 0; see cpu.flash_fwd for why scaling inside the exp overflows at large
       // scales. -inf - -inf and inf - inf are kept out of the rescale as there.
       vis *= scale;
       const float m_new = std::max(s.m[r], vis.maxCoeff());

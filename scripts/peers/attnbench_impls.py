@@ -33,7 +33,7 @@ class Impl(common.Backend):
         self.name = impl
         self.impl = "attnbench:" + impl
         self.device_kind = kind
-        self.params = dict(options or {})
+        self.options = dict(options or {})
         self.capi = None
         self.missing = None
 
@@ -44,7 +44,7 @@ class Impl(common.Backend):
         return self.missing
 
     def make(self, dev, case, pass_name, t):
-        c = self.capi.call(self.name, case["problem"], pass_name, self.params)
+        c = self.capi.call(self.name, case["problem"], pass_name, self.options)
         why = c.supports()
         if why:
             c.close()
@@ -65,7 +65,7 @@ class Impl(common.Backend):
                 c.backward(q, k, v, P(o), P(lse), dout, *(P(g) for g in grads), P(ws), nws, s)
 
         if pass_name == "bwd":  # O and LSE from its own forward, untimed
-            f = self.capi.call(self.name, case["problem"], "fwd_bwd", self.params)
+            f = self.capi.call(self.name, case["problem"], "fwd_bwd", self.options)
             fws = dev.empty_bytes(f.workspace_bytes())
             f.prepare()
             f.forward(q, k, v, P(o), P(lse), P(fws), f.workspace_bytes(), dev.stream())

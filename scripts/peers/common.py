@@ -124,7 +124,7 @@ def expand(attnbench, config, cases=None, passes=None, verify=None):
             j = json.loads(line)
         except json.JSONDecodeError as e:
             raise BadInput(f"attnbench expand: line {n} is not JSON ({e}); is {attnbench} this tree's build?")
-        if j.get("schema") != "attnbench.expand/1":
+        if j.get("schema") != "attnbench.expand/2":
             raise BadInput(f"attnbench expand: line {n}: unexpected schema {j.get('schema')!r}")
         out.append(j)
     return out
@@ -517,12 +517,12 @@ def cuda_driver_info(index):
 
 
 class Backend:
-    """One row name of a peer: how to call it. Subclasses set impl (the row's "impl"), params
-    (the row's "params"), device_kind, absent (outputs its API does not return), and implement
+    """One row name of a peer: how to call it. Subclasses set impl (the row's "impl"), options
+    (the row's "options"), device_kind, absent (outputs its API does not return), and implement
     skip_reason() and make(). passes: the passes it has rows for (None: every pass)."""
 
     impl = "?"
-    params = {}
+    options = {}
     device_kind = "cuda"
     absent = ()
     passes = None
@@ -605,16 +605,16 @@ def autograd_call(dev, case, pass_name, t, forward):
 # ============================================================================ rows
 
 
-def nvtx_name(impl, params, label, pass_name):
+def nvtx_name(impl, options, label, pass_name):
     """attnbench's nvtx::call_range_name: <impl>[+k=v...]:<case>:<pass>."""
-    return impl + "".join(f"+{k}={v}" for k, v in sorted(params.items())) + f":{label}:{pass_name}"
+    return impl + "".join(f"+{k}={v}" for k, v in sorted(options.items())) + f":{label}:{pass_name}"
 
 
 def blank_row(case, backend, pass_name, device):
     return {"case": case["case"], "case_index": case["case_index"], "problem": case["problem"],
-            "params": dict(backend.params), "impl": backend.impl, "device": device, "pass": pass_name,
+            "options": dict(backend.options), "impl": backend.impl, "device": device, "pass": pass_name,
             "status": "skip", "reason": "", "flops": case["flops"][pass_name],
-            "nvtx": nvtx_name(backend.impl, backend.params, case["case"], pass_name)}
+            "nvtx": nvtx_name(backend.impl, backend.options, case["case"], pass_name)}
 
 
 def apply_verdict(row, verdict):
@@ -794,7 +794,7 @@ def dry_run(prog, planned, backends, cases):
     left = len(cases) - len(planned)
     if left:
         print(f"  ({left} cases left out: their groups do not run on {backends[0].device_kind if backends else '?'})")
-    names = ", ".join(dict.fromkeys(b.impl + "".join(f"[{k}={v}]" for k, v in b.params.items()) for b in backends))
+    names = ", ".join(dict.fromkeys(b.impl + "".join(f"[{k}={v}]" for k, v in b.options.items()) for b in backends))
     print(f"{total} rows: {names}")
 
 

@@ -5,7 +5,7 @@ flash_bwd_sm90 kernels, FlashAttention-3's design) as a peer of attnbench, in at
     python3 scripts/peers/fa4.py CONFIG.json [--out FILE] [--fa4-site DIR] [--no-deterministic]
     python3 scripts/peers/fa4.py CONFIG.json --dry-run                 # no torch, no GPU
 
-Rows fa4.flash_attn (params {}) and, for bwd and fwd_bwd, fa4.flash_attn with params
+Rows fa4.flash_attn (options {}) and, for bwd and fwd_bwd, fa4.flash_attn with options
 {"deterministic": 1} (its deterministic backward, timed as its own row). One call is
 flash_attn.cute.flash_attn_func(q, k, v, softmax_scale, causal, deterministic, return_lse=True) on
 attnbench's BSHD tensors (FA4's native layout, no copy): O and the natural-log LSE [b, hq, sq]
@@ -48,7 +48,7 @@ class Fa4(common.Backend):
 
     def __init__(self, deterministic, state):
         self.deterministic = deterministic
-        self.params = {"deterministic": 1} if deterministic else {}
+        self.options = {"deterministic": 1} if deterministic else {}
         self.passes = ("bwd", "fwd_bwd") if deterministic else None  # the forward has no such mode
         self.state = state
 

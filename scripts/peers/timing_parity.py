@@ -39,7 +39,7 @@ def timed(rows):
     for r in rows:
         t = r.get("time") or {}
         if r.get("status") == "pass" and t.get("median_ms"):
-            key = (r["case"], r["pass"], r["impl"], json.dumps(r.get("params") or {}, sort_keys=True))
+            key = (r["case"], r["pass"], r["impl"], json.dumps(r.get("options") or {}, sort_keys=True))
             out[key] = r
     return out
 
@@ -59,12 +59,12 @@ def main():
     run = timed(load_results(a.run, fail, "run")["rows"])
     peer = timed(load_results(a.peers, fail, "peers")["rows"])
     pairs = []
-    for (case, ps, impl, params), r in sorted(run.items()):
-        p = peer.get((case, ps, "attnbench:" + impl, params))
+    for (case, ps, impl, options), r in sorted(run.items()):
+        p = peer.get((case, ps, "attnbench:" + impl, options))
         if not p:
             continue
         h, q = r["time"]["median_ms"], p["time"]["median_ms"]
-        pairs.append({"case": case, "pass": ps, "impl": impl, "params": json.loads(params),
+        pairs.append({"case": case, "pass": ps, "impl": impl, "options": json.loads(options),
                       "harness_ms": h, "harness_cv": r["time"].get("cv"), "peer_ms": q, "peer_cv": p["time"].get("cv"),
                       "peer_method": p["time"].get("method", ""), "ratio": q / h,
                       "within": abs(q / h - 1) <= a.tolerance})
@@ -85,10 +85,10 @@ def main():
           f"{(worst['ratio'] - 1) * 100:+.1f}% ({worst['impl']} {worst['case']} {worst['pass']}).")
 
     engine = []
-    for (case, ps, impl, params), r in sorted(run.items()):
+    for (case, ps, impl, options), r in sorted(run.items()):
         if impl != "cuda.cudnn_sdpa":
             continue
-        via_capi = peer.get((case, ps, "attnbench:cuda.cudnn_sdpa", params))
+        via_capi = peer.get((case, ps, "attnbench:cuda.cudnn_sdpa", options))
         torch_cudnn = peer.get((case, ps, "torch.sdpa_cudnn", "{}"))
         if not torch_cudnn:
             continue

@@ -1,7 +1,9 @@
 // The Implementation interface and the registry: the only list of implementations.
 //
 // An implementation is one file in impls/<device>/ that defines a class derived from
-// Implementation and registers it with ATTNBENCH_REGISTER(Class). It only computes: it never
+// Implementation and registers it with ATTNBENCH_REGISTER(Class); a renamed one declares its
+// former names in the same file with ATTNBENCH_FORMER_NAME(former, current), so that configs,
+// --impl and old results files that use them still work. It only computes: it never
 // allocates in forward()/backward() (the harness allocates the workspace it asks for), never
 // times itself and never prints. Errors are reported by throwing (e.g. a failed CUDA call);
 // the harness turns them into a FAIL row and goes on.
@@ -13,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "attnbench/problem.hpp"
@@ -37,7 +40,8 @@ struct Support {
   explicit operator bool() const { return ok; }
 };
 
-// Run-time tuning knobs (e.g. tile sizes), given per case by the config's "params".
+// Run-time tuning knobs (e.g. tile sizes), given per case by the config's "options" (read under
+// its former name "params" too) and written in each results row's "options".
 using Options = std::map<std::string, std::int64_t>;
 
 // options[key], or fallback when options is null or has no such key.
@@ -125,7 +129,8 @@ class Implementation {
  public:
   virtual ~Implementation() = default;
 
-  // Unique name, "<device>.<algorithm>", e.g. "cpu.naive_3pass", "cuda.flash_fwd".
+  // Unique name, "<device>.<algorithm>[_<direction>][_<tensor-core instruction>]" (docs/
+  // architecture.md, "Names"), e.g. "cpu.naive_3pass", "cuda.flash_fwd", "cuda.flash_bwd_mma".
   virtual std::string name() const = 0;
   virtual Device device() const = 0;
   // One line for `attnbench list`.
@@ -157,15 +162,28 @@ class Implementation {
 class Registry {
  public:
   static Registry& instance();
-  // Aborts the program on a duplicate name: two files claiming one name is a build defect.
+  // Aborts the program on a duplicate name: two files claiming one name, or a name that is
+  // another implementation's former name, is a build defect.
   bool add(std::unique_ptr<Implementation> impl);
+  // Records that the implementation named `current` was once named `former`
+  // (ATTNBENCH_FORMER_NAME, in that implementation's own file). Aborts when `former` is a
+  // current name, is already the former name of another implementation, or equals `current`.
+  bool add_former_name(std::string former, std::string current);
+  // The current name of a former name (following a rename of a rename); any other name as it
+  // is. Exact names only: a glob is never a former name.
+  std::string canonical(std::string_view name) const;
+  bool is_former_name(std::string_view name) const;
+  // Every former name with the current name it resolves to, sorted by the former name.
+  std::vector<std::pair<std::string, std::string>> former_names() const;
+  // Current names only (canonical() first to accept a former one).
   const Implementation* find(std::string_view name) const;
   std::vector<const Implementation*> all() const;  // sorted by name
-  // Names matching a glob (glob_match), sorted.
+  // Current names matching a glob (glob_match), sorted.
   std::vector<const Implementation*> match(std::string_view glob) const;
 
  private:
   std::vector<std::unique_ptr<Implementation>> impls_;
+  std::map<std::string, std::string, std::less<>> former_;  // former name -> the name it became
 };
 
 // fnmatch(3)'s globs without flags: '*', '?', bracket expressions ([fn], [a-z], [!x], [[:digit:]])
@@ -186,4 +204,13 @@ const Implementation* naive_baseline(Device d);
   namespace {                                                                       \
   [[maybe_unused]] const bool ATTNBENCH_CONCAT(attnbench_registered_, __LINE__) = \
       ::attnbench::Registry::instance().add(std::make_unique<Type>());              \
+  }
+// Declares, next to ATTNBENCH_REGISTER in the renamed implementation's own file, a name it had
+// before: ATTNBENCH_FORMER_NAME("cpu.flash_1pass", "cpu.flash_fwd"). Configs, --impl and old
+// results files that use the former name get the implementation of the current one
+// (Registry::canonical); globs match current names only.
+#define ATTNBENCH_FORMER_NAME(former, current)                                          \
+  namespace {                                                                           \
+  [[maybe_unused]] const bool ATTNBENCH_CONCAT(attnbench_former_name_, __LINE__) =     \
+      ::attnbench::Registry::instance().add_former_name(former, current);               \
   }

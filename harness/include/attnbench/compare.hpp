@@ -1,7 +1,7 @@
 // `attnbench compare BASE.json NEW.json`: a regression gate for CI that holds across many rows on
 // a noisy machine.
 //
-// Rows are matched on (case, impl, pass, params, device). For each match it prints the base and
+// Rows are matched on (case, impl, pass, options, device). For each match it prints the base and
 // new median times, new/base, the noise of each (cv), the p-value of the change, the worst error
 // growth over the outputs and the status change. A matched row REGRESSED when any of these holds:
 //

@@ -10,7 +10,7 @@
 //    "sweep": {"product": {"causal": [false, true], "dtype": ["f32", "bf16"]},
 //              "zip": [{"seq": [512, 1024], "batch": [32, 16]}]},
 //    "implementations": ["cpu.*"], "passes": ["fwd", "bwd", "fwd_bwd"],
-//    "params": {"cpu.flash_1pass": {"block_c": [32, 64]}},
+//    "options": {"cpu.flash_fwd": {"block_c": [32, 64]}},
 //    "inputs": {"distribution": "normal", "seed": 1234},
 //    "verify": {"mode": "auto", "sample_heads": 2, "sample_rows": 64},
 //    "timing": {"hot": false, "min_time_s": 0.1, "repetitions": 3, "warmup_s": 0.05},
@@ -22,8 +22,12 @@
 // seq_kv, "heads" sets heads_q and heads_kv; heads_kv set nowhere (problem, group, sweep) is
 // heads_q (MHA), as in FlashAttention and PyTorch. Product axes vary slowest, in the order written,
 // then the zip groups. "groups" splits a config into parts with their own sweeps,
-// implementations, passes, params and devices (e.g. CPU-sized and GPU-sized cases); "problem",
+// implementations, passes, options and devices (e.g. CPU-sized and GPU-sized cases); "problem",
 // "verify" and "timing" at the top are per-field defaults for every group.
+//
+// Former names are still read, with a note (Config::notes): "params", the former name of the
+// key "options" (both in one object is an error), and an implementation's former name
+// (ATTNBENCH_FORMER_NAME) written out in "implementations" or as an "options" key.
 //
 // Every error carries the JSON pointer of the offending value (e.g. /sweep/product/seq_q/2) and
 // the value itself.
@@ -57,7 +61,7 @@ struct VerifySettings {
   SampleSpec sample;
 };
 
-// One implementation of a group with the option sets it runs with ("params"); a single empty
+// One implementation of a group with the option sets it runs with ("options"); a single empty
 // set when the config gives none.
 struct ImplRun {
   const Implementation* impl = nullptr;
@@ -80,6 +84,9 @@ struct Config {
   std::uint64_t seed = 1234;
   std::vector<ConfigGroup> groups;
   nlohmann::ordered_json json;  // the document as parsed, key order kept
+  // One line each for the user (stderr), e.g. that a former implementation name was resolved:
+  // "note: cpu.flash_1pass is the former name of cpu.flash_fwd, ...".
+  std::vector<std::string> notes;
 
   std::size_t case_count() const;
   std::size_t row_count() const;  // cases x implementations x option sets x passes

@@ -103,7 +103,7 @@ struct Case {
   // its why, or empty. The case must fail (an expected failure); a pass is a failure that says
   // the entry is stale.
   std::string known_failure;
-  std::string name() const;  // "cpu.flash_1pass fwd b2_hq2_hkv2_sq17_skv17_d40_bf16 outlier"
+  std::string name() const;  // "cpu.flash_fwd fwd b2_hq2_hkv2_sq17_skv17_d40_bf16 outlier"
 };
 
 // shapes() x the implementations x the passes each declares, in the dtypes each declares; shape

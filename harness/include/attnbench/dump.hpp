@@ -20,7 +20,7 @@ void prepare_dump_dir(const std::string& dir);
 // with_inputs: also the case's inputs and reference (the first row of the case dumped).
 // Throws std::runtime_error when a file cannot be written.
 void dump_row(const std::string& dir, const Problem& p, const CaseInputs& in, const Reference& ref,
-              bool with_inputs, const std::string& impl, const Options& params, Pass pass,
+              bool with_inputs, const std::string& impl, const Options& options, Pass pass,
               const Outputs& outs);
 
 }  // namespace attnbench

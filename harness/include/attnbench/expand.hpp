@@ -16,7 +16,8 @@
 
 namespace attnbench {
 
-inline constexpr const char* kExpandSchema = "attnbench.expand/1";
+// Version 2: a row's "params" became "options", as in the results (docs/results_schema.md).
+inline constexpr const char* kExpandSchema = "attnbench.expand/2";
 
 // The line of one case of group `group` (its index in cfg.groups).
 nlohmann::ordered_json case_to_json(const Config& cfg, std::size_t group, const Problem& p, int case_index);

@@ -35,7 +35,7 @@ class Range {
 };
 
 // "<impl>[+k=v...]:<case>:<pass>": the range of one call, also the row's "nvtx" field.
-std::string call_range_name(const std::string& impl, const Options& params,
+std::string call_range_name(const std::string& impl, const Options& options,
                             const std::string& case_label, Pass pass);
 
 }  // namespace attnbench::nvtx

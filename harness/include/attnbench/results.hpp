@@ -13,6 +13,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "attnbench/implementation.hpp"
@@ -21,7 +22,12 @@
 namespace attnbench {
 
 // The schema tag: its one definition in the C++ code (scripts/results_io.py holds Python's).
-inline constexpr const char* kResultsSchema = "attnbench.results/1";
+// Version 2 renamed the rows' "params" to "options"; the readers take version 1 files too,
+// their "params" read as "options" (docs/results_schema.md, Compatibility).
+inline constexpr const char* kResultsSchema = "attnbench.results/2";
+inline constexpr const char* kResultsSchemaV1 = "attnbench.results/1";
+// Whether the readers take a file with this schema tag (this version or an earlier one).
+bool results_schema_supported(std::string_view tag);
 
 enum class Status { pass, fail, skip };
 const char* to_string(Status s);
@@ -58,8 +64,11 @@ struct ResultRow {
   std::string case_label;  // "case": Problem::label()
   int case_index = -1;     // -1 when the file has none
   Problem problem;         // scale: the one used (0 only when a file omits it)
-  Options params;
+  Options options;         // the option set it ran with ("options"; "params" in version 1 files)
   std::string impl, device;  // device: "cpu" or "cuda:<index>"
+  // The name the file wrote when it was a former name (the reader gives `impl` the current one,
+  // Registry::canonical); "" otherwise. compare --rerun gives it to the binary that wrote it.
+  std::string impl_in_file;
   Pass pass = Pass::fwd;
   double flops = 0;
   std::string nvtx;  // the NVTX range of its calls
@@ -81,12 +90,12 @@ struct ResultRow {
   double max_ratio() const;  // worst OutputReport::ratio, 0 when none
   // The schema's "tflops": tflops_in_file when read, else flops / median time when timed.
   std::optional<double> tflops() const;
-  // (case, impl, pass, params, device kind): what compare matches rows on. The kind ("cpu",
+  // (case, impl, pass, options, device kind): what compare matches rows on. The kind ("cpu",
   // "cuda"), not the index: the rows of a `run --devices` sweep, spread over cuda:0..N-1, match
   // those of a one-GPU run (the context says which GPUs; compare warns when their model differs).
   std::string key() const;
   std::string device_kind() const;  // "cuda" of "cuda:3
-  // impl, plus " [k=v, ...]" when params are given.
+  // impl, plus " [k=v, ...]" when options are given.
   std::string impl_label() const;
 };
 
@@ -124,11 +133,15 @@ struct ResultsError : std::runtime_error {
 };
 
 // Strict: every row typed, as the writer wrote it. origin names the source in messages (a path,
-// or "<fixture>"). Throws ResultsError.
+// or "<fixture>"). Files of an earlier schema version and former names are read as today's: a
+// row's "params" as "options" (both in one row is an error), a former implementation name as the
+// current one (Registry::canonical; the row keeps the name written in impl_in_file). Throws
+// ResultsError.
 ResultsFile parse_results(const nlohmann::ordered_json& j, const std::string& origin);
 ResultsFile load_results(const std::string& path);
 
-// Lenient: the file as JSON, after checking its schema tag only. Throws ResultsError.
+// Lenient: the file as JSON, after checking its schema tag only (results_schema_supported); the
+// rows as written (an older file's "params", former names). Throws ResultsError.
 nlohmann::json read_results_json(const std::string& path);
 
 // context.devices[0].name, else the CPU model, else "unknown device".
@@ -156,7 +169,7 @@ std::string resume_refusal(const ResultsFile& earlier, const std::string& path,
 bool kept_on_resume(const ResultRow& earlier, bool profile);
 
 // A kept row: the earlier row's measurements (status, reason, verification, time, memory) under
-// the plan's identity of the row (`to`: case, problem, impl, params, pass, flops, nvtx).
+// the plan's identity of the row (`to`: case, problem, impl, options, pass, flops, nvtx).
 void copy_measurements(const ResultRow& from, ResultRow& to);
 
 }  // namespace attnbench

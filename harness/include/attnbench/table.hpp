@@ -1,5 +1,5 @@
 // `attnbench table RESULTS.json` groups rows by (pass, head_dim, causal, dtype). For each group it
-// prints one table whose rows are implementations (with their params, e.g. block_c=64) and whose
+// prints one table whose rows are implementations (with their options, e.g. block_c=64) and whose
 // columns are the cases of the group, labelled by the problem fields that vary inside it (the
 // swept axes: seq, or batch and seq together for a zipped sweep). Cells hold the chosen metric of
 // that row; a skipped row shows "skip", a failed one "FAIL", an untimed one "-". Then come a

@@ -123,7 +123,7 @@ CpuTicks cpu_ticks();
 // Cores busy with other processes between a and b; nullopt without /proc or time between them.
 std::optional<double> others_cores(const CpuTicks& a, const CpuTicks& b);
 
-// ATTNBENCH_TEST_SLOWDOWN="GLOB=FACTOR[,GLOB=FACTOR...]" (e.g. "*=1.15", "cpu.flash_1pass=1.15"):
+// ATTNBENCH_TEST_SLOWDOWN="GLOB=FACTOR[,GLOB=FACTOR...]" (e.g. "*=1.15", "cpu.flash_fwd=1.15"):
 // a controlled slowdown for testing the regression gate (scripts/gate_figures.py). The first
 // rule whose glob matches an implementation's name gives its factor; CPU rows only. The context
 // records the spec ("test_slowdown"), so such a file is never mistaken for a measurement.

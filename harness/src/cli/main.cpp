@@ -54,7 +54,7 @@ Examples:
   attnbench run                                     # configs/default.json, every device present
   attnbench run configs/smoke.json --out /tmp/smoke.json
   attnbench run --impl 'cpu.*' --seq 1024 --heads-q 8 --head-dim 64 --pass fwd,bwd
-  attnbench run --impl cpu.flash_1pass --seq-q 17 --seq-kv 33 --heads-q 8 --heads-kv 2 --causal --dtype bf16
+  attnbench run --impl cpu.flash_fwd --seq-q 17 --seq-kv 33 --heads-q 8 --heads-kv 2 --causal --dtype bf16
   attnbench run configs/fa2_grid.json --impl 'cuda.flash*' --benchmark_repetitions=10
   ncu --nvtx --nvtx-include 'regex:attnbench@cuda\.flash_fwd:.*/' attnbench run configs/smoke.json --profile
   attnbench compare results/h200/fa2_grid.json results/local/fa2_grid-20261129-104213.json
@@ -107,6 +107,11 @@ void print_list(std::ostream& out) {
   }
   out << impls.size() << " implementations registered. CUDA device: "
       << (device_present(Device::cuda) ? "present" : "absent (CUDA rows will be SKIP)") << "\n";
+  // Renamed implementations: their former names still work in configs, --impl and results files.
+  std::string former;
+  for (const auto& [old_name, now] : Registry::instance().former_names())
+    former.append(former.empty() ? "" : ", ").append(old_name).append(" -> ").append(now);
+  if (!former.empty()) out << "Former names (still accepted): " << former << "\n";
 }
 
 // ---- run --------------------------------------------------------------------------------------
@@ -543,6 +548,9 @@ int cmd_run(const RunArgs& a, const std::map<std::string, std::string>& bench_fl
     return kBadInput;
   }
   Config cfg = std::get<Config>(parsed);
+  // A former name resolved: one line each (the parent of a --devices run has said it already).
+  if (a.worker_part.empty())
+    for (const std::string& n : cfg.notes) err << who << printable(n) << "\n";
   if (!select_cases(a, who, cfg)) return kBadInput;
 
   if (a.expand) return print_expanded(cfg, std::cout);  // expand.cpp
@@ -718,7 +726,7 @@ Examples:
   attnbench run configs/smoke.json --impl 'cpu.*' --out /tmp/smoke.json
   attnbench run --seq 2048 --heads-q 16 --heads-kv 4 --head-dim 128 --causal --dtype bf16 --pass fwd,bwd
   attnbench run configs/fa2_grid.json --impl cuda.flash_fwd --profile --verify off   # for ncu/nsys
-  attnbench run configs/smoke.json --dump /tmp/tensors --impl cpu.flash_1pass
+  attnbench run configs/smoke.json --dump /tmp/tensors --impl cpu.flash_fwd
   attnbench run configs/default.json --benchmark_repetitions=10 --benchmark_out=gb.json
 
 Exit codes: 0 all rows pass or skip, 1 a row failed, 2 bad input, 130/143/129 stopped by
@@ -749,7 +757,7 @@ CLI::App* add_expand(CLI::App& app, RunArgs& ea) {
   exp->footer(R"(
 One compact JSON object per case, in run order: label, case_index, problem, FLOPs and io_bytes
 per pass, config_name and config_hash, the seed and distribution of the inputs, verify and timing
-settings, the implementations with their option sets, and the rows (impl, params, pass, NVTX
+settings, the implementations with their option sets, and the rows (impl, options, pass, NVTX
 name). The flags are run's and change the config as they would for run (the hash follows).
 scripts/peers/ and scripts/ncu_hbm.py read their cases from it. docs/cli.md, "attnbench expand".
 

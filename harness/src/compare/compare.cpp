@@ -719,8 +719,8 @@ json row_json(const Judged& r, const std::string& v) {
   json row;
   row["case"] = r.b->case_label;
   row["impl"] = r.b->impl;
-  row["params"] = json::object();
-  for (const auto& [k, x] : r.b->params) row["params"][k] = x;
+  row["options"] = json::object();
+  for (const auto& [k, x] : r.b->options) row["options"][k] = x;
   row["pass"] = to_string(r.b->pass);
   row["device"] = r.b->device;
   row["base_ms"] = r.b->time ? num(r.b->time->median_ms) : json(nullptr);

@@ -85,12 +85,14 @@ std::map<std::string, ResultRow> Rerunner::measure(const std::vector<const Resul
   const std::string exe = fs::absolute(binary_).string();
   std::vector<std::string> argv{exe, "run", config_.string()};
   // The rows' cases, implementations and passes (each once) choose what the invocation runs; the
-  // filter times exactly the rows (the other combinations of those run once, untimed).
+  // filter times exactly the rows (the other combinations of those run once, untimed). A row read
+  // under a former name goes by the name its file wrote, which is the name its binary knows.
   std::set<std::string> cases, impls, passes;
   std::vector<std::string> names;
   for (const ResultRow* r : rows) {
     if (cases.insert(r->case_label).second) argv.insert(argv.end(), {"--case", r->case_label});
-    if (impls.insert(r->impl).second) argv.insert(argv.end(), {"--impl", r->impl});
+    const std::string& impl = r->impl_in_file.empty() ? r->impl : r->impl_in_file;
+    if (impls.insert(impl).second) argv.insert(argv.end(), {"--impl", impl});
     const std::string pass(to_string(r->pass));
     if (passes.insert(pass).second) argv.insert(argv.end(), {"--pass", pass});
     names.push_back(r->nvtx);

@@ -114,7 +114,7 @@ struct Failure {
 // Limits that keep a hostile or mistaken config from exhausting memory or time before it is
 // refused (the parser is fuzzed: tests/fuzz/).
 constexpr std::size_t kMaxCases = 100000;       // cases of one config
-constexpr std::size_t kMaxOptionSets = 10000;   // option sets of one params entry
+constexpr std::size_t kMaxOptionSets = 10000;   // option sets of one "options" entry
 constexpr std::size_t kMaxRows = 1000000;       // rows of one config
 constexpr std::size_t kValueTextMax = 120;      // characters of a value quoted in a message
 
@@ -603,13 +603,13 @@ void check_duplicate_cases(const Config& c) {
   }
 }
 
-// ---- "implementations" and "params": names and globs matched in the registry -----------------
+// ---- "implementations" and "options": names and globs matched in the registry ----------------
 
 std::int64_t option_value(const json& x, const std::string& xp) {
   return expect_int(x, xp, INT64_MIN, INT64_MAX, "an integer");
 }
 
-// Every implementation a params key matched must have the option.
+// Every implementation an "options" key matched must have the option.
 void check_option(const std::vector<const Implementation*>& matched, const std::string& opt,
                   const std::string& op) {
   for (const auto* m : matched) {
@@ -622,7 +622,7 @@ void check_option(const std::vector<const Implementation*>& matched, const std::
   }
 }
 
-// A params value that is an array: an explicit list of option sets, for combinations a product
+// An "options" value that is an array: an explicit list of option sets, for combinations a product
 // would over-generate.
 std::vector<Options> parse_option_list(const json& v, const std::string& kp,
                                        const std::vector<const Implementation*>& matched) {
@@ -642,7 +642,7 @@ std::vector<Options> parse_option_list(const json& v, const std::string& kp,
   return sets;
 }
 
-// A params value that is an object: each option is a value or an axis; the axes are crossed.
+// An "options" value that is an object: each option is a value or an axis; the axes are crossed.
 std::vector<Options> parse_option_axes(const json& v, const std::string& kp,
                                        const std::vector<const Implementation*>& matched) {
   const json& obj = expect_object(v, kp);
@@ -662,7 +662,7 @@ std::vector<Options> parse_option_axes(const json& v, const std::string& kp,
     if (sets.size() * values.size() > kMaxOptionSets) {
       fail_text(
           op, "",
-          "the params axes expand to more than " + std::to_string(kMaxOptionSets) + " option sets");
+          "the options axes expand to more than " + std::to_string(kMaxOptionSets) + " option sets");
     }
     std::vector<Options> next;
     for (const auto& s : sets) {
@@ -683,6 +683,27 @@ class ImplMatcher {
 
   std::vector<const Implementation*> all() const { return reg_.all(); }
 
+  // The notes for the user that matching gave (a former name resolved), each once, in order.
+  const std::vector<std::string>& notes() const { return notes_; }
+  void note(const std::string& text) const {
+    if (std::find(notes_.begin(), notes_.end(), text) == notes_.end()) notes_.push_back(text);
+  }
+
+  // The implementations a name or glob names. A former name (ATTNBENCH_FORMER_NAME), written out
+  // exactly, names the implementation it became, with a note; globs match current names only.
+  std::vector<const Implementation*> resolve(const std::string& glob) const {
+    std::vector<const Implementation*> matched = reg_.match(glob);
+    if (matched.empty() && reg_.is_former_name(glob)) {
+      const std::string now = reg_.canonical(glob);
+      if (const Implementation* i = reg_.find(now)) {
+        matched.push_back(i);
+        note("note: " + glob + " is the former name of " + now + ", which runs instead (rows say " +
+             now + ")");
+      }
+    }
+    return matched;
+  }
+
   std::vector<const Implementation*> parse_impls(const json& v, const std::string& path) const {
     std::vector<std::pair<const json*, std::string>> globs;
     if (v.is_string()) {
@@ -694,7 +715,7 @@ class ImplMatcher {
     std::vector<const Implementation*> out;
     for (const auto& [g, gp] : globs) {
       const std::string glob = expect_string(*g, gp);
-      const auto matched = reg_.match(glob);
+      const auto matched = resolve(glob);
       if (matched.empty() && !device_not_built(glob)) {
         fail(gp, g, "matches no registered implementation (registered: " + registered_names() + ")");
       }
@@ -706,21 +727,21 @@ class ImplMatcher {
     return out;
   }
 
-  std::map<std::string, std::vector<Options>> parse_params(const json& v,
-                                                           const std::string& path) const {
+  std::map<std::string, std::vector<Options>> parse_options(const json& v,
+                                                            const std::string& path) const {
     expect_object(v, path);
     std::map<std::string, std::vector<Options>> out;
-    std::map<std::string, std::string> owner;  // impl name -> params key path
+    std::map<std::string, std::string> owner;  // impl name -> "options" key path
     for (auto it = v.begin(); it != v.end(); ++it) {
       const std::string kp = at(path, it.key());
-      const auto matched = reg_.match(it.key());
+      const auto matched = resolve(it.key());
       if (matched.empty() && !device_not_built(it.key())) {
         fail_text(kp, "", "\"" + it.key() + "\" matches no registered implementation (registered: " +
                               registered_names() + ")");
       }
       for (const auto* m : matched) {
         if (auto o = owner.find(m->name()); o != owner.end()) {
-          fail_text(kp, "", m->name() + " is already given params by " + o->second);
+          fail_text(kp, "", m->name() + " is already given options by " + o->second);
         }
         owner[m->name()] = kp;
       }
@@ -734,6 +755,7 @@ class ImplMatcher {
 
  private:
   const Registry& reg_;
+  mutable std::vector<std::string> notes_;
 
   // "cuda.*" in a build without CUDA: the config stays valid on every machine, the rows just
   // do not exist there. Only a device prefix whose device has no implementation in this build
@@ -814,7 +836,7 @@ class Parser {
     } else {
       check_keys(doc, "",
                  {"name", "description", "problem", "sweep", "implementations", "passes", "inputs",
-                  "verify", "timing", "params", "devices", "groups"});
+                  "verify", "timing", "options", "params", "devices", "groups"});
     }
     parse_top_level(doc, grouped, c);
     if (doc.contains("inputs")) parse_inputs(doc["inputs"], c);
@@ -826,8 +848,8 @@ class Parser {
         const std::string gp = at("/groups", i);
         expect_object(groups[i], gp);
         check_keys(groups[i], gp,
-                   {"description", "problem", "sweep", "implementations", "passes", "params",
-                    "devices", "verify", "timing"});
+                   {"description", "problem", "sweep", "implementations", "passes", "options",
+                    "params", "devices", "verify", "timing"});
         c.groups.push_back(parse_group(doc, &groups[i], gp));
       }
     } else {
@@ -846,6 +868,7 @@ class Parser {
     }
     // Copied only now: the document is known to be shallow (copying recurses per level).
     c.json = doc;
+    c.notes = impls_.notes();
     return c;
   }
 
@@ -895,6 +918,21 @@ class Parser {
     cases_.expand(defaults, src, dims, sweep_path, g.cases);
   }
 
+  // The group's "options", or "params", its former name (read as it, with a note); both in one
+  // object is an error naming the field.
+  Found lookup_options(const json& top, const json* group, const std::string& gpath) const {
+    const json& obj = group ? *group : top;
+    const std::string base = group ? gpath : std::string();
+    if (!obj.contains("params")) return lookup(top, group, gpath, "options");
+    if (obj.contains("options")) {
+      fail_text(at(base, "params"), "",
+                "both \"options\" and \"params\" (its former name) are given: keep \"options\" "
+                "alone");
+    }
+    impls_.note("note: the config key \"params\" is the former name of \"options\"");
+    return lookup(top, group, gpath, "params");
+  }
+
   // The group's implementations on its devices, each with its option sets.
   void parse_impl_runs(const json& top, const json* group, const std::string& gpath,
                        ConfigGroup& g) {
@@ -906,14 +944,14 @@ class Parser {
     if (Found im = lookup(top, group, gpath, "implementations"); im.value) {
       impls = impls_.parse_impls(*im.value, im.path);
     }
-    std::map<std::string, std::vector<Options>> params;
-    if (Found pa = lookup(top, group, gpath, "params"); pa.value)
-      params = impls_.parse_params(*pa.value, pa.path);
+    std::map<std::string, std::vector<Options>> options;
+    if (Found op = lookup_options(top, group, gpath); op.value)
+      options = impls_.parse_options(*op.value, op.path);
     for (const Implementation* impl : impls) {
       if (std::find(devices.begin(), devices.end(), impl->device()) == devices.end()) continue;
       ImplRun run;
       run.impl = impl;
-      if (auto it = params.find(impl->name()); it != params.end()) run.option_sets = it->second;
+      if (auto it = options.find(impl->name()); it != options.end()) run.option_sets = it->second;
       g.impls.push_back(std::move(run));
     }
   }

@@ -148,7 +148,7 @@ ojson case_to_json(const Config& cfg, std::size_t group, const Problem& p, int c
       im["option_sets"].push_back(os);
       for (Pass ps : g.passes) {
         j["rows"].push_back({{"impl", ir.impl->name()},
-                             {"params", os},
+                             {"options", os},
                              {"pass", std::string(to_string(ps))},
                              {"nvtx", nvtx::call_range_name(ir.impl->name(), o, label, ps)}});
       }

@@ -110,10 +110,10 @@ std::string rate_text(double t) {
 // One row of the run's table (a row that was not skipped); giga: the rate in GFLOP/s.
 std::vector<std::string> run_table_row(const ResultRow& r, bool giga) {
   std::string impl = r.impl;
-  if (!r.params.empty()) {
+  if (!r.options.empty()) {
     impl += " [";
     bool first = true;
-    for (const auto& [k, v] : r.params) {
+    for (const auto& [k, v] : r.options) {
       impl += (first ? "" : ",") + k + "=" + std::to_string(v);
       first = false;
     }

@@ -176,8 +176,8 @@ std::vector<Group> make_groups(const ResultsFile& f, const std::string& baseline
                        return false;
                      });
     name_columns(g);
-    // Baseline: the requested label (to pick a params variant) or impl name, else the first
-    // default present; an exact label match is the variant without params.
+    // Baseline: the requested label (to pick an options variant) or impl name, else the first
+    // default present; an exact label match is the variant without options.
     std::vector<std::string> wanted;
     if (!baseline.empty())
       wanted = {baseline};
@@ -404,7 +404,7 @@ void render_long(const std::vector<Group>& groups, std::ostream& out) {
               "batch",          "heads_q",
               "heads_kv",       "seq_q",
               "seq_kv",         "case",
-              "impl",           "params",
+              "impl",           "options",
               "device",         "status",
               "reason",         "median_ms",
               "min_ms",         "cv",
@@ -435,7 +435,7 @@ void render_long(const std::vector<Group>& groups, std::ostream& out) {
                         std::to_string(p.seq_kv),
                         r->case_label,
                         r->impl,
-                        r->params.empty() ? "" : nlohmann::json(r->params).dump(),
+                        r->options.empty() ? "" : nlohmann::json(r->options).dump(),
                         r->device,
                         to_string(r->status),
                         r->reason,
@@ -499,7 +499,17 @@ int run_table(const TableOptions& o, std::ostream& out, std::ostream& err) {
     err << "attnbench table: " << e.what() << "\n";
     return 2;
   }
-  const std::vector<Group> groups = make_groups(f, o.baseline);
+  // A former name (its rows read under the current one) names the current implementation; a
+  // label's " [k=v]" part stays as it is.
+  std::string baseline = o.baseline;
+  if (const auto cut = baseline.find(" ["); !baseline.empty()) {
+    const std::string name = baseline.substr(0, cut);
+    if (const std::string now = Registry::instance().canonical(name); now != name) {
+      err << "attnbench table: note: " << name << " is the former name of " << now << "\n";
+      baseline = now + (cut == std::string::npos ? std::string() : baseline.substr(cut));
+    }
+  }
+  const std::vector<Group> groups = make_groups(f, baseline);
   if (!o.baseline.empty()) {
     bool seen = false;
     for (const auto& g : groups) seen = seen || !g.baseline_label.empty();

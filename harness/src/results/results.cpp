@@ -66,16 +66,16 @@ std::optional<double> ResultRow::tflops() const {
 
 std::string ResultRow::key() const {
   return case_label + "|" + impl + "|" + std::string(to_string(pass)) + "|" +
-         nlohmann::json(params).dump() + "|" + device_kind();
+         nlohmann::json(options).dump() + "|" + device_kind();
 }
 
 std::string ResultRow::device_kind() const { return device.substr(0, device.find(':')); }
 
 std::string ResultRow::impl_label() const {
-  if (params.empty()) return impl;
+  if (options.empty()) return impl;
   std::string s = impl + " [";
   bool first = true;
-  for (const auto& [k, v] : params) {
+  for (const auto& [k, v] : options) {
     s += (first ? "" : ", ") + k + "=" + std::to_string(v);
     first = false;
   }
@@ -115,8 +115,8 @@ nlohmann::ordered_json row_to_json(const ResultRow& r) {
   j["case"] = r.case_label;
   j["case_index"] = r.case_index;
   j["problem"] = problem_to_json(r.problem);
-  j["params"] = nlohmann::ordered_json::object();
-  for (const auto& [k, v] : r.params) j["params"][k] = v;
+  j["options"] = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : r.options) j["options"][k] = v;
   j["impl"] = r.impl;
   j["device"] = r.device;
   j["pass"] = std::string(to_string(r.pass));

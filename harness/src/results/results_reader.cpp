@@ -205,18 +205,36 @@ struct Reader {
     return ms;
   }
 
+  // The row's option set: "options", or "params", its name before schema version 2.
+  Options options(const ojson& r, const std::string& path) const {
+    const ojson* now = find(r, "options");
+    const ojson* former = find(r, "params");
+    if (now && former)
+      bad(origin, path, "both \"options\" and \"params\" (its former name): a row has one");
+    const char* key = former ? "params" : "options";
+    const ojson* v = former ? former : now;
+    Options o;
+    if (!v || v->is_null()) return o;
+    const std::string op = path + "." + key;
+    if (!v->is_object()) bad(origin, op, "expected an object, got " + short_dump(*v));
+    for (const auto& [k, x] : v->items()) o[k] = integer(x, op + "." + k);
+    return o;
+  }
+
   ResultRow row(const ojson& r, const std::string& path) const {
     if (!r.is_object()) bad(origin, path, "expected an object, got " + short_dump(r));
     ResultRow row;
     row.case_label = str(r, "case", path, true);
     row.case_index = static_cast<int>(integer(r, "case_index", path, false, -1));
     row.problem = problem(r, path);
-    if (const ojson* params = find(r, "params"); params && !params->is_null()) {
-      if (!params->is_object())
-        bad(origin, path + ".params", "expected an object, got " + short_dump(*params));
-      for (const auto& [k, v] : params->items()) row.params[k] = integer(v, path + ".params." + k);
-    }
+    row.options = options(r, path);
+    // A former name (an implementation renamed since the file was written) reads as the current
+    // one, so that table and compare match its rows with today's.
     row.impl = str(r, "impl", path, true);
+    if (const std::string now = Registry::instance().canonical(row.impl); now != row.impl) {
+      row.impl_in_file = row.impl;
+      row.impl = now;
+    }
     row.device = str(r, "device", path, false);
     constexpr Pass passes[] = {Pass::fwd, Pass::bwd, Pass::fwd_bwd};
     row.pass =
@@ -227,6 +245,7 @@ struct Reader {
     row.reason = str(r, "reason", path, false);
     if (const ojson* v = find(r, "verify"); v && !v->is_null())
       verification(*v, path + ".verify", row);
+    row.baseline = Registry::instance().canonical(row.baseline);
     if (const ojson* t = find(r, "time"); t && !t->is_null()) row.time = time(*t, path + ".time");
     row.flops = num(r, "flops", path, false);
     if (const ojson* t = find(r, "tflops"); t && !t->is_null())
@@ -266,9 +285,10 @@ Json parse_file(const std::string& path) {
 void check_schema(const Reader& rd, const ojson& j) {
   if (!j.is_object()) bad(rd.origin, "$", "expected a results object, got " + short_dump(j));
   const std::string schema = rd.str(j, "schema", "$", true);
-  if (schema != kResultsSchema) {
+  if (!results_schema_supported(schema)) {
     bad(rd.origin, "$.schema",
-        "\"" + schema + "\" is not supported (expected \"" + std::string(kResultsSchema) + "\")");
+        "\"" + schema + "\" is not supported (expected \"" + std::string(kResultsSchema) +
+            "\" or \"" + kResultsSchemaV1 + "\")");
   }
 }
 
@@ -278,6 +298,10 @@ std::string context_text(const ojson& ctx, const char* key) {
 }
 
 }  // namespace
+
+bool results_schema_supported(std::string_view tag) {
+  return tag == kResultsSchema || tag == kResultsSchemaV1;
+}
 
 ResultsFile parse_results(const ojson& j, const std::string& origin) {
   const Reader rd{origin};
@@ -303,9 +327,10 @@ ResultsFile load_results(const std::string& path) {
 
 nlohmann::json read_results_json(const std::string& path) {
   nlohmann::json j = parse_file<nlohmann::json>(path);
-  if (!j.is_object() || !j.contains("schema") || j["schema"] != kResultsSchema) {
+  if (!j.is_object() || !j.contains("schema") || !j["schema"].is_string() ||
+      !results_schema_supported(j["schema"].get<std::string>())) {
     throw ResultsError(path + ": not an attnbench results file (schema " +
-                       std::string(kResultsSchema) + ")");
+                       std::string(kResultsSchema) + " or " + kResultsSchemaV1 + ")");
   }
   return j;
 }

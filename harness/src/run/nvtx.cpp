@@ -33,10 +33,10 @@ void push(const std::string&) {}
 void pop() {}
 #endif
 
-std::string call_range_name(const std::string& impl, const Options& params,
+std::string call_range_name(const std::string& impl, const Options& options,
                             const std::string& case_label, Pass pass) {
   std::string s = impl;
-  for (const auto& [k, v] : params) s += "+" + k + "=" + std::to_string(v);
+  for (const auto& [k, v] : options) s += "+" + k + "=" + std::to_string(v);
   s += ":";
   s += case_label;
   s += ":";

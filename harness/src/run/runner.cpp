@@ -52,7 +52,7 @@ struct PlannedRow {
   const Problem* problem = nullptr;
   int case_index = 0;
   const Implementation* impl = nullptr;
-  const Options* params = nullptr;
+  const Options* options = nullptr;  // the option set ("options")
   Pass pass = Pass::fwd;
   std::string name;  // NVTX range and benchmark name
 };
@@ -169,7 +169,7 @@ class Runner {
     r.case_label = pr.problem->label();
     r.case_index = pr.case_index;
     r.problem = *pr.problem;
-    r.params = *pr.params;
+    r.options = *pr.options;
     r.impl = pr.impl->name();
     r.device = pr.impl->device() == Device::cpu ? "cpu" : "cuda:" + std::to_string(opts_.cuda_device);
     r.pass = pr.pass;
@@ -194,7 +194,7 @@ class Runner {
   std::string memory_reason(const PlannedRow& pr, std::int64_t host_extra) {
     const Device dev = pr.impl->device();
     const std::int64_t have = memory_of(dev);
-    const std::int64_t call = call_memory_bytes(*pr.impl, *pr.problem, pr.pass, *pr.params);
+    const std::int64_t call = call_memory_bytes(*pr.impl, *pr.problem, pr.pass, *pr.options);
     const std::int64_t extra = dev == Device::cpu ? host_extra : 0;
     const std::int64_t need = call > INT64_MAX / 2 - extra ? INT64_MAX / 2 : call + extra;
     if (have <= 0 || need <= have) return {};
@@ -218,7 +218,7 @@ class Runner {
       return "backward-only" + (caps.fwd_partner.empty() ? std::string() : " (its forward is " + caps.fwd_partner + ")");
     }
     if (Support s = impl.supports(*pr.problem, pr.pass); !s) return s.reason;
-    if (Support s = impl.supports_options(*pr.problem, pr.pass, *pr.params); !s) return s.reason;
+    if (Support s = impl.supports_options(*pr.problem, pr.pass, *pr.options); !s) return s.reason;
     return {};
   }
 };
@@ -239,7 +239,7 @@ void Runner::build_plan() {
             pr.problem = &p;
             pr.case_index = case_index;
             pr.impl = ir.impl;
-            pr.params = &o;
+            pr.options = &o;
             pr.pass = pass;
             pr.name = nvtx::call_range_name(ir.impl->name(), o, p.label(), pass);
             plan_.push_back(std::move(pr));
@@ -316,7 +316,7 @@ void Runner::progress(const PlannedRow& pr, const ResultRow& r) {
   if (opts_.quiet) return;
   std::ostringstream line;
   line << "[" << done_ << "/" << plan_.size() << "] " << pr.impl->name();
-  for (const auto& [k, v] : *pr.params) line << " " << k << "=" << v;
+  for (const auto& [k, v] : *pr.options) line << " " << k << "=" << v;
   line << " " << r.case_label << " " << to_string(pr.pass) << " ... " << to_string(r.status);
   if (kept_.count(pr.name)) line << " [kept from " << opts_.resume_path << "]";
   if (!r.reason.empty()) {
@@ -359,7 +359,7 @@ ResultRow Runner::run_row(const PlannedRow& pr, CaseState& cs) {
   r.verify_mode = ref.mode;
   if (const Implementation* base = naive_baseline(dev)) r.baseline = base->name();
   try {
-    Validated call = validation_call(*pr.impl, p, pr.pass, *pr.params, *cs.inputs, ref, pr.name,
+    Validated call = validation_call(*pr.impl, p, pr.pass, *pr.options, *cs.inputs, ref, pr.name,
                                      true, opts_.profile && dev == Device::cuda);
     r.memory = call.memory;
     const Outputs& outs = call.outputs;
@@ -377,7 +377,7 @@ ResultRow Runner::run_row(const PlannedRow& pr, CaseState& cs) {
     if (!opts_.dump_dir.empty()) {
       // A full disk is not the implementation's failure: say so once and go on.
       try {
-        dump_row(opts_.dump_dir, p, *cs.inputs, ref, !cs.inputs_dumped, pr.impl->name(), *pr.params,
+        dump_row(opts_.dump_dir, p, *cs.inputs, ref, !cs.inputs_dumped, pr.impl->name(), *pr.options,
                  pr.pass, outs);
         cs.inputs_dumped = true;
       } catch (const std::exception& e) {
@@ -540,7 +540,7 @@ CaseBuffers& Runner::timing_buffers(TimingSlot& slot, std::size_t row) {
     slot.inputs = make_inputs(p, cfg_.seed, cfg_.distribution);
     slot.inputs_case = pr.case_index;
   }
-  auto buf = std::make_unique<CaseBuffers>(*pr.impl, p, pr.pass, *pr.params);
+  auto buf = std::make_unique<CaseBuffers>(*pr.impl, p, pr.pass, *pr.options);
   buf->upload_inputs(*slot.inputs);
   // The backward reads O and LSE: the implementation's own forward produces them (untimed).
   if (pr.pass == Pass::bwd) buf->produce_fwd_outputs();

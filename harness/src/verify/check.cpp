@@ -56,15 +56,25 @@ struct Tally {
 
 // Implementations named by the globs (all when none) on the device (both when empty), by name.
 // unmatched: the --impl globs that name no implementation there (bad input: a typo must not shrink
-// the check silently).
+// the check silently). A former name written out exactly names the implementation it became
+// (Registry::canonical), with a line in notes, as in a config.
 std::vector<const Implementation*> select(const CheckOptions& o,
-                                          std::vector<std::string>& unmatched) {
+                                          std::vector<std::string>& unmatched,
+                                          std::vector<std::string>& notes) {
   std::set<std::string> seen;
   std::vector<const Implementation*> v;
   const std::vector<std::string> globs = o.impls.empty() ? std::vector<std::string>{"*"} : o.impls;
+  const Registry& reg = Registry::instance();
   for (const std::string& g : globs) {
     bool any = false;
-    for (const Implementation* i : Registry::instance().match(g)) {
+    std::vector<const Implementation*> named = reg.match(g);
+    if (named.empty() && reg.is_former_name(g)) {
+      if (const Implementation* i = reg.find(reg.canonical(g))) {
+        named.push_back(i);
+        notes.push_back("note: " + g + " is the former name of " + i->name() + ", which is checked instead");
+      }
+    }
+    for (const Implementation* i : named) {
       if (!o.device.empty() && to_string(i->device()) != o.device) continue;
       any = true;
       if (seen.insert(i->name()).second) v.push_back(i);
@@ -102,8 +112,9 @@ std::optional<std::vector<const Implementation*>> checked_impls(const CheckOptio
     err << "attnbench check: --device " << o.device << ": unknown device (cpu or cuda)\n";
     return std::nullopt;
   }
-  std::vector<std::string> unmatched;
-  const std::vector<const Implementation*> impls = select(o, unmatched);
+  std::vector<std::string> unmatched, notes;
+  const std::vector<const Implementation*> impls = select(o, unmatched, notes);
+  for (const std::string& n : notes) err << "attnbench check: " << n << "\n";
   if (!unmatched.empty()) {
     err << "attnbench check: --impl " << joined(unmatched)
         << (o.device.empty() ? "" : " on --device " + o.device)

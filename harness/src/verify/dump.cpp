@@ -48,7 +48,7 @@ void prepare_dump_dir(const std::string& dir) {
 
 void dump_row(const std::string& dir_name, const Problem& p, const CaseInputs& in,
               const Reference& ref, bool with_inputs, const std::string& impl,
-              const Options& params, Pass pass, const Outputs& outs) {
+              const Options& options, Pass pass, const Outputs& outs) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::path(dir_name) / p.label();
   fs::create_directories(dir);
@@ -74,7 +74,7 @@ void dump_row(const std::string& dir_name, const Problem& p, const CaseInputs& i
     ref_out(ref.dv, "ref_dV.npy", ks);
   }
   std::string stem = impl;
-  for (const auto& [k, v] : params) stem += "+" + k + "=" + std::to_string(v);
+  for (const auto& [k, v] : options) stem += "+" + k + "=" + std::to_string(v);
   stem = safe_file_part(stem) + "." + std::string(to_string(pass)) + ".";
   if (outs.o.numel > 0) write_npy((dir / (stem + "O.npy")).string(), outs.o.data(), p.dtype, qs);
   if (!outs.lse.empty())

@@ -1,4 +1,4 @@
-// cpu.flash_backward: the FlashAttention backward (Dao et al. 2022, Algorithm 4; FlashAttention-2's
+// cpu.flash_bwd: the FlashAttention backward (Dao et al. 2022, Algorithm 4; FlashAttention-2's
 // D = rowsum(dO o O) preprocessing) on the CPU. P is recomputed tile by tile from Q, K and the
 // saved LSE (P = exp(scale * Q K^T - LSE)) and never stored.
 //
@@ -28,7 +28,7 @@
 // contribute no gradient.
 // Vectorisation: Eigen GEMMs on float tiles; exp and the dS update are Eigen array expressions.
 // Tiles: options block_r (Br) and block_c (Bc), 1..1024, default 128 x 128 (measured below).
-// Limits: backward only; its forward partner is cpu.flash_1pass (whose LSE it reads).
+// Limits: backward only; its forward partner is cpu.flash_fwd (whose LSE it reads).
 #include <cmath>
 
 #include "cpu_common.hpp"
@@ -36,7 +36,7 @@
 namespace attnbench::cpu {
 namespace {
 
-// Default tiles, measured like cpu.flash_1pass's (f32, seq 2048, one thread, GFLOP/s by the
+// Default tiles, measured like cpu.flash_fwd's (f32, seq 2048, one thread, GFLOP/s by the
 // 2.5x-forward convention from process CPU time; cpu.naive_3pass backward: 51 / 63):
 //   Br x Bc    32x64  64x64  64x128  128x64  96x96  128x128  128x256  256x128
 //   d = 64       58     60     62      64      66      66       69       67
@@ -46,7 +46,7 @@ constexpr int kDefaultBlockR = 128;
 constexpr int kDefaultBlockC = 128;
 
 Tiles tiles_of(const Options& opts) {
-  return tiles_from(opts, kDefaultBlockR, kDefaultBlockC, "cpu.flash_backward");
+  return tiles_from(opts, kDefaultBlockR, kDefaultBlockC, "cpu.flash_bwd");
 }
 
 struct Scratch {
@@ -207,7 +207,7 @@ void dq_tile(const BwdArgs& a, const float* dsum_all, Tiles t, int b, int h, int
 
 class FlashBackward final : public Implementation {
  public:
-  std::string name() const override { return "cpu.flash_backward"; }
+  std::string name() const override { return "cpu.flash_bwd"; }
   Device device() const override { return Device::cpu; }
   std::string summary() const override {
     return "FlashAttention backward: P recomputed per tile from LSE, deterministic dK/dV and dQ passes";
@@ -216,7 +216,7 @@ class FlashBackward final : public Implementation {
     Capabilities c;
     c.forward = false;
     c.backward = true;
-    c.fwd_partner = "cpu.flash_1pass";
+    c.fwd_partner = "cpu.flash_fwd";
     c.window = true;
     c.softcap = true;
     c.options = {"block_r", "block_c"};
@@ -231,7 +231,7 @@ class FlashBackward final : public Implementation {
     const Problem& p = a.p;
     const Tiles t = tiles_of(a.options ? *a.options : Options{});
     const std::size_t shared = shared_bytes(p), per_thread = scratch_bytes(t, p.head_dim, p.softcap != 0);
-    const int nthreads = threads_for(a.workspace_bytes, shared, per_thread, "cpu.flash_backward");
+    const int nthreads = threads_for(a.workspace_bytes, shared, per_thread, "cpu.flash_bwd");
     float* dsum = Carver(a.workspace).take<float>(p.lse_elems());
     const int n_qt = (p.seq_q + t.br - 1) / t.br, n_kt = (p.seq_kv + t.bc - 1) / t.bc;
     const std::int64_t n_bh = std::int64_t{p.batch} * p.heads_q;
@@ -267,3 +267,6 @@ class FlashBackward final : public Implementation {
 }  // namespace attnbench::cpu
 
 ATTNBENCH_REGISTER(attnbench::cpu::FlashBackward)
+// Its name until the naming scheme of docs/architecture.md ("Names"): configs, --impl and
+// results files that use it still work.
+ATTNBENCH_FORMER_NAME("cpu.flash_backward", "cpu.flash_bwd")

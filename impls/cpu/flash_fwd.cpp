@@ -1,4 +1,4 @@
-// cpu.flash_1pass: the FlashAttention forward (Dao et al. 2022, Algorithm 1, with FlashAttention-2's
+// cpu.flash_fwd: the FlashAttention forward (Dao et al. 2022, Algorithm 1, with FlashAttention-2's
 // loop order: query tiles outside, key/value tiles inside) on the CPU.
 //
 // Algorithm. Each task owns one query tile of Br rows of one (batch, head). It keeps a float
@@ -22,7 +22,7 @@
 // once per tile (cpu_common.hpp).
 // Parallel over (query tile, batch, head), heaviest tiles first for causal problems.
 // Tiles: run-time options block_r (Br) and block_c (Bc), 1..1024; defaults below.
-// Limits: forward only (the backward is cpu.flash_backward); head_dim 1..256.
+// Limits: forward only (the backward is cpu.flash_bwd); head_dim 1..256.
 #include <cmath>
 
 #include "cpu_common.hpp"
@@ -44,7 +44,7 @@ constexpr int kDefaultBlockR = 128;
 constexpr int kDefaultBlockC = 256;
 
 Tiles tiles_of(const Options& opts) {
-  return tiles_from(opts, kDefaultBlockR, kDefaultBlockC, "cpu.flash_1pass");
+  return tiles_from(opts, kDefaultBlockR, kDefaultBlockC, "cpu.flash_fwd");
 }
 
 // One thread's scratch.
@@ -147,7 +147,7 @@ void forward_tile(const FwdArgs& a, Tiles t, int b, int h, int i0, const Scratch
 
 class FlashForward final : public Implementation {
  public:
-  std::string name() const override { return "cpu.flash_1pass"; }
+  std::string name() const override { return "cpu.flash_fwd"; }
   Device device() const override { return Device::cpu; }
   std::string summary() const override {
     return "FlashAttention forward: tiled, online softmax, one pass over K/V, O(tile) memory";
@@ -167,7 +167,7 @@ class FlashForward final : public Implementation {
     const Problem& p = a.p;
     const Tiles t = tiles_of(a.options ? *a.options : Options{});
     const std::size_t per_thread = scratch_bytes(t, p.head_dim);
-    const int nthreads = threads_for(a.workspace_bytes, 0, per_thread, "cpu.flash_1pass");
+    const int nthreads = threads_for(a.workspace_bytes, 0, per_thread, "cpu.flash_fwd");
     const int n_qt = (p.seq_q + t.br - 1) / t.br;
     const std::int64_t n_bh = std::int64_t{p.batch} * p.heads_q;
     const std::int64_t tasks = n_bh * n_qt;
@@ -189,3 +189,6 @@ class FlashForward final : public Implementation {
 }  // namespace attnbench::cpu
 
 ATTNBENCH_REGISTER(attnbench::cpu::FlashForward)
+// Its name until the naming scheme of docs/architecture.md ("Names"): configs, --impl and
+// results files that use it still work.
+ATTNBENCH_FORMER_NAME("cpu.flash_1pass", "cpu.flash_fwd")
