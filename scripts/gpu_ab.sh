@@ -20,7 +20,7 @@
 # and built side by side (attnbench only): BASE in /tmp/attn-ab-base/build, NEW in
 # ATTN_BUILD_DIR (default build-gpu). The runs alternate, BASE NEW NEW BASE BASE NEW ..., so that a
 # drift of the machine falls on both sides alike; --verify-new verifies NEW's first run (the
-# others, and BASE's, run with --verify none). N defaults to 2. Exit: 0, or 2 on a bad argument,
+# others, and BASE's, run with --verify off). N defaults to 2. Exit: 0, or 2 on a bad argument,
 # 1 when a build or a run fails (OUT keeps what finished).
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -95,7 +95,7 @@ one() {  # SIDE K [extra args]
 for k in $(seq 1 "$ROUNDS"); do
   if [ $(( k % 2 )) -eq 1 ]; then order="base new"; else order="new base"; fi
   for side in $order; do
-    extra=(--verify none)
+    extra=(--verify off)
     [ "$side" = new ] && [ "$k" = 1 ] && [ "$VERIFY_NEW" = 1 ] && extra=()
     one "$side" "$k" "${extra[@]}" || { echo "gpu_ab.sh: $side run $k failed (logs/run-$side-$k.txt)" >&2; exit 1; }
   done
