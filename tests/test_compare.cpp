@@ -715,6 +715,7 @@ class Rerun : public Compare {
 
 TEST(RerunRounds, EnoughForTheFamily) {
   CompareOptions o;
+  o.rerun_more_rounds = 0;                   // one stage, at alpha
   EXPECT_EQ(rerun_rounds_for(1, o), 7);      // 2^-5 <= 0.05, and 2 more
   EXPECT_EQ(rerun_rounds_for(7, o), 10);     // 2^-8 <= 0.05 / 7
   EXPECT_EQ(rerun_rounds_for(1000, o), 17);  // 2^-15 <= 0.05 / 1000
@@ -727,6 +728,16 @@ TEST(RerunRounds, EnoughForTheFamily) {
   EXPECT_EQ(rerun_rounds_for(1, o), 6);  // at least 6
 }
 
+TEST(RerunRounds, TwoStagesEachAtHalfTheLevel) {
+  CompareOptions o;  // the default: two stages
+  EXPECT_TRUE(rerun_two_stages(o));
+  EXPECT_EQ(rerun_rounds_for(1, o), 8);      // 2^-6 <= 0.025, and 2 more
+  EXPECT_EQ(rerun_rounds_for(7, o), 11);     // 2^-9 <= 0.025 / 7
+  EXPECT_EQ(rerun_rounds_for(1000, o), 18);  // 2^-16 <= 0.025 / 1000
+  o.rerun_more_rounds = 0;
+  EXPECT_FALSE(rerun_two_stages(o));
+}
+
 TEST_F(Rerun, ASlowdownInEveryRoundIsFoundThoughTheFilesHideIt) {
   // The files are identical; every NEW invocation is 1.3x BASE's: all 6 rows, each round.
   const json base = with_config(sampled());
@@ -734,6 +745,7 @@ TEST_F(Rerun, ASlowdownInEveryRoundIsFoundThoughTheFilesHideIt) {
   o.rerun = fake("new", {scaled(sampled(), 1.3)});
   o.rerun_base = fake("base", {sampled()});
   o.rerun_rows = "all";
+  o.rerun_more_rounds = 0;  // one stage (the two-stage default: the tests below)
   const Outcome r = run(base, base, o);
   EXPECT_EQ(r.code, 1) << r.out << r.err;
   EXPECT_EQ(invocations("new"), 9);  // 6 rows: 2^-7 <= 0.05 / 6, and 2 more; one a side a round
@@ -755,12 +767,62 @@ TEST_F(Rerun, RoundsThatDisagreeConfirmNothing) {
   CompareOptions o;
   o.rerun = fake("new", {scaled(sampled(), 1.3), scaled(sampled(), 1 / 1.3)});
   o.rerun_base = fake("base", {sampled()});
+  o.rerun_more_rounds = 0;
   const Outcome r = run(with_config(sampled()), with_config(sampled(1.3)), o);
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_EQ(invocations("new"), 7);  // one row measured again: 7 rounds
   EXPECT_NE(r.out.find("ok (not confirmed by the rerun: x1.300; first x1.300)"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("0 confirmed"), std::string::npos) << r.out;
+}
+
+// The second stage: rounds that leave a row beyond the threshold but not significant measure it
+// again, three times as many rounds, and decide it on all of them at alpha / 2.
+TEST_F(Rerun, AnAmbiguousRowGetsASecondStage) {
+  // The first 8 rounds (one row: 2^-6 <= 0.025, and 2 more): 5 of NEW's invocations 1.3x BASE's,
+  // 3 of them 1/1.3x, so the rounds' median is x1.3 and the signed-rank test is far from 0.025.
+  // The 24 rounds after: 1.3x every time.
+  std::vector<json> news;
+  for (int i = 0; i < 8; ++i) news.push_back(scaled(sampled(), i % 3 == 1 ? 1 / 1.3 : 1.3));
+  for (int i = 0; i < 24; ++i) news.push_back(scaled(sampled(), 1.3));
+  CompareOptions o;
+  o.rerun = fake("new", news);
+  o.rerun_base = fake("base", {sampled()});
+  const Outcome r = run(with_config(sampled()), with_config(sampled(1.3)), o);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_EQ(invocations("new"), 32);
+  EXPECT_EQ(invocations("base"), 32);
+  EXPECT_NE(r.err.find("rerun stage 2: 1 rows beyond the threshold but not significant, 24 more "
+                       "rounds"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("rerun stage 2 round 24/24: 1 rows"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("slower x1.300 (confirmed by the rerun"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("then 1 rows beyond the threshold but not significant 24 rounds more"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("two stages at alpha 0.025 each"), std::string::npos) << r.out;
+}
+
+// Rounds that disagree stay unconfirmed through both stages; --rerun-more-rounds sets the second
+// stage's length.
+TEST_F(Rerun, NoiseStaysUnconfirmedThroughBothStages) {
+  // NEW's invocations 1.3x, 1.3x, 1/1.3x of BASE's in turn: the first 8 rounds 6 up and 2 down
+  // (median x1.3, p far above 0.025), all 13 rounds 9 up and 4 down (still far).
+  CompareOptions o;
+  o.rerun =
+      fake("new", {scaled(sampled(), 1.3), scaled(sampled(), 1.3), scaled(sampled(), 1 / 1.3)});
+  o.rerun_base = fake("base", {sampled()});
+  o.rerun_more_rounds = 5;
+  o.format = "json";
+  const Outcome r = run(with_config(sampled()), with_config(sampled(1.3)), o);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(invocations("new"), 13);  // 8 + 5
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["method"]["rerun_stage2_rows"], 1);
+  EXPECT_EQ(j["method"]["rerun_stage2_rounds"], 5);
+  EXPECT_EQ(j["rows"][3]["rerun"]["pairs"], 13);
+  EXPECT_EQ(j["rows"][3]["verdict"], "ok");
 }
 
 TEST_F(Rerun, TooFewRoundsWarnAndFallBackToTheSpreadRule) {
@@ -812,7 +874,7 @@ TEST_F(Rerun, WithoutABaseBinaryNewIsPairedWithTheRecordedMedian) {
   const Outcome r = run(with_config(sampled()), with_config(sampled(1.3)), o);
   EXPECT_EQ(r.code, 1) << r.out << r.err;
   const json j = json::parse(r.out);
-  EXPECT_EQ(invocations("new"), 7);
+  EXPECT_EQ(invocations("new"), 8);  // one row, two stages: 2^-6 <= 0.025, and 2 more
   EXPECT_EQ(j["rows"][3]["rule"], "signed-rank");
   EXPECT_NE(j["method"]["rerun_test"].get<std::string>().find("against BASE's recorded median"),
             std::string::npos);

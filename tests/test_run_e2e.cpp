@@ -643,8 +643,9 @@ TEST_F(E2E, CompareRerunConfirmsOnlyRealSlowdowns) {
       run_cli(cmp + "--rerun " + std::string(ATTNBENCH_EXE) + " --rerun-base " + ATTNBENCH_EXE);
   EXPECT_EQ(same.code, 0) << same.output;
   EXPECT_NE(same.output.find("ok (not confirmed by the rerun"), std::string::npos) << same.output;
-  // One row: 7 rounds (2^-7 < 0.05, and 2 more), one invocation a side each.
-  EXPECT_NE(same.output.find("rerun: 1 rows found slower were measured again (7 rounds of one "
+  // One row: 8 rounds (2^-6 < 0.05 / 2, the first of two stages, and 2 more), one invocation a
+  // side each.
+  EXPECT_NE(same.output.find("rerun: 1 rows found slower were measured again (8 rounds of one "
                              "invocation a side, BASE and NEW alternating, 5 repetitions each"),
             std::string::npos)
       << same.output;

@@ -58,7 +58,15 @@
 // Wilcoxon signed-rank test on log(NEW / BASE) over the rounds, with the correction over the
 // rerun rows (one family), and by its ratio, the median of the rounds' ratios, against the
 // threshold. rerun_rounds 0 (the default) takes enough rounds for the test to reach the level
-// (rerun_rounds_for); fewer leave the rows to the spread rule, with a warning. The BASE side
+// (rerun_rounds_for); fewer leave the rows to the spread rule, with a warning.
+// Two stages (the default; rerun_more_rounds 0 turns the second off): those rounds decide every
+// row at alpha / 2; a row they leave beyond the threshold but not significant (slower within the
+// noise, or faster so) is measured rerun_more_rounds rounds more (-1: three times the first
+// stage's) and decided again on all its rounds, at alpha / 2 with the correction over the rows of
+// the second stage. The two looks at alpha / 2 keep the chance that a row of identical builds is
+// called slower at alpha (Bonferroni), and the second stage's rounds go only where the first ran
+// short: on the 2-core machine, 10 rounds caught a 1.15x slowdown of one implementation in 3 of
+// 10 pairs, 30 rounds in about 9 of 10 (docs/gate_figures.md). The BASE side
 // needs --rerun-base BASE_BINARY; without it NEW's invocations are paired with BASE's recorded
 // median, which a machine busier now than then still turns into a "slower". Status and error
 // regressions are not measured again.
@@ -69,12 +77,12 @@
 // alternating) sees it then.
 //
 // A row of BASE missing from NEW is its own verdict, MISSING (exit 4), unless allow_missing; the
-// report names --allow-missing. A row only in NEW is reported as information. A "WARNING:" line says when the two contexts differ in what
-// affects timing: host, device name, SM or memory clock, CPU model, build type, compiler, CUDA
-// driver or runtime, Google Benchmark's library build, OpenMP threads, a test slowdown, the load
-// average (by at least half the cores, at the start or the end of either run); when either run
-// was made from a dirty tree or is incomplete; or when matched rows were timed hot in one run and
-// with flushed caches in the other.
+// report names --allow-missing. A row only in NEW is reported as information. A "WARNING:" line
+// says when the two contexts differ in what affects timing: host, device name, SM or memory clock,
+// CPU model, build type, compiler, CUDA driver or runtime, Google Benchmark's library build, OpenMP
+// threads, a test slowdown, the load average (by at least half the cores, at the start or the end
+// of either run); when either run was made from a dirty tree or is incomplete; or when matched rows
+// were timed hot in one run and with flushed caches in the other.
 //
 // Output: the report as text (a markdown table; --only-changed leaves out the rows whose verdict
 // is "ok") or, with format "json", one JSON object (schema "attnbench.compare/1") with the method,
@@ -111,11 +119,17 @@ struct CompareOptions {
   std::string rerun_rows = "slower";  // which rows the rerun measures: slower | suspect | all
   int rerun_rounds = 0;               // rounds of the rerun (one invocation a side); 0: enough
   int rerun_repetitions = 5;          // repetitions in each of those invocations
+  int rerun_more_rounds = -1;  // the second stage's rounds: -1 3x the first's, 0 no second stage
 };
 
-// The rounds a rerun of `rows` rows takes: opts.rerun_rounds when set, otherwise the fewest R
-// with 2^-R (the signed-rank test's smallest p-value) at or below the correction's first level
-// (alpha / rows; alpha without a correction), plus 2, and at least 6.
+// Whether the rerun has its second stage (rerun_more_rounds != 0): then each stage tests at
+// alpha / 2.
+bool rerun_two_stages(const CompareOptions& opts);
+
+// The rounds a rerun of `rows` rows takes (its first stage): opts.rerun_rounds when set,
+// otherwise the fewest R with 2^-R (the signed-rank test's smallest p-value) at or below the
+// correction's first level (alpha / rows; alpha without a correction; alpha / 2 in place of alpha
+// with two stages), plus 2, and at least 6.
 int rerun_rounds_for(std::size_t rows, const CompareOptions& opts);
 
 // What compare found, for callers that want more than the printed report.
@@ -127,7 +141,8 @@ struct CompareSummary {
   int tested = 0;                     // rows decided by the test (the family of the correction)
   int spread_rule = 0;                // timed rows decided by the spread rule (too few samples)
   int rerun = 0, confirmed = 0;       // rows measured again, and those still slower
-  int rerun_rounds = 0;               // the rounds the rerun took
+  int rerun_rounds = 0;               // the rounds the rerun took (its first stage)
+  int rerun_more = 0, rerun_more_rounds = 0;  // rows measured in the second stage, its rounds
   std::vector<std::string> warnings;  // context differences, without the "WARNING: " prefix
   // 1 a regression; else 3 the whole file slower; else 4 rows missing; else 0 (compare.hpp).
   int exit_code() const {

@@ -798,6 +798,11 @@ void add_rerun_flags(CLI::App* cmp, CompareOptions& co) {
                   "Rounds of the rerun, one invocation a side each, sides alternating (default 0: "
                   "enough for the signed-rank test to reach alpha over the rows, at least 6)")
       ->capture_default_str();
+  cmp->add_option("--rerun-more-rounds", co.rerun_more_rounds,
+                  "With --rerun: rounds more for the rows the first rounds leave beyond the "
+                  "threshold but not significant, each stage at alpha/2 (default -1: three times "
+                  "the first stage's; 0: one stage at alpha)")
+      ->capture_default_str();
   cmp->add_option("--rerun-repetitions", co.rerun_repetitions,
                   "Repetitions in each rerun invocation (their median is the round's sample)")
       ->capture_default_str();

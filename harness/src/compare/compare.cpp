@@ -345,11 +345,17 @@ std::vector<double> samples_of(const ResultRow& r) {
 
 }  // namespace
 
+bool rerun_two_stages(const CompareOptions& o) {
+  return o.rerun_more_rounds != 0;
+}
+
 int rerun_rounds_for(std::size_t rows, const CompareOptions& o) {
   if (o.rerun_rounds > 0) return o.rerun_rounds;
+  // With the second stage each stage tests at alpha / 2 (Bonferroni over the two looks).
+  const double alpha = rerun_two_stages(o) ? o.alpha / 2 : o.alpha;
   const double level = o.correction == Correction::none
-                           ? o.alpha
-                           : o.alpha / static_cast<double>(std::max<std::size_t>(rows, 1));
+                           ? alpha
+                           : alpha / static_cast<double>(std::max<std::size_t>(rows, 1));
   // 2^-R <= level, and 2 rounds more, so that a round or two against the trend (a burst of
   // another process) can still leave the row significant.
   return std::max(6, static_cast<int>(std::ceil(std::log2(1 / level))) + 2);
@@ -373,7 +379,7 @@ struct RerunRounds {
 
 RerunRounds measure_rounds(const std::vector<Judged*>& rows, Rerunner& new_runner,
                            std::optional<Rerunner>& base_runner, const CompareOptions& o,
-                           int rounds, std::ostream& log) {
+                           int rounds, const std::string& label, std::ostream& log) {
   const bool both = base_runner.has_value();
   std::vector<const ResultRow*> brows, nrows;
   for (const Judged* j : rows) {
@@ -391,7 +397,7 @@ RerunRounds measure_rounds(const std::vector<Judged*>& rows, Rerunner& new_runne
   m.nm.resize(rows.size());
   m.last.resize(rows.size());  // NEW's latest rerun row
   for (int round = 0; round < rounds; ++round) {
-    log << "rerun round " << round + 1 << "/" << rounds << ": " << rows.size() << " rows, "
+    log << label << " " << round + 1 << "/" << rounds << ": " << rows.size() << " rows, "
         << (both ? (round % 2 == 0 ? "BASE then NEW" : "NEW then BASE") : "NEW") << std::endl;
     std::map<std::string, ResultRow> gb, gn;
     for (int k = 0; k < 2; ++k) {
@@ -442,8 +448,10 @@ void decide_rerun(std::vector<Judged*>& rows, const RerunRounds& m, const Compar
   std::vector<std::vector<double>> vb, vn;  // the paired rounds' medians
   for (std::size_t i = 0; i < rows.size(); ++i) {
     Judged* j = rows[i];
+    if (!j->rerun) j->first_ratio = j->ratio;  // the files' ratio, kept through both stages
     j->rerun = true;
-    j->first_ratio = j->ratio;
+    j->rerun_ratios.clear();
+    j->rerun_note.clear();
     const std::optional<ResultRow>& l = m.last[i];
     if (!l || l->status != Status::pass || !l->time) {
       // Not measured again: its first verdict stands, with the reason.
@@ -506,15 +514,54 @@ void decide_rerun(std::vector<Judged*>& rows, const RerunRounds& m, const Compar
   }
 }
 
+// Whether a row measured again is still open after a stage: its ratio beyond the threshold, either
+// way, without the significance that would decide it.
+bool ambiguous(const Judged& j, double threshold) {
+  if (j.time == TimeVerdict::slower_in_noise) return true;
+  return j.ratio * (1 + threshold) < 1 && j.time != TimeVerdict::faster;
+}
+
+// The rerun, in up to two stages (compare.hpp): every row for `rounds` rounds, each decided at
+// alpha / 2; then the rows that stage leaves ambiguous for o.rerun_more_rounds more rounds (auto:
+// three times as many), decided again on all their rounds at alpha / 2, in a family of their own.
+// Without the second stage (rerun_more_rounds 0) one stage at alpha.
 void rerun_rows(std::vector<Judged*>& rows, const ResultsFile& base, const ResultsFile& next,
-                const CompareOptions& o, int rounds, std::ostream& log,
-                std::vector<std::string>& warnings) {
+                const CompareOptions& o, int rounds, std::ostream& log, CompareSummary& s) {
   Rerunner new_runner(o.rerun, next);
   std::optional<Rerunner> base_runner;
   if (!o.rerun_base.empty()) base_runner.emplace(o.rerun_base, base);
-  const RerunRounds m = measure_rounds(rows, new_runner, base_runner, o, rounds, log);
-  warn_other_build(new_runner, base_runner, base, next, warnings);
-  decide_rerun(rows, m, o, rounds, warnings);
+  CompareOptions stage = o;
+  if (rerun_two_stages(o)) stage.alpha = o.alpha / 2;
+  const RerunRounds m =
+      measure_rounds(rows, new_runner, base_runner, o, rounds, "rerun round", log);
+  decide_rerun(rows, m, stage, rounds, s.warnings);
+  if (rerun_two_stages(o)) {
+    std::vector<std::size_t> open;
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      if (rows[i]->rerun_note.empty() && ambiguous(*rows[i], o.threshold)) open.push_back(i);
+    if (!open.empty()) {
+      const int more = o.rerun_more_rounds > 0 ? o.rerun_more_rounds : 3 * rounds;
+      log << "rerun stage 2: " << open.size() << " rows beyond the threshold but not significant, "
+          << more << " more rounds" << std::endl;
+      std::vector<Judged*> sub;
+      for (std::size_t i : open) sub.push_back(rows[i]);
+      const RerunRounds m2 =
+          measure_rounds(sub, new_runner, base_runner, o, more, "rerun stage 2 round", log);
+      RerunRounds all;
+      for (std::size_t k = 0; k < open.size(); ++k) {
+        std::vector<double> bm = m.bm[open[k]], nm = m.nm[open[k]];
+        bm.insert(bm.end(), m2.bm[k].begin(), m2.bm[k].end());
+        nm.insert(nm.end(), m2.nm[k].begin(), m2.nm[k].end());
+        all.bm.push_back(std::move(bm));
+        all.nm.push_back(std::move(nm));
+        all.last.push_back(m2.last[k] ? m2.last[k] : m.last[open[k]]);
+      }
+      decide_rerun(sub, all, stage, rounds + more, s.warnings);
+      s.rerun_more = static_cast<int>(open.size());
+      s.rerun_more_rounds = more;
+    }
+  }
+  warn_other_build(new_runner, base_runner, base, next, s.warnings);
 }
 
 // Everything compare_results decides, for the report in either format.
@@ -615,7 +662,7 @@ void rerun_chosen(Comparison& c, std::ostream& log) {
   }
   if (again.empty()) return;
   c.s.rerun_rounds = rerun_rounds_for(again.size(), o);
-  rerun_rows(again, c.base, c.next, o, c.s.rerun_rounds, log, c.s.warnings);
+  rerun_rows(again, c.base, c.next, o, c.s.rerun_rounds, log, c.s);
   c.s.rerun = static_cast<int>(again.size());
   for (const Judged* j : again) c.s.confirmed += j->time == TimeVerdict::slower;
   // Every timed row measured again, both sides alternating: the rounds decided each row on
@@ -688,7 +735,12 @@ void describe_methods(Comparison& c) {
                                        : "(BASE and NEW, paired by round)") +
       ", " + describe(o.correction) + " over the " + std::to_string(c.s.rerun) +
       " rows measured again, and the median of the rounds' new/base above " +
-      fmt_x(1 + o.threshold);
+      fmt_x(1 + o.threshold) +
+      (rerun_two_stages(o)
+           ? "; two stages at alpha " + fmt_p(o.alpha / 2) +
+                 " each (Bonferroni), the second for the rows the first left beyond the "
+                 "threshold but not significant, on all their rounds"
+           : std::string());
   if (c.s.rerun > 0) c.method += "; rows measured again: " + c.rerun_method;
 }
 
@@ -711,6 +763,8 @@ json method_json(const Comparison& c) {
           {"rerun_base", o.rerun_base.empty() ? json(nullptr) : json(o.rerun_base)},
           {"rerun_rows", o.rerun.empty() ? json(nullptr) : json(o.rerun_rows)},
           {"rerun_rounds", o.rerun.empty() ? 0 : c.s.rerun_rounds},
+          {"rerun_stage2_rows", c.s.rerun_more},
+          {"rerun_stage2_rounds", c.s.rerun_more_rounds},
           {"rerun_repetitions", o.rerun.empty() ? 0 : o.rerun_repetitions},
           {"rerun_test", c.s.rerun > 0 ? json(c.rerun_method) : json(nullptr)}};
 }
@@ -882,9 +936,12 @@ void print_rerun_and_between(const Comparison& c, std::ostream& out) {
     out << "rerun: " << c.s.rerun << which << c.s.rerun_rounds << " rounds of "
         << (o.rerun_base.empty() ? "one invocation of NEW, against BASE's recorded median"
                                  : "one invocation a side, BASE and NEW alternating")
-        << ", " << o.rerun_repetitions
-        << " repetitions each; an invocation's median is one sample): " << c.s.confirmed
-        << " confirmed\n";
+        << ", " << o.rerun_repetitions << " repetitions each; an invocation's median is one sample"
+        << (c.s.rerun_more > 0 ? "; then " + std::to_string(c.s.rerun_more) +
+                                     " rows beyond the threshold but not significant " +
+                                     std::to_string(c.s.rerun_more_rounds) + " rounds more"
+                               : std::string())
+        << "): " << c.s.confirmed << " confirmed\n";
   }
   if (between.superseded) {
     out << "between runs: every timed row was measured again, both sides alternating; the rounds "
@@ -994,6 +1051,12 @@ int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {
     err << "attnbench compare: --rerun-rounds must be >= 0 (0: enough for the test) and "
            "--rerun-repetitions >= 1, got "
         << o.rerun_rounds << " and " << o.rerun_repetitions << "\n";
+    return 2;
+  }
+  if (o.rerun_more_rounds < -1) {
+    err << "attnbench compare: --rerun-more-rounds must be -1 (auto: 3x the first stage's), 0 "
+           "(no second stage) or a number of rounds, got "
+        << o.rerun_more_rounds << "\n";
     return 2;
   }
   if (o.rerun_rows != "slower" && o.rerun_rows != "suspect" && o.rerun_rows != "all") {
