@@ -254,18 +254,9 @@ int ab_call_forward(ab_call* c, const void* q, const void* k, const void* v, voi
   return guarded(
       [&]() -> int {
         if (!c || !c->fwd_impl) throw std::invalid_argument("no forward for this call");
-        attnbench::FwdArgs a;
-        a.p = c->p;
-        a.q = q;
-        a.k = k;
-        a.v = v;
-        a.o = o;
-        a.lse = lse;
-        a.workspace = workspace;
-        a.workspace_bytes = workspace_bytes;
-        a.stream = stream;
-        a.options = &c->options;
-        c->fwd_impl->forward(a);
+        c->fwd_impl->forward({.p = c->p, .q = q, .k = k, .v = v, .o = o, .lse = lse,
+                              .workspace = workspace, .workspace_bytes = workspace_bytes,
+                              .stream = stream, .options = &c->options});
         return 0;
       },
       -1);
@@ -277,22 +268,10 @@ int ab_call_backward(ab_call* c, const void* q, const void* k, const void* v, co
   return guarded(
       [&]() -> int {
         if (!c) throw std::invalid_argument("null call");
-        attnbench::BwdArgs a;
-        a.p = c->p;
-        a.q = q;
-        a.k = k;
-        a.v = v;
-        a.o = o;
-        a.lse = lse;
-        a.dout = dout;
-        a.dq = dq;
-        a.dk = dk;
-        a.dv = dv;
-        a.workspace = workspace;
-        a.workspace_bytes = workspace_bytes;
-        a.stream = stream;
-        a.options = &c->options;
-        c->impl->backward(a);
+        c->impl->backward({.p = c->p, .q = q, .k = k, .v = v, .o = o, .lse = lse, .dout = dout,
+                           .dq = dq, .dk = dk, .dv = dv, .workspace = workspace,
+                           .workspace_bytes = workspace_bytes, .stream = stream,
+                           .options = &c->options});
         return 0;
       },
       -1);

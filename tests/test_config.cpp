@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -434,14 +435,22 @@ TEST(ConfigParse, ShippedConfigsParse) {
     const auto* e = std::get_if<ConfigError>(&r);
     EXPECT_EQ(e, nullptr) << name << ": " << (e ? e->text() : "");
   }
-  const ConfigResult r = parse_config(read_config("fa2_grid.json"));
-  if (cuda_built()) {
-    ASSERT_TRUE(std::holds_alternative<Config>(r)) << std::get<ConfigError>(r).text();
-    EXPECT_EQ(std::get<Config>(r).case_count(), 24u);  // 6 seq x 2 head_dim x 2 causal
-  } else {
-    // Only CUDA implementations: valid, but nothing to run in a CPU-only build.
-    ASSERT_TRUE(std::holds_alternative<ConfigError>(r));
-    EXPECT_NE(std::get<ConfigError>(r).message.find("nothing to run"), std::string::npos);
+  // Only CUDA implementations: valid, but nothing to run in a CPU-only build.
+  const std::pair<const char*, std::size_t> gpu_configs[] = {
+      {"fa2_grid.json", 24},  // 6 seq x 2 head_dim x 2 causal
+      {"window.json", 18},    // 3 windows x 2 (symmetric, causal) x 3 seq
+      {"softcap.json", 24},   // 2 softcaps x 2 causal x 2 head_dims x 3 seq
+  };
+  for (const auto& [name, cases] : gpu_configs) {
+    const ConfigResult r = parse_config(read_config(name));
+    if (cuda_built()) {
+      ASSERT_TRUE(std::holds_alternative<Config>(r))
+          << name << ": " << std::get<ConfigError>(r).text();
+      EXPECT_EQ(std::get<Config>(r).case_count(), cases) << name;
+    } else {
+      ASSERT_TRUE(std::holds_alternative<ConfigError>(r)) << name;
+      EXPECT_NE(std::get<ConfigError>(r).message.find("nothing to run"), std::string::npos) << name;
+    }
   }
 }
 

@@ -222,38 +222,16 @@ void CaseBuffers::poison_outputs() {
   }
 }
 
+// The arguments by name, every field given (designated initializers, in FwdArgs' order).
 void CaseBuffers::call_forward() {
-  FwdArgs a;
-  a.p = p_;
-  a.q = q_;
-  a.k = k_;
-  a.v = v_;
-  a.o = o_;
-  a.lse = lse_;
-  a.workspace = ws_;
-  a.workspace_bytes = ws_fwd_;
-  a.stream = ops_->stream();
-  a.options = &opts_;
-  fwd_impl_->forward(a);
+  fwd_impl_->forward({.p = p_, .q = q_, .k = k_, .v = v_, .o = o_, .lse = lse_, .workspace = ws_,
+                      .workspace_bytes = ws_fwd_, .stream = ops_->stream(), .options = &opts_});
 }
 
 void CaseBuffers::call_backward() {
-  BwdArgs a;
-  a.p = p_;
-  a.q = q_;
-  a.k = k_;
-  a.v = v_;
-  a.o = o_;
-  a.lse = lse_;
-  a.dout = dout_;
-  a.dq = dq_;
-  a.dk = dk_;
-  a.dv = dv_;
-  a.workspace = ws_;
-  a.workspace_bytes = ws_bwd_;
-  a.stream = ops_->stream();
-  a.options = &opts_;
-  impl_.backward(a);
+  impl_.backward({.p = p_, .q = q_, .k = k_, .v = v_, .o = o_, .lse = lse_, .dout = dout_,
+                  .dq = dq_, .dk = dk_, .dv = dv_, .workspace = ws_, .workspace_bytes = ws_bwd_,
+                  .stream = ops_->stream(), .options = &opts_});
 }
 
 void CaseBuffers::produce_fwd_outputs() {
