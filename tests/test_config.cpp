@@ -56,6 +56,12 @@ TEST_F(BadConfig, NotJson) { expect_refused("{\"name\": \"x\",\n  \"problem\": {
 
 TEST_F(BadConfig, UnknownTopLevelKey) {
   expect_refused(std::string("{") + kImpl + R"(, "bogus": 1})", {"/bogus", "unknown key \"bogus\""});
+  // The keys it offers are today's: "options", not its former name "params" (still read).
+  const fs::path cfg = dir_ / "bad.json";
+  std::ofstream(cfg) << std::string("{") + kImpl + R"(, "bogus": 1})";
+  const CliResult r = run_cli("run " + cfg.string() + " --quiet");
+  EXPECT_NE(r.output.find("timing, options, devices"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("params"), std::string::npos) << r.output;
 }
 
 TEST_F(BadConfig, UnknownNestedKey) {

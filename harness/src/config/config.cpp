@@ -182,10 +182,18 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
+// Keys still read under a former name; the error for an unknown key names only current ones.
+const std::vector<std::string> kFormerKeys = {"params"};  // now "options"
+
 void check_keys(const json& obj, const std::string& path, const std::vector<std::string>& allowed) {
   for (auto it = obj.begin(); it != obj.end(); ++it) {
     if (std::find(allowed.begin(), allowed.end(), it.key()) == allowed.end()) {
-      fail_text(at(path, it.key()), "", "unknown key \"" + it.key() + "\" (allowed here: " + join(allowed) + ")");
+      std::vector<std::string> current;
+      for (const std::string& k : allowed)
+        if (std::find(kFormerKeys.begin(), kFormerKeys.end(), k) == kFormerKeys.end())
+          current.push_back(k);
+      fail_text(at(path, it.key()), "",
+                "unknown key \"" + it.key() + "\" (allowed here: " + join(current) + ")");
     }
   }
 }
