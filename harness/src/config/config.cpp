@@ -182,18 +182,20 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
-// Keys still read under a former name; the error for an unknown key names only current ones.
-const std::vector<std::string> kFormerKeys = {"params"};  // now "options"
+// The key "options" had before (still read, with a note; never offered in an error).
+constexpr const char* kFormerOptionsKey = "params";
 
-void check_keys(const json& obj, const std::string& path, const std::vector<std::string>& allowed) {
+// Refuses a key of obj that is neither in `allowed` nor in `former` (keys still read under a
+// former name); the error names the allowed ones.
+void check_keys(const json& obj, const std::string& path, const std::vector<std::string>& allowed,
+                const std::vector<std::string>& former = {}) {
   for (auto it = obj.begin(); it != obj.end(); ++it) {
-    if (std::find(allowed.begin(), allowed.end(), it.key()) == allowed.end()) {
-      std::vector<std::string> current;
-      for (const std::string& k : allowed)
-        if (std::find(kFormerKeys.begin(), kFormerKeys.end(), k) == kFormerKeys.end())
-          current.push_back(k);
+    const auto known = [&](const std::vector<std::string>& v) {
+      return std::find(v.begin(), v.end(), it.key()) != v.end();
+    };
+    if (!known(allowed) && !known(former)) {
       fail_text(at(path, it.key()), "",
-                "unknown key \"" + it.key() + "\" (allowed here: " + join(current) + ")");
+                "unknown key \"" + it.key() + "\" (allowed here: " + join(allowed) + ")");
     }
   }
 }
@@ -844,7 +846,8 @@ class Parser {
     } else {
       check_keys(doc, "",
                  {"name", "description", "problem", "sweep", "implementations", "passes", "inputs",
-                  "verify", "timing", "options", "params", "devices", "groups"});
+                  "verify", "timing", "options", "devices", "groups"},
+                 {kFormerOptionsKey});
     }
     parse_top_level(doc, grouped, c);
     if (doc.contains("inputs")) parse_inputs(doc["inputs"], c);
@@ -857,7 +860,8 @@ class Parser {
         expect_object(groups[i], gp);
         check_keys(groups[i], gp,
                    {"description", "problem", "sweep", "implementations", "passes", "options",
-                    "params", "devices", "verify", "timing"});
+                    "devices", "verify", "timing"},
+                   {kFormerOptionsKey});
         c.groups.push_back(parse_group(doc, &groups[i], gp));
       }
     } else {
@@ -931,14 +935,14 @@ class Parser {
   Found lookup_options(const json& top, const json* group, const std::string& gpath) const {
     const json& obj = group ? *group : top;
     const std::string base = group ? gpath : std::string();
-    if (!obj.contains("params")) return lookup(top, group, gpath, "options");
+    if (!obj.contains(kFormerOptionsKey)) return lookup(top, group, gpath, "options");
     if (obj.contains("options")) {
-      fail_text(at(base, "params"), "",
+      fail_text(at(base, kFormerOptionsKey), "",
                 "both \"options\" and \"params\" (its former name) are given: keep \"options\" "
                 "alone");
     }
     impls_.note("note: the config key \"params\" is the former name of \"options\"");
-    return lookup(top, group, gpath, "params");
+    return lookup(top, group, gpath, kFormerOptionsKey);
   }
 
   // The group's implementations on its devices, each with its option sets.
