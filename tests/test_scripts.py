@@ -246,6 +246,47 @@ class Fa2GridSummary(unittest.TestCase):
         self.assertIn("not an attnbench results file", p.stderr)
 
 
+class AbSummary(unittest.TestCase):
+    """scripts/ab_summary.py (scripts/gpu_ab.sh's report): NEW/BASE per row, the noise beside it."""
+
+    def test_ratios_noise_and_former_names(self):
+        def r(impl, case, ms, key="options"):
+            return {"impl": impl, "case": case, "pass": "fwd", "status": "pass", key: {},
+                    "time": {"median_ms": ms}}
+        # BASE: two runs of an old file (schema 1, a former name); NEW: 1.10x and 1.00x.
+        b1 = written_before_options(results_file([r("cpu.flash_1pass", "c1", 2.0), r("cpu.x", "c2", 1.0)]))
+        b2 = written_before_options(results_file([r("cpu.flash_1pass", "c1", 2.0), r("cpu.x", "c2", 1.02)]))
+        n1 = results_file([r("cpu.flash_fwd", "c1", 2.2), r("cpu.x", "c2", 1.01),
+                           {"impl": "cpu.x", "case": "c3", "pass": "fwd", "status": "skip"}])
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = []
+            for name, res in (("b1", b1), ("b2", b2), ("n1", n1)):
+                paths.append(os.path.join(tmp, name + ".json"))
+                write(paths[-1], json.dumps(res))
+            out = os.path.join(tmp, "ab.md")
+            p = run(os.path.join(ROOT, "scripts", "ab_summary.py"), "--base", paths[0], paths[1], "--new", paths[2],
+                    "--alias", "cpu.flash_1pass=cpu.flash_fwd", "--out", out)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(out, encoding="utf-8") as f:
+                self.assertEqual(f.read(), p.stdout)
+        self.assertIn("# NEW against BASE: 2 rows, 2 BASE and 1 NEW runs", p.stdout)
+        self.assertIn("| cpu.flash_fwd | fwd | 1 | 1.100 | 1.100 | 1.100 | 0/1 | 1.000 |", p.stdout)
+        self.assertIn("| cpu.x | fwd | 1 | 1.000 | 1.000 | 1.000 | 1/1 | 1.020 |", p.stdout)  # median of 1.0, 1.02
+        self.assertIn("| c1 | cpu.flash_fwd | fwd | - | 2.0000 | 2.2000 | 1.100 |", p.stdout)
+
+    def test_bad_input_exits_two(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            g = os.path.join(tmp, "g.json")
+            write(g, "[1, 2]")
+            p = run(os.path.join(ROOT, "scripts", "ab_summary.py"), "--base", g, "--new", g)
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("not an attnbench results file", p.stderr)
+            write(g, json.dumps(results_file([])))
+            p = run(os.path.join(ROOT, "scripts", "ab_summary.py"), "--base", g, "--new", g, "--alias", "x")
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("--alias 'x': expected OLD=NEW", p.stderr)
+
+
 class Fa3GridSummary(unittest.TestCase):
     """The README's "Against FlashAttention-3 and cuDNN" tables from a small synthetic pair."""
 
