@@ -23,6 +23,7 @@
 #include "attnbench/implementation.hpp"
 #include "common/check.hpp"
 #include "common/dispatch.hpp"
+#include "common/shape.hpp"
 #include "common/workspace.hpp"
 
 namespace attnbench::cuda {
@@ -79,8 +80,6 @@ inline cudaDataType_t cuda_data_type(DType t) {
   throw std::invalid_argument("dtype " + std::string(to_string(t)) + " has no cuBLAS type");
 }
 
-inline constexpr float kLog2e = 1.4426950408889634f;
-inline constexpr float kLn2 = 0.6931471805599453f;
 
 // ---- causal mask and warp reductions -----------------------------------------------------------
 

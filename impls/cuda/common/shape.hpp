@@ -22,7 +22,11 @@ struct AttnShape {
 };
 static_assert(sizeof(AttnShape) == 32, "the head of every params struct");
 
+// The log2 domain's constants: log2(e) (scores scale into it; natural-log LSE converts by it) and
+// ln(2) (back to the natural-log LSE). The one definition for every family.
 inline constexpr double kLog2eD = 1.4426950408889634;
+inline constexpr float kLog2e = static_cast<float>(kLog2eD);
+inline constexpr float kLn2 = 0.6931471805599453f;
 
 inline AttnShape make_shape(const Problem& p) {
   AttnShape s{};

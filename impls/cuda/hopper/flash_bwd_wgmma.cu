@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                            const __grid_constant__ TensorMap tdo, const BwdParams p) {
 #if ATTN_HOPPER_DEVICE
   constexpr int D = Cfg::D, BM = Cfg::kBlockM, BN = Cfg::kBlockN, S = Cfg::kStages;
-  constexpr float kLog2e = 1.4426950408889634f;
+  using attnbench::cuda::kLog2e;
   const int n_block = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
   const int n0 = n_block * BN;
   // Query tiles that see a key of this block: causal starts at the first one reaching key n0.

@@ -431,7 +431,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
     // ---- epilogue: O /= l, LSE = (max * scale_log2 + log2 l) * ln 2
     // ------------------------------
-    constexpr float kLn2 = 0.69314718055994530942f;
+    using attnbench::cuda::kLn2;
     float inv[2];
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {

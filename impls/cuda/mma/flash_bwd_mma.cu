@@ -59,7 +59,7 @@ namespace attn_mma {
 namespace {
 
 constexpr float kInf = __builtin_huge_valf();
-constexpr float kLog2e = 1.4426950408889634f;
+using attnbench::cuda::kLog2e;  // common/shape.hpp
 
 // LSE (natural log) -> the log2-domain offset of P = exp2(S * scale_log2 - offset). A row that
 // sees no key has LSE = -inf; +inf makes its P exactly 0 instead of NaN.

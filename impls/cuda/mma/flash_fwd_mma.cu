@@ -201,7 +201,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
 
   // Epilogue: O /= l, LSE = (max of s * scale_log2 + log2 l) * ln 2; O goes through this warp's own
   // Q rows in shared memory (no other warp reads them) to be stored 16 bytes per lane.
-  constexpr float kLn2 = 0.69314718055994530942f;
+  using attnbench::cuda::kLn2;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
