@@ -284,6 +284,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // Online softmax of s in place (s becomes exp2(scale_log2 * (s - max))); returns in alpha the
   // factor by which the rows' earlier O and sums shrink.
   auto softmax = [&](float(&alpha)[2]) {
+    float base_l2[2];
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
       float mx = row_max[hf];
@@ -295,33 +296,36 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // scores give exp2(-inf) = 0, never (-inf) - (-inf) = NaN.
       alpha[hf] = row_max[hf] == kNegInf ? 0.f : attn_mma::exp2_approx((row_max[hf] - mx) * sl2);
       row_max[hf] = mx;
-      float sum = 0.f;
-      const float base_l2 = mx == kNegInf ? 0.f : attn_mma::mul_rn(mx, sl2);
-      // One FFMA per score: its exponent for the max score is the rounding residual of
-      // mx * scale_log2 (half an ulp), which cancels in O / l and LSE and is harmless below 2^30.
-      // Past that (huge scales) it could overflow ex2: then the scores are scaled with the same
-      // rounding as the max (rounding is monotonic), so the max's exponent is exactly 0.
-      if (fabsf(base_l2) < 0x1p30f) {
-#pragma unroll
-        for (int g = 0; g < BN / 8; ++g)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float& x = s[4 * g + 2 * hf + e];
-            x = attn_mma::exp2_approx(fmaf(x, sl2, -base_l2));
-            sum += x;
-          }
-      } else {
-#pragma unroll
-        for (int g = 0; g < BN / 8; ++g)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float& x = s[4 * g + 2 * hf + e];
-            x = attn_mma::exp2_approx(attn_mma::mul_rn(x, sl2) - base_l2);
-            sum += x;
-          }
-      }
-      row_sum[hf] = row_sum[hf] * alpha[hf] + sum;
+      base_l2[hf] = mx == kNegInf ? 0.f : attn_mma::mul_rn(mx, sl2);
     }
+    // One FFMA per score: its exponent for the max score is the rounding residual of
+    // mx * scale_log2 (half an ulp), which cancels in O / l and LSE and is harmless below 2^30.
+    // Past that (huge scales) it could overflow ex2: then, for the whole warp at once (one uniform
+    // branch per tile, so the common path is straight-line code), the scores are scaled with the
+    // same rounding as the max (rounding is monotonic), so the max's exponent is exactly 0.
+    const bool huge = fabsf(base_l2[0]) >= 0x1p30f || fabsf(base_l2[1]) >= 0x1p30f;
+    float sum[2] = {0.f, 0.f};
+    if (!attn_mma::warp_any(huge)) {
+#pragma unroll
+      for (int g = 0; g < BN / 8; ++g)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          float& x = s[4 * g + i];
+          x = attn_mma::exp2_approx(fmaf(x, sl2, -base_l2[i / 2]));
+          sum[i / 2] += x;
+        }
+    } else {
+#pragma unroll
+      for (int g = 0; g < BN / 8; ++g)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          float& x = s[4 * g + i];
+          x = attn_mma::exp2_approx(attn_mma::mul_rn(x, sl2) - base_l2[i / 2]);
+          sum[i / 2] += x;
+        }
+    }
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) row_sum[hf] = row_sum[hf] * alpha[hf] + sum[hf];
   };
   // P (dtype) as A fragments: keys 16kk..16kk+15 are accumulator groups 2kk and 2kk+1.
   auto to_p = [&]() {

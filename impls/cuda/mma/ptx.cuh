@@ -186,6 +186,11 @@ __device__ __forceinline__ float mul_rn(float a, float b) {
   return __fmul_rn(a, b);
 }
 
+// True in every lane when p is true in any lane of the (fully active) warp.
+__device__ __forceinline__ bool warp_any(bool p) {
+  return __any_sync(0xffffffffu, p);
+}
+
 // Reductions over the 4 lanes of a quad (the lanes that share a row of an mma C fragment).
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));

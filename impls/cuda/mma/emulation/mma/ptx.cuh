@@ -375,6 +375,18 @@ inline float shfl_xor(float x, int m) {
   emu::exchange_out();
   return y;
 }
+inline bool warp_any(bool p) {
+  const int v = p ? 1 : 0;
+  emu::exchange_in(&v, 4);
+  bool any = false;
+  for (int l = 0; l < 32; ++l) {
+    int w;
+    std::memcpy(&w, emu::slot(l), 4);
+    any = any || w != 0;
+  }
+  emu::exchange_out();
+  return any;
+}
 inline float quad_max(float x) {
   x = std::fmax(x, shfl_xor(x, 1));
   return std::fmax(x, shfl_xor(x, 2));
