@@ -748,14 +748,17 @@ TEST_F(Rerun, ASlowdownInEveryRoundIsFoundThoughTheFilesHideIt) {
   o.rerun_more_rounds = 0;  // one stage (the two-stage default: the tests below)
   const Outcome r = run(base, base, o);
   EXPECT_EQ(r.code, 1) << r.out << r.err;
-  EXPECT_EQ(invocations("new"), 9);  // 6 rows: 2^-7 <= 0.05 / 6, and 2 more; one a side a round
-  EXPECT_EQ(invocations("base"), 9);
+  // 6 rows of 2 implementations: 9 rounds (2^-7 <= 0.05 / 6, and 2 more), each implementation in
+  // an invocation of its own, a side a round.
+  EXPECT_EQ(invocations("new"), 18);
+  EXPECT_EQ(invocations("base"), 18);
   EXPECT_NE(r.out.find("6 regressed"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("slower x1.300 (found by the rerun; first x1.000)"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("| 0.012 |"), std::string::npos) << r.out;  // Holm: 6 x 2^-9
   EXPECT_NE(r.out.find("rerun: 6 timed rows (all) were measured again (9 rounds of one invocation "
-                       "a side, BASE and NEW alternating, 5 repetitions each"),
+                       "a side per implementation, BASE and NEW alternating, the implementations "
+                       "in a shuffled order, 5 repetitions each"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.err.find("rerun round 2/9: 6 rows, NEW then BASE"), std::string::npos) << r.err;
@@ -848,6 +851,34 @@ TEST_F(Rerun, TooFewRoundsWarnAndFallBackToTheSpreadRule) {
   EXPECT_EQ(row3["verdict"], "regressed");
 }
 
+// Each implementation's rows are timed in invocations of their own, the implementations in an order
+// that changes from round to round (what one leaves behind must not fall on another's rows the
+// same way every round), and BASE's and NEW's invocations of an implementation side by side.
+TEST_F(Rerun, EachImplementationRunsAloneInAShuffledOrder) {
+  CompareOptions o;
+  o.rerun = fake("new", {sampled()});
+  o.rerun_base = fake("base", {sampled()});
+  o.rerun_rows = "all";
+  o.rerun_rounds = 6;
+  const Outcome r = run(with_config(sampled()), with_config(sampled()), o);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(invocations("new"), 12);
+  std::istringstream lines(arguments("new"));
+  std::string line, firsts;
+  int n = 0;
+  for (; std::getline(lines, line); ++n) {
+    const bool cublas = line.find("--impl cuda.standard_cublas") != std::string::npos;
+    const bool flash = line.find("--impl cuda.flash_fwd") != std::string::npos;
+    EXPECT_NE(cublas, flash) << "one implementation an invocation: " << line;
+    EXPECT_NE(line.find("--case"), std::string::npos) << line;
+    if (n % 2 == 0) firsts += cublas ? 'c' : 'f';  // the first implementation of each round
+  }
+  EXPECT_EQ(n, 12);
+  EXPECT_NE(firsts.find('c'), std::string::npos) << firsts;  // each one first in some round
+  EXPECT_NE(firsts.find('f'), std::string::npos) << firsts;
+  EXPECT_NE(r.err.find("for each of 2 implementations"), std::string::npos) << r.err;
+}
+
 // BASE written before the rename by a binary that knows only cpu.flash_1pass, NEW after it: each
 // binary is asked for the rows under the name its own file wrote.
 TEST_F(Rerun, EachBinaryIsAskedForTheNameItsFileWrote) {
@@ -859,7 +890,7 @@ TEST_F(Rerun, EachBinaryIsAskedForTheNameItsFileWrote) {
   o.rerun_rows = "all";
   o.rerun_rounds = 1;
   const Outcome r = run(with_config(base), with_config(next), o);
-  EXPECT_EQ(invocations("base"), 1) << r.out << r.err;
+  EXPECT_EQ(invocations("base"), 2) << r.out << r.err;  // one round, one per implementation
   EXPECT_NE(arguments("base").find("--impl cpu.flash_1pass"), std::string::npos) << arguments("base");
   EXPECT_EQ(arguments("base").find("cpu.flash_fwd"), std::string::npos) << arguments("base");
   EXPECT_NE(arguments("new").find("--impl cpu.flash_fwd"), std::string::npos) << arguments("new");

@@ -795,8 +795,9 @@ void add_rerun_flags(CLI::App* cmp, CompareOptions& co) {
                   "significant or not) or all (every timed row)")
       ->capture_default_str();
   cmp->add_option("--rerun-rounds", co.rerun_rounds,
-                  "Rounds of the rerun, one invocation a side each, sides alternating (default 0: "
-                  "enough for the signed-rank test to reach alpha over the rows, at least 6)")
+                  "Rounds of the rerun, one invocation a side per implementation each, sides "
+                  "alternating (default 0: enough for the signed-rank test to reach alpha over "
+                  "the rows, at least 6)")
       ->capture_default_str();
   cmp->add_option("--rerun-more-rounds", co.rerun_more_rounds,
                   "With --rerun: rounds more for the rows the first rounds leave beyond the "

@@ -7,8 +7,10 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <ostream>
+#include <random>
 #include <stdexcept>
 
 #include "attnbench/render.hpp"
@@ -363,13 +365,17 @@ int rerun_rounds_for(std::size_t rows, const CompareOptions& o) {
 
 namespace {
 
-// --rerun: the rows chosen (--rerun-rows) measured again, round by round. A round is one
-// invocation of BASE's binary and one of NEW's, each timing every row chosen, in the order BASE
-// NEW, then NEW BASE, ... (so that a drift of the machine's load, or an order effect, falls on
-// both sides alike). Each invocation's median of a row is one sample; the two of a round are a
-// pair, and the row is decided by the signed-rank test on log(NEW / BASE) over the rounds, its
-// ratio the median of the rounds' ratios. Without --rerun-base, NEW's invocations are paired with
-// BASE's recorded median.
+// --rerun: the rows chosen (--rerun-rows) measured again, round by round. A round times every row
+// chosen once a side: one invocation of BASE's binary and one of NEW's for each implementation's
+// rows, BASE NEW in even rounds and NEW BASE in odd ones (so that a drift of the machine's load
+// falls on both sides alike). Each implementation runs in invocations of its own, and the
+// implementations' order is shuffled every round (a fixed seed), so that what one implementation
+// leaves behind (its threads, caches, heap or clocks; a regression's side effects) never falls
+// on another's rows in the same way every round: it becomes noise between rounds instead of a
+// shift. Each invocation's median of a row is one sample; the two of a round are a pair, and the
+// row is decided by the signed-rank test on log(NEW / BASE) over the rounds, its ratio the median
+// of the rounds' ratios. Without --rerun-base, NEW's invocations are paired with BASE's recorded
+// median.
 // The rerun's measurements: per row, the median of each round on each side (bm BASE's, or its
 // recorded median without --rerun-base; nm NEW's), and NEW's latest rerun row.
 struct RerunRounds {
@@ -381,10 +387,20 @@ RerunRounds measure_rounds(const std::vector<Judged*>& rows, Rerunner& new_runne
                            std::optional<Rerunner>& base_runner, const CompareOptions& o,
                            int rounds, const std::string& label, std::ostream& log) {
   const bool both = base_runner.has_value();
-  std::vector<const ResultRow*> brows, nrows;
+  // The rows by implementation (as NEW's file names it), in the order of first appearance.
+  std::vector<std::string> impls;
+  std::vector<std::vector<const ResultRow*>> brows, nrows;
   for (const Judged* j : rows) {
-    brows.push_back(j->b);
-    nrows.push_back(j->n);
+    const std::string& impl = j->n->impl_in_file.empty() ? j->n->impl : j->n->impl_in_file;
+    auto it = std::find(impls.begin(), impls.end(), impl);
+    const std::size_t g = static_cast<std::size_t>(it - impls.begin());
+    if (it == impls.end()) {
+      impls.push_back(impl);
+      brows.emplace_back();
+      nrows.emplace_back();
+    }
+    brows[g].push_back(j->b);
+    nrows[g].push_back(j->n);
   }
   auto time_of = [](const std::map<std::string, ResultRow>& got, const ResultRow& r) {
     const auto it = got.find(r.key());
@@ -396,17 +412,28 @@ RerunRounds measure_rounds(const std::vector<Judged*>& rows, Rerunner& new_runne
   m.bm.resize(rows.size());  // per round
   m.nm.resize(rows.size());
   m.last.resize(rows.size());  // NEW's latest rerun row
+  std::vector<std::size_t> order(impls.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::mt19937 rng(20261202u);  // a fixed seed: the same orders every time
   for (int round = 0; round < rounds; ++round) {
+    for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
     log << label << " " << round + 1 << "/" << rounds << ": " << rows.size() << " rows, "
-        << (both ? (round % 2 == 0 ? "BASE then NEW" : "NEW then BASE") : "NEW") << std::endl;
+        << (both ? (round % 2 == 0 ? "BASE then NEW" : "NEW then BASE") : "NEW");
+    if (impls.size() > 1) {
+      log << " for each of " << impls.size() << " implementations (";
+      for (std::size_t k = 0; k < order.size(); ++k) log << (k ? " " : "") << impls[order[k]];
+      log << ")";
+    }
+    log << std::endl;
     std::map<std::string, ResultRow> gb, gn;
-    for (int k = 0; k < 2; ++k) {
-      const bool is_base = (k == 0) == (round % 2 == 0);
-      if (is_base && !both) continue;
-      if (is_base)
-        gb = base_runner->measure(brows, o.rerun_repetitions);
-      else
-        gn = new_runner.measure(nrows, o.rerun_repetitions);
+    for (const std::size_t g : order) {
+      for (int k = 0; k < 2; ++k) {
+        const bool is_base = (k == 0) == (round % 2 == 0);
+        if (is_base && !both) continue;
+        auto got = is_base ? base_runner->measure(brows[g], o.rerun_repetitions)
+                           : new_runner.measure(nrows[g], o.rerun_repetitions);
+        (is_base ? gb : gn).merge(got);
+      }
     }
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const auto it = gn.find(rows[i]->n->key());
@@ -934,8 +961,10 @@ void print_rerun_and_between(const Comparison& c, std::ostream& out) {
                             ? " rows above the threshold were measured again ("
                             : " rows found slower were measured again (";
     out << "rerun: " << c.s.rerun << which << c.s.rerun_rounds << " rounds of "
-        << (o.rerun_base.empty() ? "one invocation of NEW, against BASE's recorded median"
-                                 : "one invocation a side, BASE and NEW alternating")
+        << (o.rerun_base.empty() ? "one invocation of NEW per implementation, against BASE's "
+                                   "recorded median"
+                                 : "one invocation a side per implementation, BASE and NEW "
+                                   "alternating, the implementations in a shuffled order")
         << ", " << o.rerun_repetitions << " repetitions each; an invocation's median is one sample"
         << (c.s.rerun_more > 0 ? "; then " + std::to_string(c.s.rerun_more) +
                                      " rows beyond the threshold but not significant " +
