@@ -243,7 +243,7 @@ def measure(a, exe, load_cmd):
             r = p["compare"][c]
             if c.startswith("same/"):
                 cells.append(("ok" if r["exit"] == 0 else
-                              "SHIFTED (exit 3)" if r["exit"] == 3 else f"FALSE (exit {r['exit']}, {r['regressed']} rows)") +
+                              "SHIFTED (exit 3)" if r["exit"] == 3 else f"FALSE (exit {r['exit']}, {r['regressed']} row{'' if r['regressed'] == 1 else 's'})") +
                              (f", {r.get('suspect', 0)} suspect" if r.get("suspect") else ""))
             else:
                 shifted = r.get("shifted", 0) > 0

@@ -795,13 +795,13 @@ TEST_F(Rerun, AnAmbiguousRowGetsASecondStage) {
   EXPECT_EQ(r.code, 1) << r.out << r.err;
   EXPECT_EQ(invocations("new"), 32);
   EXPECT_EQ(invocations("base"), 32);
-  EXPECT_NE(r.err.find("rerun stage 2: 1 rows beyond the threshold but not significant, 24 more "
+  EXPECT_NE(r.err.find("rerun stage 2: 1 row beyond the threshold but not significant, 24 more "
                        "rounds"),
             std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("rerun stage 2 round 24/24: 1 rows"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rerun stage 2 round 24/24: 1 row,"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("slower x1.300 (confirmed by the rerun"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("then 1 rows beyond the threshold but not significant 24 rounds more"),
+  EXPECT_NE(r.out.find("then 1 row beyond the threshold but not significant 24 rounds more"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("two stages at alpha 0.025 each"), std::string::npos) << r.out;
@@ -841,7 +841,7 @@ TEST_F(Rerun, TooFewRoundsWarnAndFallBackToTheSpreadRule) {
   bool warned = false;
   for (const auto& w : j["warnings"])
     warned = warned || w.get<std::string>().find(
-                           "1 rerun rows had too few rounds for the signed-rank "
+                           "1 rerun row had too few rounds for the signed-rank "
                            "test (3 rounds give p >= 0.125") != std::string::npos;
   EXPECT_TRUE(warned) << j["warnings"].dump();
   const json& row3 = j["rows"][3];

@@ -645,8 +645,9 @@ TEST_F(E2E, CompareRerunConfirmsOnlyRealSlowdowns) {
   EXPECT_NE(same.output.find("ok (not confirmed by the rerun"), std::string::npos) << same.output;
   // One row: 8 rounds (2^-6 < 0.05 / 2, the first of two stages, and 2 more), one invocation a
   // side each.
-  EXPECT_NE(same.output.find("rerun: 1 rows found slower were measured again (8 rounds of one "
-                             "invocation a side, BASE and NEW alternating, 5 repetitions each"),
+  EXPECT_NE(same.output.find("rerun: 1 row found slower was measured again (8 rounds of one "
+                             "invocation a side per implementation, BASE and NEW alternating, the "
+                             "implementations in a shuffled order, 5 repetitions each"),
             std::string::npos)
       << same.output;
   EXPECT_NE(same.output.find("rows measured again: one-sided Wilcoxon signed-rank"),
@@ -667,7 +668,7 @@ TEST_F(E2E, CompareRerunConfirmsOnlyRealSlowdowns) {
                                 slow + " --rerun-base " + ATTNBENCH_EXE + " --rerun-rows all");
   EXPECT_EQ(all.code, 1) << all.output;
   EXPECT_NE(all.output.find("found by the rerun"), std::string::npos) << all.output;
-  EXPECT_NE(all.output.find("timed rows (all) were measured again"), std::string::npos)
+  EXPECT_NE(all.output.find("rerun: 1 timed row (all) was measured again"), std::string::npos)
       << all.output;
 }
 

@@ -417,7 +417,8 @@ RerunRounds measure_rounds(const std::vector<Judged*>& rows, Rerunner& new_runne
   std::mt19937 rng(20261202u);  // a fixed seed: the same orders every time
   for (int round = 0; round < rounds; ++round) {
     for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
-    log << label << " " << round + 1 << "/" << rounds << ": " << rows.size() << " rows, "
+    log << label << " " << round + 1 << "/" << rounds << ": "
+        << count_of(static_cast<long long>(rows.size()), "row") << ", "
         << (both ? (round % 2 == 0 ? "BASE then NEW" : "NEW then BASE") : "NEW");
     if (impls.size() > 1) {
       log << " for each of " << impls.size() << " implementations (";
@@ -533,10 +534,11 @@ void decide_rerun(std::vector<Judged*>& rows, const RerunRounds& m, const Compar
     CompareOptions auto_rounds = o;
     auto_rounds.rerun_rounds = 0;
     warnings.push_back(
-        std::to_string(untestable) + " rerun rows had too few rounds for the signed-rank test (" +
-        std::to_string(rounds) + " rounds give p >= " + fmt_p(signed_rank_min_p(rounds)) +
-        ", above the level the correction needs over " + std::to_string(measured.size()) +
-        " rows); they were decided by the spread rule. Leave --rerun-rounds out to get enough (" +
+        count_of(untestable, "rerun row") + " had too few rounds for the signed-rank test (" +
+        count_of(rounds, "round") + " give p >= " + fmt_p(signed_rank_min_p(rounds)) +
+        ", above the level the correction needs over " +
+        count_of(static_cast<long long>(measured.size()), "row") +
+        "); they were decided by the spread rule. Leave --rerun-rounds out to get enough (" +
         std::to_string(rerun_rounds_for(measured.size(), auto_rounds)) + " here)");
   }
 }
@@ -568,8 +570,8 @@ void rerun_rows(std::vector<Judged*>& rows, const ResultsFile& base, const Resul
       if (rows[i]->rerun_note.empty() && ambiguous(*rows[i], o.threshold)) open.push_back(i);
     if (!open.empty()) {
       const int more = o.rerun_more_rounds > 0 ? o.rerun_more_rounds : 3 * rounds;
-      log << "rerun stage 2: " << open.size() << " rows beyond the threshold but not significant, "
-          << more << " more rounds" << std::endl;
+      log << "rerun stage 2: " << count_of(static_cast<long long>(open.size()), "row")
+          << " beyond the threshold but not significant, " << more << " more rounds" << std::endl;
       std::vector<Judged*> sub;
       for (std::size_t i : open) sub.push_back(rows[i]);
       const RerunRounds m2 =
@@ -669,8 +671,8 @@ void judge_times(Comparison& c) {
   test_family(family, bs, ns, c.o);
   c.s.tested = static_cast<int>(family.size());
   if (hot_mismatch > 0) {
-    c.s.warnings.push_back(std::to_string(hot_mismatch) +
-                           " rows were timed with hot caches in one run and flushed in the other");
+    c.s.warnings.push_back(count_of(hot_mismatch, "row") + (hot_mismatch == 1 ? " was" : " were") +
+                           " timed with hot caches in one run and flushed in the other");
   }
 }
 
@@ -751,7 +753,7 @@ void describe_methods(Comparison& c) {
   const CompareOptions& o = c.o;
   c.method = "one-sided Mann-Whitney U on each row's repetitions (time.samples_ms), " +
              describe(o.correction) + " at alpha " + fmt_p(o.alpha) + " over " +
-             std::to_string(c.s.tested) + " rows, and new/base above " + fmt_x(1 + o.threshold) +
+             count_of(c.s.tested, "row") + ", and new/base above " + fmt_x(1 + o.threshold) +
              (c.between.estimated && !c.between.superseded
                   ? ", and beyond the noise between the runs (log new/base more than " +
                         fmt_x(c.between.z) + " t3 scales from the file's median, Bonferroni)"
@@ -760,9 +762,8 @@ void describe_methods(Comparison& c) {
       "one-sided Wilcoxon signed-rank on log(new/base) of each round's invocation medians " +
       std::string(o.rerun_base.empty() ? "(NEW's, against BASE's recorded median)"
                                        : "(BASE and NEW, paired by round)") +
-      ", " + describe(o.correction) + " over the " + std::to_string(c.s.rerun) +
-      " rows measured again, and the median of the rounds' new/base above " +
-      fmt_x(1 + o.threshold) +
+      ", " + describe(o.correction) + " over the " + count_of(c.s.rerun, "row") +
+      " measured again, and the median of the rounds' new/base above " + fmt_x(1 + o.threshold) +
       (rerun_two_stages(o)
            ? "; two stages at alpha " + fmt_p(o.alpha / 2) +
                  " each (Bonferroni), the second for the rows the first left beyond the "
@@ -926,13 +927,14 @@ void print_rows_table(const Comparison& c, std::ostream& out) {
                    "× and beyond both runs' spread (max(cv·median, median − min), added)."
              : std::string()) +
         (hidden > 0
-             ? "\n" + std::to_string(hidden) + " rows with verdict ok not shown (--only-changed)."
+             ? "\n" + count_of(hidden, "row") + " with verdict ok not shown (--only-changed)."
              : std::string());
     render_markdown(t, out);
   } else if (c.judged.empty()) {
     out << "No rows in common.\n\n";
   } else {
-    out << "No row changed (" << hidden << " rows with verdict ok; --only-changed).\n\n";
+    out << "No row changed (" << count_of(hidden, "row")
+        << " with verdict ok; --only-changed).\n\n";
   }
 }
 
@@ -956,19 +958,20 @@ void print_rerun_and_between(const Comparison& c, std::ostream& out) {
   const CompareOptions& o = c.o;
   const Between& between = c.between;
   if (c.s.rerun > 0) {
-    const char* which = o.rerun_rows == "all" ? " timed rows (all) were measured again ("
-                        : o.rerun_rows == "suspect"
-                            ? " rows above the threshold were measured again ("
-                            : " rows found slower were measured again (";
-    out << "rerun: " << c.s.rerun << which << c.s.rerun_rounds << " rounds of "
+    const char* noun = o.rerun_rows == "all" ? "timed row" : "row";
+    const char* which = o.rerun_rows == "all"       ? " (all)"
+                        : o.rerun_rows == "suspect" ? " above the threshold"
+                                                    : " found slower";
+    out << "rerun: " << count_of(c.s.rerun, noun) << which << (c.s.rerun == 1 ? " was" : " were")
+        << " measured again (" << count_of(c.s.rerun_rounds, "round") << " of "
         << (o.rerun_base.empty() ? "one invocation of NEW per implementation, against BASE's "
                                    "recorded median"
                                  : "one invocation a side per implementation, BASE and NEW "
                                    "alternating, the implementations in a shuffled order")
         << ", " << o.rerun_repetitions << " repetitions each; an invocation's median is one sample"
-        << (c.s.rerun_more > 0 ? "; then " + std::to_string(c.s.rerun_more) +
-                                     " rows beyond the threshold but not significant " +
-                                     std::to_string(c.s.rerun_more_rounds) + " rounds more"
+        << (c.s.rerun_more > 0 ? "; then " + count_of(c.s.rerun_more, "row") +
+                                     " beyond the threshold but not significant " +
+                                     count_of(c.s.rerun_more_rounds, "round") + " more"
                                : std::string())
         << "): " << c.s.confirmed << " confirmed\n";
   }
@@ -976,13 +979,13 @@ void print_rerun_and_between(const Comparison& c, std::ostream& out) {
     out << "between runs: every timed row was measured again, both sides alternating; the rounds "
            "decided each row\n";
   } else if (between.estimated) {
-    out << "between runs: over " << between.est.rows << " timed rows NEW/BASE is x"
-        << fmt_x(std::exp(between.est.shift)) << " (median; " << between.est.above
-        << " rows slower), and a row varies by " << fmt_cv(between.sigma)
+    out << "between runs: over " << count_of(between.est.rows, "timed row") << " NEW/BASE is x"
+        << fmt_x(std::exp(between.est.shift)) << " (median; " << count_of(between.est.above, "row")
+        << " slower), and a row varies by " << fmt_cv(between.sigma)
         << "% (1.4826 MAD of log new/base): a row is slower beyond that noise above x"
         << fmt_x(std::exp(between.est.shift + between.bound)) << "\n";
   } else {
-    out << "between runs: not estimated (" << between.est.rows << " timed rows, "
+    out << "between runs: not estimated (" << count_of(between.est.rows, "timed row") << ", "
         << Between::kMinRows
         << " needed): each row is judged on its own repetitions and the threshold alone\n";
   }
@@ -990,7 +993,7 @@ void print_rerun_and_between(const Comparison& c, std::ostream& out) {
     out << (between.shifted > 0 ? "SHIFTED: NEW is slower across the whole file, x"
                                 : "note: NEW is faster across the whole file, x")
         << fmt_x(std::exp(between.est.shift)) << " (" << between.est.above << " of "
-        << between.est.rows << " rows slower, sign test p " << fmt_p(between.p_shift)
+        << count_of(between.est.rows, "row") << " slower, sign test p " << fmt_p(between.p_shift)
         << "): the machine or the code";
     if (between.shifted > 0) out << "; decide with:\n  " << rerun_command(c, "all");
     out << "\n";
@@ -1021,7 +1024,7 @@ void print_findings(const Comparison& c, std::ostream& out) {
       << (code == 1 ? "REGRESSION" : code == 3 ? "SHIFTED" : code == 4 ? "MISSING" : "OK")
       << " (exit " << code << ")\n";
   out << "method: " << c.method
-      << (s.spread_rule ? "; " + std::to_string(s.spread_rule) + " rows by the spread rule" : "")
+      << (s.spread_rule ? "; " + count_of(s.spread_rule, "row") + " by the spread rule" : "")
       << "\n";
 }
 
