@@ -279,7 +279,7 @@ def measure(a, exe, load_cmd):
         if m.get("rerun"):
             which = {"all": "every timed row", "suspect": "the rows above the threshold"}.get(
                 m.get("rerun_rows"), "the rows found slower")
-            text += (f"; rerun of {which}, {m['rerun_rounds']} rounds of one invocation a side "
+            text += (f"; rerun of {which}, {m['rerun_rounds']} rounds of one invocation a side per implementation "
                      f"({m['rerun_repetitions']} repetitions each" +
                      (", BASE and NEW alternating)" if m.get("rerun_base") else ", NEW only)"))
             if m.get("rerun_test"):
