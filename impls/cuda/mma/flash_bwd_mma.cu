@@ -61,6 +61,14 @@ namespace {
 constexpr float kInf = __builtin_huge_valf();
 using attnbench::cuda::kLog2e;  // common/shape.hpp
 
+// The tensors' row length, head_dim (<= 256), read through 16 bits: ptxas then knows it is not
+// negative, and the 64-bit index math (row * dh) needs no sign extension, as with MmaParams'
+// former 16-bit head_dim field (issue 25: the padded kernels were 1-3 instructions longer). The dQ
+// kernel keeps the plain int: through 16 bits it would take 3-4 more registers.
+__device__ __forceinline__ int tensor_cols(const MmaParams& p) {
+  return static_cast<uint16_t>(p.head_dim);
+}
+
 // LSE (natural log) -> the log2-domain offset of P = exp2(S * scale_log2 - offset). A row that
 // sees no key has LSE = -inf; +inf makes its P exactly 0 instead of NaN.
 __device__ __forceinline__ float lse_to_log2(float lse) {
@@ -78,7 +86,7 @@ __device__ __forceinline__ float prob(float s, float scale_log2, float lse2) {
 template <class T, int D, bool kPadded>
 __global__ void __launch_bounds__(256) bwd_preprocess_mma_kernel(const MmaParams p) {
   constexpr int kLanes = D / 8;
-  const int dh = kPadded ? p.head_dim : D;
+  const int dh = kPadded ? tensor_cols(p) : D;
   static_assert(kLanes <= 32 && (kLanes & (kLanes - 1)) == 0, "a row within one warp");
   const int64_t rows = static_cast<int64_t>(p.batch) * p.seq_q * p.heads_q;
   const int64_t gid = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x;
@@ -119,7 +127,7 @@ template <class T, class Cfg, bool kPadded, bool kCausal>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     flash_bwd_mma_kernel(const MmaParams p) {
   constexpr int D = Cfg::kHeadDim, BN = Cfg::kBlockN, BM = Cfg::kBlockM;
-  const int dh = kPadded ? p.head_dim : D;  // columns of the tensors
+  const int dh = kPadded ? tensor_cols(p) : D;  // columns of the tensors
   constexpr int kThreads = Cfg::kThreads;
   constexpr int kSM = Cfg::kSdpRows / 16, kSN = Cfg::kSdpCols / 8;  // S, dP warp fragments
   constexpr int kKM = Cfg::kDkvRows / 16, kKN = Cfg::kDkvCols / 8;  // dK, dV warp fragments
