@@ -581,6 +581,38 @@ TEST(Reference, WindowRowsWithoutKeys) {
   EXPECT_EQ(p.visible_pairs(), 1 + 2 * 3);
 }
 
+// Problem::visible_in, the one clamp of a row's visible keys to a tile, against visible(i, j) key
+// by key: causal or not, windows on either side, seq_q above and below seq_kv, tiles that start
+// before, inside and past the keys.
+TEST(Reference, VisibleInIsVisibilityWithinATile) {
+  int checked = 0;
+  for (const auto& [sq, skv] : {std::pair{5, 9}, std::pair{9, 5}, std::pair{7, 7}}) {
+    for (const bool causal : {false, true}) {
+      for (const auto& [wl, wr] : {std::pair{-1, -1}, std::pair{2, -1}, std::pair{-1, 1},
+                                   std::pair{0, 0}, std::pair{3, 2}}) {
+        const Problem p = with(make(1, 1, 1, sq, skv, 4, causal), wl, wr);
+        for (int i = 0; i < sq; ++i) {
+          for (int j0 = 0; j0 <= skv; ++j0) {
+            for (int n = 0; j0 + n <= skv; ++n) {
+              const Problem::KeySpan got = p.visible_in(i, j0, n);
+              ASSERT_LE(0, got.lo);
+              ASSERT_LE(got.lo, got.hi);
+              ASSERT_LE(got.hi, n);
+              for (int j = j0; j < j0 + n; ++j) {
+                const bool inside = j - j0 >= got.lo && j - j0 < got.hi;
+                ASSERT_EQ(inside, p.visible(i, j)) << p.label() << " row " << i << " key " << j
+                                                   << " tile [" << j0 << ", " << j0 + n << ")";
+              }
+              ++checked;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 1000);
+}
+
 // A cap far above every score changes the scores by at most s^3 / (3 cap^2); a cap of c bounds
 // every score by c, so LSE <= c + log(seq_kv).
 TEST(Reference, SoftcapLimits) {

@@ -189,21 +189,8 @@ void gemm(MatMap c, const A& a, const B& b, bool accumulate) {
 
 // ---- Rows and visibility ----------------------------------------------------------------------
 
-// Keys of the tile [j0, j0 + bc) that query row i sees: a prefix of the tile (causal masks are
-// bottom-right aligned, so row i sees keys [0, first_invisible_key(i))).
-inline int visible_in_tile(const Problem& p, int i, int j0, int bc) {
-  return std::clamp(p.first_invisible_key(i) - j0, 0, bc);
-}
-
-// Keys of the tile [j0, j0 + bc) that query row i sees under a sliding window too: [lo, hi) of
-// the tile (hi == lo when none).
-struct TileRange {
-  int lo, hi;
-};
-inline TileRange visible_range_in_tile(const Problem& p, int i, int j0, int bc) {
-  const int lo = std::clamp(p.first_visible_key(i) - j0, 0, bc);
-  return {lo, std::max(lo, std::clamp(p.first_invisible_key(i) - j0, 0, bc))};
-}
+// Keys of the tile [j0, j0 + bc) that query row i sees: [lo, hi) of the tile (Problem::visible_in).
+using TileRange = Problem::KeySpan;
 
 // Row r of a float block as an Eigen array of n elements.
 inline Eigen::Map<Eigen::ArrayXf> row_array(float* p, Index ld, Index r, Index n) {

@@ -107,8 +107,7 @@ void tile_ds(const BwdArgs& a, const float* dsum, int b, int h, int i0, int br, 
   const float* lse = a.lse + L.row(b, h, i0);
   const float cap = static_cast<float>(p.softcap);
   for (int r = 0; r < br; ++r) {
-    const TileRange seen =
-        std::isinf(lse[r]) ? TileRange{0, 0} : visible_range_in_tile(p, i0 + r, j0, bc);
+    const TileRange seen = std::isinf(lse[r]) ? TileRange{0, 0} : p.visible_in(i0 + r, j0, bc);
     auto row = row_array(s.p, bc, r, bc);
     auto vis = row.segment(seen.lo, seen.hi - seen.lo);
     // P = exp(S - LSE) <= 1. The exponent is clamped at 0: an FMA of s * scale - LSE, or an

@@ -104,7 +104,7 @@ void forward_tile(const FwdArgs& a, Tiles t, int b, int h, int i0, const Scratch
     gemm(sc, cmat(q, br, d), cmat(k, bc, d).transpose(), false);  // unscaled: scale is applied below
 
     for (int r = 0; r < br; ++r) {
-      const TileRange seen = visible_range_in_tile(p, i0 + r, j0, bc);
+      const TileRange seen = p.visible_in(i0 + r, j0, bc);
       auto row = row_array(s.s, bc, r, bc);
       if (seen.hi == seen.lo) {  // contributes nothing; m, l and O~ stay as they are
         row.setZero();

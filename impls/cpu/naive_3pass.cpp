@@ -89,7 +89,7 @@ void scores_and_probs(const Problem& p, const void* q, FloatTile k, int b, int h
 
   const float cap = static_cast<float>(p.softcap);
   // Row i sees keys [lo, hi) of the whole row (empty when hi == lo).
-  auto seen = [&](int i) { return visible_range_in_tile(p, i, 0, n); };
+  auto seen = [&](int i) { return p.visible_in(i, 0, n); };
 
   // Pass 1: S = scale * Q K^T (soft-capped), masked entries -inf.
   for (int i0 = 0; i0 < p.seq_q; i0 += kRowBlock) {

@@ -72,7 +72,7 @@ void forward_rows(const FwdArgs& a, int b, int h, int i0, const Scratch& s) {
     const FloatTile k = rows_as_float(a.k, dt, kv_first(j0), kv_stride, bc, d, s.k);
     gemm(mat(s.s, br, bc, bc), cmat(q, br, d), cmat(k, bc, d).transpose(), false);  // scaled below
     for (int r = 0; r < br; ++r) {
-      const int nv = visible_in_tile(p, i0 + r, j0, bc);
+      const int nv = p.visible_in(i0 + r, j0, bc).hi;  // a prefix: no window is declared here
       if (nv == 0) continue;
       auto vis = row_array(s.s, bc, r, nv);
       // Scaled before the max (and in pass 2 before the exp), so that the max score's exponent
@@ -97,7 +97,7 @@ void forward_rows(const FwdArgs& a, int b, int h, int i0, const Scratch& s) {
     MatMap sc = mat(s.s, br, bc, bc);
     gemm(sc, cmat(q, br, d), cmat(k, bc, d).transpose(), false);
     for (int r = 0; r < br; ++r) {
-      const int nv = visible_in_tile(p, i0 + r, j0, bc);
+      const int nv = p.visible_in(i0 + r, j0, bc).hi;
       auto row = row_array(s.s, bc, r, bc);
       if (nv > 0 && s.l[r] > 0) {  // l = 0: all visible scores were -inf, the row sees nothing
         row.head(nv) *= scale;  // the same scaled scores as pass 1, bit for bit

@@ -130,8 +130,8 @@ void softmax_rows(const Problem& p, int row0, KeyRange keys, Mat& s, double* lse
   for (Eigen::Index r = 0; r < s.rows(); ++r) {
     double* row = s.row(r).data();
     const int i = static_cast<int>(row0 + r);
-    const Eigen::Index lo = std::max(0, p.first_visible_key(i) - keys.begin);
-    const Eigen::Index hi = std::max<Eigen::Index>(lo, p.first_invisible_key(i) - keys.begin);
+    const Problem::KeySpan seen = p.visible_in(i, keys.begin, static_cast<int>(cols));
+    const Eigen::Index lo = seen.lo, hi = seen.hi;
     if (hi == lo) {
       std::fill(row, row + cols, 0.0);
       lse[r] = kNegInf;

@@ -66,6 +66,16 @@ struct Problem {
   bool visible(int i, int j) const { return j >= first_visible_key(i) && j < first_invisible_key(i); }
   // Keys row i sees (0 for a row that sees none).
   int visible_keys(int i) const { return std::max(0, first_invisible_key(i) - first_visible_key(i)); }
+  // The keys of the tile [j0, j0 + n) that row i sees, as offsets [lo, hi) into the tile
+  // (lo <= hi; equal when it sees none): the one clamp of the visibility range to a tile.
+  struct KeySpan {
+    int lo, hi;
+    int size() const { return hi - lo; }
+  };
+  KeySpan visible_in(int i, int j0, int n) const {
+    const int lo = std::clamp(first_visible_key(i) - j0, 0, n);
+    return {lo, std::clamp(first_invisible_key(i) - j0, lo, n)};
+  }
 
   // Number of visible (query, key) pairs per (batch, head), counted exactly.
   std::int64_t visible_pairs() const;
