@@ -5,7 +5,8 @@
 //
 // Planted bugs: causal mask off by one, wrong GQA head mapping, LSE unwritten, LSE garbage,
 // unscaled dQ/dK, one unwritten 16x16 tile of O, one wrong row far from the sampled rows
-// (caught in sampled mode), and a lost-update race that corrupts one row only sometimes.
+// (caught in sampled mode), a lost-update race that corrupts one row only sometimes, a sliding
+// window one key too wide, and an ignored soft cap.
 // A broken baseline cannot loosen the rule: where the naive baseline fails its absolute bound
 // (issue 17's example: bf16 at scale 1e4, where S stored in bf16 cannot resolve the logits; in
 // f16 the scores overflow to NaN), the others are held to that bound, and an error the broken
@@ -253,6 +254,29 @@ TEST(PlantedCheck, CheckFailsEveryPlantedBug) {
     EXPECT_NE(r.out.find(std::string("FAIL ") + name + " "), std::string::npos) << name << "\n" << r.out;
     EXPECT_NE(r.out.find("attnbench check: FAIL: 1 implementation, "), std::string::npos) << r.out;
   }
+}
+
+// The conformance suite's sliding-window and soft-capping cases (group window_softcap): the window
+// one key too wide and the ignored soft cap each fail them, and the control passes them (its
+// window and cap are the reference's).
+const std::vector<std::string> kWindowCases = {"*_f32_wl*", "*_bf16_wl*"};
+const std::vector<std::string> kSoftcapCases = {"*_f32*_softcap*", "*_bf16*_softcap*"};
+
+TEST(PlantedCheck, CheckFailsTheWindowAndSoftcapBugs) {
+  for (const auto& [name, cases] : {std::pair{"cpu.planted_window_off_by_one", kWindowCases},
+                                    std::pair{"cpu.planted_softcap_ignored", kSoftcapCases}}) {
+    const CheckRun r = check({name}, cases);
+    EXPECT_EQ(r.rc, 1) << name << "\n" << r.out << r.err;
+    EXPECT_NE(r.out.find(std::string("FAIL ") + name + " "), std::string::npos) << name << "\n"
+                                                                                << r.out;
+  }
+  // Every case of the group, each dtype, right-only windows too.
+  const CheckRun control = check({"cpu.planted_control"}, {"*_wl*", "*_wr*", "*_softcap*"});
+  EXPECT_EQ(control.rc, 0) << control.out << control.err;
+  EXPECT_EQ(control.out.find("FAIL"), std::string::npos) << control.out;
+  EXPECT_EQ(control.out.find(" 0 passed"), std::string::npos) << control.out;  // cases ran
+  EXPECT_NE(control.out.find(" 0 failed, 0 skipped"), std::string::npos)
+      << control.out;  // 93 cases
 }
 
 TEST(PlantedCheck, ControlPassesTheSameCases) {

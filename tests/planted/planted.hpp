@@ -24,6 +24,8 @@ enum class Bug {
   unscaled_grads,     // dQ and dK without the softmax scale
   unwritten_tile,     // one 16 x 16 tile of O never written (batch 0, head 0, rows and cols 16..31)
   far_row,            // one row of O off by +0.5: (last batch, last head, row seq_q / 2)
+  window_off_by_one,  // a sliding window one key too wide on the left (row i also sees lo - 1)
+  softcap_ignored,    // the soft cap left out (forward and backward)
 };
 
 // The row far_row corrupts, for tests that check it is not among the sampled rows.
@@ -50,6 +52,8 @@ class Simple : public Implementation {
   Capabilities capabilities() const override {
     Capabilities c;
     c.backward = true;
+    c.window = true;
+    c.softcap = true;
     return c;
   }
   std::size_t workspace_bytes(const Problem& p, Pass pass, const Options&) const override {

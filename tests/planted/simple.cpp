@@ -1,10 +1,12 @@
 // The simple algorithm every Bug-planted implementation shares, and cpu.planted_control (no bug).
 //
-// Forward, per (batch, query head, query row): scores of the visible keys in double, their
+// Forward, per (batch, query head, query row): scores of the visible keys (causal and sliding
+// window; soft-capped when the problem asks) in double, their
 // maximum, the sum of exponentials and P V in one more loop, O = acc / sum and LSE = max +
 // log(sum). Backward, per (batch, kv head): dK and dV accumulated in double over the query heads
 // that read the kv head; per query row, P is recomputed from the scores (not from the LSE
-// input), D = dO . O, dP = dO . V_j, dS = P (dP - D), dQ += dS K, dK += dS Q, dV += P dO; the
+// input), D = dO . O, dP = dO . V_j, dS = P (dP - D) (times 1 - tanh^2 under a soft cap),
+// dQ += dS K, dK += dS Q, dV += P dO; the
 // scale multiplies dQ and dK once at the end.
 // Passes over memory: K and V are read once per query row (O(N^2 d) reads, no N x N storage).
 // Writes: O and LSE (forward); dQ, dK, dV (backward), each element once.
@@ -31,23 +33,38 @@ std::size_t at(const Problem& p, int heads, int seq, int b, int s, int h, int c)
 
 int kv_of(const Problem& p, int h, Bug bug) { return bug == Bug::gqa_mapping ? h % p.heads_kv : p.kv_head(h); }
 
-int visible_keys(const Problem& p, int i, Bug bug) {
-  const int nv = p.first_invisible_key(i);
-  return bug == Bug::causal_off_by_one && p.causal ? std::min(nv + 1, p.seq_kv) : nv;
+// The keys [lo, hi) row i sees (causal and window), with the planted mask bugs.
+struct Keys {
+  int lo, hi;
+};
+Keys visible_keys(const Problem& p, int i, Bug bug) {
+  Keys r{p.first_visible_key(i), std::max(p.first_visible_key(i), p.first_invisible_key(i))};
+  if (bug == Bug::causal_off_by_one && p.causal) r.hi = std::min(r.hi + 1, p.seq_kv);
+  if (bug == Bug::window_off_by_one && p.window_left >= 0 && r.hi > r.lo)
+    r.lo = std::max(r.lo - 1, 0);
+  return r;
 }
 
-// s[0..nv) = scale * q_i . k_j for the visible keys of row i of head h; returns their maximum.
-double scores(const Problem& p, const void* q, const void* k, int b, int h, int hk, int i, int nv, double* s) {
+// The soft cap the scores get (0: none), with the planted bug that forgets it.
+double cap_of(const Problem& p, Bug bug) {
+  return bug == Bug::softcap_ignored ? 0.0 : p.softcap;
+}
+
+// s[j] = scale * q_i . k_j, soft-capped (cap * tanh(s / cap)), for the keys [lo, hi) row i of
+// head h sees; returns their maximum.
+double scores(const Problem& p, const void* q, const void* k, int b, int h, int hk, int i,
+              Keys keys, double cap, double* s) {
   const DType t = p.dtype;
   const double scale = p.effective_scale();
   double m = kNegInf;
-  for (int j = 0; j < nv; ++j) {
+  for (int j = keys.lo; j < keys.hi; ++j) {
     double dot = 0;
     for (int c = 0; c < p.head_dim; ++c) {
       dot += static_cast<double>(load_as_float(q, at(p, p.heads_q, p.seq_q, b, i, h, c), t)) *
              load_as_float(k, at(p, p.heads_kv, p.seq_kv, b, j, hk, c), t);
     }
     s[j] = scale * dot;
+    if (cap > 0) s[j] = cap * std::tanh(s[j] / cap);
     m = std::max(m, s[j]);
   }
   return m;
@@ -73,24 +90,26 @@ void simple_forward(const FwdArgs& a, Bug bug) {
     for (int h = 0; h < p.heads_q; ++h) {
       const int hk = kv_of(p, h, bug);
       for (int i = 0; i < p.seq_q; ++i) {
-        const int nv = visible_keys(p, i, bug);
-        const double m = scores(p, a.q, a.k, b, h, hk, i, nv, s);
+        const Keys keys = visible_keys(p, i, bug);
+        const bool none = keys.hi <= keys.lo;
+        const double m = scores(p, a.q, a.k, b, h, hk, i, keys, cap_of(p, bug), s);
         double l = 0;
         for (int c = 0; c < d; ++c) acc[c] = 0;  // a loop: g++ 13 misreads std::fill's bound here
-        for (int j = 0; j < nv; ++j) {
+        for (int j = keys.lo; j < keys.hi; ++j) {
           const double e = std::exp(s[j] - m);
           l += e;
           for (int c = 0; c < d; ++c) acc[c] += e * load_as_float(a.v, at(p, p.heads_kv, p.seq_kv, b, j, hk, c), t);
         }
         for (int c = 0; c < d; ++c) {
           if (bug == Bug::unwritten_tile && b == 0 && h == 0 && i >= 16 && i < 32 && c >= 16 && c < 32) continue;
-          double o = nv > 0 ? acc[c] / l : 0.0;
+          double o = none ? 0.0 : acc[c] / l;
           if (bug == Bug::far_row && b == far.batch && h == far.head && i == far.row) o += 0.5;
           store_from_float(a.o, at(p, p.heads_q, p.seq_q, b, i, h, c), static_cast<float>(o), t);
         }
         float* lse = a.lse + (static_cast<std::int64_t>(b) * p.heads_q + h) * p.seq_q + i;
         if (bug == Bug::lse_unwritten) continue;
-        if (nv == 0) *lse = -std::numeric_limits<float>::infinity();
+        if (none)
+          *lse = -std::numeric_limits<float>::infinity();
         else *lse = static_cast<float>(bug == Bug::lse_garbage ? m : m + std::log(l));
       }
     }
@@ -120,21 +139,23 @@ void simple_backward(const BwdArgs& a, Bug bug) {
       for (int h = 0; h < p.heads_q; ++h) {
         if (kv_of(p, h, bug) != hk) continue;
         for (int i = 0; i < p.seq_q; ++i) {
-          const int nv = visible_keys(p, i, bug);
-          const double m = scores(p, a.q, a.k, b, h, hk, i, nv, s);
+          const Keys keys = visible_keys(p, i, bug);
+          const double cap = cap_of(p, bug);
+          const double m = scores(p, a.q, a.k, b, h, hk, i, keys, cap, s);
           double l = 0;
-          for (int j = 0; j < nv; ++j) l += std::exp(s[j] - m);
+          for (int j = keys.lo; j < keys.hi; ++j) l += std::exp(s[j] - m);
           double dsum = 0;  // D = dO . O
           for (int c = 0; c < d; ++c) {
             dorow[c] = qs(a.dout, b, i, h, c);
             dsum += dorow[c] * qs(a.o, b, i, h, c);
           }
           for (int c = 0; c < d; ++c) dq[c] = 0;
-          for (int j = 0; j < nv; ++j) {
+          for (int j = keys.lo; j < keys.hi; ++j) {
             const double pj = std::exp(s[j] - m) / l;
             double dp = 0;
             for (int c = 0; c < d; ++c) dp += dorow[c] * kv(a.v, b, j, hk, c);
-            const double ds = pj * (dp - dsum);
+            // Through the soft cap: d(cap * tanh(x / cap)) / dx = 1 - tanh^2 = 1 - (s / cap)^2.
+            const double ds = pj * (dp - dsum) * (cap > 0 ? 1 - (s[j] / cap) * (s[j] / cap) : 1.0);
             for (int c = 0; c < d; ++c) {
               const std::size_t jc = static_cast<std::size_t>(j) * d + c;
               dq[c] += ds * kv(a.k, b, j, hk, c);
