@@ -1,12 +1,11 @@
 // The simple algorithm every Bug-planted implementation shares, and cpu.planted_control (no bug).
 //
 // Forward, per (batch, query head, query row): scores of the visible keys (causal and sliding
-// window; soft-capped when the problem asks) in double, their
-// maximum, the sum of exponentials and P V in one more loop, O = acc / sum and LSE = max +
-// log(sum). Backward, per (batch, kv head): dK and dV accumulated in double over the query heads
-// that read the kv head; per query row, P is recomputed from the scores (not from the LSE
-// input), D = dO . O, dP = dO . V_j, dS = P (dP - D) (times 1 - tanh^2 under a soft cap),
-// dQ += dS K, dK += dS Q, dV += P dO; the
+// window; soft-capped when the problem asks) in double, their maximum, the sum of exponentials
+// and P V in one more loop, O = acc / sum and LSE = max + log(sum). Backward, per (batch, kv
+// head): dK and dV accumulated in double over the query heads that read the kv head; per query
+// row, P is recomputed from the scores (not from the LSE input), D = dO . O, dP = dO . V_j,
+// dS = P (dP - D) (times 1 - tanh^2 under a soft cap), dQ += dS K, dK += dS Q, dV += P dO; the
 // scale multiplies dQ and dK once at the end.
 // Passes over memory: K and V are read once per query row (O(N^2 d) reads, no N x N storage).
 // Writes: O and LSE (forward); dQ, dK, dV (backward), each element once.
@@ -33,12 +32,11 @@ std::size_t at(const Problem& p, int heads, int seq, int b, int s, int h, int c)
 
 int kv_of(const Problem& p, int h, Bug bug) { return bug == Bug::gqa_mapping ? h % p.heads_kv : p.kv_head(h); }
 
-// The keys [lo, hi) row i sees (causal and window), with the planted mask bugs.
-struct Keys {
-  int lo, hi;
-};
+// The keys [lo, hi) row i sees (causal and window: Problem::visible_in over all keys), with the
+// planted mask bugs.
+using Keys = Problem::KeySpan;
 Keys visible_keys(const Problem& p, int i, Bug bug) {
-  Keys r{p.first_visible_key(i), std::max(p.first_visible_key(i), p.first_invisible_key(i))};
+  Keys r = p.visible_in(i, 0, p.seq_kv);
   if (bug == Bug::causal_off_by_one && p.causal) r.hi = std::min(r.hi + 1, p.seq_kv);
   if (bug == Bug::window_off_by_one && p.window_left >= 0 && r.hi > r.lo)
     r.lo = std::max(r.lo - 1, 0);
@@ -108,9 +106,8 @@ void simple_forward(const FwdArgs& a, Bug bug) {
         }
         float* lse = a.lse + (static_cast<std::int64_t>(b) * p.heads_q + h) * p.seq_q + i;
         if (bug == Bug::lse_unwritten) continue;
-        if (none)
-          *lse = -std::numeric_limits<float>::infinity();
-        else *lse = static_cast<float>(bug == Bug::lse_garbage ? m : m + std::log(l));
+        *lse = none ? -std::numeric_limits<float>::infinity()
+                    : static_cast<float>(bug == Bug::lse_garbage ? m : m + std::log(l));
       }
     }
   }
