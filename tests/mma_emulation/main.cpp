@@ -39,6 +39,8 @@ struct Case {
   bool bwd;
   double scale = 0;
   Distribution dist = Distribution::normal;
+  int wl = -1, wr = -1;  // window_left, window_right (-1: unbounded)
+  double softcap = 0;
 };
 
 }  // namespace
@@ -69,6 +71,20 @@ int main(int argc, char** argv) {
       {1, 1, 1, 40, 70, 96, false, DType::bf16, true, 1e8},
       {2, 4, 2, 1, 300, 128, false, DType::bf16, true, 0, Distribution::outlier},
       {1, 2, 2, 77, 100, 80, true, DType::f16, true, 0, Distribution::outlier},
+      // Windows (issue 30): tiles skipped on both sides, edges crossing tiles, rows that see
+      // nothing, causal folded in, seq_q != seq_kv both ways, GQA and MQA, window 0 and wider
+      // than the sequence.
+      {1, 2, 2, 300, 300, 128, false, DType::bf16, true, 0, Distribution::normal, 70, 40},
+      {2, 4, 2, 150, 400, 64, true, DType::f16, true, 0, Distribution::normal, 100, -1},
+      {1, 3, 1, 260, 90, 128, true, DType::bf16, true, 0, Distribution::outlier, 0, -1},
+      {1, 2, 2, 90, 260, 256, false, DType::bf16, true, 0, Distribution::normal, -1, 1},
+      {1, 2, 2, 200, 120, 64, false, DType::f16, true, 0, Distribution::outlier, 5, 3},
+      {1, 1, 1, 70, 70, 96, false, DType::bf16, true, 0, Distribution::normal, 500, 500},
+      // Soft cap, alone and with a window; outliers and a large scale push tanh to +-1.
+      {1, 2, 2, 130, 200, 128, false, DType::bf16, true, 0, Distribution::outlier, -1, -1, 30},
+      {2, 4, 2, 70, 300, 64, true, DType::f16, true, 0, Distribution::normal, -1, -1, 50},
+      {1, 2, 1, 65, 170, 256, true, DType::bf16, true, 1e4, Distribution::outlier, -1, -1, 30},
+      {1, 2, 2, 150, 150, 80, true, DType::f16, true, 0, Distribution::normal, 64, -1, 20},
   };
   const Implementation* fwd = Registry::instance().find("cuda.flash_fwd_mma");
   const Implementation* bwd = Registry::instance().find("cuda.flash_bwd_mma");
@@ -81,7 +97,10 @@ int main(int argc, char** argv) {
   for (std::size_t ci = 0; ci < cases.size(); ++ci) {
     if (only >= 0 && static_cast<int>(ci) != only) continue;
     const Case& c = cases[ci];
-    const Problem p = make_problem(c.b, c.hq, c.hkv, c.sq, c.skv, c.d, c.causal, c.t, c.scale);
+    Problem p = make_problem(c.b, c.hq, c.hkv, c.sq, c.skv, c.d, c.causal, c.t, c.scale);
+    p.window_left = c.wl;
+    p.window_right = c.wr;
+    p.softcap = c.softcap;
     std::printf("case %zu: %s%s\n", ci, p.label().c_str(),
                 c.dist == Distribution::outlier ? " outlier" : "");
     const CaseInputs in = make_inputs(p, kSeed + ci, c.dist);

@@ -109,6 +109,20 @@ decltype(auto) dispatch_bool(bool b, F&& f) {
   return f(std::false_type{});
 }
 
+// The window and soft-cap switch (issue 30) of a kernel whose dense switch gave causal C:
+// f(bool_constant<kCausal>, bool_constant<kLocal>, bool_constant<kSoftcap>). kLocal: a sliding
+// window, causal folded into it (common/shape.hpp's AttnVariant), so kCausal is false; kSoftcap:
+// a soft cap. A dense or causal problem gets (C, false, false): its kernels are unchanged.
+template <bool C, class F>
+decltype(auto) dispatch_variant(const Problem& p, F&& f) {
+  using std::false_type, std::true_type;
+  if (p.has_window()) {
+    return dispatch_bool(p.softcap > 0, [&](auto sc) { return f(false_type{}, true_type{}, sc); });
+  }
+  if (p.softcap > 0) return f(std::bool_constant<C>{}, false_type{}, true_type{});
+  return f(std::bool_constant<C>{}, false_type{}, false_type{});
+}
+
 // f(Element<dtype>{}, IntTag<tile>{}, std::bool_constant<causal>{}) for problem p: the
 // instantiation of a tensor-core kernel whose head_dim tiles are HDs that runs p.
 template <class HDs, class F>

@@ -8,6 +8,9 @@
 // reads kv head h / group; causal is bottom-right aligned: row i sees keys j <= i + causal_offset.
 #pragma once
 
+#include <algorithm>
+#include <limits>
+
 #include "attnbench/problem.hpp"
 
 namespace attnbench::cuda {
@@ -39,6 +42,38 @@ inline AttnShape make_shape(const Problem& p) {
   s.causal_offset = p.seq_kv - p.seq_q;
   s.scale_log2 = static_cast<float>(p.effective_scale() * kLog2eD);
   return s;
+}
+
+// The sliding window and the soft cap (Problem::window_left, window_right, softcap) in the
+// kernels' terms, for the kernels that declare them; a member at the end of their params, so
+// that the dense fields keep their offsets.
+// Window: row i sees the keys j with
+//   i + causal_offset - window_left <= j <= i + causal_offset + window_right, and j < seq_kv;
+// both bounds finite (an unbounded side is seq_q + seq_kv, wider than any row's reach) and causal
+// folded into window_right (at most 0), so one pair of comparisons is the whole mask.
+// Soft cap: the raw score q.k becomes t = tanh(q.k * softcap_in) and the capped logit
+// softcap * t; the kernels keep t and use softcap_log2 = softcap * log2(e) where a dense kernel
+// uses scale_log2. The capped logit's derivative is scale * (1 - t^2).
+struct AttnVariant {
+  int window_left, window_right;
+  float softcap_in;    // scale / softcap (0: no soft cap)
+  float softcap_log2;  // softcap * log2(e)
+};
+
+inline AttnVariant make_variant(const Problem& p) {
+  const long long unbounded = std::min<long long>(static_cast<long long>(p.seq_q) + p.seq_kv,
+                                                  std::numeric_limits<int>::max() / 4);
+  auto side = [&](int w) {
+    return static_cast<int>(w < 0 ? unbounded : std::min<long long>(w, unbounded));
+  };
+  AttnVariant v{};
+  v.window_left = side(p.window_left);
+  v.window_right = p.causal ? 0 : side(p.window_right);
+  if (p.softcap > 0) {
+    v.softcap_in = static_cast<float>(p.effective_scale() / p.softcap);
+    v.softcap_log2 = static_cast<float>(p.softcap * kLog2eD);
+  }
+  return v;
 }
 
 // A params struct P (deriving from AttnShape) zero-initialised, with its shape from p.

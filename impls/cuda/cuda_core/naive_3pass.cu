@@ -14,8 +14,12 @@
 // (loaded along their contiguous dimension), one output per thread, float32 accumulation.
 // Passes over HBM: S/P written and read N² each pass (forward: write S, read+write P, read P);
 // backward: two N² buffers, each written and read several times.
-// Extra memory: forward B·Hq·Sq·Skv elements of the dtype; backward twice that plus two floats
-// per query row. Limits: any head_dim (1..256), seq_kv <= 1,048,560 (grid y).
+// Window and soft cap (common/shape.hpp's AttnVariant): invisible scores −inf in kernel 1; the
+// soft cap softcap · tanh(S / softcap) there too, and the backward keeps tanh(S / softcap) in the
+// dtype for dS's factor 1 − tanh² (as cpu.naive_3pass).
+// Extra memory: forward B·Hq·Sq·Skv elements of the dtype; backward twice that (three times with a
+// soft cap) plus two floats per query row. Limits: any head_dim (1..256), seq_kv <= 1,048,560 (grid
+// y).
 #include <limits>
 #include <string>
 
@@ -28,9 +32,15 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr int kTile = 16;
 
-// The shape (common/shape.hpp) and the causal flag, carried by every operand.
+// The shape (common/shape.hpp), the window (causal folded into it) and the soft cap, carried by
+// every operand.
 struct Dims : AttnShape {
-  bool causal;
+  AttnVariant var;
+  float softcap;  // 0: off
+  // Row m sees key n (n < seq_kv): the window's two comparisons (common/shape.hpp).
+  __device__ bool visible(int m, int n) const {
+    return n <= m + causal_offset + var.window_right && n >= m + causal_offset - var.window_left;
+  }
 };
 
 // ---- operands: A(z, m, k) and B(z, k, n) of a product, z the batched (batch, head) index ------
@@ -110,16 +120,31 @@ struct BQueryGroup {
 // ---- epilogues: where C(z, m, n) goes
 // -------------------------------------------------------------
 
-// Into a score buffer [B, Hq, Sq, Skv] in the dtype; with kMask, invisible keys get −inf.
+// Into a score buffer [B, Hq, Sq, Skv] in the dtype; with kMask, the scores (soft-capped,
+// softcap * tanh(mul * acc / softcap)) with −inf for invisible keys; without, mul * acc.
 template <class T, bool kMask>
 struct EpiScores {
   T* s;
   Dims dm;
   float mul;
   __device__ void operator()(int z, int m, int n, float acc) const {
-    const bool hidden = kMask && n >= causal_limit(m, dm.seq_q, dm.seq_kv, dm.causal);
+    float x = mul * acc;
+    if (kMask) {
+      if (dm.softcap > 0) x = dm.softcap * tanhf(x / dm.softcap);
+      if (!dm.visible(m, n)) x = kNegInf;
+    }
+    s[(static_cast<std::int64_t>(z) * dm.seq_q + m) * dm.seq_kv + n] = from_float<T>(x);
+  }
+};
+// The soft cap's tanh(mul * acc / softcap) into a score buffer in the dtype, for the backward.
+template <class T>
+struct EpiTanh {
+  T* s;
+  Dims dm;
+  float mul;
+  __device__ void operator()(int z, int m, int n, float acc) const {
     s[(static_cast<std::int64_t>(z) * dm.seq_q + m) * dm.seq_kv + n] =
-        from_float<T>(hidden ? kNegInf : mul * acc);
+        from_float<T>(tanhf(mul * acc / dm.softcap));
   }
 };
 // Into a query-side tensor [B, Sq, Hq, D], z = b*Hq + h.
@@ -215,18 +240,27 @@ __global__ void softmax_rows_kernel(T* __restrict__ s, float* __restrict__ lse, 
 }
 
 // ds[i] = p[i] * (ds[i] - delta[row of i]) in place of dP; all [B, Hq, Sq, Skv], delta [B, Hq, Sq].
+// With a soft cap, times the capped logit's derivative 1 - t^2 (t: tanh(S / softcap) in the dtype).
 template <class T>
 __global__ void ds_kernel(const T* __restrict__ p, T* __restrict__ ds,
-                          const float* __restrict__ delta, std::int64_t n, int skv) {
+                          const float* __restrict__ delta, const T* __restrict__ tanh_s,
+                          std::int64_t n, int skv) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride)
-    ds[i] = from_float<T>(to_float(p[i]) * (to_float(ds[i]) - delta[i / skv]));
+       i += stride) {
+    float d = to_float(p[i]) * (to_float(ds[i]) - delta[i / skv]);
+    if (tanh_s != nullptr) {
+      const float t = to_float(tanh_s[i]);
+      d *= 1.f - t * t;
+    }
+    ds[i] = from_float<T>(d);
+  }
 }
 
 Dims dims_of(const Problem& p) {
   Dims d = with_shape<Dims>(p);
-  d.causal = p.causal;
+  d.var = make_variant(p);
+  d.softcap = static_cast<float>(p.softcap);
   return d;
 }
 std::size_t score_elems(const Problem& p) {
@@ -276,14 +310,19 @@ void run_backward(const BwdArgs& a) {
   T* dsc = ws.take<T>(score_elems(p));
   float* delta = ws.take<float>(static_cast<std::size_t>(p.lse_elems()));
   float* lse_scratch = ws.take<float>(static_cast<std::size_t>(p.lse_elems()));
+  T* tanh_s = p.softcap > 0 ? ws.take<T>(score_elems(p)) : nullptr;
   const int zq = p.batch * p.heads_q, zkv = p.batch * p.heads_kv;
 
+  if (tanh_s != nullptr) {  // tanh(S / softcap), for dS's factor 1 - tanh^2
+    gemm(zq, p.seq_q, p.seq_kv, p.head_dim, AQuery<T>{q, dm}, BKv<T, true>{k, dm},
+         EpiTanh<T>{tanh_s, dm, scale}, st);
+  }
   scores_softmax<T>(p, q, k, prob, lse_scratch, st);
   gemm(zq, p.seq_q, p.seq_kv, p.head_dim, AQuery<T>{dout, dm}, BKv<T, true>{v, dm},
        EpiScores<T, false>{dsc, dm, 1.f}, st);  // dP
   launch_row_dot<T>(static_cast<const T*>(a.o), dout, delta, p, st);
   const std::int64_t n = static_cast<std::int64_t>(score_elems(p));
-  ds_kernel<T><<<elementwise_blocks(n, 256), 256, 0, st>>>(prob, dsc, delta, n, p.seq_kv);
+  ds_kernel<T><<<elementwise_blocks(n, 256), 256, 0, st>>>(prob, dsc, delta, tanh_s, n, p.seq_kv);
   ATTN_CHECK(cudaGetLastError());
   const int group_rows = p.group() * p.seq_q;
   gemm(zkv, p.seq_kv, p.head_dim, group_rows, AScoresGroupT<T>{prob, dm}, BQueryGroup<T>{dout, dm},
@@ -306,6 +345,8 @@ class CudaNaive3Pass final : public Implementation {
     Capabilities c;
     c.backward = true;
     c.scores_in_dtype = true;  // S and P in the dtype
+    c.window = true;
+    c.softcap = true;
     return c;
   }
   Support supports_extra(const Problem& p, Pass) const override {
@@ -321,7 +362,9 @@ class CudaNaive3Pass final : public Implementation {
     const std::size_t s = score_elems(p) * dtype_size(p.dtype);
     const std::size_t rows = static_cast<std::size_t>(p.lse_elems()) * sizeof(float);
     if (pass == Pass::fwd) return carve_bytes({s});
-    return carve_bytes({s, s, rows, rows});  // the larger request covers fwd_bwd
+    // The larger request covers fwd_bwd; a soft cap keeps the capped scores for dS.
+    if (p.softcap > 0) return carve_bytes({s, s, rows, rows, s});
+    return carve_bytes({s, s, rows, rows});
   }
   void forward(const FwdArgs& a) const override {
     dispatch_dtype(a.p.dtype, [&](auto tt) { run_forward<typename decltype(tt)::type>(a); });

@@ -124,6 +124,7 @@ struct FwdParams : attnbench::cuda::AttnShape {
   int* tile_counter;            // persistent: the next tile to take (zeroed before the launch)
   int* tile_slots;              // persistent: [gridDim.x][2], the tile numbers a producer publishes
   int num_m_blocks, num_tiles;  // num_tiles = num_m_blocks * Hq * B
+  attnbench::cuda::AttnVariant var;  // window and soft cap (kLocal, kSoftcap): common/shape.hpp
 };
 
 // Non-persistent: grid (num_m_blocks, Hq, B), one tile per block. Persistent: one block per SM
@@ -132,7 +133,11 @@ struct FwdParams : attnbench::cuda::AttnShape {
 // Tiles are numbered as the non-persistent grid launches them: query blocks fastest, causal
 // longest first, heads of a GQA group adjacent. Cfg::kThreads threads, Cfg::kSmemBytes of smem.
 // tq/to: [B, Sq, Hq, head_dim], boxes of 64 rows; tk/tv: [B, Skv, Hkv, head_dim], kBlockN rows.
-template <class T, class Cfg, bool kCausal, bool kPersistent>
+// kLocal: a sliding window (p.var; causal folded into its right side, kCausal false): the block
+// loads only the tiles between its first row's first key and its last row's last one, and masks
+// the tiles that cross either edge. kSoftcap: scores become tanh(q.k * softcap_in) before the
+// mask, and softcap * log2(e) replaces scale * log2(e) in the exponent and the LSE.
+template <class T, class Cfg, bool kCausal, bool kLocal, bool kSoftcap, bool kPersistent>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     flash_fwd_wgmma_kernel(const __grid_constant__ TensorMap tq,
                            const __grid_constant__ TensorMap tk,
@@ -145,16 +150,24 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const int first_tile =
       (static_cast<int>(blockIdx.z) * p.heads_q + static_cast<int>(blockIdx.y)) * p.num_m_blocks +
       static_cast<int>(blockIdx.x);
-  // The tile's query block and (batch, head), and its number of visible K/V tiles.
-  int m0 = 0, h = 0, b = 0, n_tiles = 0;
+  // The tile's query block and (batch, head), and its visible K/V tiles j_first ..
+  // j_first + n_tiles - 1.
+  int m0 = 0, h = 0, b = 0, j_first = 0, n_tiles = 0;
   auto decode = [&](int t) {
     const int mi = t % p.num_m_blocks, hb = t / p.num_m_blocks;
     m0 = (kCausal ? p.num_m_blocks - 1 - mi : mi) * Sh::kBlockM;
     h = hb % p.heads_q;
     b = hb / p.heads_q;
-    int n_end = p.seq_kv;  // keys [0, n_end) are visible to at least one row of the block
+    // Keys [n_begin, n_end) are visible to at least one row of the block (visibility ranges are
+    // non-decreasing in the row).
+    int n_begin = 0, n_end = p.seq_kv;
     if (kCausal) n_end = max(0, min(p.seq_kv, m0 + Sh::kBlockM + p.causal_offset));
-    n_tiles = (n_end + BN - 1) / BN;
+    if (kLocal) {
+      n_begin = max(0, m0 + p.causal_offset - p.var.window_left);
+      n_end = max(0, min(p.seq_kv, m0 + Sh::kBlockM + p.causal_offset + p.var.window_right));
+    }
+    j_first = n_begin / BN;
+    n_tiles = n_end > n_begin ? (n_end + BN - 1) / BN - j_first : 0;
   };
 
   const uint32_t base = (attn_mma::smem_u32(attn_mma::dynamic_smem()) + 1023u) & ~1023u;
@@ -226,10 +239,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           const int s = k_pipe.stage(kv_it);
           const uint32_t k_full = k_pipe.producer_acquire(kv_it, Sh::kKVBytes);
           for (int pn = 0; pn < Sh::kPanels; ++pn)
-            tma_load_4d(sk(s) + pn * Sh::kKVPanelBytes, &tk, k_full, 64 * pn, kvh, j * BN, b);
+            tma_load_4d(sk(s) + pn * Sh::kKVPanelBytes, &tk, k_full, 64 * pn, kvh,
+                        (j_first + j) * BN, b);
           const uint32_t v_full = v_pipe.producer_acquire(kv_it, Sh::kKVBytes);
           for (int pn = 0; pn < Sh::kPanels; ++pn)
-            tma_load_4d(sv(s) + pn * Sh::kKVPanelBytes, &tv, v_full, 64 * pn, kvh, j * BN, b);
+            tma_load_4d(sv(s) + pn * Sh::kKVPanelBytes, &tv, v_full, 64 * pn, kvh,
+                        (j_first + j) * BN, b);
         }
       }
     }
@@ -244,7 +259,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   int row0 = 0;                   // first query row of this warpgroup in the tile
   int trow = 0;                   // this thread's rows: trow and trow + 8
   const uint32_t sq_c = sq + c * Sh::kQWgBytes;
-  const float sl2 = p.scale_log2;
+  const float sl2 = kSoftcap ? p.var.softcap_log2 : p.scale_log2;
 
   float o[D / 2];
   float row_max[2], row_sum[2];  // row sums: this thread's columns only; the quad's at the end
@@ -269,16 +284,33 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       Wgmma<T, D>::template rs<1>(o, pa[kk], db, 1);
     }
   };
-  // Masks the keys of tile j that row r may not see (past seq_kv, or past the diagonal).
+  // The soft cap: t = tanh(q.k * softcap_in), before the mask.
+  auto cap = [&]() {
+    if constexpr (kSoftcap) {
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) s[i] = attn_mma::tanh_fast(s[i] * p.var.softcap_in);
+    }
+  };
+  // Masks the keys of the block's tile j that row r may not see (past seq_kv, past the diagonal,
+  // outside the window). Only tiles that cross an edge for some row of the warpgroup do work.
   auto mask = [&](int j) {
-    const int n0 = j * BN;
-    const bool need = n0 + BN > p.seq_kv || (kCausal && n0 + BN - 1 > row0 + p.causal_offset);
+    const int n0 = (j_first + j) * BN;
+    const int diag = row0 + p.causal_offset;  // the warpgroup's first row's diagonal
+    bool need = n0 + BN > p.seq_kv || (kCausal && n0 + BN - 1 > diag);
+    if constexpr (kLocal) {
+      need = need || n0 + BN - 1 > diag + p.var.window_right || n0 < diag + 63 - p.var.window_left;
+    }
     if (!need) return;
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) {
       const int row = trow + ((i & 2) ? 8 : 0);
       const int col = n0 + 8 * (i / 4) + 2 * (lane % 4) + (i & 1);
-      if (col >= p.seq_kv || (kCausal && col > row + p.causal_offset)) s[i] = kNegInf;
+      bool hidden = col >= p.seq_kv || (kCausal && col > row + p.causal_offset);
+      if constexpr (kLocal) {
+        hidden = hidden || col > row + p.causal_offset + p.var.window_right ||
+                 col < row + p.causal_offset - p.var.window_left;
+      }
+      if (hidden) s[i] = kNegInf;
     }
   };
   // Online softmax of s in place (s becomes exp2(scale_log2 * (s - max))); returns in alpha the
@@ -386,6 +418,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       fence_regs(s);
       if (signals) k_pipe.consumer_release(kv_it);
       if (signals && n_tiles == 1) q_pipe.consumer_release(q_it);  // the last Q K^T is done
+      cap();
       mask(0);
       float alpha[2];
       softmax(alpha);
@@ -410,6 +443,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         fence_regs(s);
         if (signals) k_pipe.consumer_release(kv_it + j);
         if (signals && j == n_tiles - 1) q_pipe.consumer_release(q_it);
+        cap();
         mask(j);
         softmax(alpha);
         wgmma_wait<0>();
@@ -503,17 +537,29 @@ using attnbench::Support;
 // The head_dim tiles (a head_dim runs in the smallest that holds it, zero-padded).
 using FwdHeadDims = attnbench::cuda::HeadDims<64, 128, 256>;
 
-// f(kernel, Cfg{}) for the problem's (dtype, head_dim tile, causal) and the persistent option:
-// the one static switch (common/dispatch.hpp).
+bool has_variant(const Problem& pr) {
+  return pr.has_window() || pr.softcap > 0;
+}
+
+// f(kernel, Cfg{}) for the problem's (dtype, head_dim tile, causal, window, soft cap) and the
+// persistent option: the one static switch (common/dispatch.hpp). A window (on causal's tiles)
+// or a soft cap selects a variant kernel, a block per tile; dense and causal problems keep theirs.
 template <class F>
 void dispatch(const Problem& pr, bool persistent, F&& f) {
   using attnbench::cuda::dispatch_bool;
   attnbench::cuda::dispatch_problem<FwdHeadDims>(pr, [&](auto tag, auto d, auto causal) {
     using T = typename decltype(tag)::type;
-    constexpr bool C = decltype(causal)::value;
-    using Cfg = typename fwd_wgmma::FwdTile<decltype(d)::value, C>::type;
-    dispatch_bool(persistent, [&](auto pers) {
-      f(flash_fwd_wgmma_kernel<T, Cfg, C, decltype(pers)::value>, Cfg{});
+    constexpr int D = decltype(d)::value;
+    attnbench::cuda::dispatch_variant<decltype(causal)::value>(pr, [&](auto c, auto l, auto sc) {
+      constexpr bool C = decltype(c)::value, L = decltype(l)::value, SC = decltype(sc)::value;
+      using Cfg = typename fwd_wgmma::FwdTile<D, C || L>::type;
+      if constexpr (L || SC) {
+        f(flash_fwd_wgmma_kernel<T, Cfg, C, L, SC, false>, Cfg{});
+      } else {
+        dispatch_bool(persistent, [&](auto pers) {
+          f(flash_fwd_wgmma_kernel<T, Cfg, C, false, false, decltype(pers)::value>, Cfg{});
+        });
+      }
     });
   });
 }
@@ -534,11 +580,19 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   Capabilities capabilities() const override {
     Capabilities c = attnbench::cuda::tensor_core_capabilities<FwdHeadDims>(true, false);
     c.options = {"persistent"};
+    c.window = true;
+    c.softcap = true;
     return c;
   }
 
-  Support supports_options(const Problem&, Pass, const Options& o) const override {
-    return attnbench::cuda::check_flag_option(o, "persistent");
+  Support supports_options(const Problem& p, Pass, const Options& o) const override {
+    if (Support s = attnbench::cuda::check_flag_option(o, "persistent"); !s) return s;
+    if (persistent_option(&o) && has_variant(p)) {
+      return Support::no(
+          "persistent=1 runs dense and causal problems only (a window or a soft cap "
+          "launches a block per tile)");
+    }
+    return Support::yes();
   }
 
   // Persistent: the tile counter, then two tile slots per block (kMaxPersistentBlocks at most).
@@ -594,6 +648,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
       const TensorMap to =
           make_bshd_map(a.o, bf16, pr.batch, pr.seq_q, pr.heads_q, pr.head_dim, 64);
       FwdParams p = attnbench::cuda::with_shape<FwdParams>(pr);
+      p.var = attnbench::cuda::make_variant(pr);
       p.lse = a.lse;
       p.o = a.o;
       p.tile_counter = persistent ? static_cast<int*>(a.workspace) : nullptr;

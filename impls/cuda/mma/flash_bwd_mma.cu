@@ -123,9 +123,12 @@ __global__ void __launch_bounds__(256) bwd_preprocess_mma_kernel(const MmaParams
 // (query head, query tile) pair: S = Q K^T and dP = dO V^T in kSdpRows x kSdpCols warp tiles,
 // P = exp2(S scale log2e - LSE log2e), dS = P (dP - D); P and dS to shared memory ([query][key]);
 // then dQ = dS K (float32 atomics), dV += P^T dO, dK += dS^T Q, with dK, dV in registers.
-template <class T, class Cfg, bool kPadded, bool kCausal>
+// kLocal: a sliding window (var; causal folded into it, kCausal false): only the query tiles that
+// see a key of the block run. kSoftcap: P from t = tanh(q.k * softcap_in) with softcap * log2(e),
+// and dS carries the capped logit's factor 1 - t^2 (scale is applied to dQ and dK as always).
+template <class T, class Cfg, bool kPadded, bool kCausal, bool kLocal, bool kSoftcap>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
-    flash_bwd_mma_kernel(const MmaParams p) {
+    flash_bwd_mma_kernel(const MmaParams p, const attnbench::cuda::AttnVariant var) {
   constexpr int D = Cfg::kHeadDim, BN = Cfg::kBlockN, BM = Cfg::kBlockM;
   const int dh = kPadded ? tensor_cols(p) : D;  // columns of the tensors
   constexpr int kThreads = Cfg::kThreads;
@@ -144,8 +147,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   const int64_t kv_stride = static_cast<int64_t>(p.heads_kv) * dh;
   auto kv_offset = [&] { return static_cast<int64_t>(b * p.seq_kv + n0) * kv_stride + kvh * dh; };
 
-  const int m_begin = kCausal ? max(0, n0 - p.causal_offset) / BM : 0;
-  const int m_tiles = (p.seq_q + BM - 1) / BM;
+  // Query rows [first row of tile m_begin, m_stop) see a key of the block: row i sees key j iff
+  // j - offset - window_right <= i <= j - offset + window_left.
+  int m_begin = kCausal ? max(0, n0 - p.causal_offset) / BM : 0;
+  int m_stop = p.seq_q;
+  if constexpr (kLocal) {
+    m_begin = max(0, n0 - p.causal_offset - var.window_right) / BM;
+    m_stop = max(0, min(p.seq_q, n0 + BN - p.causal_offset + var.window_left));
+  }
+  const int m_tiles = (m_stop + BM - 1) / BM;
   const int tiles_per_head = max(0, m_tiles - m_begin);
   const int total = tiles_per_head * p.group;
 
@@ -198,7 +208,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   float dk_acc[kKM][kKN][4], dv_acc[kKM][kKN][4];
   zero(dk_acc);
   zero(dv_acc);
-  const float sl2 = p.scale_log2;
+  const float sl2 = kSoftcap ? var.softcap_log2 : p.scale_log2;
   const int srow = sm * Cfg::kSdpRows + (lane >> 2);  // local query row of C rows g (+8, +16 mt)
   const int skey = n0 + sn * Cfg::kSdpCols + 2 * (lane & 3);  // key of C column 2t (+1, +8 nt)
 
@@ -210,7 +220,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     __syncthreads();
     // Pair it + 1, stepped without divisions.
     int h_next = h, m_next = m0 + BM;
-    if (m_next >= p.seq_q) {
+    if (m_next >= m_stop) {
       m_next = m_begin * BM;
       ++h_next;
     }
@@ -222,8 +232,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     const uint32_t ls = lse_base + static_cast<uint32_t>(stage) * BM * 4;
     const uint32_t ds = delta_base + static_cast<uint32_t>(stage) * BM * 4;
 
-    const bool need_mask =
+    bool need_mask =
         keys_valid < BN || m0 + BM > p.seq_q || (kCausal && m0 + p.causal_offset < n0 + BN - 1);
+    if constexpr (kLocal) {
+      need_mask = need_mask || m0 + p.causal_offset + var.window_right < n0 + BN - 1 ||
+                  m0 + BM - 1 + p.causal_offset - var.window_left > n0;
+    }
     // S = Q K^T and dP = dO V^T for this warp's tile.
     float s[kSM][kSN][4], dp[kSM][kSN][4];
     zero(s);
@@ -240,6 +254,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
 #pragma unroll
       for (int nt = 0; nt < kSN; ++nt) {
         float* c = s[mt][nt];
+        float dcap[4];  // soft cap: 1 - t^2, the capped logit's derivative (over scale)
+        if constexpr (kSoftcap) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            c[e] = tanh_fast(c[e] * var.softcap_in);
+            dcap[e] = 1.f - c[e] * c[e];
+          }
+        }
         c[0] = prob(c[0], sl2, l0);
         c[1] = prob(c[1], sl2, l0);
         c[2] = prob(c[2], sl2, l1);
@@ -251,8 +273,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
           for (int e = 0; e < 4; ++e) {
             const int key = skey + nt * 8 + (e & 1);
             const int query = m0 + r0 + (e >= 2 ? 8 : 0);
-            if (key >= p.seq_kv || query >= p.seq_q || (kCausal && key > query + p.causal_offset))
-              c[e] = 0.f;
+            bool hidden =
+                key >= p.seq_kv || query >= p.seq_q || (kCausal && key > query + p.causal_offset);
+            if constexpr (kLocal) {
+              hidden = hidden || key > query + p.causal_offset + var.window_right ||
+                       key < query + p.causal_offset - var.window_left;
+            }
+            if (hidden) c[e] = 0.f;
           }
         }
         // dS = P (dP - D), with P rounded to the dtype as it is stored (and as the same-dtype
@@ -264,6 +291,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
         g[1] = p01.y * (g[1] - d0);
         g[2] = p23.x * (g[2] - d1);
         g[3] = p23.y * (g[3] - d1);
+        if constexpr (kSoftcap) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) g[e] *= dcap[e];
+        }
       }
       store_c<T, kSN>(sP, sm * Cfg::kSdpRows + 16 * mt, sn * Cfg::kSdpCols, s[mt], lane);
       store_c<T, kSN>(sdS, sm * Cfg::kSdpRows + 16 * mt, sn * Cfg::kSdpCols, dp[mt], lane);
@@ -344,9 +375,10 @@ __global__ void __launch_bounds__(256)
 // grid (ceil(Sq / kDqBlockM), Hq, B), kDqThreads threads. Warp w owns query rows [16 w, 16 w + 16)
 // of the block and loops over the visible key tiles (2-stage ring): S = Q K^T, P from LSE,
 // dP = dO V^T, dS = P (dP - D), dQ += dS K with dS taken from the accumulators.
-template <class T, class Tr, bool kPadded, bool kCausal>
+// kLocal, kSoftcap: as the main kernel's (only the key tiles the block's rows see run).
+template <class T, class Tr, bool kPadded, bool kCausal, bool kLocal, bool kSoftcap>
 __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
-    flash_bwd_mma_dq_kernel(const MmaParams p) {
+    flash_bwd_mma_dq_kernel(const MmaParams p, const attnbench::cuda::AttnVariant var) {
   constexpr int D = Tr::kHeadDim, BM = Tr::kDqBlockM, BN = Tr::kDqBlockN;
   const int dh = kPadded ? p.head_dim : D;
   constexpr int kThreads = Tr::kDqThreads;
@@ -370,9 +402,14 @@ __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
   const T* v = static_cast<const T*>(p.v) + kv_off;
   T* dq_out = static_cast<T*>(p.dq) + q_off;
 
-  int n_end = p.seq_kv;
+  int n_begin = 0, n_end = p.seq_kv;
   if constexpr (kCausal) n_end = max(0, min(p.seq_kv, m0 + BM + p.causal_offset));
-  const int n_tiles = (n_end + BN - 1) / BN;
+  if constexpr (kLocal) {
+    n_begin = max(0, m0 + p.causal_offset - var.window_left);
+    n_end = max(0, min(p.seq_kv, m0 + BM + p.causal_offset + var.window_right));
+  }
+  const int j_first = n_begin / BN;
+  const int n_tiles = n_end > n_begin ? (n_end + BN - 1) / BN - j_first : 0;
   if (n_tiles == 0) {  // no row sees a key: dQ = 0
     for (int c = tid; c < BM * (D / 8); c += kThreads) {
       const int row = c / (D / 8), col = (c % (D / 8)) * 8;
@@ -401,8 +438,11 @@ __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
                                      tid, dh);
   load_tile_async<kThreads, kPadded>(sdO, static_cast<const T*>(p.dout) + q_off, q_stride,
                                      rows_valid, tid, dh);
-  load_tile_async<kThreads, kPadded>(KTile{k_base}, k, kv_stride, p.seq_kv, tid, dh);
-  load_tile_async<kThreads, kPadded>(KTile{v_base}, v, kv_stride, p.seq_kv, tid, dh);
+  const int nf = j_first * BN;
+  load_tile_async<kThreads, kPadded>(KTile{k_base}, k + nf * kv_stride, kv_stride, p.seq_kv - nf,
+                                     tid, dh);
+  load_tile_async<kThreads, kPadded>(KTile{v_base}, v + nf * kv_stride, kv_stride, p.seq_kv - nf,
+                                     tid, dh);
   cp_async_commit();
 
   const LdsmPtr pq = ldsm_p1(sQ, warp_row0, 0, lane);       // A: this warp's Q rows
@@ -413,10 +453,10 @@ __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
 
   float dq[1][kDN][4];
   zero(dq);
-  const float sl2 = p.scale_log2;
+  const float sl2 = kSoftcap ? var.softcap_log2 : p.scale_log2;
 
   for (int j = 0; j < n_tiles; ++j) {
-    const int n0 = j * BN;
+    const int n0 = (j_first + j) * BN;
     cp_async_wait<0>();
     __syncthreads();
     if (j + 1 < n_tiles) {
@@ -433,11 +473,23 @@ __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
     float s[1][kSN][4];
     zero(s);
     gemm_ss_nt<T, QTile, KTile, D / 16>(s, pq, LdsmPtr(pk_n, st));
+    [[maybe_unused]] float dcap[kSN][4];  // soft cap: 1 - t^2
 #pragma unroll
     for (int nt = 0; nt < kSN; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) s[0][nt][e] = prob(s[0][nt][e], sl2, lse2[e >> 1]);
-    const bool need_mask = n0 + BN > p.seq_kv || (kCausal && n0 + BN - 1 > m0 + p.causal_offset);
+      for (int e = 0; e < 4; ++e) {
+        if constexpr (kSoftcap) {
+          s[0][nt][e] = tanh_fast(s[0][nt][e] * var.softcap_in);
+          dcap[nt][e] = 1.f - s[0][nt][e] * s[0][nt][e];
+        }
+        s[0][nt][e] = prob(s[0][nt][e], sl2, lse2[e >> 1]);
+      }
+    const int diag = m0 + p.causal_offset;
+    bool need_mask = n0 + BN > p.seq_kv || (kCausal && n0 + BN - 1 > diag);
+    if constexpr (kLocal) {
+      need_mask = need_mask || n0 + BN - 1 > diag + var.window_right ||
+                  n0 < diag + BM - 1 - var.window_left;
+    }
     if (need_mask) {
 #pragma unroll
       for (int nt = 0; nt < kSN; ++nt)
@@ -445,7 +497,12 @@ __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
         for (int e = 0; e < 4; ++e) {
           const int row = m0 + warp_row0 + (lane >> 2) + (e >= 2 ? 8 : 0);
           const int col = n0 + nt * 8 + 2 * (lane & 3) + (e & 1);
-          if (col >= p.seq_kv || (kCausal && col > row + p.causal_offset)) s[0][nt][e] = 0.f;
+          bool hidden = col >= p.seq_kv || (kCausal && col > row + p.causal_offset);
+          if constexpr (kLocal) {
+            hidden = hidden || col > row + p.causal_offset + var.window_right ||
+                     col < row + p.causal_offset - var.window_left;
+          }
+          if (hidden) s[0][nt][e] = 0.f;
         }
     }
 
@@ -455,7 +512,10 @@ __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
 #pragma unroll
     for (int nt = 0; nt < kSN; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) dp[0][nt][e] = s[0][nt][e] * (dp[0][nt][e] - dlt[e >> 1]);
+      for (int e = 0; e < 4; ++e) {
+        dp[0][nt][e] = s[0][nt][e] * (dp[0][nt][e] - dlt[e >> 1]);
+        if constexpr (kSoftcap) dp[0][nt][e] *= dcap[nt][e];
+      }
 
     uint32_t da[1][kSN / 2][4];
     c_to_a<T>(dp, da);
@@ -494,8 +554,8 @@ bool deterministic(const Options& o) {
   return attnbench::option_or(&o, "deterministic", 0) != 0;
 }
 
-template <class T, int D, bool kPadded, bool kCausal>
-void run_bwd(const MmaParams& p, bool det, void* stream) {
+template <class T, int D, bool kPadded, bool kCausal, bool kLocal, bool kSoftcap>
+void run_bwd(const MmaParams& p, const attnbench::cuda::AttnVariant& var, bool det, void* stream) {
   using Tr = BwdTraits<D>;
   const int64_t rows = static_cast<int64_t>(p.batch) * p.seq_q * p.heads_q;
   const int64_t pre_threads = rows * (D / 8);
@@ -503,13 +563,13 @@ void run_bwd(const MmaParams& p, bool det, void* stream) {
          dim3(static_cast<unsigned>((pre_threads + 255) / 256)), dim3(256), 0, stream, p);
   using Main = typename Tr::Main;
   const dim3 grid((p.seq_kv + Main::kBlockN - 1) / Main::kBlockN, p.heads_kv, p.batch);
-  launch(flash_bwd_mma_kernel<T, Main, kPadded, kCausal>, grid, dim3(Main::kThreads),
-         Main::kSmemBytes, stream, p);
+  launch(flash_bwd_mma_kernel<T, Main, kPadded, kCausal, kLocal, kSoftcap>, grid,
+         dim3(Main::kThreads), Main::kSmemBytes, stream, p, var);
   if (det) {
     using Dq = typename Tr::Dq;
     const dim3 grid_dq((p.seq_q + Dq::kDqBlockM - 1) / Dq::kDqBlockM, p.heads_q, p.batch);
-    launch(flash_bwd_mma_dq_kernel<T, Dq, kPadded, kCausal>, grid_dq, dim3(Dq::kDqThreads),
-           Dq::kDqSmemBytes, stream, p);
+    launch(flash_bwd_mma_dq_kernel<T, Dq, kPadded, kCausal, kLocal, kSoftcap>, grid_dq,
+           dim3(Dq::kDqThreads), Dq::kDqSmemBytes, stream, p, var);
   } else {
     const int64_t n8 = rows * p.head_dim / 8;
     const int64_t blocks = std::min<int64_t>((n8 + 255) / 256, 132 * 16);
@@ -530,7 +590,23 @@ class FlashBwdMma final : public attnbench::Implementation {
     Capabilities c = attnbench::cuda::tensor_core_capabilities<BwdHeadDims>(false, true);
     c.fwd_partner = "cuda.flash_fwd_mma";
     c.options = {"deterministic"};
+    c.window = true;
+    c.softcap = true;
     return c;
+  }
+
+  // f(T{}, IntTag<D>{}, padded, causal, local, softcap) for the problem: dtype, head_dim tile,
+  // padding, causal, window, soft cap. The variants (window, soft cap) run the padded kernels for
+  // every head_dim (their column tests cost little beside the masks), which halves what they add
+  // to this file's compile time.
+  template <class F>
+  static void dispatch(const Problem& pr, F&& f) {
+    dispatch_mma<BwdHeadDims>(pr, [&](auto e, auto d, auto padded, auto causal) {
+      attnbench::cuda::dispatch_variant<decltype(causal)::value>(pr, [&](auto c, auto l, auto sc) {
+        constexpr bool kVariant = decltype(l)::value || decltype(sc)::value;
+        f(e, d, std::bool_constant < kVariant || decltype(padded)::value > {}, c, l, sc);
+      });
+    });
   }
 
   Support supports_options(const Problem&, Pass, const Options& o) const override {
@@ -567,12 +643,12 @@ class FlashBwdMma final : public attnbench::Implementation {
 
   void prepare(const Problem& p, Pass pass, const Options&) const override {
     if (pass == Pass::fwd) return;
-    dispatch_mma<BwdHeadDims>(p, [&](auto e, auto d, auto padded, auto causal) {
+    dispatch(p, [&](auto e, auto d, auto padded, auto c, auto l, auto sc) {
       using T = typename decltype(e)::type;
       using Tr = BwdTraits<d.value>;
-      set_dynamic_smem(flash_bwd_mma_kernel<T, typename Tr::Main, padded, causal>,
+      set_dynamic_smem(flash_bwd_mma_kernel<T, typename Tr::Main, padded, c, l, sc>,
                        Tr::Main::kSmemBytes);
-      set_dynamic_smem(flash_bwd_mma_dq_kernel<T, typename Tr::Dq, padded, causal>,
+      set_dynamic_smem(flash_bwd_mma_dq_kernel<T, typename Tr::Dq, padded, c, l, sc>,
                        Tr::Dq::kDqSmemBytes);
     });
   }
@@ -607,8 +683,9 @@ class FlashBwdMma final : public attnbench::Implementation {
     p.dq_accum =
         det ? nullptr
             : reinterpret_cast<float*>(static_cast<unsigned char*>(a.workspace) + delta_bytes(pr));
-    dispatch_mma<BwdHeadDims>(pr, [&](auto e, auto d, auto padded, auto causal) {
-      run_bwd<typename decltype(e)::type, d.value, padded, causal>(p, det, a.stream);
+    const attnbench::cuda::AttnVariant var = attnbench::cuda::make_variant(pr);
+    dispatch(pr, [&](auto e, auto d, auto padded, auto c, auto l, auto sc) {
+      run_bwd<typename decltype(e)::type, d.value, padded, c, l, sc>(p, var, det, a.stream);
     });
   }
 };

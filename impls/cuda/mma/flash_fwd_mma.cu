@@ -42,9 +42,13 @@ constexpr float kNegInf = -__builtin_huge_valf();
 
 // grid (ceil(Sq / kBlockM), Hq, B), kThreads threads, Tr::kSmemBytes of dynamic shared memory.
 // kPadded: head_dim d < D (the tile width); else d == D and every column test folds away.
-template <class T, class Tr, bool kPadded, bool kCausal>
+// kLocal: a sliding window (var; causal folded into it, kCausal false): only the tiles between the
+// block's first row's first key and its last row's last key load, and those crossing an edge are
+// masked. kSoftcap: scores become tanh(q.k * softcap_in) before the mask, with softcap * log2(e)
+// in place of scale * log2(e). var is a second parameter so that MmaParams stays 128 bytes.
+template <class T, class Tr, bool kPadded, bool kCausal, bool kLocal, bool kSoftcap>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
-    flash_fwd_mma_kernel(const MmaParams p) {
+    flash_fwd_mma_kernel(const MmaParams p, const attnbench::cuda::AttnVariant var) {
   constexpr int D = Tr::kHeadDim, BM = Tr::kBlockM, BN = Tr::kBlockN, MT = Tr::kMTiles;
   const int dh = kPadded ? p.head_dim : D;  // columns of the tensors
   constexpr int kThreads = Tr::kThreads;
@@ -74,10 +78,16 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
   T* o = static_cast<T*>(p.o) + q_off;
   float* lse = p.lse + (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q + m0;
 
-  // Keys [0, n_end) are visible to at least one row of [m0, m0 + BM).
-  int n_end = p.seq_kv;
+  // Keys [n_begin, n_end) are visible to at least one row of [m0, m0 + BM): tiles j_first ..
+  // j_first + n_tiles - 1.
+  int n_begin = 0, n_end = p.seq_kv;
   if constexpr (kCausal) n_end = max(0, min(p.seq_kv, m0 + BM + p.causal_offset));
-  const int n_tiles = (n_end + BN - 1) / BN;
+  if constexpr (kLocal) {
+    n_begin = max(0, m0 + p.causal_offset - var.window_left);
+    n_end = max(0, min(p.seq_kv, m0 + BM + p.causal_offset + var.window_right));
+  }
+  const int j_first = n_begin / BN;
+  const int n_tiles = n_end > n_begin ? (n_end + BN - 1) / BN - j_first : 0;
 
   if (n_tiles == 0) {  // no row of the block sees any key: O = 0, LSE = -inf
     for (int c = tid; c < BM * (D / 8); c += kThreads) {
@@ -101,9 +111,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
   const LdsmPtr pk0 = ldsm_p2(KVTile{k_base}, 0, 0, lane);
   const LdsmPtr pv0 = ldsm_p1(KVTile{v_base}, 0, 0, lane);
 
+  const int nf = j_first * BN;
   load_tile_async<kThreads, kPadded>(sQ, q, q_stride, rows_valid, tid, dh);
-  load_tile_async<kThreads, kPadded>(KVTile{k_base}, k, kv_stride, p.seq_kv, tid, dh);
-  load_tile_async<kThreads, kPadded>(KVTile{v_base}, v, kv_stride, p.seq_kv, tid, dh);
+  load_tile_async<kThreads, kPadded>(KVTile{k_base}, k + nf * kv_stride, kv_stride, p.seq_kv - nf,
+                                     tid, dh);
+  load_tile_async<kThreads, kPadded>(KVTile{v_base}, v + nf * kv_stride, kv_stride, p.seq_kv - nf,
+                                     tid, dh);
   cp_async_commit();
 
   float acc_o[MT][kON][4];
@@ -121,10 +134,10 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
     st_shared_f32(rs + 4 * (2 * mt) * kThreads, 0.f);
     st_shared_f32(rs + 4 * (2 * mt + 1) * kThreads, 0.f);
   }
-  const float sl2 = p.scale_log2;
+  const float sl2 = kSoftcap ? var.softcap_log2 : p.scale_log2;
 
   for (int j = 0; j < n_tiles; ++j) {
-    const int n0 = j * BN;
+    const int n0 = (j_first + j) * BN;
     cp_async_wait<0>();
     // Tile j is visible to all threads, and every warp is done with tile j-1, whose stage the
     // prefetch below overwrites.
@@ -143,9 +156,23 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
     float s[MT][kSN][4];
     zero(s);
     gemm_ss_nt<T, QTile, KVTile, D / 16>(s, pq, LdsmPtr(pk0, st));
+    if constexpr (kSoftcap) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kSN; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mt][nt][e] = tanh_fast(s[mt][nt][e] * var.softcap_in);
+    }
 
-    // Masks only the tiles that reach past seq_kv or past the diagonal of the block's first row.
-    const bool need_mask = n0 + BN > p.seq_kv || (kCausal && n0 + BN - 1 > m0 + p.causal_offset);
+    // Masks only the tiles that reach past seq_kv or past the diagonal of the block's first row
+    // (the window: past its right edge for the first row, before its left edge for the last).
+    const int diag = m0 + p.causal_offset;
+    bool need_mask = n0 + BN > p.seq_kv || (kCausal && n0 + BN - 1 > diag);
+    if constexpr (kLocal) {
+      need_mask = need_mask || n0 + BN - 1 > diag + var.window_right ||
+                  n0 < diag + BM - 1 - var.window_left;
+    }
     if (need_mask) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
@@ -155,7 +182,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
           for (int e = 0; e < 4; ++e) {
             const int row = m0 + warp_row0 + mt * 16 + (lane >> 2) + (e >= 2 ? 8 : 0);
             const int col = n0 + nt * 8 + 2 * (lane & 3) + (e & 1);
-            if (col >= p.seq_kv || (kCausal && col > row + p.causal_offset)) s[mt][nt][e] = kNegInf;
+            bool hidden = col >= p.seq_kv || (kCausal && col > row + p.causal_offset);
+            if constexpr (kLocal) {
+              hidden = hidden || col > row + p.causal_offset + var.window_right ||
+                       col < row + p.causal_offset - var.window_left;
+            }
+            if (hidden) s[mt][nt][e] = kNegInf;
           }
     }
 
@@ -246,7 +278,10 @@ class FlashFwdMma final : public attnbench::Implementation {
     return "FlashAttention-2 forward: mma.sync m16n8k16, ldmatrix, 2-stage cp.async K/V ring";
   }
   Capabilities capabilities() const override {
-    return attnbench::cuda::tensor_core_capabilities<FwdHeadDims>(true, false);
+    Capabilities c = attnbench::cuda::tensor_core_capabilities<FwdHeadDims>(true, false);
+    c.window = true;
+    c.softcap = true;
+    return c;
   }
 
   Support supports_extra(const Problem& p, Pass) const override {
@@ -265,12 +300,22 @@ class FlashFwdMma final : public attnbench::Implementation {
     return Support::yes();
   }
 
-  void prepare(const Problem& p, Pass, const Options&) const override {
-    dispatch_mma<FwdHeadDims>(p, [&](auto e, auto d, auto padded, auto causal) {
+  // f(kernel, Traits{}) for the problem: dtype, head_dim tile, padding, causal, window, soft cap.
+  // The variants (window, soft cap) run the padded kernels for every head_dim (their column tests
+  // cost little beside the masks), which halves what they add to this file's compile time.
+  template <class F>
+  static void dispatch(const Problem& pr, F&& f) {
+    dispatch_mma<FwdHeadDims>(pr, [&](auto e, auto d, auto padded, auto causal) {
       using Tr = FwdTraits<d.value>;
-      set_dynamic_smem(flash_fwd_mma_kernel<typename decltype(e)::type, Tr, padded, causal>,
-                       Tr::kSmemBytes);
+      attnbench::cuda::dispatch_variant<decltype(causal)::value>(pr, [&](auto c, auto l, auto sc) {
+        constexpr bool kPad = decltype(padded)::value || decltype(l)::value || decltype(sc)::value;
+        f(flash_fwd_mma_kernel<typename decltype(e)::type, Tr, kPad, c, l, sc>, Tr{});
+      });
     });
+  }
+
+  void prepare(const Problem& p, Pass, const Options&) const override {
+    dispatch(p, [&](auto kernel, auto tr) { set_dynamic_smem(kernel, decltype(tr)::kSmemBytes); });
   }
 
   void forward(const attnbench::FwdArgs& a) const override {
@@ -286,11 +331,11 @@ class FlashFwdMma final : public attnbench::Implementation {
         throw std::invalid_argument("cuda.flash_fwd_mma: q, k, v, o must be 16-byte aligned");
       }
     }
-    dispatch_mma<FwdHeadDims>(pr, [&](auto e, auto d, auto padded, auto causal) {
-      using Tr = FwdTraits<d.value>;
+    const attnbench::cuda::AttnVariant var = attnbench::cuda::make_variant(pr);
+    dispatch(pr, [&](auto kernel, auto tr) {
+      using Tr = decltype(tr);
       const dim3 grid((pr.seq_q + Tr::kBlockM - 1) / Tr::kBlockM, pr.heads_q, pr.batch);
-      launch(flash_fwd_mma_kernel<typename decltype(e)::type, Tr, padded, causal>, grid,
-             dim3(Tr::kThreads), Tr::kSmemBytes, a.stream, p);
+      launch(kernel, grid, dim3(Tr::kThreads), Tr::kSmemBytes, a.stream, p, var);
     });
   }
 };
