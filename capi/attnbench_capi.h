@@ -27,7 +27,7 @@
 extern "C" {
 #endif
 
-#define AB_CAPI_VERSION 1
+#define AB_CAPI_VERSION 2  /* 2: problems carry window_left, window_right, softcap; unknown keys refused */
 
 int ab_capi_version(void);
 const char* ab_last_error(void);

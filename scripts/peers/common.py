@@ -149,7 +149,7 @@ def tensor_nbytes(case, name):
 class Capi:
     """ctypes binding of capi/attnbench_capi.h."""
 
-    VERSION = 1
+    VERSION = 2  # 2: problems carry window_left, window_right and softcap
 
     def __init__(self, path):
         try:

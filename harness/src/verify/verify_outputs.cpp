@@ -49,6 +49,33 @@ Problem problem_from_json(const json& p) {
     bad("problem.dtype", p.contains("dtype") ? p["dtype"] : json(), "must be f32, f16 or bf16");
   }
   x.dtype = *parse_dtype(p["dtype"].get<std::string>());
+  // The window and the soft cap (problem_to_json writes them only when set).
+  for (const char* key : {"window_left", "window_right"}) {
+    if (!p.contains(key)) continue;
+    const json& v = p[key];
+    if (!v.is_number_integer() || v.get<std::int64_t>() < -1 || v.get<std::int64_t>() > INT32_MAX) {
+      bad(std::string("problem.") + key, v, "must be -1 (unbounded) or an integer >= 0");
+    }
+    (key[7] == 'l' ? x.window_left : x.window_right) = v.get<int>();
+  }
+  if (p.contains("softcap")) {
+    if (!p["softcap"].is_number())
+      bad("problem.softcap", p["softcap"], "must be a number >= 0 (0: off)");
+    x.softcap = p["softcap"].get<double>();
+  }
+  // A key this reader does not know would be dropped silently (a windowed case verified as a
+  // dense one): refused instead.
+  static const char* const kKeys[] = {"batch",  "heads_q",     "heads_kv",     "seq_q",
+                                      "seq_kv", "head_dim",    "causal",       "scale",
+                                      "dtype",  "window_left", "window_right", "softcap"};
+  for (const auto& item : p.items()) {
+    if (std::none_of(std::begin(kKeys), std::end(kKeys),
+                     [&](const char* k) { return item.key() == k; })) {
+      bad("problem." + item.key(), item.value(),
+          "is not a problem field (the fields: batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, "
+          "causal, scale, dtype, window_left, window_right, softcap)");
+    }
+  }
   if (const std::string why = validate(x); !why.empty()) throw std::invalid_argument("problem: " + why);
   return x;
 }
