@@ -166,8 +166,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       n_begin = max(0, m0 + p.causal_offset - p.var.window_left);
       n_end = max(0, min(p.seq_kv, m0 + Sh::kBlockM + p.causal_offset + p.var.window_right));
     }
-    j_first = n_begin / BN;
-    n_tiles = n_end > n_begin ? (n_end + BN - 1) / BN - j_first : 0;
+    if constexpr (kLocal) {
+      j_first = n_begin / BN;
+      n_tiles = n_end > n_begin ? (n_end + BN - 1) / BN - j_first : 0;
+    } else {
+      n_tiles = (n_end + BN - 1) / BN;  // (the dense kernels' code as before the window)
+    }
   };
 
   const uint32_t base = (attn_mma::smem_u32(attn_mma::dynamic_smem()) + 1023u) & ~1023u;

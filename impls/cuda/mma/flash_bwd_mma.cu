@@ -408,8 +408,9 @@ __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
     n_begin = max(0, m0 + p.causal_offset - var.window_left);
     n_end = max(0, min(p.seq_kv, m0 + BM + p.causal_offset + var.window_right));
   }
-  const int j_first = n_begin / BN;
-  const int n_tiles = n_end > n_begin ? (n_end + BN - 1) / BN - j_first : 0;
+  const int j_first = kLocal ? n_begin / BN : 0;
+  const int n_tiles =
+      kLocal ? (n_end > n_begin ? (n_end + BN - 1) / BN - j_first : 0) : (n_end + BN - 1) / BN;
   if (n_tiles == 0) {  // no row sees a key: dQ = 0
     for (int c = tid; c < BM * (D / 8); c += kThreads) {
       const int row = c / (D / 8), col = (c % (D / 8)) * 8;

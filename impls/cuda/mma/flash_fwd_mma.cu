@@ -86,8 +86,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
     n_begin = max(0, m0 + p.causal_offset - var.window_left);
     n_end = max(0, min(p.seq_kv, m0 + BM + p.causal_offset + var.window_right));
   }
-  const int j_first = n_begin / BN;
-  const int n_tiles = n_end > n_begin ? (n_end + BN - 1) / BN - j_first : 0;
+  const int j_first = kLocal ? n_begin / BN : 0;
+  const int n_tiles =
+      kLocal ? (n_end > n_begin ? (n_end + BN - 1) / BN - j_first : 0) : (n_end + BN - 1) / BN;
 
   if (n_tiles == 0) {  // no row of the block sees any key: O = 0, LSE = -inf
     for (int c = tid; c < BM * (D / 8); c += kThreads) {
