@@ -547,7 +547,7 @@ bool has_variant(const Problem& pr) {
 
 // f(kernel, Cfg{}) for the problem's (dtype, head_dim tile, causal, window, soft cap) and the
 // persistent option: the one static switch (common/dispatch.hpp). A window (on causal's tiles)
-// or a soft cap selects a variant kernel, a block per tile; dense and causal problems keep theirs.
+// or a soft cap selects a variant kernel; dense and causal problems keep theirs.
 template <class F>
 void dispatch(const Problem& pr, bool persistent, F&& f) {
   using attnbench::cuda::dispatch_bool;
@@ -557,13 +557,9 @@ void dispatch(const Problem& pr, bool persistent, F&& f) {
     attnbench::cuda::dispatch_variant<decltype(causal)::value>(pr, [&](auto c, auto l, auto sc) {
       constexpr bool C = decltype(c)::value, L = decltype(l)::value, SC = decltype(sc)::value;
       using Cfg = typename fwd_wgmma::FwdTile<D, C || L>::type;
-      if constexpr (L || SC) {
-        f(flash_fwd_wgmma_kernel<T, Cfg, C, L, SC, false>, Cfg{});
-      } else {
-        dispatch_bool(persistent, [&](auto pers) {
-          f(flash_fwd_wgmma_kernel<T, Cfg, C, false, false, decltype(pers)::value>, Cfg{});
-        });
-      }
+      dispatch_bool(persistent, [&](auto pers) {
+        f(flash_fwd_wgmma_kernel<T, Cfg, C, L, SC, decltype(pers)::value>, Cfg{});
+      });
     });
   });
 }
@@ -589,14 +585,8 @@ class FlashFwdWgmma final : public attnbench::Implementation {
     return c;
   }
 
-  Support supports_options(const Problem& p, Pass, const Options& o) const override {
-    if (Support s = attnbench::cuda::check_flag_option(o, "persistent"); !s) return s;
-    if (persistent_option(&o) && has_variant(p)) {
-      return Support::no(
-          "persistent=1 runs dense and causal problems only (a window or a soft cap "
-          "launches a block per tile)");
-    }
-    return Support::yes();
+  Support supports_options(const Problem&, Pass, const Options& o) const override {
+    return attnbench::cuda::check_flag_option(o, "persistent");
   }
 
   // Persistent: the tile counter, then two tile slots per block (kMaxPersistentBlocks at most).

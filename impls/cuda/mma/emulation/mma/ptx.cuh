@@ -367,6 +367,9 @@ inline float exp2_approx(float x) {
 inline float tanh_fast(float x) {
   return 1.f - 2.f / (std::exp2(x * 2.885390081777927f) + 1.f);
 }
+inline float tanh_approx(float x) {
+  return std::tanh(x);
+}
 inline float mul_rn(float a, float b) {
   volatile float r = a * b;  // a store: not contracted with the caller's subtraction
   return r;
