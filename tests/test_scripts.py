@@ -5,6 +5,8 @@ tests/data/ncu_raw_probe.csv is ncu's raw page from an H200 run (columns trimmed
 The peers' git revision (scripts/peers/common.py; no torch needed). fa2_grid_summary.py's ratios, fa3_grid_summary.py's (grid_summary.py), timing_parity.py's pairs,
 ncu_kernels.py's attribution of kernels to rows, fa3_job.sh's dry run. compute_sanitizer.sh's choice of implementations,
 pyproject.toml and the scripts as modules (python3 -m scripts.X), a closed stdout (SIGPIPE, scripts/entry.py),
+the peers' sliding windows and soft caps (PeersWindowSoftcap: FA4's arguments, FlexAttention's mask and
+score_mod against attnbench's rule, counts and C API reference, the SDPA SKIPs),
 with a stand-in for compute-sanitizer and the build's attnbench (ATTNBENCH_BUILD_DIR, set by CTest;
 skipped without it or without CUDA implementations). Run by CTest as test_scripts; also
 `python3 tests/test_scripts.py`."""
@@ -718,6 +720,347 @@ class KernelNames(unittest.TestCase):
         self.assertIn("bwd_preprocess_wgmma_kernel", names)
         dups = {n: f for n, f in names.items() if len(f) > 1}
         self.assertEqual(dups, {})
+
+
+def attnbench_visible(p, i, j):
+    """attnbench's visibility rule written out from its statement (problem.hpp), independently of
+    scripts/peers: with c = i + seq_kv - seq_q, query i sees key j iff c - window_left <= j <=
+    c + window_right, -1 leaving a side unbounded; causal caps the right side at 0."""
+    c = i + p["seq_kv"] - p["seq_q"]
+    wl, wr = p.get("window_left", -1), p.get("window_right", -1)
+    if p.get("causal"):
+        wr = 0 if wr == -1 else min(wr, 0)
+    return (wl == -1 or j >= c - wl) and (wr == -1 or j <= c + wr)
+
+
+def fa4_visible(kw, sq, skv, i, j):
+    """FA4 4.0.0b36's mask as its interface.py resolves flash_attn_func's causal and window_size and
+    its mask.py applies them (read there, written here): both sides None is dense; causal sets the
+    right side to 0; a window keeps i + skv - sq - left <= j <= i + skv - sq + right, None being
+    unbounded."""
+    left, right = kw.get("window_size", (None, None))
+    if kw["causal"]:
+        right = 0
+    c = i + skv - sq
+    return (left is None or j >= c - left) and (right is None or j <= c + right)
+
+
+SHAPES = [(sq, skv) for sq in range(1, 8) for skv in range(1, 8)] + [(3, 11), (11, 3), (16, 5), (5, 16)]
+WINDOWS = [(wl, wr) for wl in (-1, 0, 1, 2, 5, 12) for wr in (-1, 0, 1, 3, 12)]
+
+
+class PeersWindowSoftcap(unittest.TestCase):
+    """Issue 30, the peers' side: sliding windows and soft-capping. FA4 gets them as its own
+    arguments (fa4.fa4_window_args), PyTorch SDPA SKIPs them with the reason, FlexAttention (flex.py)
+    runs them through a mask_mod and a score_mod that are pure functions checked here against
+    attnbench's rule, against attnbench's own visible-pair counts (expand's FLOPs), and through the
+    C API's float64 reference. The C-API tests need ATTNBENCH_BUILD_DIR with attnbench and
+    libattnbench_capi.so (e.g. ATTNBENCH_BUILD_DIR=build-harness); without them they skip."""
+
+    @staticmethod
+    def problem(sq, skv, wl=-1, wr=-1, causal=False, softcap=0.0, dtype="bf16", hq=4, hkv=2, d=8, b=1):
+        p = {"batch": b, "heads_q": hq, "heads_kv": hkv, "seq_q": sq, "seq_kv": skv, "head_dim": d,
+             "causal": causal, "scale": 1.0 / d ** 0.5, "dtype": dtype}
+        if wl >= 0:
+            p["window_left"] = wl
+        if wr >= 0:
+            p["window_right"] = wr
+        if softcap:
+            p["softcap"] = softcap
+        return p
+
+    # ---------------------------------------------------------------- pure functions, no build needed
+
+    def test_fa4_window_args(self):
+        from scripts.peers import fa4
+        P = self.problem
+        cases = [
+            (P(8, 8), {"causal": False}),
+            (P(8, 8, causal=True), {"causal": True}),
+            (P(8, 8, -1, 0), {"causal": True}),                                   # (unbounded, 0) is causal
+            (P(8, 8, 128, 128), {"causal": False, "window_size": (128, 128)}),
+            (P(8, 8, 128, 0, causal=True), {"causal": False, "window_size": (128, 0)}),
+            (P(8, 8, 128, 7, causal=True), {"causal": False, "window_size": (128, 0)}),  # causal caps right at 0
+            (P(8, 8, -1, 5, causal=True), {"causal": True}),
+            (P(8, 8, 128, -1, causal=True), {"causal": False, "window_size": (128, 0)}),
+            (P(8, 8, 0, 0), {"causal": False, "window_size": (0, 0)}),            # window 0: the diagonal only
+            (P(8, 8, 0, -1), {"causal": False, "window_size": (0, None)}),        # -1: None, never a negative
+            (P(8, 8, -1, 3), {"causal": False, "window_size": (None, 3)}),
+            (P(8, 8, 0, 0, causal=True), {"causal": False, "window_size": (0, 0)}),
+        ]
+        for p, want in cases:
+            with self.subTest(p=p):
+                self.assertEqual(fa4.fa4_window_args(p), want)
+                self.assertEqual(fa4.fa4_window_args({"problem": p}), want)  # a case or its problem
+        # The call: window_size and softcap only when set, so a dense case's call is unchanged.
+        self.assertEqual(fa4.fa4_kwargs(P(8, 8, causal=True), False),
+                         {"softmax_scale": P(8, 8)["scale"], "deterministic": False, "return_lse": True,
+                          "causal": True})
+        kw = fa4.fa4_kwargs(P(8, 8, 4, 0, causal=True, softcap=30.0), True)
+        self.assertEqual((kw["window_size"], kw["causal"], kw["softcap"], kw["deterministic"]), ((4, 0), False, 30.0, True))
+        # FA4's mask under the mapped arguments is attnbench's, every key of every small shape.
+        for sq, skv in SHAPES:
+            for wl, wr in WINDOWS:
+                for causal in (False, True):
+                    p = P(sq, skv, wl, wr, causal)
+                    kw = fa4.fa4_window_args(p)
+                    for i in range(sq):
+                        for j in range(skv):
+                            self.assertEqual(fa4_visible(kw, sq, skv, i, j), attnbench_visible(p, i, j),
+                                             f"{p} {kw} query {i} key {j}")
+        # FA4 plans every window and soft cap (nothing SKIPs for them); f32 SKIPs as before.
+        b = fa4.Fa4(False, {})
+        self.assertIsNone(b.plan_skip({"problem": P(8, 8, 3, 0, True, softcap=50.0)}, "bwd"))
+        self.assertIn("f16 and bf16", b.plan_skip({"problem": P(8, 8, 3, 0, dtype="f32")}, "fwd"))
+
+    def test_flex_mask_is_attnbench_rule(self):
+        """flex.mask_mod on Python ints, every (query, key) of small shapes, seq_q above and below
+        seq_kv, against the rule written out from its statement."""
+        from scripts.peers import flex
+        n = 0
+        for sq, skv in SHAPES:
+            for wl, wr in WINDOWS:
+                for causal in (False, True):
+                    p = self.problem(sq, skv, wl, wr, causal)
+                    m = flex.mask_mod(p)
+                    self.assertEqual(m is None, not causal and wl < 0 and wr < 0, p)
+                    for i in range(sq):
+                        for j in range(skv):
+                            got = True if m is None else m(0, 1, i, j)
+                            self.assertIsInstance(got, bool)
+                            self.assertEqual(got, attnbench_visible(p, i, j), f"{p} query {i} key {j}")
+                            n += 1
+        self.assertGreater(n, 50000)
+        self.assertTrue(flex.has_feature(self.problem(4, 4, softcap=1.0)))
+        self.assertTrue(flex.has_feature(self.problem(4, 4, 0, -1)))
+        self.assertFalse(flex.has_feature(self.problem(4, 4, causal=True)))
+
+    def test_flex_score_mod_is_the_soft_cap(self):
+        import math
+        from scripts.peers import flex
+        self.assertIsNone(flex.score_mod(self.problem(4, 4), math.tanh))
+        f = flex.score_mod(self.problem(4, 4, softcap=30.0), math.tanh)
+        for s in (-100.0, -3.0, 0.0, 0.5, 29.0, 1e4):
+            self.assertAlmostEqual(f(s, 0, 0, 1, 2), 30.0 * math.tanh(s / 30.0), places=12)
+        self.assertLess(f(1e4, 0, 0, 0, 0), 30.0 + 1e-12)
+
+    def test_problem_fields_checked(self):
+        ok = self.problem(4, 6, 2, 0, True, softcap=5.0)
+        peers_common.check_problem(ok)
+        for bad, field in (({"window": 3}, "problem.window"), ({"window_left": -2}, "problem.window_left"),
+                           ({"window_right": 1.5}, "problem.window_right"), ({"softcap": -1}, "problem.softcap"),
+                           ({"softcap": "30"}, "problem.softcap")):
+            with self.subTest(bad=bad), self.assertRaises(peers_common.BadInput) as e:
+                peers_common.check_problem(dict(ok, **bad))
+            self.assertIn(field, str(e.exception))
+        self.assertEqual(peers_common.visible_bounds(self.problem(4, 6)), (None, None))
+        self.assertEqual(peers_common.visible_bounds(self.problem(4, 6, causal=True)), (None, 2))
+        self.assertEqual(peers_common.visible_bounds(self.problem(6, 4, 3, 1)), (-5, -1))
+
+    def test_sdpa_skips_windows_and_softcap(self):
+        from scripts.peers import torch_sdpa
+        b = torch_sdpa.Sdpa("flash")
+        for p, why in ((self.problem(8, 8, 4, 4), "no sliding window"), (self.problem(8, 8, 4, 0, True), "no sliding window"),
+                       (self.problem(8, 8, softcap=30.0), "no logit soft-capping")):
+            for ps in peers_common.PASSES:
+                r = b.plan_skip({"problem": p}, ps)
+                self.assertIn(why, r)
+                self.assertIn("torch.flex_attention", r)
+        self.assertIsNone(b.plan_skip({"problem": self.problem(8, 8, causal=True)}, "fwd"))
+
+    # ---------------------------------------------------------------- dry runs (attnbench expand)
+
+    @unittest.skipUnless(BUILD and os.access(os.path.join(BUILD, "attnbench"), os.X_OK),
+                         "needs ATTNBENCH_BUILD_DIR with the attnbench binary (e.g. build-harness)")
+    def test_dry_runs_plan_flex_and_fa4_and_skip_sdpa(self):
+        peers = os.path.join(ROOT, "scripts", "peers", "peers.py")
+        for cfg, n_cases, why in (("window.json", 18, "PyTorch SDPA has no sliding window"),
+                                  ("softcap.json", 24, "PyTorch SDPA has no logit soft-capping")):
+            with self.subTest(cfg=cfg):
+                path = os.path.join(ROOT, "configs", cfg)
+                cases = peers_common.expand(EXE, path)
+                self.assertEqual(len(cases), n_cases)
+                self.assertTrue(all(c["problem"].get("window_left", -1) >= 0 or c["problem"].get("softcap", 0) > 0
+                                    for c in cases))
+                p = run(peers, path, "--dry-run", "--attnbench", EXE)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                # Per case: 5 FA4 rows, 3 FlexAttention rows, 12 PyTorch SDPA rows that SKIP with the reason.
+                for c in cases:
+                    self.assertIn(f"#{c['case_index']:<4} {c['case']}", p.stdout)
+                self.assertEqual(p.stdout.count(" 20 rows "), n_cases)
+                self.assertIn(f"{20 * n_cases} rows: fa4.flash_attn, fa4.flash_attn[deterministic=1], torch.sdpa_flash, "
+                              "torch.sdpa_efficient, torch.sdpa_cudnn, torch.sdpa_math, torch.flex_attention", p.stdout)
+                skip = [x for x in p.stdout.splitlines() if x.strip().startswith("SKIP")]
+                self.assertEqual(len(skip), n_cases)
+                for x in skip:
+                    self.assertIn("SKIP 12: torch.sdpa_flash, torch.sdpa_efficient, torch.sdpa_cudnn, torch.sdpa_math "
+                                  "(fwd,bwd,fwd_bwd): " + why, x)
+                    rows = x.split("): ", 1)[0]  # the rows that SKIP, before the reason
+                    self.assertNotIn("fa4", rows)
+                    self.assertNotIn("flex_attention", rows)
+                self.assertIn(f"{12 * n_cases} of them SKIP without running", p.stdout)
+                q = run(os.path.join(ROOT, "scripts", "peers", "flex.py"), path, "--dry-run", "--attnbench", EXE)
+                self.assertEqual(q.returncode, 0, q.stderr)
+                self.assertIn(f"{3 * n_cases} rows: torch.flex_attention", q.stdout)
+        # A dense config: no FlexAttention rows unless asked, so its row count is unchanged.
+        grid = os.path.join(ROOT, "configs", "fa3_grid.json")
+        p = run(peers, grid, "--dry-run", "--attnbench", EXE)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("612 rows: fa4.flash_attn", p.stdout)  # 36 cases x (5 FA4 + 12 PyTorch)
+        self.assertNotIn("flex", p.stdout)
+        q = run(os.path.join(ROOT, "scripts", "peers", "flex.py"), grid, "--dry-run", "--attnbench", EXE)
+        self.assertEqual(q.returncode, 2)
+        self.assertIn("rows for none of its cases", q.stderr)
+        q = run(os.path.join(ROOT, "scripts", "peers", "flex.py"), grid, "--dry-run", "--flex-dense", "--attnbench", EXE)
+        self.assertEqual(q.returncode, 0, q.stderr)
+        self.assertIn("108 rows: torch.flex_attention", q.stdout)
+
+    @unittest.skipUnless(BUILD and os.access(os.path.join(BUILD, "attnbench"), os.X_OK),
+                         "needs ATTNBENCH_BUILD_DIR with the attnbench binary (e.g. build-harness)")
+    def test_flex_mask_counts_attnbench_visible_pairs(self):
+        """attnbench itself counts a window's visible pairs (its FLOPs count only those): the mask
+        FlexAttention is given sees exactly as many, in every case of a sweep of small shapes."""
+        from scripts.peers import flex
+        shapes = [(sq, skv) for sq in (1, 5, 13) for skv in (1, 6, 13)]
+        zipped = {"seq_q": [], "seq_kv": [], "window_left": [], "window_right": [], "causal": []}
+        for sq, skv in shapes:
+            for wl, wr in ((0, 0), (2, -1), (-1, 1), (3, 5), (20, 0)):
+                for causal in (False, True):
+                    for k, v in zip(zipped, (sq, skv, wl, wr, causal)):
+                        zipped[k].append(v)
+        cfg = {"name": "flex_mask", "groups": [{"problem": {"head_dim": 8, "heads": 1, "batch": 1, "dtype": "f32"},
+                                                "sweep": {"zip": [zipped]}, "implementations": ["cpu.naive_3pass"],
+                                                "passes": ["fwd"]}]}
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "flex_mask.json")
+            write(path, json.dumps(cfg))
+            cases = peers_common.expand(EXE, path)
+        self.assertEqual(len(cases), len(zipped["seq_q"]))
+        for c in cases:
+            p = c["problem"]
+            m = flex.mask_mod(p)
+            pairs = sum(1 for i in range(p["seq_q"]) for j in range(p["seq_kv"]) if m(0, 0, i, j))
+            self.assertEqual(4 * p["head_dim"] * pairs, c["flops"]["fwd"], c["case"])
+
+    # ---------------------------------------------------------------- the C API (version 2)
+
+    def capi(self):
+        lib = os.path.join(BUILD, "libattnbench_capi.so") if BUILD else ""
+        if not (BUILD and os.path.isfile(lib) and os.access(os.path.join(BUILD, "attnbench"), os.X_OK)):
+            self.skipTest("needs ATTNBENCH_BUILD_DIR with attnbench and libattnbench_capi.so (e.g. build-harness): "
+                          "the C API is not built")
+        return peers_common.Capi(lib)
+
+    def test_capi_declares_and_refuses(self):
+        capi = self.capi()
+        self.assertEqual(capi.lib.ab_capi_version(), 2)
+        p = self.problem(7, 11, 2, 1, dtype="f32")
+        for ps in ("fwd", "bwd"):
+            c = capi.call("cpu.online_2pass", p, ps)
+            try:
+                self.assertEqual(c.supports(), "sliding window not supported")
+            finally:
+                c.close()
+        c = capi.call("cpu.naive_3pass", dict(p, softcap=5.0), "fwd")
+        try:
+            self.assertEqual(c.supports(), "")
+        finally:
+            c.close()
+        # An unknown problem key is refused by name (it would otherwise be verified as dense).
+        with self.assertRaises(RuntimeError) as e:
+            capi.call("cpu.naive_3pass", dict(p, window=3), "fwd")
+        self.assertIn("problem.window", str(e.exception))
+        with self.assertRaises(RuntimeError) as e:
+            capi.case({"problem": dict(p, sliding=3), "inputs": {}, "verify": {}, "passes_run": ["fwd"]}, "cpu")
+        self.assertIn("problem.sliding", str(e.exception))
+        with self.assertRaises(RuntimeError) as e:
+            capi.call("cpu.naive_3pass", dict(p, window_left=-2), "fwd")
+        self.assertIn("window_left", str(e.exception))
+
+    def test_capi_reference_applies_window_and_softcap(self):
+        """A pure-Python peer that uses flex.py's mask_mod and score_mod on the harness's inputs
+        PASSes attnbench's verification (float64 reference, cpu.naive_3pass baseline) on windowed and
+        soft-capped cases with seq_q above and below seq_kv and GQA; the same computation with the
+        window or the cap left out FAILs on O and LSE: the reference is not the dense one."""
+        import ctypes
+        import math
+        from scripts.peers import flex
+        capi = self.capi()
+        cfg = {"name": "flex_ref", "groups": [{
+            "problem": {"head_dim": 8, "heads_q": 4, "heads_kv": 2, "batch": 2, "dtype": "f32"},
+            "sweep": {"zip": [{"seq_q": [7, 12, 9, 10, 11, 6], "seq_kv": [12, 7, 9, 10, 11, 9],
+                               "causal": [False, True, False, True, False, True],
+                               "window_left": [2, 3, 0, -1, -1, 1], "window_right": [1, -1, 0, 2, -1, 0],
+                               "softcap": [0, 0, 2.5, 1.5, 0.75, 0.5]}]},
+            "implementations": ["cpu.naive_3pass"], "passes": ["fwd"], "verify": {"mode": "full"}}]}
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "flex_ref.json")
+            write(path, json.dumps(cfg))
+            cases = peers_common.expand(EXE, path)
+        self.assertEqual(len(cases), 6)
+        dev = peers_common.HostCpu()
+
+        def attention(case, t, use_mask=True, use_cap=True):
+            p = case["problem"]
+            b, hq, hkv, sq, skv, d = (p[k] for k in ("batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim"))
+            arr = {n: (ctypes.c_float * (t[n].nbytes // 4)).from_address(t[n].ptr) for n in ("q", "k", "v")}
+            mask = flex.mask_mod(p) if use_mask else None
+            cap = flex.score_mod(p, math.tanh) if use_cap else None
+            o, lse = dev.empty(case, "o"), dev.empty(case, "lse")
+            O = (ctypes.c_float * (o.nbytes // 4)).from_address(o.ptr)
+            L = (ctypes.c_float * (lse.nbytes // 4)).from_address(lse.ptr)
+            for bi in range(b):
+                for h in range(hq):
+                    g = h // (hq // hkv)
+                    for i in range(sq):
+                        qo = ((bi * sq + i) * hq + h) * d
+                        s = {}
+                        for j in range(skv):
+                            if mask is None or mask(bi, h, i, j):
+                                ko = ((bi * skv + j) * hkv + g) * d
+                                x = p["scale"] * sum(arr["q"][qo + e] * arr["k"][ko + e] for e in range(d))
+                                s[j] = cap(x, bi, h, i, j) if cap else x
+                        if not s:
+                            L[(bi * hq + h) * sq + i] = -math.inf
+                            for e in range(d):
+                                O[qo + e] = 0.0
+                            continue
+                        m = max(s.values())
+                        z = sum(math.exp(x - m) for x in s.values())
+                        L[(bi * hq + h) * sq + i] = m + math.log(z)
+                        for e in range(d):
+                            O[qo + e] = sum(math.exp(x - m) / z * arr["v"][((bi * skv + j) * hkv + g) * d + e]
+                                            for j, x in s.items())
+            return {"O": o, "LSE": lse}
+
+        for case in cases:
+            p = case["problem"]
+            with self.subTest(case=case["case"]):
+                case["passes_run"] = ["fwd"]
+                cc = capi.case(case, "cpu")
+                try:
+                    t = dev.inputs(cc, case)
+                    out = attention(case, t)
+                    v = cc.verify("fwd", {n: x.ptr for n, x in out.items()})
+                    self.assertTrue(v["ok"], v.get("reason"))
+                    self.assertEqual(v["baseline"], "cpu.naive_3pass")
+                    wrong = []
+                    if flex.mask_mod(p) is not None and peers_common.has_window(p):
+                        wrong.append(("window left out", attention(case, t, use_mask=False)))
+                    if peers_common.softcap(p) > 0:
+                        wrong.append(("soft cap left out", attention(case, t, use_cap=False)))
+                    self.assertTrue(wrong)
+                    for what, out in wrong:
+                        v = cc.verify("fwd", {n: x.ptr for n, x in out.items()})
+                        self.assertFalse(v["ok"], what)
+                        bad = {o["name"] for o in v["outputs"] if not o["ok"]}
+                        # A window of one key (wl0_wr0) leaves O alone whatever the cap: the LSE shows it.
+                        self.assertTrue(bad & {"O", "LSE"}, f"{what}: {v['reason']}")
+                        if what == "window left out":
+                            self.assertIn("O", bad, v["reason"])
+                finally:
+                    cc.close()
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

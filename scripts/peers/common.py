@@ -1,6 +1,6 @@
 """What every attnbench peer shares (docs/peers.md): the cases, the inputs, the verification, the
-timer, the rows and the results file. A peer (torch_sdpa.py, fa4.py, attnbench_impls.py) only says
-how to call its kernels; the rest is here, and the facts themselves live in the harness:
+timer, the rows and the results file. A peer (torch_sdpa.py, fa4.py, flex.py, attnbench_impls.py)
+only says how to call its kernels; the rest is here, and the facts themselves live in the harness:
 
   cases         `attnbench expand CONFIG [--case GLOB] [--pass P]`: labels, case indices, problems,
                 FLOPs, io_bytes, config hash, seed, verify and timing settings (no config parsing here)
@@ -126,8 +126,59 @@ def expand(attnbench, config, cases=None, passes=None, verify=None):
             raise BadInput(f"attnbench expand: line {n} is not JSON ({e}); is {attnbench} this tree's build?")
         if j.get("schema") != "attnbench.expand/2":
             raise BadInput(f"attnbench expand: line {n}: unexpected schema {j.get('schema')!r}")
+        check_problem(j.get("problem", {}), f"attnbench expand: case {j.get('case')}: problem")
         out.append(j)
     return out
+
+
+# The fields of attnbench's Problem (core/include/attnbench/problem.hpp) as expand writes them; the
+# window and the soft cap only when set. A field not listed here would be dropped by a peer that
+# does not know it (a windowed case timed as a dense one), so expand() refuses it.
+PROBLEM_KEYS = ("batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim", "causal", "scale", "dtype",
+                "window_left", "window_right", "softcap")
+
+
+def check_problem(p, where="problem"):
+    """BadInput naming the field when p has a key the peers do not know or a window / soft cap
+    they cannot read (attnbench validates its own cases; this guards a newer or older binary)."""
+    for k in p:
+        if k not in PROBLEM_KEYS:
+            raise BadInput(f"{where}.{k} = {json.dumps(p[k])}: not a problem field these peers know "
+                           f"({', '.join(PROBLEM_KEYS)}); is attnbench newer than scripts/peers?")
+    for k in ("window_left", "window_right"):
+        v = p.get(k, -1)
+        if isinstance(v, bool) or not isinstance(v, int) or v < -1:
+            raise BadInput(f"{where}.{k} = {json.dumps(v)}: must be -1 (unbounded) or an integer >= 0")
+    c = p.get("softcap", 0)
+    if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) or c < 0:
+        raise BadInput(f"{where}.softcap = {json.dumps(c)}: must be a finite number >= 0 (0: off)")
+
+
+def window(p):
+    """(window_left, window_right) of a problem as attnbench reads it: -1 = that side unbounded."""
+    return int(p.get("window_left", -1)), int(p.get("window_right", -1))
+
+
+def has_window(p):
+    return any(w >= 0 for w in window(p))
+
+
+def softcap(p):
+    """The soft cap (0: off): the scaled score s becomes softcap * tanh(s / softcap)."""
+    return float(p.get("softcap", 0) or 0)
+
+
+def visible_bounds(p):
+    """The keys query i sees, as bounds on the offset j - i: (lo, hi), query i seeing key j iff
+    lo <= j - i <= hi, None for an unbounded side. attnbench's rule (problem.hpp), bottom-right
+    aligned: with the diagonal c(i) = i + seq_kv - seq_q, c(i) - window_left <= j <=
+    c(i) + window_right, -1 leaving a side unbounded; causal bounds the right side at 0
+    (min(window_right, 0), or 0 when window_right is unbounded). (None, None): every key."""
+    left, right = window(p)
+    if p.get("causal"):
+        right = 0 if right < 0 else min(right, 0)
+    d = int(p["seq_kv"]) - int(p["seq_q"])
+    return (d - left if left >= 0 else None), (d + right if right >= 0 else None)
 
 
 def numel(shape):
@@ -531,7 +582,17 @@ class Backend:
     def context(self):
         return {}
 
+    def plans(self, case):
+        """Whether this backend has rows for the case at all (False: no row, not even a SKIP)."""
+        return True
+
+    def plan_skip(self, case, pass_name):
+        """A SKIP known from the case alone, without PyTorch or a GPU (the dry run lists it):
+        a feature the peer's API cannot express. None: the row runs (and may still SKIP)."""
+        return None
+
     def skip_reason(self, case, pass_name):
+        """A SKIP known once the peer is set up (its package, its version)."""
         return None
 
     def make(self, dev, case, pass_name, t):
@@ -558,12 +619,15 @@ class Call:
         return self.outputs()
 
 
-def autograd_call(dev, case, pass_name, t, forward):
-    """The Call of an autograd peer (PyTorch SDPA, FA4). forward(q, k, v) -> (O as BSHD, LSE as
-    [b, hq, sq] float32 or None) on BSHD leaves that require grad, so the forward also saves
-    what its backward needs (attnbench's forward writes the LSE). fwd: the forward; bwd:
+def autograd_call(dev, case, pass_name, t, forward, compile_first=False):
+    """The Call of an autograd peer (PyTorch SDPA, FA4, FlexAttention). forward(q, k, v) -> (O as
+    BSHD, LSE as [b, hq, sq] float32 or None) on BSHD leaves that require grad, so the forward also
+    saves what its backward needs (attnbench's forward writes the LSE). fwd: the forward; bwd:
     torch.autograd.grad over one forward done beforehand (untimed, on the calls' stream, so the
-    backward's kernels run and are captured there), retained; fwd_bwd: both."""
+    backward's kernels run and are captured there), retained; fwd_bwd: both. compile_first: the
+    validation call is preceded by one call whose outputs are dropped, after which the peak memory
+    counter restarts (torch.compile compiles and benchmarks its kernel choices in a first call,
+    with buffers that are not the call's memory)."""
     torch = dev.torch
     q, k, v = (x.detach().requires_grad_() for x in (t["q"], t["k"], t["v"]))
     dout = t["dout"]
@@ -594,6 +658,13 @@ def autograd_call(dev, case, pass_name, t, forward):
         return out
 
     def validate():
+        if compile_first:
+            with torch.cuda.stream(dev.side):
+                fn()
+            for x in ("o", "lse", "grads"):
+                st.pop(x, None)
+            dev.sync()
+            torch.cuda.reset_peak_memory_stats(dev.dev)
         names = (["o", "lse"] if pass_name != "bwd" else []) + (["q", "k", "k"] if pass_name != "fwd" else [])
         dev.poison_allocator(case, names)
         with torch.cuda.stream(dev.side):
@@ -775,7 +846,7 @@ def plan(cases, backends, passes_override):
     out = []
     for c in cases:
         passes = passes_override or c["passes"]
-        pairs = [(b, ps) for b in backends for ps in passes if b.passes is None or ps in b.passes]
+        pairs = [(b, ps) for b in backends if b.plans(c) for ps in passes if b.passes is None or ps in b.passes]
         pairs = [(b, ps) for b, ps in pairs if b.device_kind in c.get("runs_on", [])]
         if pairs:
             out.append((c, pairs))
@@ -786,22 +857,39 @@ def dry_run(prog, planned, backends, cases):
     c0 = cases[0]
     print(f"config {c0['config_name']} (hash {c0['config_hash']}), seed {c0['inputs']['seed']}, "
           f"inputs {c0['inputs']['distribution']}; cases from attnbench expand")
-    total = 0
+    total = skipped = 0
+    shown = lambda b: b.impl + "".join(f"[{k}={v}]" for k, v in b.options.items())  # noqa: E731
     for c, pairs in planned:
         total += len(pairs)
         fl = " ".join(f"{ps}={c['flops'][ps] / 1e9:.4g}" for ps in sorted({p for _, p in pairs}, key=PASSES.index))
         print(f"  #{c['case_index']:<4} {c['case']:<52} verify {c['verify']['resolved']:<7} {len(pairs)} rows  GFLOP {fl}")
+        why = {}  # reason -> {backend: [passes]}, in plan order
+        for b, ps in pairs:
+            r = b.plan_skip(c, ps)
+            if r:
+                why.setdefault(r, {}).setdefault(shown(b), []).append(ps)
+                skipped += 1
+        for r, rows in why.items():
+            by_passes = {}  # the backends with the same passes on one line
+            for n, ps in rows.items():
+                by_passes.setdefault(",".join(ps), []).append(n)
+            print(f"          SKIP {sum(len(p) for p in rows.values())}: "
+                  + "; ".join(f"{', '.join(ns)} ({ps})" for ps, ns in by_passes.items()) + f": {r}")
     left = len(cases) - len(planned)
     if left:
-        print(f"  ({left} cases left out: their groups do not run on {backends[0].device_kind if backends else '?'})")
-    names = ", ".join(dict.fromkeys(b.impl + "".join(f"[{k}={v}]" for k, v in b.options.items()) for b in backends))
+        print(f"  ({left} cases left out: their groups do not run on {backends[0].device_kind if backends else '?'}"
+              ", or no selected peer has rows for them)")
+    used = {id(b) for _, pairs in planned for b, _ in pairs}
+    names = ", ".join(dict.fromkeys(shown(b) for b in backends if id(b) in used))
     print(f"{total} rows: {names}")
+    if skipped:
+        print(f"  {skipped} of them SKIP without running (reasons above)")
 
 
 def run_row(dev, cc, case, backend, pass_name, t, args):
     """One (case, backend, pass) row: the validation call, the verdict, the time, the memory."""
     row = blank_row(case, backend, pass_name, dev.name)
-    why = backend.skip_reason(case, pass_name)
+    why = backend.plan_skip(case, pass_name) or backend.skip_reason(case, pass_name)
     if why:
         row["reason"] = why
         return row
@@ -1011,7 +1099,8 @@ def main(prog, description, peers, argv=None, peer_name=None):
             raise BadInput("no peer backend selected")
         planned = plan(cases, backends, args.passes)
         if not planned:
-            raise BadInput(f"{args.config}: no case runs on {dev_kind} (the groups' devices / implementations exclude it)")
+            raise BadInput(f"{args.config}: no case runs on {dev_kind} (the groups' devices / implementations exclude "
+                           "it, or the selected peers have rows for none of its cases)")
         if args.dry_run:
             dry_run(prog, planned, backends, cases)
             return 0

@@ -7,13 +7,16 @@ flash_bwd_sm90 kernels, FlashAttention-3's design) as a peer of attnbench, in at
 
 Rows fa4.flash_attn (options {}) and, for bwd and fwd_bwd, fa4.flash_attn with options
 {"deterministic": 1} (its deterministic backward, timed as its own row). One call is
-flash_attn.cute.flash_attn_func(q, k, v, softmax_scale, causal, deterministic, return_lse=True) on
-attnbench's BSHD tensors (FA4's native layout, no copy): O and the natural-log LSE [b, hq, sq]
-float32, both verified, and dQ, dK, dV through autograd. GQA: FA4 maps query head h to kv head
-h / (hq / hkv), as attnbench. Causal: FA4's mask keeps key j for query i iff
-j <= i + seq_kv - seq_q (bottom-right, as attnbench; the verification checks it on the odd shapes).
+flash_attn.cute.flash_attn_func(q, k, v, softmax_scale, causal, deterministic, return_lse=True
+[, window_size=(left, right)] [, softcap=C]) on attnbench's BSHD tensors (FA4's native layout, no
+copy): O and the natural-log LSE [b, hq, sq] float32, both verified, and dQ, dK, dV through
+autograd. GQA: FA4 maps query head h to kv head h / (hq / hkv), as attnbench. Causal: FA4's mask
+keeps key j for query i iff j <= i + seq_kv - seq_q (bottom-right, as attnbench; the verification
+checks it on the odd shapes). Window and soft cap: fa4_window_args() below (FA4's local mask is
+bottom-right aligned too); FA4's softcap is softcap * tanh(scale * s / softcap), attnbench's.
 f32 is a SKIP (FA4 takes f16/bf16); a case FA4 refuses (its assertions: head_dim, GPU
-architecture) is a SKIP with its message; a missing package makes every row a SKIP saying so.
+architecture, softcap in some backward kernels) is a SKIP with its message; a missing package makes
+every row a SKIP saying so.
 
 Where FA4 comes from: `pip install flash-attn-4` (a GPU machine with network), or a site folder
 unpacked from wheels (the GPU machine here: ../shared/peers/README.md), added with
@@ -36,6 +39,38 @@ DEFAULT_SITE = "/tmp/fa4site"
 DISTRIBUTIONS = ("flash-attn-4", "nvidia-cutlass-dsl", "quack-kernels", "apache-tvm-ffi")
 
 
+def fa4_window_args(case):
+    """attnbench's causal and window (a case or its problem) as flash_attn_func's arguments:
+    {"causal": bool} and, when a window remains, "window_size": (left, right) with None for an
+    unbounded side (FA4 4.0.0b36, flash_attn/cute/interface.py: only None is unbounded there; a
+    negative side is not, unless both are). Both conventions are bottom-right aligned: FA4's local
+    mask keeps key j for query i iff i + seq_k - seq_q - left <= j <= i + seq_k - seq_q + right,
+    attnbench's window exactly. Causal is folded in here, not left to FA4: attnbench's causal caps
+    the right side at 0, so causal with a left bound is the window (left, 0) with causal False,
+    and a window (unbounded, 0) is plain causal (as FA4 itself would resolve both). Every
+    combination of (window_left, window_right, causal) maps; none is a SKIP."""
+    p = case.get("problem", case)
+    left, right = common.window(p)
+    if p.get("causal"):
+        right = 0 if right < 0 else min(right, 0)
+    if left < 0 and right < 0:
+        return {"causal": False}
+    if left < 0 and right == 0:
+        return {"causal": True}
+    return {"causal": False, "window_size": (left if left >= 0 else None, right if right >= 0 else None)}
+
+
+def fa4_kwargs(case, deterministic):
+    """flash_attn_func's keyword arguments for a case (window_size and softcap only when set, so
+    a dense case makes the same call as before windows existed)."""
+    p = case.get("problem", case)
+    kw = {"softmax_scale": p["scale"], "deterministic": deterministic, "return_lse": True}
+    kw.update(fa4_window_args(p))
+    if common.softcap(p) > 0:
+        kw["softcap"] = common.softcap(p)
+    return kw
+
+
 def add_args(ap):
     ap.add_argument("--fa4-site", metavar="DIR",
                     help=f"site folder holding flash_attn.cute (default $ATTNBENCH_FA4_SITE, else {DEFAULT_SITE} "
@@ -55,18 +90,17 @@ class Fa4(common.Backend):
     def context(self):
         return dict(self.state.get("context", {}))
 
-    def skip_reason(self, case, pass_name):
-        if self.state.get("error"):
-            return self.state["error"]
+    def plan_skip(self, case, pass_name):
         if case["problem"]["dtype"] == "f32":
             return "FA4 takes f16 and bf16 only"
         return None
 
+    def skip_reason(self, case, pass_name):
+        return self.state.get("error")
+
     def make(self, dev, case, pass_name, t):
-        p = case["problem"]
         func = self.state["func"]
-        kw = {"softmax_scale": p["scale"], "causal": bool(p["causal"]), "deterministic": self.deterministic,
-              "return_lse": True}
+        kw = fa4_kwargs(case, self.deterministic)
 
         def forward(q, k, v):  # BSHD in, BSHD out; LSE [b, hq, sq] float32, natural log
             o, lse = func(q, k, v, **kw)
@@ -103,8 +137,11 @@ def load(args):
     mod = sys.modules.get("flash_attn.cute")
     st["context"] = {"package": "flash-attn-4", "versions": versions, "site": where or "(installed)",
                      "module": getattr(mod, "__file__", None), "call": "flash_attn.cute.flash_attn_func(q, k, v, "
-                     "softmax_scale, causal, deterministic, return_lse=True), BSHD",
-                     "causal_alignment": "bottom-right (FA4's mask: key j visible to query i iff j <= i + skv - sq)"}
+                     "softmax_scale, causal, deterministic, return_lse=True[, window_size=(left, right)][, softcap]), "
+                     "BSHD",
+                     "causal_alignment": "bottom-right (FA4's mask: key j visible to query i iff j <= i + skv - sq)",
+                     "window": "window_size=(left, right), None unbounded, bottom-right aligned as attnbench's; "
+                               "causal with a left bound passed as the window (left, 0) (fa4_window_args)"}
     return st
 
 

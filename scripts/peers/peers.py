@@ -5,8 +5,9 @@ naive baseline are made once for all of them (docs/peers.md).
     python3 scripts/peers/peers.py CONFIG.json --peers fa4,torch_sdpa [--backend flash,cudnn] [--out FILE]
     python3 scripts/peers/peers.py CONFIG.json --peers fa4,torch_sdpa,attnbench --impl cuda.cudnn_sdpa --dry-run
 
---peers: fa4 (fa4.py), torch_sdpa (torch_sdpa.py), attnbench (attnbench_impls.py); default
-fa4,torch_sdpa. Every other flag is the one of the peer it belongs to, or common (common.py).
+--peers: fa4 (fa4.py), torch_sdpa (torch_sdpa.py), flex (flex.py), attnbench (attnbench_impls.py);
+default fa4,torch_sdpa,flex (flex has rows only for cases with a window or a soft cap unless
+--flex-dense). Every other flag is the one of the peer it belongs to, or common (common.py).
 """
 import os
 import sys
@@ -14,13 +15,14 @@ import sys
 if not __package__:  # run as a file: the repository root on the path, for the `scripts` package
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from scripts.entry import run  # noqa: E402
-from scripts.peers import attnbench_impls, common, fa4, torch_sdpa  # noqa: E402
+from scripts.peers import attnbench_impls, common, fa4, flex, torch_sdpa  # noqa: E402
 
-PEERS = {"fa4": fa4, "torch_sdpa": torch_sdpa, "attnbench": attnbench_impls}
+PEERS = {"fa4": fa4, "torch_sdpa": torch_sdpa, "flex": flex, "attnbench": attnbench_impls}
+DEFAULT = ["fa4", "torch_sdpa", "flex"]
 
 
 def main(argv):
-    picked, rest, i = ["fa4", "torch_sdpa"], [], 0
+    picked, rest, i = list(DEFAULT), [], 0
     while i < len(argv):
         a = argv[i]
         if a == "--peers" and i + 1 < len(argv):
@@ -51,7 +53,8 @@ def main(argv):
 
         @staticmethod
         def add_args(ap):
-            ap.add_argument("--peers", help="fa4, torch_sdpa, attnbench; comma-separated (default fa4,torch_sdpa)")
+            ap.add_argument("--peers", help="fa4, torch_sdpa, flex, attnbench; comma-separated (default "
+                                            + ",".join(DEFAULT) + ")")
 
         @staticmethod
         def backends(args, kind):

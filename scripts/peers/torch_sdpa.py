@@ -9,8 +9,11 @@ Rows torch.sdpa_flash, torch.sdpa_efficient, torch.sdpa_cudnn, torch.sdpa_math: 
 at a time (torch.nn.attention.sdpa_kernel). Inputs are attnbench's BSHD tensors seen as [b, h, s, d]
 views; GQA/MQA through enable_gqa=True; causal bottom-right (is_causal when seq_q == seq_kv, else
 torch.nn.attention.bias.causal_lower_right); causal with seq_q > seq_kv is a SKIP (PyTorch gives
-NaN rows where attnbench defines O = 0). A backend that refuses a case is a SKIP with PyTorch's
-reason. The public API returns no LSE: O, dQ, dK, dV are verified (the note says so).
+NaN rows where attnbench defines O = 0). A sliding window or a soft cap is a SKIP for every
+backend: SDPA has neither (a window would be a dense boolean attn_mask, which computes and times
+every score, and the flash backend takes no mask at all; torch.flex_attention, flex.py, runs them).
+A backend that refuses a case is a SKIP with PyTorch's reason. The public API returns no LSE: O,
+dQ, dK, dV are verified (the note says so).
 Cases, inputs, verification, timing and the results file: scripts/peers/common.py (docs/peers.md).
 Exit codes: 0 done (fail/skip rows included), 1 stopped early, 2 bad input or PyTorch missing.
 """
@@ -23,6 +26,9 @@ from scripts.entry import run  # noqa: E402
 from scripts.peers import common  # noqa: E402
 
 name = "torch_sdpa"
+NO_WINDOW = ("PyTorch SDPA has no sliding window (a boolean attn_mask would compute every score of the dense "
+             "problem, and the flash backend takes none): see torch.flex_attention (flex.py)")
+NO_SOFTCAP = "PyTorch SDPA has no logit soft-capping: see torch.flex_attention (flex.py)"
 BACKENDS = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION",
             "math": "MATH"}
 
@@ -63,14 +69,22 @@ class Sdpa(common.Backend):
             self.causal_lower_right = None
         self.has_gqa = common.torch_version_at_least(torch, 2, 5)
 
+    def plan_skip(self, case, pass_name):
+        p = case["problem"]
+        if common.has_window(p):
+            return NO_WINDOW
+        if common.softcap(p) > 0:
+            return NO_SOFTCAP
+        if p["causal"] and p["seq_q"] > p["seq_kv"]:
+            return "PyTorch's lower-right causal bias gives NaN rows for seq_q > seq_kv"
+        return None
+
     def skip_reason(self, case, pass_name):
         p, v = case["problem"], self.torch.__version__
         if self.sdpa_kernel is None or self.backend is None:
             return f"torch {v} has no sdpa_kernel / SDPBackend.{self.member} (needs >= 2.3)"
         if p["heads_q"] != p["heads_kv"] and not self.has_gqa:
             return f"torch {v} has no enable_gqa (needs >= 2.5)"
-        if p["causal"] and p["seq_q"] > p["seq_kv"]:
-            return "PyTorch's lower-right causal bias gives NaN rows for seq_q > seq_kv"
         if p["causal"] and p["seq_q"] != p["seq_kv"] and self.causal_lower_right is None:
             return f"torch {v} has no torch.nn.attention.bias.causal_lower_right"
         return None
