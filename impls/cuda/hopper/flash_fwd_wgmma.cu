@@ -20,6 +20,12 @@
 // sees are never loaded; only tiles crossing the diagonal or seq_kv are masked; blocks are
 // launched longest first. GQA/MQA: head h reads K/V head h / (heads_q / heads_kv) through the TMA
 // coordinates; heads of a group are adjacent in the grid, so their K/V stay in L2.
+// Sliding window and soft cap (issue 30; separate instantiations, the dense and causal kernels
+// are unchanged, SASS-identical): a block loads only the tiles between its first row's first
+// visible key and its last row's last one, and masks only those that cross an edge; the soft cap
+// is tanh (the SFU's) of the raw score before the mask, with softcap * log2(e) as the exponent's
+// scale. Both schedules. Measured on the H200 against the dense kernel: window 4096 0.88-1.02x,
+// 512 0.49-0.70x, 128 0.17-0.33x (the short blocks: see docs/tuning_flash_wgmma.md, step 7).
 // Shapes: any seq >= 1 (TMA zero-fills rows past seq_q / seq_kv and clips the O store); head_dim
 // any multiple of 8 up to 256, run on the tile of the next width in {64, 128, 256} (TMA zero-fills
 // the columns past head_dim; the store drops them). Rows that see no key give O = 0 and LSE = -inf.
@@ -288,11 +294,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       Wgmma<T, D>::template rs<1>(o, pa[kk], db, 1);
     }
   };
-  // The soft cap: t = tanh(q.k * softcap_in), before the mask.
+  // The soft cap: t = tanh(q.k * softcap_in), before the mask. tanh.approx.f32, one SFU op: the
+  // SFU is this loop's bottleneck (ex2 per score already), and tanh_fast's ex2 + rcp took the d128
+  // soft cap to 0.66-0.69x of the dense TFLOP/s, tanh.approx to 0.82-0.86x (d256: 0.80-0.85x ->
+  // 0.90-0.95x; results/h200/issue30/job2). Its error, about 2^-11 relative, moves a capped logit
+  // by at most softcap * 2^-11: below what storing S in bf16 moves it (the naive baseline) and
+  // within the rule in f16 on the conformance suite's soft-cap cases (H200, 6 of 6 pass).
   auto cap = [&]() {
     if constexpr (kSoftcap) {
 #pragma unroll
-      for (int i = 0; i < BN / 2; ++i) s[i] = attn_mma::tanh_fast(s[i] * p.var.softcap_in);
+      for (int i = 0; i < BN / 2; ++i) s[i] = attn_mma::tanh_approx(s[i] * p.var.softcap_in);
     }
   };
   // Masks the keys of the block's tile j that row r may not see (past seq_kv, past the diagonal,
@@ -540,10 +551,6 @@ using attnbench::Support;
 
 // The head_dim tiles (a head_dim runs in the smallest that holds it, zero-padded).
 using FwdHeadDims = attnbench::cuda::HeadDims<64, 128, 256>;
-
-bool has_variant(const Problem& pr) {
-  return pr.has_window() || pr.softcap > 0;
-}
 
 // f(kernel, Cfg{}) for the problem's (dtype, head_dim tile, causal, window, soft cap) and the
 // persistent option: the one static switch (common/dispatch.hpp). A window (on causal's tiles)
