@@ -60,6 +60,35 @@ struct AttnVariant {
   float softcap_log2;  // softcap * log2(e)
 };
 
+// The kernels' window rule, in one place. Everything by value: a reference to a kernel parameter
+// takes its address, which can make the compiler copy the parameters to local memory.
+// The row whose diagonal is diag (i + causal_offset) may not see key j.
+constexpr bool window_hides(const AttnVariant v, int diag, int j) {
+  return j > diag + v.window_right || j < diag - v.window_left;
+}
+// Keys [n0, n0 + n) cross an edge of the window for some row whose diagonal is in
+// [diag_first, diag_last]: past the first row's right edge or before the last row's left edge.
+// Only such tiles need the mask.
+constexpr bool window_crosses(const AttnVariant v, int diag_first, int diag_last, int n0, int n) {
+  return n0 + n - 1 > diag_first + v.window_right || n0 < diag_last - v.window_left;
+}
+
+// The K/V tiles of BN keys that query rows [m0, m0 + rows) see under the window: tiles first ..
+// first + count - 1 (visibility ranges are non-decreasing in the row, so the first row bounds the
+// left side and the last row the right). The dense and causal kernels keep their own code (their
+// SASS is unchanged by the window).
+struct TileSpan {
+  int first, count;
+};
+template <int BN>
+constexpr TileSpan window_key_tiles(int seq_kv, int causal_offset, const AttnVariant v, int m0,
+                                    int rows) {
+  const int begin = std::max(0, m0 + causal_offset - v.window_left);
+  const int end = std::max(0, std::min(seq_kv, m0 + rows + causal_offset + v.window_right));
+  const int first = begin / BN;
+  return {first, end > begin ? (end + BN - 1) / BN - first : 0};
+}
+
 inline AttnVariant make_variant(const Problem& p) {
   const long long unbounded = std::min<long long>(static_cast<long long>(p.seq_q) + p.seq_kv,
                                                   std::numeric_limits<int>::max() / 4);

@@ -164,19 +164,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     m0 = (kCausal ? p.num_m_blocks - 1 - mi : mi) * Sh::kBlockM;
     h = hb % p.heads_q;
     b = hb / p.heads_q;
-    // Keys [n_begin, n_end) are visible to at least one row of the block (visibility ranges are
-    // non-decreasing in the row).
-    int n_begin = 0, n_end = p.seq_kv;
-    if (kCausal) n_end = max(0, min(p.seq_kv, m0 + Sh::kBlockM + p.causal_offset));
-    if (kLocal) {
-      n_begin = max(0, m0 + p.causal_offset - p.var.window_left);
-      n_end = max(0, min(p.seq_kv, m0 + Sh::kBlockM + p.causal_offset + p.var.window_right));
-    }
     if constexpr (kLocal) {
-      j_first = n_begin / BN;
-      n_tiles = n_end > n_begin ? (n_end + BN - 1) / BN - j_first : 0;
+      const attnbench::cuda::TileSpan tiles =
+          attnbench::cuda::window_key_tiles<BN>(p.seq_kv, p.causal_offset, p.var, m0, Sh::kBlockM);
+      j_first = tiles.first;
+      n_tiles = tiles.count;
     } else {
-      n_tiles = (n_end + BN - 1) / BN;  // (the dense kernels' code as before the window)
+      int n_end = p.seq_kv;  // keys [0, n_end) are visible to at least one row of the block
+      if (kCausal) n_end = max(0, min(p.seq_kv, m0 + Sh::kBlockM + p.causal_offset));
+      n_tiles = (n_end + BN - 1) / BN;
     }
   };
 
@@ -312,19 +308,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     const int n0 = (j_first + j) * BN;
     const int diag = row0 + p.causal_offset;  // the warpgroup's first row's diagonal
     bool need = n0 + BN > p.seq_kv || (kCausal && n0 + BN - 1 > diag);
-    if constexpr (kLocal) {
-      need = need || n0 + BN - 1 > diag + p.var.window_right || n0 < diag + 63 - p.var.window_left;
-    }
+    if constexpr (kLocal)
+      need = need || attnbench::cuda::window_crosses(p.var, diag, diag + 63, n0, BN);
     if (!need) return;
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) {
       const int row = trow + ((i & 2) ? 8 : 0);
       const int col = n0 + 8 * (i / 4) + 2 * (lane % 4) + (i & 1);
       bool hidden = col >= p.seq_kv || (kCausal && col > row + p.causal_offset);
-      if constexpr (kLocal) {
-        hidden = hidden || col > row + p.causal_offset + p.var.window_right ||
-                 col < row + p.causal_offset - p.var.window_left;
-      }
+      if constexpr (kLocal)
+        hidden = hidden || attnbench::cuda::window_hides(p.var, row + p.causal_offset, col);
       if (hidden) s[i] = kNegInf;
     }
   };

@@ -235,8 +235,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     bool need_mask =
         keys_valid < BN || m0 + BM > p.seq_q || (kCausal && m0 + p.causal_offset < n0 + BN - 1);
     if constexpr (kLocal) {
-      need_mask = need_mask || m0 + p.causal_offset + var.window_right < n0 + BN - 1 ||
-                  m0 + BM - 1 + p.causal_offset - var.window_left > n0;
+      need_mask =
+          need_mask || attnbench::cuda::window_crosses(var, m0 + p.causal_offset,
+                                                       m0 + BM - 1 + p.causal_offset, n0, BN);
     }
     // S = Q K^T and dP = dO V^T for this warp's tile.
     float s[kSM][kSN][4], dp[kSM][kSN][4];
@@ -275,10 +276,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
             const int query = m0 + r0 + (e >= 2 ? 8 : 0);
             bool hidden =
                 key >= p.seq_kv || query >= p.seq_q || (kCausal && key > query + p.causal_offset);
-            if constexpr (kLocal) {
-              hidden = hidden || key > query + p.causal_offset + var.window_right ||
-                       key < query + p.causal_offset - var.window_left;
-            }
+            if constexpr (kLocal)
+              hidden = hidden || attnbench::cuda::window_hides(var, query + p.causal_offset, key);
             if (hidden) c[e] = 0.f;
           }
         }
@@ -402,15 +401,17 @@ __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
   const T* v = static_cast<const T*>(p.v) + kv_off;
   T* dq_out = static_cast<T*>(p.dq) + q_off;
 
-  int n_begin = 0, n_end = p.seq_kv;
-  if constexpr (kCausal) n_end = max(0, min(p.seq_kv, m0 + BM + p.causal_offset));
+  int j_first = 0, n_tiles;
   if constexpr (kLocal) {
-    n_begin = max(0, m0 + p.causal_offset - var.window_left);
-    n_end = max(0, min(p.seq_kv, m0 + BM + p.causal_offset + var.window_right));
+    const attnbench::cuda::TileSpan tiles =
+        attnbench::cuda::window_key_tiles<BN>(p.seq_kv, p.causal_offset, var, m0, BM);
+    j_first = tiles.first;
+    n_tiles = tiles.count;
+  } else {
+    int n_end = p.seq_kv;  // keys [0, n_end) are visible to at least one row of the block
+    if constexpr (kCausal) n_end = max(0, min(p.seq_kv, m0 + BM + p.causal_offset));
+    n_tiles = (n_end + BN - 1) / BN;
   }
-  const int j_first = kLocal ? n_begin / BN : 0;
-  const int n_tiles =
-      kLocal ? (n_end > n_begin ? (n_end + BN - 1) / BN - j_first : 0) : (n_end + BN - 1) / BN;
   if (n_tiles == 0) {  // no row sees a key: dQ = 0
     for (int c = tid; c < BM * (D / 8); c += kThreads) {
       const int row = c / (D / 8), col = (c % (D / 8)) * 8;
@@ -487,10 +488,8 @@ __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
       }
     const int diag = m0 + p.causal_offset;
     bool need_mask = n0 + BN > p.seq_kv || (kCausal && n0 + BN - 1 > diag);
-    if constexpr (kLocal) {
-      need_mask = need_mask || n0 + BN - 1 > diag + var.window_right ||
-                  n0 < diag + BM - 1 - var.window_left;
-    }
+    if constexpr (kLocal)
+      need_mask = need_mask || attnbench::cuda::window_crosses(var, diag, diag + BM - 1, n0, BN);
     if (need_mask) {
 #pragma unroll
       for (int nt = 0; nt < kSN; ++nt)
@@ -499,10 +498,8 @@ __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
           const int row = m0 + warp_row0 + (lane >> 2) + (e >= 2 ? 8 : 0);
           const int col = n0 + nt * 8 + 2 * (lane & 3) + (e & 1);
           bool hidden = col >= p.seq_kv || (kCausal && col > row + p.causal_offset);
-          if constexpr (kLocal) {
-            hidden = hidden || col > row + p.causal_offset + var.window_right ||
-                     col < row + p.causal_offset - var.window_left;
-          }
+          if constexpr (kLocal)
+            hidden = hidden || attnbench::cuda::window_hides(var, row + p.causal_offset, col);
           if (hidden) s[0][nt][e] = 0.f;
         }
     }

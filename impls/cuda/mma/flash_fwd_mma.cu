@@ -78,17 +78,18 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
   T* o = static_cast<T*>(p.o) + q_off;
   float* lse = p.lse + (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q + m0;
 
-  // Keys [n_begin, n_end) are visible to at least one row of [m0, m0 + BM): tiles j_first ..
-  // j_first + n_tiles - 1.
-  int n_begin = 0, n_end = p.seq_kv;
-  if constexpr (kCausal) n_end = max(0, min(p.seq_kv, m0 + BM + p.causal_offset));
+  // The K/V tiles j_first .. j_first + n_tiles - 1 are visible to at least one row of the block.
+  int j_first = 0, n_tiles;
   if constexpr (kLocal) {
-    n_begin = max(0, m0 + p.causal_offset - var.window_left);
-    n_end = max(0, min(p.seq_kv, m0 + BM + p.causal_offset + var.window_right));
+    const attnbench::cuda::TileSpan tiles =
+        attnbench::cuda::window_key_tiles<BN>(p.seq_kv, p.causal_offset, var, m0, BM);
+    j_first = tiles.first;
+    n_tiles = tiles.count;
+  } else {
+    int n_end = p.seq_kv;  // keys [0, n_end) are visible to at least one row of the block
+    if constexpr (kCausal) n_end = max(0, min(p.seq_kv, m0 + BM + p.causal_offset));
+    n_tiles = (n_end + BN - 1) / BN;
   }
-  const int j_first = kLocal ? n_begin / BN : 0;
-  const int n_tiles =
-      kLocal ? (n_end > n_begin ? (n_end + BN - 1) / BN - j_first : 0) : (n_end + BN - 1) / BN;
 
   if (n_tiles == 0) {  // no row of the block sees any key: O = 0, LSE = -inf
     for (int c = tid; c < BM * (D / 8); c += kThreads) {
@@ -170,10 +171,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
     // (the window: past its right edge for the first row, before its left edge for the last).
     const int diag = m0 + p.causal_offset;
     bool need_mask = n0 + BN > p.seq_kv || (kCausal && n0 + BN - 1 > diag);
-    if constexpr (kLocal) {
-      need_mask = need_mask || n0 + BN - 1 > diag + var.window_right ||
-                  n0 < diag + BM - 1 - var.window_left;
-    }
+    if constexpr (kLocal)
+      need_mask = need_mask || attnbench::cuda::window_crosses(var, diag, diag + BM - 1, n0, BN);
     if (need_mask) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
@@ -184,10 +183,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
             const int row = m0 + warp_row0 + mt * 16 + (lane >> 2) + (e >= 2 ? 8 : 0);
             const int col = n0 + nt * 8 + 2 * (lane & 3) + (e & 1);
             bool hidden = col >= p.seq_kv || (kCausal && col > row + p.causal_offset);
-            if constexpr (kLocal) {
-              hidden = hidden || col > row + p.causal_offset + var.window_right ||
-                       col < row + p.causal_offset - var.window_left;
-            }
+            if constexpr (kLocal)
+              hidden = hidden || attnbench::cuda::window_hides(var, row + p.causal_offset, col);
             if (hidden) s[mt][nt][e] = kNegInf;
           }
     }
