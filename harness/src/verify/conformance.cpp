@@ -187,7 +187,8 @@ std::vector<Shape> make_shapes() {
   // Variable-length batches (implementations that declare varlen; the others SKIP), packed THD:
   // a sequence without queries and one with queries but no key (O = 0, LSE = -inf, no gradient),
   // causal with seq_q > seq_kv and seq_q < seq_kv within one batch, a window, a soft cap, GQA 8:2
-  // and MQA. The last sequence's last row always sees keys (the planted wrong row goes there).
+  // and MQA. The last sequence's last row always sees keys (the planted wrong row goes there), and
+  // every batch has a sequence after a non-empty one (a wrong sequence offset shows there).
   auto varlen = [](Problem p, std::vector<int> q, std::vector<int> kv) {
     p.set_seqlens(std::move(q), std::move(kv));
     return p;
@@ -195,7 +196,7 @@ std::vector<Shape> make_shapes() {
   for (DType t : kDTypes) {
     const Group g = Group::varlen;
     for (bool causal : {false, true}) {
-      add(g, varlen(make_problem(1, 2, 2, 1, 1, 64, causal, t), {50, 0, 25, 33}, {20, 17, 0, 40}));
+      add(g, varlen(make_problem(1, 2, 2, 1, 1, 64, causal, t), {50, 25, 0, 33}, {20, 0, 17, 40}));
     }
     add(g, windowed(varlen(make_problem(1, 8, 2, 1, 1, 40, true, t), {65, 1, 30}, {40, 64, 30}), 16,
                     -1, 0));
