@@ -1,6 +1,7 @@
 // Variable-length batches (issue 30, varlen): the Problem's fields, validation, label and FLOPs;
-// the float64 reference against each sequence computed as its own dense problem; cpu.naive_3pass
-// against the reference; the packed inputs; the results JSON and the C API's problem reader.
+// the float64 reference against each sequence computed as its own dense problem; cpu.naive_3pass,
+// cpu.flash_fwd and cpu.flash_bwd against the reference; the packed inputs; the results JSON and
+// the C API's problem reader.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -192,15 +193,37 @@ TEST(VarlenNaive, PassesVerificationWithinDtypeBounds) {
   }
 }
 
+// cpu.flash_fwd and cpu.flash_bwd on every batch above, f32 and bf16, with their default tiles and
+// with tiles small enough that each sequence spans several of them (and the longest sequence
+// gives the others tiles past their ends).
+TEST(VarlenFlash, ForwardAndBackwardPassVerification) {
+  for (const char* name : {"cpu.flash_fwd", "cpu.flash_bwd"}) {
+    const Implementation* impl = Registry::instance().find(name);
+    ASSERT_NE(impl, nullptr);
+    EXPECT_TRUE(impl->capabilities().varlen) << name;
+    const Pass pass = impl->capabilities().forward ? Pass::fwd : Pass::bwd;
+    for (DType t : {DType::f32, DType::bf16}) {
+      for (const Problem& p : batches(t)) {
+        for (const Options& o : {Options{}, Options{{"block_r", 16}, {"block_c", 24}}}) {
+          const Verdict v = test::check_impl(*impl, p, pass, kSeed, VerifyMode::full, o);
+          EXPECT_TRUE(v.ok) << name << " " << p.label() << " block_r "
+                            << option_or(&o, "block_r", 0) << ": " << v.failure();
+        }
+      }
+    }
+  }
+}
+
 // An implementation without the flag SKIPs varlen problems with the reason, and only them.
 TEST(VarlenCapability, UndeclaredMeansSkip) {
-  const Implementation* flash = Registry::instance().find("cpu.flash_fwd");
-  ASSERT_NE(flash, nullptr);
+  const Implementation* online = Registry::instance().find("cpu.online_2pass");
+  ASSERT_NE(online, nullptr);
+  EXPECT_FALSE(online->capabilities().varlen);
   const Problem p = batches()[0];
-  const Support s = flash->supports(p, Pass::fwd);
+  const Support s = online->supports(p, Pass::fwd);
   EXPECT_FALSE(s.ok);
   EXPECT_EQ(s.reason, "variable-length batches not supported");
-  EXPECT_TRUE(flash->supports(make_problem(4, 2, 2, 17, 40, 32, false), Pass::fwd).ok);
+  EXPECT_TRUE(online->supports(make_problem(4, 2, 2, 17, 40, 32, false), Pass::fwd).ok);
 }
 
 TEST(VarlenProblem, SizesLabelAndFlops) {

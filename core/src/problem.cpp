@@ -14,22 +14,11 @@ double Problem::effective_scale() const {
   return scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
 }
 
-namespace {
-
 // The first token of sequence b: the sum of the lengths before it.
-std::int64_t start_of(const std::vector<int>& lens, int b) {
+std::int64_t Problem::packed_start(const std::vector<int>& lens, int b) {
   std::int64_t n = 0;
   for (int i = 0; i < b; ++i) n += lens[static_cast<std::size_t>(i)];
   return n;
-}
-
-}  // namespace
-
-std::int64_t Problem::q_start(int b) const {
-  return seqlens_q.empty() ? static_cast<std::int64_t>(b) * seq_q : start_of(seqlens_q, b);
-}
-std::int64_t Problem::kv_start(int b) const {
-  return seqlens_kv.empty() ? static_cast<std::int64_t>(b) * seq_kv : start_of(seqlens_kv, b);
 }
 std::int64_t Problem::lse_start(int b, int h) const {
   if (varlen()) return static_cast<std::int64_t>(h) * total_q() + q_start(b);

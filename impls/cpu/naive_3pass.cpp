@@ -141,7 +141,8 @@ void scores_and_probs(const Problem& p, const void* q, FloatTile k, std::int64_t
 // Forward of (batch or sequence b, query head h). q, o: [B, Sq, Hq, d]; k, v: [B, Skv, Hkv, d]
 // (varlen: [total, H, d]).
 void forward_head(const FwdArgs& a, int b, int h, const Scratch& s) {
-  const Problem p = a.p.sequence(b);  // its lengths and masks; offsets from a.p
+  Problem seq;
+  const Problem& p = problem_of(a.p, b, seq);  // its lengths and masks; offsets from a.p
   const std::int64_t q0 = a.p.q_start(b);
   const int d = p.head_dim, n = p.seq_kv;
   const DType dt = p.dtype;
@@ -164,7 +165,8 @@ void forward_head(const FwdArgs& a, int b, int h, const Scratch& s) {
 // Backward of (batch or sequence b, kv head hk) and the query heads of its group.
 // q, o, dout, dq: [B, Sq, Hq, d]; k, v, dk, dv: [B, Skv, Hkv, d] (varlen: [total, H, d]).
 void backward_kv_head(const BwdArgs& a, int b, int hk, const Scratch& s) {
-  const Problem p = a.p.sequence(b);  // its lengths and masks; offsets from a.p
+  Problem seq;
+  const Problem& p = problem_of(a.p, b, seq);  // its lengths and masks; offsets from a.p
   const std::int64_t q0 = a.p.q_start(b);
   const int d = p.head_dim, n = p.seq_kv;
   const DType dt = p.dtype;

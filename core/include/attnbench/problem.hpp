@@ -74,8 +74,13 @@ struct Problem {
   int seq_kv_of(int b) const {
     return seqlens_kv.empty() ? seq_kv : seqlens_kv[static_cast<std::size_t>(b)];
   }
-  std::int64_t q_start(int b) const;
-  std::int64_t kv_start(int b) const;
+  // (Dense: b * seq, inline, as the implementations computed it before varlen.)
+  std::int64_t q_start(int b) const {
+    return seqlens_q.empty() ? std::int64_t{b} * seq_q : packed_start(seqlens_q, b);
+  }
+  std::int64_t kv_start(int b) const {
+    return seqlens_kv.empty() ? std::int64_t{b} * seq_kv : packed_start(seqlens_kv, b);
+  }
   std::int64_t total_q() const { return q_start(batch); }
   std::int64_t total_kv() const { return kv_start(batch); }
   // Index in lse of (sequence b, query head h, row 0); the rows of (b, h) follow contiguously.
@@ -124,6 +129,9 @@ struct Problem {
   // Varlen: the sum over the sequences of their own (dense) counts.
   double flops_fwd() const;
   double flops_bwd() const { return 2.5 * flops_fwd(); }
+
+  // The sum of the first b lengths.
+  static std::int64_t packed_start(const std::vector<int>& lens, int b);
 
   // Short unique text, e.g. "b2_hq8_hkv2_sq17_skv33_d64_causal_bf16"; a window adds "_wl<L>"
   // and/or "_wr<R>", soft-capping "_softcap<C>", varlen "_varlen_q<total_q>_kv<total_kv>_<hash>"

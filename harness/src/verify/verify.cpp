@@ -112,7 +112,16 @@ void set_gradient_floors(const Problem& p, const std::vector<double>& q,
   const double u = unit_roundoff(p.dtype) + 2.0 * d * unit_roundoff(DType::f32);
   const double residual = u * max_row_norm(dout, d) * max_row_norm(v, d);
   const double scale = p.effective_scale();
-  const double column_mass = std::max(1.0, static_cast<double>(p.group()) * p.seq_q / p.seq_kv);
+  double column_mass = std::max(1.0, static_cast<double>(p.group()) * p.seq_q / p.seq_kv);
+  if (p.varlen()) {  // the largest of the sequences' own (the maxima need not share a sequence)
+    column_mass = 1.0;
+    for (int b = 0; b < p.batch; ++b) {
+      if (p.seq_kv_of(b) > 0) {
+        column_mass =
+            std::max(column_mass, static_cast<double>(p.group()) * p.seq_q_of(b) / p.seq_kv_of(b));
+      }
+    }
+  }
   ref.floor_dq = residual * scale * max_abs(k);
   ref.floor_dk = residual * scale * max_abs(q) * column_mass;
 }
