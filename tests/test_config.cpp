@@ -96,6 +96,40 @@ TEST_F(BadConfig, NegativeAxisValue) {
                  {"/sweep/zip/0/seq/1 = 0", "positive integer"});
 }
 
+// Varlen (issue 30): each bad length, list or distribution, named by its JSON path and value.
+TEST_F(BadConfig, VarlenFields) {
+  const std::string head = std::string("{") + kImpl + R"(, "problem": {)";
+  expect_refused(head + R"("seqlens_q": [4, -1], "seqlens_kv": [4, 4]}})",
+                 {"/problem/seqlens_q/1 = -1", "a length >= 0"});
+  expect_refused(head + R"("seqlens_q": 4, "seqlens_kv": [4]}})",
+                 {"/problem/seqlens_q = 4", "must be an array"});
+  expect_refused(head + R"("seqlens_q": [4, 5], "seqlens_kv": [4]}})",
+                 {"/problem/seqlens_kv = [4]", "seqlens_kv has 1 lengths, seqlens_q 2"});
+  expect_refused(head + R"("seqlens_q": [4, 5]}})", {"seqlens_kv = []: a varlen batch needs both"});
+  expect_refused(head + R"("seqlens_q": [0, 0], "seqlens_kv": [4, 1]}})",
+                 {"/problem/seqlens_q = [0,0]", "every length is 0"});
+  expect_refused(
+      head + R"("seq": 16, "seqlens_q": [4], "seqlens_kv": [4]}})",
+      {"/problem/seq = 16", "takes batch, seq_q and seq_kv from its lengths", "leave seq_q out"});
+  expect_refused(head + R"("varlen": {"total_tokens": 100, "min": 8, "max": 4}}})",
+                 {"/problem/varlen/max = 4", "a length >= 1 and >= min"});
+  expect_refused(head + R"("varlen": {"total_tokens": 0, "min": 1, "max": 4}}})",
+                 {"/problem/varlen/total_tokens = 0", "[1, 2^31 - 1]"});
+  expect_refused(head + R"("varlen": {"total_tokens": 100, "max": 4}}})",
+                 {"/problem/varlen", "needs \"min\""});
+  expect_refused(head + R"("varlen": {"total_tokens": 100, "min": 1, "max": 4, "mean": 2}}})",
+                 {"/problem/varlen/mean", "mean"});
+  expect_refused(head + R"("varlen": {"total_tokens": 2000000000, "min": 0, "max": 1}}})",
+                 {"/problem/varlen", "draws more than 1048576 sequences"});
+  expect_refused(
+      head + R"("varlen": {"total_tokens": 100, "min": 1, "max": 4}, "seqlens_q": [4]}})",
+      {"/problem/seqlens_q = [4]",
+       "seqlens_q and varlen (at /problem/varlen) both set the lengths"});
+  expect_refused(
+      std::string("{") + kImpl + R"(, "sweep": {"product": {"seqlens_q": [[3, 4], [5, -2]]}}})",
+      {"/sweep/product/seqlens_q/1/1 = -2", "a length >= 0"});
+}
+
 TEST_F(BadConfig, HeadsNotMultiple) {
   expect_refused(std::string("{") + kImpl + R"(, "problem": {"heads_q": 8}, "sweep": {"product": {"heads_kv": [2, 3]}}})",
                  {"/sweep/product/heads_kv/1 = 3", "heads_q = 8 is not a multiple of heads_kv = 3"});
@@ -219,6 +253,42 @@ TEST(ConfigParse, DefaultsOnly) {
   EXPECT_EQ(c.groups[0].passes, std::vector<Pass>{Pass::fwd});
   EXPECT_EQ(c.row_count(), 1u);
   EXPECT_EQ(c.seed, 1234u);
+}
+
+// Varlen (issue 30): lengths from lists (and swept as values), or drawn by a fixed seed; batch,
+// seq_q and seq_kv are the count and the maxima.
+TEST(ConfigParse, VarlenListsAndDistribution) {
+  const Config c = parse_ok(R"({"implementations": ["cpu.naive_3pass"],
+    "problem": {"heads": 2, "head_dim": 32},
+    "sweep": {"zip": [{"seqlens_q": [[5, 0, 17], [3]], "seqlens_kv": [[9, 3, 17], [40]]}]}})");
+  const auto& cases = c.groups.at(0).cases;
+  ASSERT_EQ(cases.size(), 2u);
+  EXPECT_EQ(cases[0].seqlens_q, (std::vector<int>{5, 0, 17}));
+  EXPECT_EQ(cases[0].seqlens_kv, (std::vector<int>{9, 3, 17}));
+  EXPECT_EQ(cases[0].batch, 3);
+  EXPECT_EQ(cases[0].seq_q, 17);
+  EXPECT_EQ(cases[1].batch, 1);
+  EXPECT_EQ(cases[1].seq_kv, 40);
+
+  const char* drawn = R"({"implementations": ["cpu.naive_3pass"], "problem": {"head_dim": 32,
+    "varlen": {"total_tokens": 1000, "min": 0, "max": 300, "seed": 7}}})";
+  const Problem a = parse_ok(drawn).groups.at(0).cases.at(0);
+  const Problem b = parse_ok(drawn).groups.at(0).cases.at(0);
+  EXPECT_EQ(a.seqlens_q, b.seqlens_q);  // fixed seed: the same lengths every time
+  EXPECT_EQ(a.seqlens_q, a.seqlens_kv);
+  EXPECT_EQ(a.total_q(), 1000);
+  EXPECT_GE(a.batch, 4);
+  for (std::size_t i = 0; i < a.seqlens_q.size(); ++i) {
+    EXPECT_LE(a.seqlens_q[i], 300);
+  }
+  EXPECT_EQ(validate(a), "");
+  const Problem other =
+      parse_ok(R"({"implementations": ["cpu.naive_3pass"], "problem": {"head_dim": 32,
+    "varlen": {"total_tokens": 1000, "min": 0, "max": 300, "seed": 8}}})")
+          .groups.at(0)
+          .cases.at(0);
+  EXPECT_NE(other.seqlens_q, a.seqlens_q);
+  EXPECT_NE(other.label(), a.label());
 }
 
 TEST(ConfigParse, ProductSweepOrderAndValues) {
@@ -447,6 +517,19 @@ TEST(ConfigParse, ShippedConfigsParse) {
       {"window.json", 18},    // 3 windows x 2 (symmetric, causal) x 3 seq
       {"softcap.json", 24},   // 2 softcaps x 2 causal x 2 head_dims x 3 seq
   };
+  {
+    // CPU and CUDA implementations: its lengths are fixed by the seed, 16384 tokens in all.
+    const ConfigResult r = parse_config(read_config("varlen.json"));
+    ASSERT_TRUE(std::holds_alternative<Config>(r)) << std::get<ConfigError>(r).text();
+    const Config& c = std::get<Config>(r);
+    ASSERT_EQ(c.case_count(), 2u);  // causal and not
+    for (const Problem& p : c.groups.at(0).cases) {
+      EXPECT_TRUE(p.varlen());
+      EXPECT_EQ(p.total_q(), 16384);
+      EXPECT_EQ(p.head_dim, 128);
+      EXPECT_EQ(p.dtype, DType::bf16);
+    }
+  }
   for (const auto& [name, cases] : gpu_configs) {
     const ConfigResult r = parse_config(read_config(name));
     if (cuda_built()) {

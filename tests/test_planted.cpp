@@ -292,6 +292,25 @@ bool has_line(const std::string& out, const std::string& prefix) {
   return out.rfind(prefix, 0) == 0 || out.find("\n" + prefix) != std::string::npos;
 }
 
+// The conformance suite's variable-length batches (group varlen): a wrong sequence offset (sequence
+// b reads its keys at sequence b - 1's offset) fails them, in every dtype and pass, and the control
+// (the same algorithm with the right offsets) passes every one of them.
+TEST(PlantedCheck, CheckFailsTheWrongSequenceOffset) {
+  const CheckRun r = check({"cpu.planted_varlen_wrong_offset"}, {"*_varlen_*"});
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  // Every case fails: 5 batches x 3 dtypes x 3 passes.
+  EXPECT_NE(r.out.find(" 0 passed, 45 failed, 0 skipped"), std::string::npos) << r.out;
+  for (const char* pass : {"fwd", "bwd", "fwd_bwd"}) {
+    EXPECT_TRUE(has_line(r.out, std::string("FAIL cpu.planted_varlen_wrong_offset ") + pass + " "))
+        << pass << "\n"
+        << r.out;
+  }
+  const CheckRun control = check({"cpu.planted_control"}, {"*_varlen_*"});
+  EXPECT_EQ(control.rc, 0) << control.out << control.err;
+  EXPECT_EQ(control.out.find("FAIL"), std::string::npos) << control.out;
+  EXPECT_NE(control.out.find(" 45 passed, 0 failed, 0 skipped"), std::string::npos) << control.out;
+}
+
 // Known failures (Capabilities::known_failures, tests/planted/known_failure.cpp): a listed case
 // that fails is an expected failure (XFAIL line, exit 0); a listed case that passes fails the
 // check, naming the stale entry.

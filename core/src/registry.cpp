@@ -30,6 +30,7 @@ Support Implementation::supports(const Problem& p, Pass pass) const {
   if (p.heads_kv != p.heads_q && !c.gqa) return Support::no("GQA/MQA not supported");
   if (p.has_window() && !c.window) return Support::no("sliding window not supported");
   if (p.softcap != 0 && !c.softcap) return Support::no("softcap not supported");
+  if (p.varlen() && !c.varlen) return Support::no("variable-length batches not supported");
   const bool need_fwd = pass != Pass::bwd;
   const bool need_bwd = pass != Pass::fwd;
   if (need_fwd && !c.forward) {

@@ -189,6 +189,15 @@ void gemm(MatMap c, const A& a, const B& b, bool accumulate) {
 
 // ---- Rows and visibility ----------------------------------------------------------------------
 
+// The problem of batch b's rows and keys (lengths, masks): the problem itself when dense (no copy,
+// so a dense call does exactly what it did), sequence b of a varlen batch otherwise, built in
+// `seq`. Offsets into the tensors come from the whole problem (q_start, kv_start, lse_start).
+inline const Problem& problem_of(const Problem& p, int b, Problem& seq) {
+  if (!p.varlen()) return p;
+  seq = p.sequence(b);
+  return seq;
+}
+
 // Keys of the tile [j0, j0 + bc) that query row i sees: [lo, hi) of the tile (Problem::visible_in).
 using TileRange = Problem::KeySpan;
 

@@ -26,6 +26,8 @@
 // Extra memory: D (4 bytes per query row and head) plus O(tile) float scratch per thread;
 // nothing grows with seq_q x seq_kv. Rows with LSE = -inf (no visible key) get P = 0, so they
 // contribute no gradient.
+// Varlen (packed THD): each sequence's own tiles, as tasks over the longest one's (those past a
+// sequence's end return at once); offsets through Problem::q_start / kv_start / lse_start.
 // Vectorisation: Eigen GEMMs on float tiles; exp and the dS update are Eigen array expressions.
 // Tiles: options block_r (Br) and block_c (Bc), 1..1024, default 128 x 128 (measured below).
 // Limits: backward only; its forward partner is cpu.flash_fwd (whose LSE it reads).
@@ -83,14 +85,19 @@ std::size_t shared_bytes(const Problem& p) {
   return c.bytes();
 }
 
-// Index helpers for BSHD tensors: element of (b, row, head, 0).
+// Index helpers for BSHD (varlen: packed THD) tensors: element of (b, row, head, 0). p is the
+// whole problem (the batch's offsets), not a sequence's.
 struct Layout {
   const Problem& p;
-  std::int64_t q(int b, int i, int h) const { return ((std::int64_t{b} * p.seq_q + i) * p.heads_q + h) * p.head_dim; }
-  std::int64_t kv(int b, int j, int hk) const { return ((std::int64_t{b} * p.seq_kv + j) * p.heads_kv + hk) * p.head_dim; }
+  std::int64_t q(int b, int i, int h) const {
+    return ((p.q_start(b) + i) * p.heads_q + h) * p.head_dim;
+  }
+  std::int64_t kv(int b, int j, int hk) const {
+    return ((p.kv_start(b) + j) * p.heads_kv + hk) * p.head_dim;
+  }
   std::int64_t q_stride() const { return std::int64_t{p.heads_q} * p.head_dim; }
   std::int64_t kv_stride() const { return std::int64_t{p.heads_kv} * p.head_dim; }
-  std::int64_t row(int b, int h, int i) const { return (std::int64_t{b} * p.heads_q + h) * p.seq_q + i; }  // lse, D
+  std::int64_t row(int b, int h, int i) const { return p.lse_start(b, h) + i; }  // lse, D
 };
 
 // The tile pair (query rows [i0, i0+br), keys [j0, j0+bc)) of (b, h): P into s.p and
@@ -98,9 +105,10 @@ struct Layout {
 // k, v: float tiles [bc, d]. When dv is given, dV += P^T dO is applied before P is overwritten.
 void tile_ds(const BwdArgs& a, const float* dsum, int b, int h, int i0, int br, int j0, int bc,
              FloatTile q, FloatTile dout, FloatTile k, FloatTile v, const Scratch& s, MatMap* dv) {
-  const Problem& p = a.p;
+  Problem seq;
+  const Problem& p = problem_of(a.p, b, seq);
   const int d = p.head_dim;
-  const Layout L{p};
+  const Layout L{a.p};
   const float scale = static_cast<float>(p.effective_scale());
   MatMap pm = mat(s.p, br, bc, bc);
   gemm(pm, cmat(q, br, d), cmat(k, bc, d).transpose(), false);  // scaled in the exp
@@ -134,11 +142,14 @@ void tile_ds(const BwdArgs& a, const float* dsum, int b, int h, int i0, int br, 
   }
 }
 
-// Pass 0 for rows [i0, i0+br) of (b, h): D = rowsum(dO o O).
+// Pass 0 for rows [i0, i0+br) of (b, h), cut at the end of its rows: D = rowsum(dO o O).
 void rowsum_tile(const BwdArgs& a, float* dsum_all, int b, int h, int i0, int br, const Scratch& s) {
-  const Problem& p = a.p;
+  Problem seq;
+  const Problem& p = problem_of(a.p, b, seq);
+  if (i0 >= p.seq_q) return;  // varlen: a tile past this sequence's rows
+  br = std::min(br, p.seq_q - i0);
   const int d = p.head_dim;
-  const Layout L{p};
+  const Layout L{a.p};
   const FloatTile o = rows_as_float(a.o, p.dtype, L.q(b, i0, h), L.q_stride(), br, d, s.acc1);
   const FloatTile dout = rows_as_float(a.dout, p.dtype, L.q(b, i0, h), L.q_stride(), br, d, s.dout);
   float* dsum = dsum_all + L.row(b, h, i0);
@@ -147,10 +158,12 @@ void rowsum_tile(const BwdArgs& a, float* dsum_all, int b, int h, int i0, int br
 
 // Pass 1: dK, dV for keys [j0, j0+Bc) of (b, hk).
 void dkdv_tile(const BwdArgs& a, const float* dsum_all, Tiles t, int b, int hk, int j0, const Scratch& s) {
-  const Problem& p = a.p;
+  Problem seq;
+  const Problem& p = problem_of(a.p, b, seq);
+  if (j0 >= p.seq_kv) return;  // varlen: a tile past this sequence's keys
   const int d = p.head_dim;
   const DType dt = p.dtype;
-  const Layout L{p};
+  const Layout L{a.p};
   const int bc = std::min(t.bc, p.seq_kv - j0);
   const FloatTile k = rows_as_float(a.k, dt, L.kv(b, j0, hk), L.kv_stride(), bc, d, s.k);
   const FloatTile v = rows_as_float(a.v, dt, L.kv(b, j0, hk), L.kv_stride(), bc, d, s.v);
@@ -181,10 +194,12 @@ void dkdv_tile(const BwdArgs& a, const float* dsum_all, Tiles t, int b, int hk, 
 
 // Pass 2: dQ for rows [i0, i0+Br) of (b, h).
 void dq_tile(const BwdArgs& a, const float* dsum_all, Tiles t, int b, int h, int i0, const Scratch& s) {
-  const Problem& p = a.p;
+  Problem seq;
+  const Problem& p = problem_of(a.p, b, seq);
+  if (i0 >= p.seq_q) return;  // varlen: a tile past this sequence's rows
   const int d = p.head_dim;
   const DType dt = p.dtype;
-  const Layout L{p};
+  const Layout L{a.p};
   const int br = std::min(t.br, p.seq_q - i0);
   const int hk = p.kv_head(h);
   const FloatTile q = rows_as_float(a.q, dt, L.q(b, i0, h), L.q_stride(), br, d, s.q);
@@ -218,6 +233,7 @@ class FlashBackward final : public Implementation {
     c.fwd_partner = "cpu.flash_fwd";
     c.window = true;
     c.softcap = true;
+    c.varlen = true;
     c.options = {"block_r", "block_c"};
     return c;
   }
@@ -243,7 +259,7 @@ class FlashBackward final : public Implementation {
 #pragma omp for schedule(static)
       for (std::int64_t task = 0; task < q_tasks; ++task) {
         const int bh = static_cast<int>(task / n_qt), qt = static_cast<int>(task % n_qt);
-        rowsum_tile(a, dsum, bh / p.heads_q, bh % p.heads_q, qt * t.br, std::min(t.br, p.seq_q - qt * t.br), s);
+        rowsum_tile(a, dsum, bh / p.heads_q, bh % p.heads_q, qt * t.br, t.br, s);
       }
       // (implicit barrier: D is complete)
 #pragma omp for schedule(dynamic, 1)

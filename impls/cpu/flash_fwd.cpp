@@ -4,9 +4,9 @@
 // Algorithm. Each task owns one query tile of Br rows of one (batch, head). It keeps a float
 // accumulator O~ [Br, d], a running max m and a running sum l per row, and walks the key/value
 // tiles of Bc keys once:
-//   S = scale * Q_i K_j^T                    (Eigen GEMM on float tiles; scale applied in the exp pass)
-//   m' = max(m, rowmax(S));  P = exp(S - m');  l = l * exp(m - m') + rowsum(P)
-//   O~ = O~ * exp(m - m') + P V_j            (rescale in place, Eigen GEMM)
+//   S = scale * Q_i K_j^T                    (Eigen GEMM on float tiles; scale applied in the exp
+//   pass) m' = max(m, rowmax(S));  P = exp(S - m');  l = l * exp(m - m') + rowsum(P) O~ = O~ *
+//   exp(m - m') + P V_j            (rescale in place, Eigen GEMM)
 // and finally writes O = O~ / l and LSE = m + log(l). A row that sees no key keeps l = 0 and
 // gets O = 0, LSE = -inf.
 // Passes over memory: Q, O and LSE once; K and V once per query tile (seq_q / Br times), which
@@ -15,6 +15,8 @@
 // starts at the first row's first visible key and stops after the last row's last); within a
 // tile each row's visible keys are a contiguous range, so masked scores are never exponentiated.
 // Soft-capping: softcap * tanh(S / softcap) on the visible scores before the max.
+// Varlen (packed THD): the tiles of each sequence, as tasks over the longest one's tiles (those
+// past a sequence's end return at once); a sequence without keys gets O = 0, LSE = -inf.
 // Extra memory: O(tile) per thread: Q, K, V tiles as float (f16/bf16 only; f32 is read in
 // place), S [Br, Bc], O~ [Br, d], m and l; nothing grows with the sequence.
 // Vectorisation: GEMMs are Eigen's SIMD kernels (AVX-512 with -march=native on the Xeons used);
@@ -72,15 +74,19 @@ std::size_t scratch_bytes(Tiles t, int d) {
   return c.bytes();
 }
 
-// One query tile: rows [i0, i0 + Br) of (batch b, query head h).
-// q, o: [B, Sq, Hq, d]; k, v: [B, Skv, Hkv, d]; lse: [B, Hq, Sq].
+// One query tile: rows [i0, i0 + Br) of (batch or sequence b, query head h).
+// q, o: [B, Sq, Hq, d]; k, v: [B, Skv, Hkv, d]; lse: [B, Hq, Sq] (varlen: [total, H, d] and
+// [Hq, total_q]).
 void forward_tile(const FwdArgs& a, Tiles t, int b, int h, int i0, const Scratch& s) {
-  const Problem& p = a.p;
+  Problem seq;
+  const Problem& p = problem_of(a.p, b, seq);
+  if (i0 >= p.seq_q) return;  // varlen: a tile past this sequence's rows
   const int d = p.head_dim;
   const DType dt = p.dtype;
   const int br = std::min(t.br, p.seq_q - i0);
   const std::int64_t q_stride = std::int64_t{p.heads_q} * d, kv_stride = std::int64_t{p.heads_kv} * d;
-  const std::int64_t q_first = ((std::int64_t{b} * p.seq_q + i0) * p.heads_q + h) * d;
+  const std::int64_t kv0 = a.p.kv_start(b);
+  const std::int64_t q_first = ((a.p.q_start(b) + i0) * p.heads_q + h) * d;
   const FloatTile q = rows_as_float(a.q, dt, q_first, q_stride, br, d, s.q);
   const float scale = static_cast<float>(p.effective_scale());
 
@@ -96,7 +102,7 @@ void forward_tile(const FwdArgs& a, Tiles t, int b, int h, int i0, const Scratch
   const float cap = static_cast<float>(p.softcap);
   for (int j0 = kv_begin; j0 < kv_end; j0 += t.bc) {
     const int bc = std::min(t.bc, kv_end - j0);
-    const std::int64_t kv_first = ((std::int64_t{b} * p.seq_kv + j0) * p.heads_kv + p.kv_head(h)) * d;
+    const std::int64_t kv_first = ((kv0 + j0) * p.heads_kv + p.kv_head(h)) * d;
     const FloatTile k = rows_as_float(a.k, dt, kv_first, kv_stride, bc, d, s.k);
     const FloatTile v = rows_as_float(a.v, dt, kv_first, kv_stride, bc, d, s.v);
 
@@ -132,7 +138,7 @@ void forward_tile(const FwdArgs& a, Tiles t, int b, int h, int i0, const Scratch
     gemm(o_acc, sc, cmat(v, bc, d), true);
   }
 
-  float* lse = a.lse + (std::int64_t{b} * p.heads_q + h) * p.seq_q + i0;
+  float* lse = a.lse + a.p.lse_start(b, h) + i0;
   for (int r = 0; r < br; ++r) {
     if (s.l[r] > 0) {
       o_acc.row(r) /= s.l[r];
@@ -156,6 +162,7 @@ class FlashForward final : public Implementation {
     Capabilities c;
     c.window = true;
     c.softcap = true;
+    c.varlen = true;
     c.options = {"block_r", "block_c"};
     return c;
   }

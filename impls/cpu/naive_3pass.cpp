@@ -14,6 +14,10 @@
 //   dS = P o (dP - D) (soft-capped: times 1 - tanh^2; rounded; overwrites dP),
 //   dQ = scale * dS K, dK += scale * dS^T Q.
 // Masks: causal and the sliding window (Problem::first_visible_key, first_invisible_key).
+// Varlen (packed THD): each sequence is its own problem (Problem::sequence), its rows and keys
+// found through q_start / kv_start and its LSE rows through lse_start; the loops below run over
+// that sequence's lengths, so a zero-length sequence does no work (no rows, or rows that see no
+// key: O = 0, LSE = -inf, dQ = 0) and writes exactly its own elements.
 // Passes over memory: each N x N matrix is written once and read once or twice per pass above.
 // Extra memory per thread: S and P as seq_q x seq_kv in the dtype (the N^2 memory FlashAttention
 // removes), K and V of one head as float, float row blocks of kRowBlock rows (and dK, dV float
@@ -78,10 +82,11 @@ void* nn_row(std::uint8_t* m, const Problem& p, int i) {
   return m + std::int64_t{i} * p.seq_kv * static_cast<std::int64_t>(dtype_size(p.dtype));
 }
 
-// Passes 1 and 2 for (batch b, query head h): S and P in the dtype into s.s and s.pr; lse
-// (nullable) gets the row's log-sum-exp. q: [B, Sq, Hq, d]; k: [Skv, d] float of kv head h/group.
-void scores_and_probs(const Problem& p, const void* q, FloatTile k, int b, int h, const Scratch& s,
-                      float* lse) {
+// Passes 1 and 2 for (sequence problem p, query head h), its first query token q0 in q: S and P
+// in the dtype into s.s and s.pr; lse (nullable) gets the row's log-sum-exp.
+// q: [tokens, Hq, d]; k: [Skv, d] float of kv head h/group.
+void scores_and_probs(const Problem& p, const void* q, FloatTile k, std::int64_t q0, int h,
+                      const Scratch& s, float* lse) {
   const int d = p.head_dim, n = p.seq_kv;
   const DType dt = p.dtype;
   const std::int64_t q_stride = std::int64_t{p.heads_q} * d;
@@ -94,8 +99,8 @@ void scores_and_probs(const Problem& p, const void* q, FloatTile k, int b, int h
   // Pass 1: S = scale * Q K^T (soft-capped), masked entries -inf.
   for (int i0 = 0; i0 < p.seq_q; i0 += kRowBlock) {
     const int rb = std::min(kRowBlock, p.seq_q - i0);
-    const FloatTile qb = rows_as_float(q, dt, ((std::int64_t{b} * p.seq_q + i0) * p.heads_q + h) * d,
-                                       q_stride, rb, d, s.qb);
+    const FloatTile qb =
+        rows_as_float(q, dt, ((q0 + i0) * p.heads_q + h) * d, q_stride, rb, d, s.qb);
     gemm(mat(s.blk, rb, n, n), cmat(qb, rb, d), cmat(k, n, d).transpose(), false);
     for (int r = 0; r < rb; ++r) {
       const auto [lo, hi] = seen(i0 + r);
@@ -133,35 +138,40 @@ void scores_and_probs(const Problem& p, const void* q, FloatTile k, int b, int h
   }
 }
 
-// Forward of (batch b, query head h). q, o: [B, Sq, Hq, d]; k, v: [B, Skv, Hkv, d].
+// Forward of (batch or sequence b, query head h). q, o: [B, Sq, Hq, d]; k, v: [B, Skv, Hkv, d]
+// (varlen: [total, H, d]).
 void forward_head(const FwdArgs& a, int b, int h, const Scratch& s) {
-  const Problem& p = a.p;
+  Problem seq;
+  const Problem& p = problem_of(a.p, b, seq);  // its lengths and masks; offsets from a.p
+  const std::int64_t q0 = a.p.q_start(b);
   const int d = p.head_dim, n = p.seq_kv;
   const DType dt = p.dtype;
   const std::int64_t q_stride = std::int64_t{p.heads_q} * d, kv_stride = std::int64_t{p.heads_kv} * d;
-  const std::int64_t kv_first = (std::int64_t{b} * n * p.heads_kv + p.kv_head(h)) * d;
+  const std::int64_t kv_first = (a.p.kv_start(b) * p.heads_kv + p.kv_head(h)) * d;
   const FloatTile k = rows_as_float(a.k, dt, kv_first, kv_stride, n, d, s.k);
   const FloatTile v = rows_as_float(a.v, dt, kv_first, kv_stride, n, d, s.v);
 
-  scores_and_probs(p, a.q, k, b, h, s, a.lse + (std::int64_t{b} * p.heads_q + h) * p.seq_q);
+  scores_and_probs(p, a.q, k, q0, h, s, a.lse + a.p.lse_start(b, h));
 
   // Pass 3: O = P V.
   for (int i0 = 0; i0 < p.seq_q; i0 += kRowBlock) {
     const int rb = std::min(kRowBlock, p.seq_q - i0);
     for (int r = 0; r < rb; ++r) to_float(nn_row(s.pr, p, i0 + r), n, dt, s.blk + std::int64_t{r} * n);
     gemm(mat(s.ob, rb, d, d), cmat(s.blk, rb, n, n), cmat(v, n, d), false);
-    store_rows(s.ob, d, rb, d, a.o, dt, ((std::int64_t{b} * p.seq_q + i0) * p.heads_q + h) * d, q_stride);
+    store_rows(s.ob, d, rb, d, a.o, dt, ((q0 + i0) * p.heads_q + h) * d, q_stride);
   }
 }
 
-// Backward of (batch b, kv head hk) and the query heads of its group.
-// q, o, dout, dq: [B, Sq, Hq, d]; k, v, dk, dv: [B, Skv, Hkv, d].
+// Backward of (batch or sequence b, kv head hk) and the query heads of its group.
+// q, o, dout, dq: [B, Sq, Hq, d]; k, v, dk, dv: [B, Skv, Hkv, d] (varlen: [total, H, d]).
 void backward_kv_head(const BwdArgs& a, int b, int hk, const Scratch& s) {
-  const Problem& p = a.p;
+  Problem seq;
+  const Problem& p = problem_of(a.p, b, seq);  // its lengths and masks; offsets from a.p
+  const std::int64_t q0 = a.p.q_start(b);
   const int d = p.head_dim, n = p.seq_kv;
   const DType dt = p.dtype;
   const std::int64_t q_stride = std::int64_t{p.heads_q} * d, kv_stride = std::int64_t{p.heads_kv} * d;
-  const std::int64_t kv_first = (std::int64_t{b} * n * p.heads_kv + hk) * d;
+  const std::int64_t kv_first = (a.p.kv_start(b) * p.heads_kv + hk) * d;
   const FloatTile k = rows_as_float(a.k, dt, kv_first, kv_stride, n, d, s.k);
   const FloatTile v = rows_as_float(a.v, dt, kv_first, kv_stride, n, d, s.v);
   const float scale = static_cast<float>(p.effective_scale());
@@ -170,8 +180,8 @@ void backward_kv_head(const BwdArgs& a, int b, int hk, const Scratch& s) {
   dv.setZero();
 
   for (int h = hk * p.group(); h < (hk + 1) * p.group(); ++h) {
-    auto q_first = [&](int i0) { return ((std::int64_t{b} * p.seq_q + i0) * p.heads_q + h) * d; };
-    scores_and_probs(p, a.q, k, b, h, s, nullptr);
+    auto q_first = [&](int i0) { return ((q0 + i0) * p.heads_q + h) * d; };
+    scores_and_probs(p, a.q, k, q0, h, s, nullptr);
 
     // D = rowsum(dO o O).
     for (int i0 = 0; i0 < p.seq_q; i0 += kRowBlock) {
@@ -234,6 +244,7 @@ class NaiveThreePass final : public Implementation {
     c.backward = true;
     c.window = true;
     c.softcap = true;
+    c.varlen = true;
     c.scores_in_dtype = true;  // S and P in the dtype
     return c;
   }

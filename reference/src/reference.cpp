@@ -256,10 +256,64 @@ void backward_group(const Problem& p, const Inputs& in, int b, int hk, double* d
 
 }  // namespace
 
+namespace {
+
+// Varlen: each sequence is its own dense problem of batch 1 on the slices of the packed tensors
+// (THD from q_start / kv_start is BSHD with batch 1), so the varlen results are those of the
+// dense code bit for bit. Sequences are computed in turn, each threaded inside.
+template <class F>
+void for_each_sequence(const Problem& p, F&& f) {
+  for (int b = 0; b < p.batch; ++b) {
+    const Problem sp = p.sequence(b);
+    if (sp.seq_q == 0 && sp.seq_kv == 0) continue;
+    f(b, sp, p.q_start(b) * p.heads_q * p.head_dim, p.kv_start(b) * p.heads_kv * p.head_dim);
+  }
+}
+
+void forward_varlen(const Problem& p, const double* q, const double* k, const double* v, double* o,
+                    double* lse) {
+  const std::int64_t total_q = p.total_q();
+  for_each_sequence(p, [&](int b, const Problem& sp, std::int64_t qo, std::int64_t ko) {
+    if (sp.seq_q == 0) return;  // no rows
+    std::vector<double> lse_b(static_cast<std::size_t>(sp.heads_q) * sp.seq_q, kNegInf);
+    if (sp.seq_kv == 0) {  // rows that see no key: O = 0, LSE = -inf
+      std::fill(o + qo, o + qo + static_cast<std::int64_t>(sp.seq_q) * sp.heads_q * sp.head_dim,
+                0.0);
+    } else {
+      forward(sp, q + qo, k + ko, v + ko, o + qo, lse_b.data());
+    }
+    // [1, Hq, Sq_b] -> rows of [Hq, total_q]
+    for (int h = 0; h < sp.heads_q; ++h) {
+      std::copy(lse_b.begin() + static_cast<std::ptrdiff_t>(h) * sp.seq_q,
+                lse_b.begin() + static_cast<std::ptrdiff_t>(h + 1) * sp.seq_q,
+                lse + h * total_q + p.q_start(b));
+    }
+  });
+}
+
+void backward_varlen(const Problem& p, const double* q, const double* k, const double* v,
+                     const double* dout, double* dq, double* dk, double* dv) {
+  for_each_sequence(p, [&](int, const Problem& sp, std::int64_t qo, std::int64_t ko) {
+    if (sp.seq_q == 0 || sp.seq_kv == 0) {  // no visible pair: no gradient
+      const std::int64_t nq = static_cast<std::int64_t>(sp.seq_q) * sp.heads_q * sp.head_dim;
+      const std::int64_t nk = static_cast<std::int64_t>(sp.seq_kv) * sp.heads_kv * sp.head_dim;
+      std::fill(dq + qo, dq + qo + nq, 0.0);
+      std::fill(dk + ko, dk + ko + nk, 0.0);
+      std::fill(dv + ko, dv + ko + nk, 0.0);
+      return;
+    }
+    backward(sp, q + qo, k + ko, v + ko, dout + qo, dq + qo, dk + ko, dv + ko);
+  });
+}
+
+}  // namespace
+
 // q: [B, Sq, Hq, D], k, v: [B, Skv, Hkv, D] -> o: [B, Sq, Hq, D], lse: [B, Hq, Sq]
+// (varlen: q, o: [total_q, Hq, D], k, v: [total_kv, Hkv, D], lse: [Hq, total_q])
 void forward(const Problem& p, const double* q, const double* k, const double* v, double* o,
              double* lse) {
   check_problem(p);
+  if (p.varlen()) return forward_varlen(p, q, k, v, o, lse);
   const int d = p.head_dim;
   const int blocks = (p.seq_q + kRowBlock - 1) / kRowBlock;
   const std::int64_t heads = static_cast<std::int64_t>(p.batch) * p.heads_q;
@@ -292,6 +346,30 @@ void forward(const Problem& p, const double* q, const double* k, const double* v
 void forward_rows(const Problem& p, const double* q, const double* k, const double* v, int b, int h,
                   const std::vector<int>& rows, double* o_rows, double* lse_rows) {
   check_problem(p);
+  if (p.varlen()) {
+    // Sequence b's rows: its own dense problem on its slices (forward() computes it the same way).
+    if (b < 0 || b >= p.batch) {
+      throw std::out_of_range("attnbench::reference::forward_rows: sequence out of range");
+    }
+    const Problem sp = p.sequence(b);
+    if (sp.seq_kv == 0) {
+      for (int r : rows) {
+        if (r < 0 || r >= sp.seq_q)
+          throw std::out_of_range("attnbench::reference::forward_rows: row out of range");
+      }
+      std::fill(o_rows, o_rows + static_cast<std::int64_t>(rows.size()) * p.head_dim, 0.0);
+      std::fill(lse_rows, lse_rows + rows.size(), kNegInf);
+      return;
+    }
+    if (sp.seq_q == 0) {
+      if (!rows.empty())
+        throw std::out_of_range("attnbench::reference::forward_rows: row out of range");
+      return;
+    }
+    return forward_rows(sp, q + p.q_start(b) * p.heads_q * p.head_dim,
+                        k + p.kv_start(b) * p.heads_kv * p.head_dim,
+                        v + p.kv_start(b) * p.heads_kv * p.head_dim, 0, h, rows, o_rows, lse_rows);
+  }
   if (b < 0 || b >= p.batch || h < 0 || h >= p.heads_q) {
     throw std::out_of_range("attnbench::reference::forward_rows: (batch, head) out of range");
   }
@@ -331,9 +409,11 @@ void forward_rows(const Problem& p, const double* q, const double* k, const doub
 }
 
 // q, dout: [B, Sq, Hq, D], k, v: [B, Skv, Hkv, D] -> dq like q, dk and dv like k
+// (varlen: packed THD as in forward)
 void backward(const Problem& p, const double* q, const double* k, const double* v,
               const double* dout, double* dq, double* dk, double* dv) {
   check_problem(p);
+  if (p.varlen()) return backward_varlen(p, q, k, v, dout, dq, dk, dv);
   const Inputs in{q, k, v, dout};
   const int d = p.head_dim;
   const int g = p.group();
@@ -364,6 +444,26 @@ void backward_kv_head(const Problem& p, const double* q, const double* k, const 
                       const double* dout, int b, int hk, double* dq_group, double* dk_head,
                       double* dv_head) {
   check_problem(p);
+  if (p.varlen()) {
+    // Sequence b's kv head: its own dense problem on its slices; dq_group: [group, seq_q_b, D],
+    // dk_head, dv_head: [seq_kv_b, D].
+    if (b < 0 || b >= p.batch || hk < 0 || hk >= p.heads_kv) {
+      throw std::out_of_range(
+          "attnbench::reference::backward_kv_head: (sequence, kv head) out of range");
+    }
+    const Problem sp = p.sequence(b);
+    if (sp.seq_q == 0 || sp.seq_kv == 0) {
+      std::fill(dq_group, dq_group + static_cast<std::int64_t>(p.group()) * sp.seq_q * p.head_dim,
+                0.0);
+      std::fill(dk_head, dk_head + static_cast<std::int64_t>(sp.seq_kv) * p.head_dim, 0.0);
+      std::fill(dv_head, dv_head + static_cast<std::int64_t>(sp.seq_kv) * p.head_dim, 0.0);
+      return;
+    }
+    const std::int64_t qo = p.q_start(b) * p.heads_q * p.head_dim;
+    const std::int64_t ko = p.kv_start(b) * p.heads_kv * p.head_dim;
+    return backward_kv_head(sp, q + qo, k + ko, v + ko, dout + qo, 0, hk, dq_group, dk_head,
+                            dv_head);
+  }
   if (b < 0 || b >= p.batch || hk < 0 || hk >= p.heads_kv) {
     throw std::out_of_range(
         "attnbench::reference::backward_kv_head: (batch, kv head) out of range");

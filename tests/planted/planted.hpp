@@ -26,6 +26,8 @@ enum class Bug {
   far_row,            // one row of O off by +0.5: (last batch, last head, row seq_q / 2)
   window_off_by_one,  // a sliding window one key too wide on the left (row i also sees lo - 1)
   softcap_ignored,    // the soft cap left out (forward and backward)
+  varlen_wrong_offset,  // varlen: sequence b > 0 reads its keys and values at sequence b - 1's
+                        // offset
 };
 
 // The row far_row corrupts, for tests that check it is not among the sampled rows.
@@ -35,6 +37,7 @@ struct FarRow {
 FarRow far_row_of(const Problem& p);
 
 // Simple loops in double precision, single-threaded, no allocation beyond the workspace.
+// (Varlen: the packed THD layout of problem.hpp.)
 // forward:  q: [B, Sq, Hq, D], k, v: [B, Skv, Hkv, D] -> o: [B, Sq, Hq, D], lse: [B, Hq, Sq].
 // backward: q, o, dout: [B, Sq, Hq, D], k, v: [B, Skv, Hkv, D], lse (unused: P is recomputed)
 //           -> dq: [B, Sq, Hq, D], dk, dv: [B, Skv, Hkv, D].
@@ -54,6 +57,7 @@ class Simple : public Implementation {
     c.backward = true;
     c.window = true;
     c.softcap = true;
+    c.varlen = true;
     return c;
   }
   std::size_t workspace_bytes(const Problem& p, Pass pass, const Options&) const override {

@@ -1,5 +1,6 @@
 // The simple algorithm every Bug-planted implementation shares, and cpu.planted_control (no bug).
 //
+// Varlen (packed THD): each sequence is its own problem (Problem::sequence) at its tokens.
 // Forward, per (batch, query head, query row): scores of the visible keys (causal and sliding
 // window; soft-capped when the problem asks) in double, their maximum, the sum of exponentials
 // and P V in one more loop, O = acc / sum and LSE = max + log(sum). Backward, per (batch, kv
@@ -25,9 +26,20 @@ namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-// Element (b, s, h, c) of a BSHD tensor with `heads` heads.
-std::size_t at(const Problem& p, int heads, int seq, int b, int s, int h, int c) {
-  return static_cast<std::size_t>(((static_cast<std::int64_t>(b) * seq + s) * heads + h) * p.head_dim + c);
+// Element (token, h, c) of a tensor with `heads` heads: BSHD or packed THD, token counted from
+// the start of the tensor (a sequence's first token plus the row).
+std::size_t at(const Problem& p, int heads, std::int64_t token, int h, int c) {
+  return static_cast<std::size_t>((token * heads + h) * p.head_dim + c);
+}
+
+// The first query and key tokens of batch or sequence b, with the planted varlen bug that reads
+// sequence b's keys and values from sequence b - 1's offset.
+struct Starts {
+  std::int64_t q, kv;
+};
+Starts starts_of(const Problem& p, int b, Bug bug) {
+  const int kb = bug == Bug::varlen_wrong_offset && p.varlen() && b > 0 ? b - 1 : b;
+  return {p.q_start(b), p.kv_start(kb)};
 }
 
 int kv_of(const Problem& p, int h, Bug bug) { return bug == Bug::gqa_mapping ? h % p.heads_kv : p.kv_head(h); }
@@ -49,8 +61,8 @@ double cap_of(const Problem& p, Bug bug) {
 }
 
 // s[j] = scale * q_i . k_j, soft-capped (cap * tanh(s / cap)), for the keys [lo, hi) row i of
-// head h sees; returns their maximum.
-double scores(const Problem& p, const void* q, const void* k, int b, int h, int hk, int i,
+// head h sees; returns their maximum. p is the batch's or sequence's own problem, at its tokens st.
+double scores(const Problem& p, const void* q, const void* k, Starts st, int h, int hk, int i,
               Keys keys, double cap, double* s) {
   const DType t = p.dtype;
   const double scale = p.effective_scale();
@@ -58,8 +70,8 @@ double scores(const Problem& p, const void* q, const void* k, int b, int h, int 
   for (int j = keys.lo; j < keys.hi; ++j) {
     double dot = 0;
     for (int c = 0; c < p.head_dim; ++c) {
-      dot += static_cast<double>(load_as_float(q, at(p, p.heads_q, p.seq_q, b, i, h, c), t)) *
-             load_as_float(k, at(p, p.heads_kv, p.seq_kv, b, j, hk, c), t);
+      dot += static_cast<double>(load_as_float(q, at(p, p.heads_q, st.q + i, h, c), t)) *
+             load_as_float(k, at(p, p.heads_kv, st.kv + j, hk, c), t);
     }
     s[j] = scale * dot;
     if (cap > 0) s[j] = cap * std::tanh(s[j] / cap);
@@ -78,33 +90,35 @@ std::size_t simple_workspace_bytes(const Problem& p, Pass pass) {
 }
 
 void simple_forward(const FwdArgs& a, Bug bug) {
-  const Problem& p = a.p;
-  const DType t = p.dtype;
-  const int d = p.head_dim;
+  const DType t = a.p.dtype;
+  const int d = a.p.head_dim;
   double* s = static_cast<double*>(a.workspace);  // [Skv]
-  double* acc = s + p.seq_kv;                     // [D]
-  const FarRow far = far_row_of(p);
-  for (int b = 0; b < p.batch; ++b) {
+  double* acc = s + a.p.seq_kv;                   // [D]
+  const FarRow far = far_row_of(a.p);
+  for (int b = 0; b < a.p.batch; ++b) {
+    const Problem p = a.p.sequence(b);  // varlen: sequence b's own lengths and masks
+    const Starts st = starts_of(a.p, b, bug);
     for (int h = 0; h < p.heads_q; ++h) {
       const int hk = kv_of(p, h, bug);
       for (int i = 0; i < p.seq_q; ++i) {
         const Keys keys = visible_keys(p, i, bug);
         const bool none = keys.hi <= keys.lo;
-        const double m = scores(p, a.q, a.k, b, h, hk, i, keys, cap_of(p, bug), s);
+        const double m = scores(p, a.q, a.k, st, h, hk, i, keys, cap_of(p, bug), s);
         double l = 0;
         for (int c = 0; c < d; ++c) acc[c] = 0;  // a loop: g++ 13 misreads std::fill's bound here
         for (int j = keys.lo; j < keys.hi; ++j) {
           const double e = std::exp(s[j] - m);
           l += e;
-          for (int c = 0; c < d; ++c) acc[c] += e * load_as_float(a.v, at(p, p.heads_kv, p.seq_kv, b, j, hk, c), t);
+          for (int c = 0; c < d; ++c)
+            acc[c] += e * load_as_float(a.v, at(p, p.heads_kv, st.kv + j, hk, c), t);
         }
         for (int c = 0; c < d; ++c) {
           if (bug == Bug::unwritten_tile && b == 0 && h == 0 && i >= 16 && i < 32 && c >= 16 && c < 32) continue;
           double o = none ? 0.0 : acc[c] / l;
           if (bug == Bug::far_row && b == far.batch && h == far.head && i == far.row) o += 0.5;
-          store_from_float(a.o, at(p, p.heads_q, p.seq_q, b, i, h, c), static_cast<float>(o), t);
+          store_from_float(a.o, at(p, p.heads_q, st.q + i, h, c), static_cast<float>(o), t);
         }
-        float* lse = a.lse + (static_cast<std::int64_t>(b) * p.heads_q + h) * p.seq_q + i;
+        float* lse = a.lse + a.p.lse_start(b, h) + i;
         if (bug == Bug::lse_unwritten) continue;
         *lse = none ? -std::numeric_limits<float>::infinity()
                     : static_cast<float>(bug == Bug::lse_garbage ? m : m + std::log(l));
@@ -114,23 +128,26 @@ void simple_forward(const FwdArgs& a, Bug bug) {
 }
 
 void simple_backward(const BwdArgs& a, Bug bug) {
-  const Problem& p = a.p;
-  const DType t = p.dtype;
-  const int d = p.head_dim, n = p.seq_kv;
-  const double scale = p.effective_scale();
+  const DType t = a.p.dtype;
+  const int d = a.p.head_dim;
+  const double scale = a.p.effective_scale();
   const double gscale = bug == Bug::unscaled_grads ? 1.0 : scale;
-  double* dk = static_cast<double*>(a.workspace);            // [Skv, D]
-  double* dv = dk + static_cast<std::size_t>(n) * d;        // [Skv, D]
-  double* s = dv + static_cast<std::size_t>(n) * d;         // [Skv]
-  double* dq = s + n;                                       // [D]
-  double* dorow = dq + d;                                   // [D]
-  auto kv = [&](const void* x, int b, int j, int hk, int c) {
-    return static_cast<double>(load_as_float(x, at(p, p.heads_kv, n, b, j, hk, c), t));
-  };
-  auto qs = [&](const void* x, int b, int i, int h, int c) {
-    return static_cast<double>(load_as_float(x, at(p, p.heads_q, p.seq_q, b, i, h, c), t));
-  };
-  for (int b = 0; b < p.batch; ++b) {
+  const std::size_t n_max = static_cast<std::size_t>(a.p.seq_kv);
+  double* dk = static_cast<double*>(a.workspace);  // [Skv, D]
+  double* dv = dk + n_max * d;                     // [Skv, D]
+  double* s = dv + n_max * d;                      // [Skv]
+  double* dq = s + n_max;                          // [D]
+  double* dorow = dq + d;                          // [D]
+  for (int b = 0; b < a.p.batch; ++b) {
+    const Problem p = a.p.sequence(b);  // varlen: sequence b's own lengths and masks
+    const int n = p.seq_kv;
+    const Starts st = starts_of(a.p, b, bug);
+    auto kv = [&](const void* x, int j, int hk, int c) {
+      return static_cast<double>(load_as_float(x, at(p, p.heads_kv, st.kv + j, hk, c), t));
+    };
+    auto qs = [&](const void* x, int i, int h, int c) {
+      return static_cast<double>(load_as_float(x, at(p, p.heads_q, st.q + i, h, c), t));
+    };
     for (int hk = 0; hk < p.heads_kv; ++hk) {
       for (std::int64_t e = 0; e < static_cast<std::int64_t>(n) * d; ++e) dk[e] = dv[e] = 0;
       for (int h = 0; h < p.heads_q; ++h) {
@@ -138,38 +155,42 @@ void simple_backward(const BwdArgs& a, Bug bug) {
         for (int i = 0; i < p.seq_q; ++i) {
           const Keys keys = visible_keys(p, i, bug);
           const double cap = cap_of(p, bug);
-          const double m = scores(p, a.q, a.k, b, h, hk, i, keys, cap, s);
+          const double m = scores(p, a.q, a.k, st, h, hk, i, keys, cap, s);
           double l = 0;
           for (int j = keys.lo; j < keys.hi; ++j) l += std::exp(s[j] - m);
           double dsum = 0;  // D = dO . O
           for (int c = 0; c < d; ++c) {
-            dorow[c] = qs(a.dout, b, i, h, c);
-            dsum += dorow[c] * qs(a.o, b, i, h, c);
+            dorow[c] = qs(a.dout, i, h, c);
+            dsum += dorow[c] * qs(a.o, i, h, c);
           }
           for (int c = 0; c < d; ++c) dq[c] = 0;
           for (int j = keys.lo; j < keys.hi; ++j) {
             const double pj = std::exp(s[j] - m) / l;
             double dp = 0;
-            for (int c = 0; c < d; ++c) dp += dorow[c] * kv(a.v, b, j, hk, c);
+            for (int c = 0; c < d; ++c) dp += dorow[c] * kv(a.v, j, hk, c);
             // Through the soft cap: d(cap * tanh(x / cap)) / dx = 1 - tanh^2 = 1 - (s / cap)^2.
             const double ds = pj * (dp - dsum) * (cap > 0 ? 1 - (s[j] / cap) * (s[j] / cap) : 1.0);
             for (int c = 0; c < d; ++c) {
               const std::size_t jc = static_cast<std::size_t>(j) * d + c;
-              dq[c] += ds * kv(a.k, b, j, hk, c);
-              dk[jc] += ds * qs(a.q, b, i, h, c);
+              dq[c] += ds * kv(a.k, j, hk, c);
+              dk[jc] += ds * qs(a.q, i, h, c);
               dv[jc] += pj * dorow[c];
             }
           }
           for (int c = 0; c < d; ++c) {
-            store_from_float(a.dq, at(p, p.heads_q, p.seq_q, b, i, h, c), static_cast<float>(gscale * dq[c]), t);
+            store_from_float(a.dq, at(p, p.heads_q, st.q + i, h, c),
+                             static_cast<float>(gscale * dq[c]), t);
           }
         }
       }
+      // Stored at the sequence's own keys (the planted offset bug reads the wrong ones only).
+      const std::int64_t k0 = a.p.kv_start(b);
       for (int j = 0; j < n; ++j) {
         for (int c = 0; c < d; ++c) {
           const std::size_t jc = static_cast<std::size_t>(j) * d + c;
-          store_from_float(a.dk, at(p, p.heads_kv, n, b, j, hk, c), static_cast<float>(gscale * dk[jc]), t);
-          store_from_float(a.dv, at(p, p.heads_kv, n, b, j, hk, c), static_cast<float>(dv[jc]), t);
+          store_from_float(a.dk, at(p, p.heads_kv, k0 + j, hk, c),
+                           static_cast<float>(gscale * dk[jc]), t);
+          store_from_float(a.dv, at(p, p.heads_kv, k0 + j, hk, c), static_cast<float>(dv[jc]), t);
         }
       }
     }

@@ -102,6 +102,7 @@ struct Capabilities {
   bool gqa = true;  // heads_kv < heads_q (GQA and MQA)
   bool window = false;   // sliding-window attention (Problem::window_left / window_right)
   bool softcap = false;  // logit soft-capping (Problem::softcap)
+  bool varlen = false;   // variable-length batches (Problem::seqlens_q / seqlens_kv, THD layout)
   bool forward = true;
   bool backward = false;
   // For an implementation without a forward (a backward-only kernel), the implementation whose

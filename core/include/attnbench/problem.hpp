@@ -12,11 +12,25 @@
 // with causal (which bounds the right side at 0). Soft-capping (Gemma 2): with softcap > 0 the
 // scaled score s becomes softcap * tanh(s / softcap) before the mask and the softmax, so
 // dS reaching Q and K carries the factor 1 - tanh^2(s / softcap).
+//
+// Variable-length batches (varlen, FlashAttention's cu_seqlens): with seqlens_q and seqlens_kv set
+// (one length per sequence each, 0 allowed), the batch is packed in the THD layout, sequence b's
+// tokens following sequence b - 1's:
+//   q, o, do, dq : [total_q,  heads_q,  head_dim]   total_q  = sum of seqlens_q
+//   k, v, dk, dv : [total_kv, heads_kv, head_dim]   total_kv = sum of seqlens_kv
+//   lse          : [heads_q, total_q]               (FlashAttention 2/3's varlen LSE)
+// batch is the number of sequences, seq_q and seq_kv their longest lengths (max_seqlen). Each
+// sequence b is its own problem (sequence(b): seqlens_q[b] x seqlens_kv[b]), with causal and the
+// window aligned bottom-right in it. A sequence with queries but no key has O = 0, LSE = -inf and
+// no gradient; one without queries has no rows at all. A dense problem is the same THD layout with
+// every length equal (q_start(b) = b * seq_q), except for its LSE, [batch, heads_q, seq_q]: code
+// that indexes through q_start / kv_start / lse_start serves both.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "attnbench/dtype.hpp"
 
@@ -44,8 +58,38 @@ struct Problem {
   int window_left = -1;   // keys before the diagonal a query sees (-1: all)
   int window_right = -1;  // keys after the diagonal a query sees (-1: all; causal makes it 0)
   double softcap = 0;     // logit soft-capping, softcap * tanh(s / softcap); 0: off
+  // Varlen: per-sequence lengths, both empty for a dense problem (see the top of this file). A
+  // ragged decode batch (issue 29: a context length per sequence) is meant to reuse them.
+  std::vector<int> seqlens_q;
+  std::vector<int> seqlens_kv;
 
   bool has_window() const { return window_left >= 0 || window_right >= 0; }
+  bool varlen() const { return !seqlens_q.empty() || !seqlens_kv.empty(); }
+
+  // Per sequence b (dense: the same for every b). Lengths, and the first token of the sequence in
+  // the packed q (o, do, dq) and k (v, dk, dv) tensors; q_start(batch) = total_q().
+  int seq_q_of(int b) const {
+    return seqlens_q.empty() ? seq_q : seqlens_q[static_cast<std::size_t>(b)];
+  }
+  int seq_kv_of(int b) const {
+    return seqlens_kv.empty() ? seq_kv : seqlens_kv[static_cast<std::size_t>(b)];
+  }
+  // (Dense: b * seq, inline, as the implementations computed it before varlen.)
+  std::int64_t q_start(int b) const {
+    return seqlens_q.empty() ? std::int64_t{b} * seq_q : packed_start(seqlens_q, b);
+  }
+  std::int64_t kv_start(int b) const {
+    return seqlens_kv.empty() ? std::int64_t{b} * seq_kv : packed_start(seqlens_kv, b);
+  }
+  std::int64_t total_q() const { return q_start(batch); }
+  std::int64_t total_kv() const { return kv_start(batch); }
+  // Index in lse of (sequence b, query head h, row 0); the rows of (b, h) follow contiguously.
+  std::int64_t lse_start(int b, int h) const;
+  // Sequence b as a dense problem of batch 1 (every other field kept); the problem itself when
+  // dense and batch is 1. Its tensors are those of this problem from q_start(b) / kv_start(b).
+  Problem sequence(int b) const;
+  // Sets the lengths, batch (their count) and seq_q, seq_kv (their maxima).
+  void set_seqlens(std::vector<int> q, std::vector<int> kv);
 
   double effective_scale() const;
   int group() const { return heads_q / heads_kv; }  // query heads per kv head
@@ -58,7 +102,8 @@ struct Problem {
   std::int64_t kv_bytes() const { return kv_elems() * static_cast<std::int64_t>(dtype_size(dtype)); }
   std::int64_t lse_bytes() const { return lse_elems() * 4; }
 
-  // Visibility (causal and window), bottom-right aligned: row i sees the keys
+  // Visibility (causal and window), bottom-right aligned, of a dense problem (varlen: of
+  // sequence(b)): row i sees the keys
   // [first_visible_key(i), first_invisible_key(i)), an empty range when the first is not below
   // the second. Both are non-decreasing in i.
   int first_visible_key(int i) const;
@@ -77,14 +122,20 @@ struct Problem {
     return {lo, std::clamp(first_invisible_key(i) - j0, lo, n)};
   }
 
-  // Number of visible (query, key) pairs per (batch, head), counted exactly.
+  // Number of visible (query, key) pairs per (batch, head), counted exactly; varlen: per head,
+  // summed over the sequences.
   std::int64_t visible_pairs() const;
   // FlashAttention convention: forward = 4 * b * h * (visible pairs) * d; backward = 2.5x forward.
+  // Varlen: the sum over the sequences of their own (dense) counts.
   double flops_fwd() const;
   double flops_bwd() const { return 2.5 * flops_fwd(); }
 
+  // The sum of the first b lengths.
+  static std::int64_t packed_start(const std::vector<int>& lens, int b);
+
   // Short unique text, e.g. "b2_hq8_hkv2_sq17_skv33_d64_causal_bf16"; a window adds "_wl<L>"
-  // and/or "_wr<R>", soft-capping "_softcap<C>".
+  // and/or "_wr<R>", soft-capping "_softcap<C>", varlen "_varlen_q<total_q>_kv<total_kv>_<hash>"
+  // (hash: 8 hex digits of FNV-1a over the lengths; b, sq and skv are the count and the maxima).
   std::string label() const;
 };
 

@@ -44,6 +44,7 @@ enum class Group {
   large_scale,
   outlier,
   window_softcap,
+  varlen,
   random
 };
 std::string_view to_string(Group g);

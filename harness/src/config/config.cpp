@@ -239,20 +239,94 @@ std::int64_t expect_int(const json& v, const std::string& path, std::int64_t lo,
 
 // ---- Problem fields -------------------------------------------------------------------------
 
+// varlen is the distribution that draws both seqlens_q and seqlens_kv: a field of its own, so that
+// errors point at it and a case cannot take lengths from it and from a list at once.
 enum class Field {
-  batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, causal, scale, dtype, window_left, window_right,
-  softcap
+  batch,
+  heads_q,
+  heads_kv,
+  seq_q,
+  seq_kv,
+  head_dim,
+  causal,
+  scale,
+  dtype,
+  window_left,
+  window_right,
+  softcap,
+  seqlens_q,
+  seqlens_kv,
+  varlen
 };
-constexpr std::size_t kFields = 12;
+constexpr std::size_t kFields = 15;
 constexpr std::array<const char*, kFields> kFieldNames = {
-    "batch",  "heads_q", "heads_kv", "seq_q",       "seq_kv",       "head_dim",
-    "causal", "scale",   "dtype",    "window_left", "window_right", "softcap"};
+    "batch", "heads_q",     "heads_kv",     "seq_q",   "seq_kv",    "head_dim",   "causal", "scale",
+    "dtype", "window_left", "window_right", "softcap", "seqlens_q", "seqlens_kv", "varlen"};
 
 const std::vector<std::string>& problem_keys() {
   static const std::vector<std::string> k = {
-      "batch", "heads_q", "heads_kv",    "seq_q",        "seq_kv",  "head_dim", "causal",
-      "scale", "dtype",   "window_left", "window_right", "softcap", "seq",      "heads"};
+      "batch",     "heads_q",    "heads_kv", "seq_q",       "seq_kv",       "head_dim",
+      "causal",    "scale",      "dtype",    "window_left", "window_right", "softcap",
+      "seqlens_q", "seqlens_kv", "varlen",   "seq",         "heads"};
   return k;
+}
+
+// The most sequences one "varlen" distribution may draw (its total_tokens over its lengths).
+constexpr std::int64_t kMaxVarlenSequences = 1 << 20;
+
+// "varlen": {"total_tokens": T, "min": a, "max": b, "seed": s}: lengths uniform in [a, b], drawn
+// from a counter-based generator (splitmix64 of seed + index, then modulo: portable, unlike the
+// standard distributions), until they sum to T; the last is cut so that the sum is exactly T (it
+// may fall below min). Queries and keys get the same lengths (self-attention over packed
+// sequences).
+std::vector<int> draw_lengths(const json& v, const std::string& path) {
+  expect_object(v, path);
+  check_keys(v, path, {"total_tokens", "min", "max", "seed"});
+  for (const char* k : {"total_tokens", "min", "max"}) {
+    if (!v.contains(k))
+      fail(path, &v, std::string("needs \"") + k + "\" (and total_tokens, min, max, seed)");
+  }
+  const std::int64_t total = expect_int(v["total_tokens"], at(path, "total_tokens"), 1, INT_MAX,
+                                        "an integer in [1, 2^31 - 1]");
+  const std::int64_t lo = expect_int(v["min"], at(path, "min"), 0, INT_MAX, "a length >= 0");
+  const std::int64_t hi = expect_int(v["max"], at(path, "max"), std::max<std::int64_t>(lo, 1),
+                                     INT_MAX, "a length >= 1 and >= min");
+  std::uint64_t seed = 0;
+  if (v.contains("seed")) {
+    seed = static_cast<std::uint64_t>(
+        expect_int(v["seed"], at(path, "seed"), 0, INT64_MAX, "a non-negative integer"));
+  }
+  auto splitmix64 = [](std::uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+  };
+  std::vector<int> lens;
+  std::int64_t sum = 0;
+  for (std::uint64_t i = 0; sum < total; ++i) {
+    if (static_cast<std::int64_t>(lens.size()) >= kMaxVarlenSequences) {
+      fail(path, &v,
+           "draws more than " + std::to_string(kMaxVarlenSequences) +
+               " sequences: raise min and max or lower total_tokens");
+    }
+    const std::uint64_t span = static_cast<std::uint64_t>(hi - lo) + 1;
+    const std::int64_t n = std::min<std::int64_t>(
+        lo + static_cast<std::int64_t>(splitmix64(seed + i) % span), total - sum);
+    lens.push_back(static_cast<int>(n));
+    sum += n;
+  }
+  return lens;
+}
+
+// A list of lengths, one per sequence, each >= 0.
+std::vector<int> length_list(const json& v, const std::string& path) {
+  expect_array(v, path);
+  std::vector<int> lens;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    lens.push_back(static_cast<int>(expect_int(v[i], at(path, i), 0, INT_MAX, "a length >= 0")));
+  }
+  return lens;
 }
 
 // The concrete fields a key sets: "seq" and "heads" set two.
@@ -312,6 +386,16 @@ void set_field(Problem& p, Field f, const json& v, const std::string& path) {
       p.softcap = c;
       break;
     }
+    case Field::seqlens_q:
+      p.seqlens_q = length_list(v, path);
+      break;
+    case Field::seqlens_kv:
+      p.seqlens_kv = length_list(v, path);
+      break;
+    case Field::varlen:
+      p.seqlens_q = draw_lengths(v, path);
+      p.seqlens_kv = p.seqlens_q;
+      break;
   }
 }
 
@@ -560,6 +644,7 @@ class CaseExpander {
       // heads_kv left unset means MHA (heads_kv = heads_q), as in FlashAttention and PyTorch: a
       // config or a --heads-q alone must not silently mean MQA.
       if (src[static_cast<std::size_t>(Field::heads_kv)].path.empty()) p.heads_kv = p.heads_q;
+      if (p.varlen()) derive_varlen(p, src);
       check_case(p, src, sweep_path);
       out.push_back(p);
       // Odometer: the last dimension varies fastest.
@@ -578,6 +663,29 @@ class CaseExpander {
   const ParseOptions& opts_;
   std::size_t total_cases_ = 0;  // over all groups, against kMaxCases
 
+  // A varlen case takes batch, seq_q and seq_kv from its lengths (their count and maxima): set
+  // by hand as well, they could only repeat or contradict them.
+  static void derive_varlen(Problem& p, const Sources& src) {
+    auto source_of = [&](Field f) -> const Source& { return src[static_cast<std::size_t>(f)]; };
+    const Source& dist = source_of(Field::varlen);
+    for (Field f : {Field::seqlens_q, Field::seqlens_kv}) {
+      if (!dist.path.empty() && !source_of(f).path.empty()) {
+        fail_text(source_of(f).path, source_of(f).value,
+                  std::string(kFieldNames[static_cast<std::size_t>(f)]) + " and varlen (at " +
+                      dist.path + ") both set the lengths: give one of them");
+      }
+    }
+    for (Field f : {Field::batch, Field::seq_q, Field::seq_kv}) {
+      if (!source_of(f).path.empty()) {
+        fail_text(source_of(f).path, source_of(f).value,
+                  std::string("a varlen case takes batch, seq_q and seq_kv from its lengths (their "
+                              "count and maxima): leave ") +
+                      kFieldNames[static_cast<std::size_t>(f)] + " out");
+      }
+    }
+    if (!p.seqlens_q.empty() && !p.seqlens_kv.empty()) p.set_seqlens(p.seqlens_q, p.seqlens_kv);
+  }
+
   void check_case(const Problem& p, const Sources& src, const std::string& sweep_path) {
     auto source_of = [&](Field f) -> const Source& { return src[static_cast<std::size_t>(f)]; };
     if (p.heads_q % p.heads_kv != 0) {
@@ -594,6 +702,11 @@ class CaseExpander {
       if (lead == kFieldNames[i] && !src[i].path.empty()) {
         fail_text(src[i].path, src[i].value, why + " (case " + p.label() + ")");
       }
+    }
+    // Lengths drawn by "varlen" (a list's own messages name seqlens_q or seqlens_kv).
+    if (const Source& d = src[static_cast<std::size_t>(Field::varlen)];
+        !d.path.empty() && lead.rfind("seqlens_", 0) == 0) {
+      fail_text(d.path, d.value, why + " (case " + p.label() + ")");
     }
     fail_text(sweep_path, quoted(p.label()), why);
   }

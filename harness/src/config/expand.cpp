@@ -117,12 +117,20 @@ ojson case_to_json(const Config& cfg, std::size_t group, const Problem& p, int c
   in["generator"] = "harness/src/run/tensors.cpp make_inputs: counter-based splitmix64 + Box-Muller, "
                     "one stream per tensor (Q 0, K 1, V 2, dO 3; dO always normal)";
   in["dtype"] = std::string(to_string(p.dtype));
-  in["layout"] = {{"q", shape({p.batch, p.seq_q, p.heads_q, p.head_dim})},
-                  {"k", shape({p.batch, p.seq_kv, p.heads_kv, p.head_dim})},
-                  {"v", shape({p.batch, p.seq_kv, p.heads_kv, p.head_dim})},
-                  {"dout", shape({p.batch, p.seq_q, p.heads_q, p.head_dim})},
-                  {"o", shape({p.batch, p.seq_q, p.heads_q, p.head_dim})},
-                  {"lse", shape({p.batch, p.heads_q, p.seq_q})}};
+  if (p.varlen()) {  // packed THD (problem.hpp); the lengths are in "problem"
+    const std::int64_t tq = p.total_q(), tkv = p.total_kv();
+    in["layout"] = {
+        {"q", shape({tq, p.heads_q, p.head_dim})},   {"k", shape({tkv, p.heads_kv, p.head_dim})},
+        {"v", shape({tkv, p.heads_kv, p.head_dim})}, {"dout", shape({tq, p.heads_q, p.head_dim})},
+        {"o", shape({tq, p.heads_q, p.head_dim})},   {"lse", shape({p.heads_q, tq})}};
+  } else {
+    in["layout"] = {{"q", shape({p.batch, p.seq_q, p.heads_q, p.head_dim})},
+                    {"k", shape({p.batch, p.seq_kv, p.heads_kv, p.head_dim})},
+                    {"v", shape({p.batch, p.seq_kv, p.heads_kv, p.head_dim})},
+                    {"dout", shape({p.batch, p.seq_q, p.heads_q, p.head_dim})},
+                    {"o", shape({p.batch, p.seq_q, p.heads_q, p.head_dim})},
+                    {"lse", shape({p.batch, p.heads_q, p.seq_q})}};
+  }
   j["inputs"] = std::move(in);
   j["verify"] = {{"mode", to_string(g.verify.mode)},
                  {"resolved", to_string(resolve_mode(p, g.verify.mode))},

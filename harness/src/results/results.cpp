@@ -107,6 +107,11 @@ nlohmann::ordered_json problem_to_json(const Problem& p) {
   if (p.window_left >= 0) j["window_left"] = p.window_left;
   if (p.window_right >= 0) j["window_right"] = p.window_right;
   if (p.softcap != 0) j["softcap"] = p.softcap;
+  // Varlen only: the lengths (batch, seq_q and seq_kv above are their count and maxima).
+  if (p.varlen()) {
+    j["seqlens_q"] = p.seqlens_q;
+    j["seqlens_kv"] = p.seqlens_kv;
+  }
   return j;
 }
 

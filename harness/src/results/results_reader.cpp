@@ -123,7 +123,26 @@ struct Reader {
     p.window_left = static_cast<int>(integer(j, "window_left", pp, false, -1));
     p.window_right = static_cast<int>(integer(j, "window_right", pp, false, -1));
     p.softcap = num(j, "softcap", pp, false, 0.0);
+    p.seqlens_q = lengths(j, "seqlens_q", pp);
+    p.seqlens_kv = lengths(j, "seqlens_kv", pp);
     return p;
+  }
+
+  // A varlen problem's per-sequence lengths (absent for a dense one: empty).
+  std::vector<int> lengths(const ojson& parent, const char* key, const std::string& path) const {
+    std::vector<int> out;
+    const ojson* v = find(parent, key);
+    if (!v || v->is_null()) return out;
+    const std::string kp = path + "." + key;
+    if (!v->is_array()) bad(origin, kp, "expected an array of lengths, got " + short_dump(*v));
+    for (std::size_t i = 0; i < v->size(); ++i) {
+      const std::string ip = kp + "[" + std::to_string(i) + "]";
+      const std::int64_t n = integer((*v)[i], ip);
+      if (n < 0 || n > std::numeric_limits<int>::max())
+        bad(origin, ip, "expected a length >= 0, got " + short_dump((*v)[i]));
+      out.push_back(static_cast<int>(n));
+    }
+    return out;
   }
 
   void verification(const ojson& v, const std::string& vp, ResultRow& row) const {

@@ -73,6 +73,8 @@ std::string_view to_string(Group g) {
       return "outlier";
     case Group::window_softcap:
       return "window_softcap";
+    case Group::varlen:
+      return "varlen";
     case Group::random:
       return "random";
   }
@@ -182,6 +184,27 @@ std::vector<Shape> make_shapes() {
           Distribution::outlier);
     }
   }
+  // Variable-length batches (implementations that declare varlen; the others SKIP), packed THD:
+  // a sequence without queries and one with queries but no key (O = 0, LSE = -inf, no gradient),
+  // causal with seq_q > seq_kv and seq_q < seq_kv within one batch, a window, a soft cap, GQA 8:2
+  // and MQA. The last sequence's last row always sees keys (the planted wrong row goes there), and
+  // every batch has a sequence after a non-empty one (a wrong sequence offset shows there).
+  auto varlen = [](Problem p, std::vector<int> q, std::vector<int> kv) {
+    p.set_seqlens(std::move(q), std::move(kv));
+    return p;
+  };
+  for (DType t : kDTypes) {
+    const Group g = Group::varlen;
+    for (bool causal : {false, true}) {
+      add(g, varlen(make_problem(1, 2, 2, 1, 1, 64, causal, t), {50, 25, 0, 33}, {20, 0, 17, 40}));
+    }
+    add(g, windowed(varlen(make_problem(1, 8, 2, 1, 1, 40, true, t), {65, 1, 30}, {40, 64, 30}), 16,
+                    -1, 0));
+    add(g, windowed(varlen(make_problem(1, 8, 1, 1, 1, 64, false, t), {33, 100, 7}, {90, 20, 7}), 8,
+                    8, 0));
+    add(g, windowed(varlen(make_problem(1, 4, 2, 1, 1, 128, true, t), {64, 0, 70}, {0, 30, 100}),
+                    -1, -1, 30));
+  }
   // Random shapes from a fixed seed: any head_dim 1..256, group 1..4, seq 1..300. One draw per
   // statement: argument evaluation order is unspecified, the shapes must not be.
   std::mt19937 rng(kSeed);
@@ -233,15 +256,18 @@ struct Tensor {
 
 std::vector<Tensor> tensors_of(const Problem& p, Pass pass, Outputs& o) {
   std::vector<Tensor> v;
-  const int b = p.batch, d = p.head_dim;
+  // Varlen: the packed [total, heads, d] tensors and the [heads_q, total_q] LSE are a batch of one.
+  const int b = p.varlen() ? 1 : p.batch, d = p.head_dim;
+  const int sq = p.varlen() ? static_cast<int>(p.total_q()) : p.seq_q;
+  const int skv = p.varlen() ? static_cast<int>(p.total_kv()) : p.seq_kv;
   if (pass != Pass::bwd) {
-    v.push_back({"O", &o.o, nullptr, b, p.seq_q, p.heads_q, d});
-    v.push_back({"LSE", nullptr, &o.lse, b, p.seq_q, p.heads_q, 1});
+    v.push_back({"O", &o.o, nullptr, b, sq, p.heads_q, d});
+    v.push_back({"LSE", nullptr, &o.lse, b, sq, p.heads_q, 1});
   }
   if (pass != Pass::fwd) {
-    v.push_back({"dQ", &o.dq, nullptr, b, p.seq_q, p.heads_q, d});
-    v.push_back({"dK", &o.dk, nullptr, b, p.seq_kv, p.heads_kv, d});
-    v.push_back({"dV", &o.dv, nullptr, b, p.seq_kv, p.heads_kv, d});
+    v.push_back({"dQ", &o.dq, nullptr, b, sq, p.heads_q, d});
+    v.push_back({"dK", &o.dk, nullptr, b, skv, p.heads_kv, d});
+    v.push_back({"dV", &o.dv, nullptr, b, skv, p.heads_kv, d});
   }
   return v;
 }

@@ -52,9 +52,16 @@ void dump_row(const std::string& dir_name, const Problem& p, const CaseInputs& i
   namespace fs = std::filesystem;
   const fs::path dir = fs::path(dir_name) / p.label();
   fs::create_directories(dir);
-  const std::vector<std::int64_t> qs{p.batch, p.seq_q, p.heads_q, p.head_dim};
-  const std::vector<std::int64_t> ks{p.batch, p.seq_kv, p.heads_kv, p.head_dim};
-  const std::vector<std::int64_t> ls{p.batch, p.heads_q, p.seq_q};
+  // Varlen: the packed THD shapes (problem.hpp).
+  const std::vector<std::int64_t> qs =
+      p.varlen() ? std::vector<std::int64_t>{p.total_q(), p.heads_q, p.head_dim}
+                 : std::vector<std::int64_t>{p.batch, p.seq_q, p.heads_q, p.head_dim};
+  const std::vector<std::int64_t> ks =
+      p.varlen() ? std::vector<std::int64_t>{p.total_kv(), p.heads_kv, p.head_dim}
+                 : std::vector<std::int64_t>{p.batch, p.seq_kv, p.heads_kv, p.head_dim};
+  const std::vector<std::int64_t> ls = p.varlen()
+                                           ? std::vector<std::int64_t>{p.heads_q, p.total_q()}
+                                           : std::vector<std::int64_t>{p.batch, p.heads_q, p.seq_q};
   if (with_inputs) {
     write_npy((dir / "Q.npy").string(), in.q.data(), p.dtype, qs);
     write_npy((dir / "K.npy").string(), in.k.data(), p.dtype, ks);

@@ -25,6 +25,10 @@ const char* to_string(VerifyMode m) {
 }
 
 VerifyMode resolve_mode(const Problem& p, VerifyMode requested) {
+  // Sampling picks (batch, head) pairs and rows of a dense batch; a varlen batch is checked in
+  // full (its score work is the sum of its sequences' squares, well below a dense batch of the
+  // same tokens).
+  if (p.varlen() && requested != VerifyMode::off) return VerifyMode::full;
   if (requested != VerifyMode::automatic) return requested;
   const double work = static_cast<double>(p.batch) * p.heads_q * static_cast<double>(p.seq_q) *
                       p.seq_kv * p.head_dim;
@@ -108,7 +112,16 @@ void set_gradient_floors(const Problem& p, const std::vector<double>& q,
   const double u = unit_roundoff(p.dtype) + 2.0 * d * unit_roundoff(DType::f32);
   const double residual = u * max_row_norm(dout, d) * max_row_norm(v, d);
   const double scale = p.effective_scale();
-  const double column_mass = std::max(1.0, static_cast<double>(p.group()) * p.seq_q / p.seq_kv);
+  double column_mass = std::max(1.0, static_cast<double>(p.group()) * p.seq_q / p.seq_kv);
+  if (p.varlen()) {  // the largest of the sequences' own (the maxima need not share a sequence)
+    column_mass = 1.0;
+    for (int b = 0; b < p.batch; ++b) {
+      if (p.seq_kv_of(b) > 0) {
+        column_mass =
+            std::max(column_mass, static_cast<double>(p.group()) * p.seq_q_of(b) / p.seq_kv_of(b));
+      }
+    }
+  }
   ref.floor_dq = residual * scale * max_abs(k);
   ref.floor_dk = residual * scale * max_abs(q) * column_mass;
 }
@@ -339,8 +352,19 @@ struct OutputSpec {
 // 1. Every element, sampled or not: no NaN/Inf (unwritten poison is NaN), and an LSE of -inf
 // exactly where a row sees no key. Sets r.nonfinite; returns the first bad element (-1: none).
 std::int64_t scan_nonfinite(const Problem& p, const OutputSpec& s, OutputReport& r) {
-  // An LSE of -inf is correct exactly where a row sees no key.
+  // An LSE of -inf is correct exactly where a row sees no key. Varlen (LSE [heads_q, total_q]):
+  // whether each packed row sees a key, from its own sequence's mask.
+  std::vector<char> varlen_empty;
+  if (p.varlen() && s.is_lse) {
+    varlen_empty.reserve(static_cast<std::size_t>(p.total_q()));
+    for (int b = 0; b < p.batch; ++b) {
+      const Problem sp = p.sequence(b);
+      for (int i = 0; i < sp.seq_q; ++i) varlen_empty.push_back(sp.visible_keys(i) == 0);
+    }
+  }
+  const std::int64_t total_q = p.varlen() ? p.total_q() : 1;
   auto lse_row_empty = [&](std::int64_t i) {
+    if (!varlen_empty.empty()) return varlen_empty[static_cast<std::size_t>(i % total_q)] != 0;
     const int row = static_cast<int>(i % p.seq_q);
     return p.visible_keys(row) == 0;  // causal or window
   };

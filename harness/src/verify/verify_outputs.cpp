@@ -63,17 +63,34 @@ Problem problem_from_json(const json& p) {
       bad("problem.softcap", p["softcap"], "must be a number >= 0 (0: off)");
     x.softcap = p["softcap"].get<double>();
   }
+  // Varlen: the per-sequence lengths (problem_to_json writes them only for a varlen problem;
+  // validate() then checks them against batch, seq_q and seq_kv).
+  for (const char* key : {"seqlens_q", "seqlens_kv"}) {
+    if (!p.contains(key)) continue;
+    const json& v = p[key];
+    if (!v.is_array()) bad(std::string("problem.") + key, v, "must be an array of lengths >= 0");
+    std::vector<int>& out = key[8] == 'q' ? x.seqlens_q : x.seqlens_kv;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const json& n = v[i];
+      if (!n.is_number_integer() || n.get<std::int64_t>() < 0 ||
+          n.get<std::int64_t>() > INT32_MAX) {
+        bad(std::string("problem.") + key + "[" + std::to_string(i) + "]", n,
+            "must be a length >= 0");
+      }
+      out.push_back(n.get<int>());
+    }
+  }
   // A key this reader does not know would be dropped silently (a windowed case verified as a
   // dense one): refused instead.
-  static const char* const kKeys[] = {"batch",  "heads_q",     "heads_kv",     "seq_q",
-                                      "seq_kv", "head_dim",    "causal",       "scale",
-                                      "dtype",  "window_left", "window_right", "softcap"};
+  static const char* const kKeys[] = {
+      "batch", "heads_q", "heads_kv",    "seq_q",        "seq_kv",  "head_dim",  "causal",
+      "scale", "dtype",   "window_left", "window_right", "softcap", "seqlens_q", "seqlens_kv"};
   for (const auto& item : p.items()) {
     if (std::none_of(std::begin(kKeys), std::end(kKeys),
                      [&](const char* k) { return item.key() == k; })) {
       bad("problem." + item.key(), item.value(),
           "is not a problem field (the fields: batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, "
-          "causal, scale, dtype, window_left, window_right, softcap)");
+          "causal, scale, dtype, window_left, window_right, softcap, seqlens_q, seqlens_kv)");
     }
   }
   if (const std::string why = validate(x); !why.empty()) throw std::invalid_argument("problem: " + why);

@@ -1,6 +1,8 @@
 // The float64 reference: the single source of truth for O, LSE, dQ, dK and dV.
 // Eigen, double precision, no dependency on the harness or any implementation (it only uses the
-// Problem type for sizes and conventions). Layouts are those of problem.hpp, as doubles.
+// Problem type for sizes and conventions). Layouts are those of problem.hpp, as doubles; for a
+// varlen problem the packed THD layout, with b the sequence and row and key counts its own
+// (seqlens_q[b], seqlens_kv[b]) in forward_rows and backward_kv_head.
 #pragma once
 
 #include <vector>
