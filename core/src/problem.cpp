@@ -14,10 +14,13 @@ double Problem::effective_scale() const {
   return scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
 }
 
-// The first token of sequence b: the sum of the lengths before it.
+// The first token of sequence b: the sum of the lengths before it. Bounded by the list, so that
+// label() stays safe on a problem that validate() has yet to refuse (lists of unequal length, or
+// batch past them: the config's error message names the case by its label).
 std::int64_t Problem::packed_start(const std::vector<int>& lens, int b) {
   std::int64_t n = 0;
-  for (int i = 0; i < b; ++i) n += lens[static_cast<std::size_t>(i)];
+  const int count = std::min(b, static_cast<int>(lens.size()));
+  for (int i = 0; i < count; ++i) n += lens[static_cast<std::size_t>(i)];
   return n;
 }
 std::int64_t Problem::lse_start(int b, int h) const {
