@@ -4,9 +4,9 @@
 // Algorithm. Each task owns one query tile of Br rows of one (batch, head). It keeps a float
 // accumulator O~ [Br, d], a running max m and a running sum l per row, and walks the key/value
 // tiles of Bc keys once:
-//   S = scale * Q_i K_j^T                    (Eigen GEMM on float tiles; scale applied in the exp
-//   pass) m' = max(m, rowmax(S));  P = exp(S - m');  l = l * exp(m - m') + rowsum(P) O~ = O~ *
-//   exp(m - m') + P V_j            (rescale in place, Eigen GEMM)
+//   S = scale * Q_i K_j^T                    (Eigen GEMM on float tiles; scale applied in the exp pass)
+//   m' = max(m, rowmax(S));  P = exp(S - m');  l = l * exp(m - m') + rowsum(P)
+//   O~ = O~ * exp(m - m') + P V_j            (rescale in place, Eigen GEMM)
 // and finally writes O = O~ / l and LSE = m + log(l). A row that sees no key keeps l = 0 and
 // gets O = 0, LSE = -inf.
 // Passes over memory: Q, O and LSE once; K and V once per query tile (seq_q / Br times), which

@@ -88,9 +88,10 @@ Problem problem_from_json(const json& p) {
   for (const auto& item : p.items()) {
     if (std::none_of(std::begin(kKeys), std::end(kKeys),
                      [&](const char* k) { return item.key() == k; })) {
+      std::string fields;
+      for (const char* k : kKeys) fields += (fields.empty() ? "" : ", ") + std::string(k);
       bad("problem." + item.key(), item.value(),
-          "is not a problem field (the fields: batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, "
-          "causal, scale, dtype, window_left, window_right, softcap, seqlens_q, seqlens_kv)");
+          "is not a problem field (the fields: " + fields + ")");
     }
   }
   if (const std::string why = validate(x); !why.empty()) throw std::invalid_argument("problem: " + why);
