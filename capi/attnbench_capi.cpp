@@ -74,6 +74,8 @@ struct ab_call {
   Pass pass = Pass::fwd;
   attnbench::Options options;
   std::string support;
+  const std::int32_t* cu_q = nullptr;  // ab_call_set_cu_seqlens
+  const std::int32_t* cu_kv = nullptr;
 };
 
 extern "C" {
@@ -249,6 +251,18 @@ int ab_call_prepare(ab_call* c) {
       -1);
 }
 
+int ab_call_set_cu_seqlens(ab_call* c, const int32_t* cu_seqlens_q, const int32_t* cu_seqlens_kv) {
+  return guarded(
+      [&]() -> int {
+        if (!c) throw std::invalid_argument("null call");
+        if (!c->p.varlen()) throw std::invalid_argument("cu_seqlens given for a dense problem");
+        c->cu_q = cu_seqlens_q;
+        c->cu_kv = cu_seqlens_kv;
+        return 0;
+      },
+      -1);
+}
+
 int ab_call_forward(ab_call* c, const void* q, const void* k, const void* v, void* o, float* lse, void* workspace,
                     size_t workspace_bytes, void* stream) {
   return guarded(
@@ -256,7 +270,8 @@ int ab_call_forward(ab_call* c, const void* q, const void* k, const void* v, voi
         if (!c || !c->fwd_impl) throw std::invalid_argument("no forward for this call");
         c->fwd_impl->forward({.p = c->p, .q = q, .k = k, .v = v, .o = o, .lse = lse,
                               .workspace = workspace, .workspace_bytes = workspace_bytes,
-                              .stream = stream, .options = &c->options});
+                              .stream = stream, .options = &c->options,
+                              .cu_seqlens_q = c->cu_q, .cu_seqlens_kv = c->cu_kv});
         return 0;
       },
       -1);
@@ -271,7 +286,8 @@ int ab_call_backward(ab_call* c, const void* q, const void* k, const void* v, co
         c->impl->backward({.p = c->p, .q = q, .k = k, .v = v, .o = o, .lse = lse, .dout = dout,
                            .dq = dq, .dk = dk, .dv = dv, .workspace = workspace,
                            .workspace_bytes = workspace_bytes, .stream = stream,
-                           .options = &c->options});
+                           .options = &c->options, .cu_seqlens_q = c->cu_q,
+                           .cu_seqlens_kv = c->cu_kv});
         return 0;
       },
       -1);

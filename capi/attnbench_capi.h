@@ -27,7 +27,8 @@
 extern "C" {
 #endif
 
-#define AB_CAPI_VERSION 2  /* 2: problems carry window_left, window_right, softcap; unknown keys refused */
+#define AB_CAPI_VERSION 3  /* 2: problems carry window_left, window_right, softcap; unknown keys refused.
+                              3: ab_call_set_cu_seqlens for varlen problems */
 
 int ab_capi_version(void);
 const char* ab_last_error(void);
@@ -63,6 +64,10 @@ const char* ab_call_supports(ab_call* c);
 int64_t ab_call_workspace_bytes(ab_call* c);
 /* Once before the first call, outside any timed region or graph capture (plans, attributes). */
 int ab_call_prepare(ab_call* c);
+/* A varlen problem (seqlens_q / seqlens_kv in problem_json): the lengths' prefix sums, batch + 1
+ * int32 each, in the implementation's device memory (FlashAttention's cu_seqlens), passed to every
+ * later forward/backward. A CUDA implementation refuses a varlen call without them. */
+int ab_call_set_cu_seqlens(ab_call* c, const int32_t* cu_seqlens_q, const int32_t* cu_seqlens_kv);
 /* Enqueue on stream (a cudaStream_t; NULL on the CPU). No allocation, no synchronisation: safe to
  * capture in a CUDA graph for implementations that follow the harness's contract. */
 int ab_call_forward(ab_call* c, const void* q, const void* k, const void* v, void* o, float* lse, void* workspace,

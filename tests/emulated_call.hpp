@@ -21,6 +21,9 @@ inline Outputs run_on_host(const Implementation& impl, const Problem& p, Pass pa
                            const CaseInputs& in, const Reference& ref, const Options& opts) {
   Outputs out;
   impl.prepare(p, pass, opts);
+  const std::vector<std::int32_t> cu_q = p.cu_seqlens_q(), cu_kv = p.cu_seqlens_kv();
+  const std::int32_t* cq = cu_q.empty() ? nullptr : cu_q.data();
+  const std::int32_t* ckv = cu_kv.empty() ? nullptr : cu_kv.data();
   std::vector<float> ws(impl.workspace_bytes(p, pass, opts) / 4 + 4);
   poison_nan(ws.data(), ws.size(), DType::f32);
   if (pass == Pass::fwd) {
@@ -38,6 +41,8 @@ inline Outputs run_on_host(const Implementation& impl, const Problem& p, Pass pa
     a.workspace = ws.data();
     a.workspace_bytes = ws.size() * 4;
     a.options = &opts;
+    a.cu_seqlens_q = cq;
+    a.cu_seqlens_kv = ckv;
     impl.forward(a);
     return out;
   }
@@ -60,6 +65,8 @@ inline Outputs run_on_host(const Implementation& impl, const Problem& p, Pass pa
   a.workspace = ws.data();
   a.workspace_bytes = ws.size() * 4;
   a.options = &opts;
+  a.cu_seqlens_q = cq;
+  a.cu_seqlens_kv = ckv;
   impl.backward(a);
   return out;
 }

@@ -23,6 +23,13 @@ std::int64_t Problem::packed_start(const std::vector<int>& lens, int b) {
   for (int i = 0; i < count; ++i) n += lens[static_cast<std::size_t>(i)];
   return n;
 }
+std::vector<std::int32_t> Problem::prefix_sums(const std::vector<int>& lens) {
+  if (lens.empty()) return {};
+  std::vector<std::int32_t> cu(lens.size() + 1, 0);
+  for (std::size_t i = 0; i < lens.size(); ++i) cu[i + 1] = cu[i] + lens[i];  // validate(): fits
+  return cu;
+}
+
 std::int64_t Problem::lse_start(int b, int h) const {
   if (varlen()) return static_cast<std::int64_t>(h) * total_q() + q_start(b);
   return (static_cast<std::int64_t>(b) * heads_q + h) * seq_q;

@@ -200,7 +200,7 @@ def tensor_nbytes(case, name):
 class Capi:
     """ctypes binding of capi/attnbench_capi.h."""
 
-    VERSION = 2  # 2: problems carry window_left, window_right and softcap
+    VERSION = 3  # 2: problems carry window_left, window_right and softcap; 3: ab_call_set_cu_seqlens
 
     def __init__(self, path):
         try:

@@ -65,6 +65,11 @@ struct FwdArgs {
   std::size_t workspace_bytes = 0;
   void* stream = nullptr;
   const Options* options = nullptr;
+  // Varlen (Problem::varlen()): the lengths' prefix sums on the implementation's device, batch + 1
+  // entries each (FlashAttention's cu_seqlens: sequence b's tokens are [cu[b], cu[b + 1]) of the
+  // packed tensors); null for a dense problem. The harness uploads them before the timed calls.
+  const std::int32_t* cu_seqlens_q = nullptr;
+  const std::int32_t* cu_seqlens_kv = nullptr;
 
   std::int64_t option(const std::string& key, std::int64_t fallback) const {
     return option_or(options, key, fallback);
@@ -86,6 +91,9 @@ struct BwdArgs {
   std::size_t workspace_bytes = 0;
   void* stream = nullptr;
   const Options* options = nullptr;
+  // Varlen: as FwdArgs.
+  const std::int32_t* cu_seqlens_q = nullptr;
+  const std::int32_t* cu_seqlens_kv = nullptr;
 
   std::int64_t option(const std::string& key, std::int64_t fallback) const {
     return option_or(options, key, fallback);

@@ -130,8 +130,14 @@ struct Problem {
   double flops_fwd() const;
   double flops_bwd() const { return 2.5 * flops_fwd(); }
 
+  // Varlen: the prefix sums of seqlens_q / seqlens_kv (batch + 1 entries, 0 first), the
+  // cu_seqlens the implementations receive (FwdArgs); empty for a dense problem.
+  std::vector<std::int32_t> cu_seqlens_q() const { return prefix_sums(seqlens_q); }
+  std::vector<std::int32_t> cu_seqlens_kv() const { return prefix_sums(seqlens_kv); }
+
   // The sum of the first b lengths.
   static std::int64_t packed_start(const std::vector<int>& lens, int b);
+  static std::vector<std::int32_t> prefix_sums(const std::vector<int>& lens);
 
   // Short unique text, e.g. "b2_hq8_hkv2_sq17_skv33_d64_causal_bf16"; a window adds "_wl<L>"
   // and/or "_wr<R>", soft-capping "_softcap<C>", varlen "_varlen_q<total_q>_kv<total_kv>_<hash>"

@@ -2,6 +2,7 @@
 // implementation gets pointers and a workspace of the size it asked for.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -88,6 +89,13 @@ class CaseBuffers {
   void *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *o_ = nullptr, *dout_ = nullptr;
   void *dq_ = nullptr, *dk_ = nullptr, *dv_ = nullptr, *ws_ = nullptr;
   float* lse_ = nullptr;
+  // Varlen: the problem's cu_seqlens on the device (FwdArgs), null for a dense problem.
+  std::int32_t *cu_q_ = nullptr, *cu_kv_ = nullptr;
+
+  // Every buffer above (for freeing them).
+  std::array<void*, 12> buffers() const {
+    return {q_, k_, v_, o_, lse_, dout_, dq_, dk_, dv_, ws_, cu_q_, cu_kv_};
+  }
 };
 
 }  // namespace attnbench

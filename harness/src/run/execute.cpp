@@ -184,8 +184,15 @@ CaseBuffers::CaseBuffers(const Implementation& impl, const Problem& p, Pass pass
       dv_ = ops_->alloc(kvb);
     }
     ws_ = ops_->alloc(std::max(ws_fwd_, ws_bwd_));
+    if (p.varlen()) {  // uploaded once here, never inside a timed call
+      const std::vector<std::int32_t> cq = p.cu_seqlens_q(), ckv = p.cu_seqlens_kv();
+      cu_q_ = static_cast<std::int32_t*>(ops_->alloc(cq.size() * sizeof(std::int32_t)));
+      cu_kv_ = static_cast<std::int32_t*>(ops_->alloc(ckv.size() * sizeof(std::int32_t)));
+      ops_->to_device(cu_q_, cq.data(), cq.size() * sizeof(std::int32_t));
+      ops_->to_device(cu_kv_, ckv.data(), ckv.size() * sizeof(std::int32_t));
+    }
   } catch (...) {
-    for (void* b : {q_, k_, v_, o_, static_cast<void*>(lse_), dout_, dq_, dk_, dv_, ws_}) ops_->free(b);
+    for (void* b : buffers()) ops_->free(b);
     throw;
   }
   if (pass != Pass::bwd) fwd_impl_->prepare(p, Pass::fwd, opts);
@@ -193,7 +200,7 @@ CaseBuffers::CaseBuffers(const Implementation& impl, const Problem& p, Pass pass
 }
 
 CaseBuffers::~CaseBuffers() {
-  for (void* b : {q_, k_, v_, o_, static_cast<void*>(lse_), dout_, dq_, dk_, dv_, ws_}) ops_->free(b);
+  for (void* b : buffers()) ops_->free(b);
 }
 
 void CaseBuffers::upload_inputs(const CaseInputs& in) {
@@ -225,13 +232,15 @@ void CaseBuffers::poison_outputs() {
 // The arguments by name, every field given (designated initializers, in FwdArgs' order).
 void CaseBuffers::call_forward() {
   fwd_impl_->forward({.p = p_, .q = q_, .k = k_, .v = v_, .o = o_, .lse = lse_, .workspace = ws_,
-                      .workspace_bytes = ws_fwd_, .stream = ops_->stream(), .options = &opts_});
+                      .workspace_bytes = ws_fwd_, .stream = ops_->stream(), .options = &opts_,
+                      .cu_seqlens_q = cu_q_, .cu_seqlens_kv = cu_kv_});
 }
 
 void CaseBuffers::call_backward() {
   impl_.backward({.p = p_, .q = q_, .k = k_, .v = v_, .o = o_, .lse = lse_, .dout = dout_,
                   .dq = dq_, .dk = dk_, .dv = dv_, .workspace = ws_, .workspace_bytes = ws_bwd_,
-                  .stream = ops_->stream(), .options = &opts_});
+                  .stream = ops_->stream(), .options = &opts_, .cu_seqlens_q = cu_q_,
+                  .cu_seqlens_kv = cu_kv_});
 }
 
 void CaseBuffers::produce_fwd_outputs() {

@@ -113,10 +113,12 @@ decltype(auto) dispatch_bool(bool b, F&& f) {
 // f(bool_constant<kCausal>, bool_constant<kLocal>, bool_constant<kSoftcap>). kLocal: a sliding
 // window, causal folded into it (common/shape.hpp's AttnVariant), so kCausal is false; kSoftcap:
 // a soft cap. A dense or causal problem gets (C, false, false): its kernels are unchanged.
+// A varlen batch runs in the kLocal instantiations too (AttnVariant::cu_seqlens_q: each block
+// reads its sequence's lengths there), its window unbounded unless the problem sets one.
 template <bool C, class F>
 decltype(auto) dispatch_variant(const Problem& p, F&& f) {
   using std::false_type, std::true_type;
-  if (p.has_window()) {
+  if (p.has_window() || p.varlen()) {
     return dispatch_bool(p.softcap > 0, [&](auto sc) { return f(false_type{}, true_type{}, sc); });
   }
   if (p.softcap > 0) return f(std::bool_constant<C>{}, false_type{}, true_type{});

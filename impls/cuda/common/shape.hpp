@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <stdexcept>
 
 #include "attnbench/problem.hpp"
 
@@ -54,11 +55,56 @@ inline AttnShape make_shape(const Problem& p) {
 // Soft cap: the raw score q.k becomes t = tanh(q.k * softcap_in) and the capped logit
 // softcap * t; the kernels keep t and use softcap_log2 = softcap * log2(e) where a dense kernel
 // uses scale_log2. The capped logit's derivative is scale * (1 - t^2).
+// Varlen (issue 30; only in the kLocal instantiations, common/dispatch.hpp): cu_seqlens_q and
+// cu_seqlens_kv are the problem's prefix sums (FwdArgs), null for a dense problem; a block of
+// sequence b reads its lengths and first rows there (seq_of below). The shape then holds the
+// batch's longest lengths (the grid's extent), and the LSE is [heads_q, total_q].
 struct AttnVariant {
   int window_left, window_right;
   float softcap_in;    // scale / softcap (0: no soft cap)
   float softcap_log2;  // softcap * log2(e)
+  const int* cu_seqlens_q;
+  const int* cu_seqlens_kv;
+  int total_q;  // varlen: the packed query rows (the LSE's row count per head)
 };
+
+// Sequence b of a problem as a kernel block sees it: its lengths, causal offset, and its first
+// query and key rows in the packed tensors (dense: b * seq_q and b * seq_kv, the shape's). The
+// LSE of (b, head h, row i) is at lse_row(h) + i.
+struct SeqView {
+  int seq_q, seq_kv, causal_offset;
+  long long q_start, kv_start;  // rows of the [tokens, heads, d] tensors
+  long long lse_start;          // (b, head 0, row 0) in the LSE
+  long long lse_head_stride;    // between heads: seq_q (dense) or total_q (varlen)
+  constexpr long long lse_row(int h) const { return lse_start + h * lse_head_stride; }
+};
+#if defined(__CUDACC__)
+#define ATTN_HD __host__ __device__
+#else
+#define ATTN_HD
+#endif
+ATTN_HD inline SeqView seq_of(const AttnShape s, const AttnVariant v, int b) {
+  SeqView q{};
+  if (v.cu_seqlens_q != nullptr) {
+    const int q0 = v.cu_seqlens_q[b], kv0 = v.cu_seqlens_kv[b];
+    q.seq_q = v.cu_seqlens_q[b + 1] - q0;
+    q.seq_kv = v.cu_seqlens_kv[b + 1] - kv0;
+    q.q_start = q0;
+    q.kv_start = kv0;
+    q.lse_start = q0;
+    q.lse_head_stride = v.total_q;
+  } else {
+    q.seq_q = s.seq_q;
+    q.seq_kv = s.seq_kv;
+    q.q_start = static_cast<long long>(b) * s.seq_q;
+    q.kv_start = static_cast<long long>(b) * s.seq_kv;
+    q.lse_head_stride = s.seq_q;
+    q.lse_start = static_cast<long long>(b) * s.heads_q * s.seq_q;
+  }
+  q.causal_offset = q.seq_kv - q.seq_q;
+  return q;
+}
+#undef ATTN_HD
 
 // The kernels' window rule, in one place. Everything by value: a reference to a kernel parameter
 // takes its address, which can make the compiler copy the parameters to local memory.
@@ -101,6 +147,22 @@ inline AttnVariant make_variant(const Problem& p) {
   if (p.softcap > 0) {
     v.softcap_in = static_cast<float>(p.effective_scale() / p.softcap);
     v.softcap_log2 = static_cast<float>(p.softcap * kLog2eD);
+  }
+  v.total_q = static_cast<int>(p.total_q());
+  return v;
+}
+
+// make_variant with the call's cu_seqlens (FwdArgs or BwdArgs); a varlen problem without them is
+// an error (the C API's caller forgot ab_call_set_cu_seqlens).
+template <class Args>
+AttnVariant make_variant(const Args& a) {
+  AttnVariant v = make_variant(a.p);
+  if (a.p.varlen()) {
+    if (!a.cu_seqlens_q || !a.cu_seqlens_kv) {
+      throw std::invalid_argument("a varlen problem needs cu_seqlens_q and cu_seqlens_kv (FwdArgs)");
+    }
+    v.cu_seqlens_q = a.cu_seqlens_q;
+    v.cu_seqlens_kv = a.cu_seqlens_kv;
   }
   return v;
 }
