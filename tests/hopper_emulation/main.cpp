@@ -35,6 +35,7 @@ struct Case {
   double scale = 0;  // 0: 1/sqrt(head_dim)
   int wl = -1, wr = -1;  // window_left, window_right (-1: unbounded)
   double softcap = 0;
+  std::vector<int> lq = {}, lkv = {};  // varlen: per-sequence lengths (b, sq, skv ignored)
 };
 
 Problem problem(const Case& c) {
@@ -42,6 +43,7 @@ Problem problem(const Case& c) {
   p.window_left = c.wl;
   p.window_right = c.wr;
   p.softcap = c.softcap;
+  if (!c.lq.empty()) p.set_seqlens(c.lq, c.lkv);
   return p;
 }
 
@@ -96,6 +98,14 @@ int main() {
       {2, 8, 2, 70, 300, 64, true, hf, nrm, 0, -1, -1, 50},
       {1, 2, 1, 65, 170, 256, true, bf, out, 1e4, -1, -1, 30},
       {1, 2, 2, 150, 150, 128, true, hf, nrm, 0, 64, -1, 20},  // soft cap + window
+      // Varlen (packed THD): sequences without queries or keys, blocks past their sequence, tails
+      // whose keys are the next sequence's, causal bottom-right per sequence both ways.
+      {0, 2, 1, 0, 0, 64, false, bf, nrm, 0, -1, -1, 0, {50, 25, 0, 33}, {20, 0, 17, 40}},
+      {0, 2, 1, 0, 0, 64, true, hf, out, 0, -1, -1, 0, {50, 25, 0, 33}, {20, 0, 17, 40}},
+      {0, 8, 2, 0, 0, 128, true, bf, nrm, 0, -1, -1, 0, {130, 1, 70, 200}, {200, 70, 0, 129}},
+      {0, 3, 1, 0, 0, 256, true, bf, out, 0, -1, -1, 0, {65, 17}, {170, 80}},  // MQA, d256
+      {0, 2, 2, 0, 0, 96, false, hf, nrm, 0, 20, 10, 0, {100, 40, 0}, {120, 60, 33}},  // window
+      {0, 2, 2, 0, 0, 128, false, bf, out, 0, -1, -1, 30, {80, 0, 33}, {90, 45, 40}},  // soft cap
   };
   const std::vector<Case> bwd_cases = {
       {1, 2, 2, 130, 200, 128, false, bf, nrm},  // tails, 2 key blocks, 3 query tiles (ring wraps)

@@ -17,11 +17,16 @@
 // Window and soft cap (common/shape.hpp's AttnVariant): invisible scores −inf in kernel 1; the
 // soft cap softcap · tanh(S / softcap) there too, and the backward keeps tanh(S / softcap) in the
 // dtype for dS's factor 1 − tanh² (as cpu.naive_3pass).
+// Varlen (packed THD): each sequence runs as its own dense problem of batch 1 (a host loop: the
+// baseline's speed does not matter), its LSE through scratch into the packed [Hq, total_q]; a
+// sequence without keys gets O = 0, LSE = −inf, dQ = 0, one without queries dK = dV = 0.
 // Extra memory: forward B·Hq·Sq·Skv elements of the dtype; backward twice that (three times with a
 // soft cap) plus two floats per query row. Limits: any head_dim (1..256), seq_kv <= 1,048,560 (grid
 // y).
+#include <algorithm>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "common/device.cuh"
 #include "common/shape.hpp"
@@ -333,6 +338,102 @@ void run_backward(const BwdArgs& a) {
        EpiKv<T>{static_cast<T*>(a.dk), dm, scale}, st);
 }
 
+// Varlen: lse[h * total_q + q0 + i] = x for i < n.
+__global__ void fill_lse_kernel(float* lse, std::int64_t total_q, std::int64_t q0, int n, float x) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) lse[blockIdx.y * total_q + q0 + i] = x;
+}
+
+// The dense workspace of the longest-lived sequence of a varlen problem (each runs alone).
+template <class F>
+std::size_t max_over_sequences(const Problem& p, F&& dense_bytes) {
+  std::size_t n = 0;
+  for (int b = 0; b < p.batch; ++b) {
+    const Problem s = p.sequence(b);
+    if (s.seq_q > 0 && s.seq_kv > 0) n = std::max(n, dense_bytes(s));
+  }
+  return n;
+}
+
+// Sequence b's rows of a packed tensor (rows of heads x head_dim elements of T).
+template <class T, class P>
+P* rows_at(P* base, std::int64_t row, int heads, int head_dim) {
+  using Byte = std::conditional_t<std::is_const_v<P>, const char, char>;
+  return reinterpret_cast<P*>(reinterpret_cast<Byte*>(base) +
+                              row * heads * head_dim * static_cast<std::int64_t>(sizeof(T)));
+}
+
+template <class T>
+void run_forward_varlen(const FwdArgs& a, std::size_t dense_ws) {
+  const Problem& p = a.p;
+  const cudaStream_t st = stream_of(a.stream);
+  WorkspaceCarver ws(a.workspace, a.workspace_bytes);
+  float* lse_s = ws.take<float>(static_cast<std::size_t>(p.heads_q) * p.seq_q);
+  char* sub_ws = ws.take<char>(dense_ws);
+  const std::int64_t total_q = p.total_q();
+  for (int b = 0; b < p.batch; ++b) {
+    const Problem s = p.sequence(b);
+    if (s.seq_q == 0) continue;
+    const std::int64_t q0 = p.q_start(b);
+    void* o = rows_at<T>(a.o, q0, p.heads_q, p.head_dim);
+    if (s.seq_kv == 0) {
+      ATTN_CHECK(cudaMemsetAsync(o, 0, static_cast<std::size_t>(s.q_bytes()), st));
+      fill_lse_kernel<<<dim3((s.seq_q + 127) / 128, p.heads_q), 128, 0, st>>>(
+          a.lse, total_q, q0, s.seq_q, kNegInf);
+      ATTN_CHECK(cudaGetLastError());
+      continue;
+    }
+    FwdArgs sa = a;
+    sa.p = s;
+    sa.q = rows_at<T>(a.q, q0, p.heads_q, p.head_dim);
+    sa.k = rows_at<T>(a.k, p.kv_start(b), p.heads_kv, p.head_dim);
+    sa.v = rows_at<T>(a.v, p.kv_start(b), p.heads_kv, p.head_dim);
+    sa.o = o;
+    sa.lse = lse_s;
+    sa.workspace = sub_ws;
+    sa.workspace_bytes = dense_ws;
+    sa.cu_seqlens_q = sa.cu_seqlens_kv = nullptr;
+    run_forward<T>(sa);
+    // [Hq, seq_q] scratch -> columns [q0, q0 + seq_q) of [Hq, total_q].
+    ATTN_CHECK(cudaMemcpy2DAsync(a.lse + q0, total_q * sizeof(float), lse_s,
+                                 s.seq_q * sizeof(float), s.seq_q * sizeof(float), p.heads_q,
+                                 cudaMemcpyDeviceToDevice, st));
+  }
+}
+
+template <class T>
+void run_backward_varlen(const BwdArgs& a, std::size_t dense_ws) {
+  const Problem& p = a.p;
+  const cudaStream_t st = stream_of(a.stream);
+  for (int b = 0; b < p.batch; ++b) {
+    const Problem s = p.sequence(b);
+    const std::int64_t q0 = p.q_start(b), kv0 = p.kv_start(b);
+    void* dq = rows_at<T>(a.dq, q0, p.heads_q, p.head_dim);
+    void* dk = rows_at<T>(a.dk, kv0, p.heads_kv, p.head_dim);
+    void* dv = rows_at<T>(a.dv, kv0, p.heads_kv, p.head_dim);
+    if (s.seq_q == 0 || s.seq_kv == 0) {  // no score: the gradients that exist are 0
+      ATTN_CHECK(cudaMemsetAsync(dq, 0, static_cast<std::size_t>(s.q_bytes()), st));
+      ATTN_CHECK(cudaMemsetAsync(dk, 0, static_cast<std::size_t>(s.kv_bytes()), st));
+      ATTN_CHECK(cudaMemsetAsync(dv, 0, static_cast<std::size_t>(s.kv_bytes()), st));
+      continue;
+    }
+    BwdArgs sa = a;  // the backward recomputes LSE and reads no lse
+    sa.p = s;
+    sa.q = rows_at<T>(a.q, q0, p.heads_q, p.head_dim);
+    sa.k = rows_at<T>(a.k, kv0, p.heads_kv, p.head_dim);
+    sa.v = rows_at<T>(a.v, kv0, p.heads_kv, p.head_dim);
+    sa.o = rows_at<T>(a.o, q0, p.heads_q, p.head_dim);
+    sa.dout = rows_at<T>(a.dout, q0, p.heads_q, p.head_dim);
+    sa.dq = dq;
+    sa.dk = dk;
+    sa.dv = dv;
+    sa.lse = nullptr;
+    sa.workspace_bytes = dense_ws;
+    sa.cu_seqlens_q = sa.cu_seqlens_kv = nullptr;
+    run_backward<T>(sa);
+  }
+}
+
 class CudaNaive3Pass final : public Implementation {
  public:
   std::string name() const override { return "cuda.naive_3pass"; }
@@ -347,6 +448,7 @@ class CudaNaive3Pass final : public Implementation {
     c.scores_in_dtype = true;  // S and P in the dtype
     c.window = true;
     c.softcap = true;
+    c.varlen = true;
     return c;
   }
   Support supports_extra(const Problem& p, Pass) const override {
@@ -358,7 +460,12 @@ class CudaNaive3Pass final : public Implementation {
       return Support::no("group * seq_q too large");
     return Support::yes();
   }
-  std::size_t workspace_bytes(const Problem& p, Pass pass, const Options&) const override {
+  std::size_t workspace_bytes(const Problem& p, Pass pass, const Options& o) const override {
+    if (p.varlen()) {
+      const std::size_t dense = varlen_dense_bytes(p, pass, o);
+      if (pass != Pass::fwd) return dense;
+      return carve_bytes({static_cast<std::size_t>(p.heads_q) * p.seq_q * sizeof(float), dense});
+    }
     const std::size_t s = score_elems(p) * dtype_size(p.dtype);
     const std::size_t rows = static_cast<std::size_t>(p.lse_elems()) * sizeof(float);
     if (pass == Pass::fwd) return carve_bytes({s});
@@ -367,10 +474,30 @@ class CudaNaive3Pass final : public Implementation {
     return carve_bytes({s, s, rows, rows});
   }
   void forward(const FwdArgs& a) const override {
-    dispatch_dtype(a.p.dtype, [&](auto tt) { run_forward<typename decltype(tt)::type>(a); });
+    dispatch_dtype(a.p.dtype, [&](auto tt) {
+      using T = typename decltype(tt)::type;
+      if (a.p.varlen()) {
+        run_forward_varlen<T>(a, varlen_dense_bytes(a.p, Pass::fwd, {}));
+      } else {
+        run_forward<T>(a);
+      }
+    });
   }
   void backward(const BwdArgs& a) const override {
-    dispatch_dtype(a.p.dtype, [&](auto tt) { run_backward<typename decltype(tt)::type>(a); });
+    dispatch_dtype(a.p.dtype, [&](auto tt) {
+      using T = typename decltype(tt)::type;
+      if (a.p.varlen()) {
+        run_backward_varlen<T>(a, varlen_dense_bytes(a.p, Pass::bwd, {}));
+      } else {
+        run_backward<T>(a);
+      }
+    });
+  }
+
+ private:
+  // The largest dense workspace of a varlen problem's sequences (each runs alone in it).
+  std::size_t varlen_dense_bytes(const Problem& p, Pass pass, const Options& o) const {
+    return max_over_sequences(p, [&](const Problem& s) { return workspace_bytes(s, pass, o); });
   }
 };
 

@@ -26,6 +26,10 @@
 // is tanh (the SFU's) of the raw score before the mask, with softcap * log2(e) as the exponent's
 // scale. Both schedules. Measured on the H200 against the dense kernel: window 4096 0.88-1.02x,
 // 512 0.49-0.70x, 128 0.17-0.33x (the short blocks: see docs/tuning_flash_wgmma.md, step 7).
+// Varlen (packed THD, cu_seqlens; in the window instantiations, unbounded without a window): the
+// grid spans the longest sequence; a block reads its sequence's lengths and first rows, loads
+// through TMA maps over all the packed rows, masks the keys past its sequence (the next one's)
+// and stores O from registers, only its sequence's rows; blocks past their sequence exit.
 // Shapes: any seq >= 1 (TMA zero-fills rows past seq_q / seq_kv and clips the O store); head_dim
 // any multiple of 8 up to 256, run on the tile of the next width in {64, 128, 256} (TMA zero-fills
 // the columns past head_dim; the store drops them). Rows that see no key give O = 0 and LSE = -inf.
@@ -125,7 +129,7 @@ __device__ __forceinline__ void pass_turn_to_self(int bar) {
 
 // The shape (common/shape.hpp) at the head, then this kernel's tensors and tile counts.
 struct FwdParams : attnbench::cuda::AttnShape {
-  float* lse;                   // [B, Hq, Sq]
+  float* lse;                   // [B, Hq, Sq] (varlen: [Hq, total_q])
   void* o;                      // [B, Sq, Hq, head_dim]: the persistent kernel stores O directly
   int* tile_counter;            // persistent: the next tile to take (zeroed before the launch)
   int* tile_slots;              // persistent: [gridDim.x][2], the tile numbers a producer publishes
@@ -159,16 +163,32 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // The tile's query block and (batch, head), and its visible K/V tiles j_first ..
   // j_first + n_tiles - 1.
   int m0 = 0, h = 0, b = 0, j_first = 0, n_tiles = 0;
+  // The tile's sequence: the shape's lengths, except in a varlen batch (kLocal instantiations
+  // only, p.var.cu_seqlens_q set): then its own, and its first rows in the packed tensors, which
+  // the TMA maps see as one sequence of total rows (batch coordinate tb = 0).
+  const bool varlen = kLocal && p.var.cu_seqlens_q != nullptr;
+  int seq_q = p.seq_q, seq_kv = p.seq_kv, causal_offset = p.causal_offset;
+  int q_row0 = 0, kv_row0 = 0, tb = 0;
   auto decode = [&](int t) {
     const int mi = t % p.num_m_blocks, hb = t / p.num_m_blocks;
     m0 = (kCausal ? p.num_m_blocks - 1 - mi : mi) * Sh::kBlockM;
     h = hb % p.heads_q;
     b = hb / p.heads_q;
+    tb = b;
     if constexpr (kLocal) {
+      if (varlen) {
+        const attnbench::cuda::SeqView sv = attnbench::cuda::seq_of(p, p.var, b);
+        seq_q = sv.seq_q;
+        seq_kv = sv.seq_kv;
+        causal_offset = sv.causal_offset;
+        q_row0 = static_cast<int>(sv.q_start);
+        kv_row0 = static_cast<int>(sv.kv_start);
+        tb = 0;
+      }
       const attnbench::cuda::TileSpan tiles =
-          attnbench::cuda::window_key_tiles<BN>(p.seq_kv, p.causal_offset, p.var, m0, Sh::kBlockM);
+          attnbench::cuda::window_key_tiles<BN>(seq_kv, causal_offset, p.var, m0, Sh::kBlockM);
       j_first = tiles.first;
-      n_tiles = tiles.count;
+      n_tiles = m0 < seq_q ? tiles.count : 0;  // varlen: a block past its sequence's rows
     } else {
       int n_end = p.seq_kv;  // keys [0, n_end) are visible to at least one row of the block
       if (kCausal) n_end = max(0, min(p.seq_kv, m0 + Sh::kBlockM + p.causal_offset));
@@ -239,18 +259,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         for (int w = 0; w < NC; ++w)
           for (int pn = 0; pn < Sh::kPanels; ++pn)
             tma_load_4d(sq + w * Sh::kQWgBytes + pn * 64 * 128, &tq, q_full, 64 * pn, h,
-                        m0 + 64 * w, b);
+                        q_row0 + m0 + 64 * w, tb);
         ++q_it;
         for (int j = 0; j < n_tiles; ++j, ++kv_it) {
           const int s = k_pipe.stage(kv_it);
           const uint32_t k_full = k_pipe.producer_acquire(kv_it, Sh::kKVBytes);
           for (int pn = 0; pn < Sh::kPanels; ++pn)
             tma_load_4d(sk(s) + pn * Sh::kKVPanelBytes, &tk, k_full, 64 * pn, kvh,
-                        (j_first + j) * BN, b);
+                        kv_row0 + (j_first + j) * BN, tb);
           const uint32_t v_full = v_pipe.producer_acquire(kv_it, Sh::kKVBytes);
           for (int pn = 0; pn < Sh::kPanels; ++pn)
             tma_load_4d(sv(s) + pn * Sh::kKVPanelBytes, &tv, v_full, 64 * pn, kvh,
-                        (j_first + j) * BN, b);
+                        kv_row0 + (j_first + j) * BN, tb);
         }
       }
     }
@@ -304,10 +324,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   };
   // Masks the keys of the block's tile j that row r may not see (past seq_kv, past the diagonal,
   // outside the window). Only tiles that cross an edge for some row of the warpgroup do work.
+  // (Varlen: the keys past seq_kv are the next sequence's, or TMA's zero fill past the last.)
   auto mask = [&](int j) {
     const int n0 = (j_first + j) * BN;
-    const int diag = row0 + p.causal_offset;  // the warpgroup's first row's diagonal
-    bool need = n0 + BN > p.seq_kv || (kCausal && n0 + BN - 1 > diag);
+    const int diag = row0 + causal_offset;  // the warpgroup's first row's diagonal
+    bool need = n0 + BN > seq_kv || (kCausal && n0 + BN - 1 > diag);
     if constexpr (kLocal)
       need = need || attnbench::cuda::window_crosses(p.var, diag, diag + 63, n0, BN);
     if (!need) return;
@@ -315,9 +336,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     for (int i = 0; i < BN / 2; ++i) {
       const int row = trow + ((i & 2) ? 8 : 0);
       const int col = n0 + 8 * (i / 4) + 2 * (lane % 4) + (i & 1);
-      bool hidden = col >= p.seq_kv || (kCausal && col > row + p.causal_offset);
+      bool hidden = col >= seq_kv || (kCausal && col > row + causal_offset);
       if constexpr (kLocal)
-        hidden = hidden || attnbench::cuda::window_hides(p.var, row + p.causal_offset, col);
+        hidden = hidden || attnbench::cuda::window_hides(p.var, row + causal_offset, col);
       if (hidden) s[i] = kNegInf;
     }
   };
@@ -484,22 +505,25 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       const float l = attn_mma::quad_sum(row_sum[hf]);
       inv[hf] = l > 0.f ? 1.f / l : 0.f;
       const int row = trow + 8 * hf;
-      if (lane % 4 == 0 && row < p.seq_q) {
-        p.lse[(static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q + row] =
-            l > 0.f ? (attn_mma::mul_rn(row_max[hf], sl2) + log2f(l)) * kLn2 : kNegInf;
+      if (lane % 4 == 0 && row < seq_q) {
+        // Varlen: LSE [Hq, total_q] (problem.hpp).
+        const int64_t at = varlen ? static_cast<int64_t>(h) * p.var.total_q + q_row0 + row
+                                  : (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q + row;
+        p.lse[at] = l > 0.f ? (attn_mma::mul_rn(row_max[hf], sl2) + log2f(l)) * kLn2 : kNegInf;
       }
     }
-    if constexpr (kPersistent) {
-      // Straight from registers (the Q stage may already hold the next tile's Q).
+    if (kPersistent || varlen) {
+      // Straight from registers (the Q stage may already hold the next tile's Q; varlen: a TMA
+      // store would also write the rows past the sequence, into the next one's).
       T* out = static_cast<T*>(p.o);
+      const int64_t orow0 = varlen ? q_row0 : static_cast<int64_t>(b) * p.seq_q;
 #pragma unroll
       for (int g = 0; g < D / 8; ++g)
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
           const int row = trow + 8 * hf, col = 8 * g + 2 * (lane % 4);
-          if (row < p.seq_q && col < p.head_dim) {
-            const int64_t off =
-                ((static_cast<int64_t>(b) * p.seq_q + row) * p.heads_q + h) * p.head_dim + col;
+          if (row < seq_q && col < p.head_dim) {
+            const int64_t off = ((orow0 + row) * p.heads_q + h) * p.head_dim + col;
             *reinterpret_cast<uint32_t*>(out + off) =
                 Elem<T>::pack2(o[4 * g + 2 * hf] * inv[hf], o[4 * g + 2 * hf + 1] * inv[hf]);
           }
@@ -582,6 +606,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
     c.options = {"persistent"};
     c.window = true;
     c.softcap = true;
+    c.varlen = true;
     return c;
   }
 
@@ -631,18 +656,22 @@ class FlashFwdWgmma final : public attnbench::Implementation {
     if (persistent && (a.workspace == nullptr || a.workspace_bytes < 256 + 8 * kMaxPersistentBlocks)) {
       throw std::invalid_argument("cuda.flash_fwd_wgmma: persistent=1 needs its workspace");
     }
+    if (pr.varlen() && pr.total_q() == 0) return;  // no query: nothing to write
     dispatch(pr, persistent, [&](auto kernel, auto cfg) {
       using Sh = decltype(cfg);
-      const TensorMap tq =
-          make_bshd_map(a.q, bf16, pr.batch, pr.seq_q, pr.heads_q, pr.head_dim, 64);
+      // Varlen: the packed tensors as one sequence of all their rows (at least one, for a batch
+      // without keys, whose blocks load none); each block offsets its rows by its sequence's.
+      const int bt = pr.varlen() ? 1 : pr.batch;
+      const int sq = pr.varlen() ? static_cast<int>(pr.total_q()) : pr.seq_q;
+      const int skv = pr.varlen() ? std::max<int>(1, static_cast<int>(pr.total_kv())) : pr.seq_kv;
+      const TensorMap tq = make_bshd_map(a.q, bf16, bt, sq, pr.heads_q, pr.head_dim, 64);
       const TensorMap tk =
-          make_bshd_map(a.k, bf16, pr.batch, pr.seq_kv, pr.heads_kv, pr.head_dim, Sh::kBlockN);
+          make_bshd_map(a.k, bf16, bt, skv, pr.heads_kv, pr.head_dim, Sh::kBlockN);
       const TensorMap tv =
-          make_bshd_map(a.v, bf16, pr.batch, pr.seq_kv, pr.heads_kv, pr.head_dim, Sh::kBlockN);
-      const TensorMap to =
-          make_bshd_map(a.o, bf16, pr.batch, pr.seq_q, pr.heads_q, pr.head_dim, 64);
+          make_bshd_map(a.v, bf16, bt, skv, pr.heads_kv, pr.head_dim, Sh::kBlockN);
+      const TensorMap to = make_bshd_map(a.o, bf16, bt, sq, pr.heads_q, pr.head_dim, 64);
       FwdParams p = attnbench::cuda::with_shape<FwdParams>(pr);
-      p.var = attnbench::cuda::make_variant(pr);
+      p.var = attnbench::cuda::make_variant(a);
       p.lse = a.lse;
       p.o = a.o;
       p.tile_counter = persistent ? static_cast<int*>(a.workspace) : nullptr;
