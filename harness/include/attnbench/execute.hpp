@@ -88,6 +88,12 @@ class CaseBuffers {
   void *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *o_ = nullptr, *dout_ = nullptr;
   void *dq_ = nullptr, *dk_ = nullptr, *dv_ = nullptr, *ws_ = nullptr;
   float* lse_ = nullptr;
+  // Varlen and paged problems: the int32 sequence metadata on the device (FwdArgs).
+  SequenceMetadata meta_;
+  std::int32_t* meta_dev_ = nullptr;
+  const std::int32_t* meta_at(std::int64_t offset) const {
+    return offset < 0 ? nullptr : meta_dev_ + offset;
+  }
 };
 
 }  // namespace attnbench

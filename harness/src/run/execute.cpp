@@ -184,8 +184,15 @@ CaseBuffers::CaseBuffers(const Implementation& impl, const Problem& p, Pass pass
       dv_ = ops_->alloc(kvb);
     }
     ws_ = ops_->alloc(std::max(ws_fwd_, ws_bwd_));
+    meta_ = sequence_metadata(p);
+    if (!meta_.data.empty()) {
+      meta_dev_ = static_cast<std::int32_t*>(ops_->alloc(meta_.data.size() * sizeof(std::int32_t)));
+      ops_->to_device(meta_dev_, meta_.data.data(), meta_.data.size() * sizeof(std::int32_t));
+    }
   } catch (...) {
-    for (void* b : {q_, k_, v_, o_, static_cast<void*>(lse_), dout_, dq_, dk_, dv_, ws_}) ops_->free(b);
+    for (void* b : {q_, k_, v_, o_, static_cast<void*>(lse_), dout_, dq_, dk_, dv_, ws_,
+                    static_cast<void*>(meta_dev_)})
+      ops_->free(b);
     throw;
   }
   if (pass != Pass::bwd) fwd_impl_->prepare(p, Pass::fwd, opts);
@@ -193,7 +200,9 @@ CaseBuffers::CaseBuffers(const Implementation& impl, const Problem& p, Pass pass
 }
 
 CaseBuffers::~CaseBuffers() {
-  for (void* b : {q_, k_, v_, o_, static_cast<void*>(lse_), dout_, dq_, dk_, dv_, ws_}) ops_->free(b);
+  for (void* b : {q_, k_, v_, o_, static_cast<void*>(lse_), dout_, dq_, dk_, dv_, ws_,
+                  static_cast<void*>(meta_dev_)})
+    ops_->free(b);
 }
 
 void CaseBuffers::upload_inputs(const CaseInputs& in) {
@@ -225,7 +234,11 @@ void CaseBuffers::poison_outputs() {
 // The arguments by name, every field given (designated initializers, in FwdArgs' order).
 void CaseBuffers::call_forward() {
   fwd_impl_->forward({.p = p_, .q = q_, .k = k_, .v = v_, .o = o_, .lse = lse_, .workspace = ws_,
-                      .workspace_bytes = ws_fwd_, .stream = ops_->stream(), .options = &opts_});
+                      .workspace_bytes = ws_fwd_, .stream = ops_->stream(), .options = &opts_,
+                      .cu_seqlens_q = meta_at(meta_.cu_seqlens_q),
+                      .cu_seqlens_kv = meta_at(meta_.cu_seqlens_kv),
+                      .seqlens_kv = meta_at(meta_.seqlens_kv),
+                      .block_table = meta_at(meta_.block_table)});
 }
 
 void CaseBuffers::call_backward() {
