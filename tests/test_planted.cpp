@@ -311,6 +311,21 @@ TEST(PlantedCheck, CheckFailsTheWrongSequenceOffset) {
   EXPECT_NE(control.out.find(" 45 passed, 0 failed, 0 skipped"), std::string::npos) << control.out;
 }
 
+// The conformance suite's paged KV caches (group paged, forward only): a kernel that ignores the
+// block table (cpu.planted_paged_wrong_page) fails every forward case in every dtype; the backward
+// passes SKIP (paged problems are forward-only); the control passes every forward case.
+TEST(PlantedCheck, CheckFailsTheWrongPage) {
+  const CheckRun r = check({"cpu.planted_paged_wrong_page"}, {"*_page*"});
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  // 5 caches x 3 dtypes: fwd fails; bwd and fwd_bwd SKIP.
+  EXPECT_NE(r.out.find(" 0 passed, 15 failed, 30 skipped"), std::string::npos) << r.out;
+  EXPECT_TRUE(has_line(r.out, "FAIL cpu.planted_paged_wrong_page fwd ")) << r.out;
+  const CheckRun control = check({"cpu.planted_control"}, {"*_page*"});
+  EXPECT_EQ(control.rc, 0) << control.out << control.err;
+  EXPECT_EQ(control.out.find("FAIL"), std::string::npos) << control.out;
+  EXPECT_NE(control.out.find(" 15 passed, 0 failed, 30 skipped"), std::string::npos) << control.out;
+}
+
 // Known failures (Capabilities::known_failures, tests/planted/known_failure.cpp): a listed case
 // that fails is an expected failure (XFAIL line, exit 0); a listed case that passes fails the
 // check, naming the stale entry.
