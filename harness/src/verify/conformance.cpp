@@ -429,6 +429,7 @@ struct ShapeCache {
 
 ShapeCache& prepare(const Shape& s, bool need_bwd, std::uint64_t seed) {
   static ShapeCache cache;
+  need_bwd = need_bwd && !s.p.paged();  // forward-only: its backward cases SKIP, no gradients
   const std::string key = s.p.label() +
                           (s.dist == Distribution::outlier ? ":outlier:" : ":normal:") +
                           std::to_string(seed);
