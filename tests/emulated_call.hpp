@@ -21,9 +21,8 @@ inline Outputs run_on_host(const Implementation& impl, const Problem& p, Pass pa
                            const CaseInputs& in, const Reference& ref, const Options& opts) {
   Outputs out;
   impl.prepare(p, pass, opts);
-  const std::vector<std::int32_t> cu_q = p.cu_seqlens_q(), cu_kv = p.cu_seqlens_kv();
-  const std::int32_t* cq = cu_q.empty() ? nullptr : cu_q.data();
-  const std::int32_t* ckv = cu_kv.empty() ? nullptr : cu_kv.data();
+  const SequenceMetadata meta = sequence_metadata(p);  // varlen/paged: host "device" copies
+  auto meta_at = [&](std::int64_t off) { return off < 0 ? nullptr : meta.data.data() + off; };
   std::vector<float> ws(impl.workspace_bytes(p, pass, opts) / 4 + 4);
   poison_nan(ws.data(), ws.size(), DType::f32);
   if (pass == Pass::fwd) {
@@ -41,8 +40,10 @@ inline Outputs run_on_host(const Implementation& impl, const Problem& p, Pass pa
     a.workspace = ws.data();
     a.workspace_bytes = ws.size() * 4;
     a.options = &opts;
-    a.cu_seqlens_q = cq;
-    a.cu_seqlens_kv = ckv;
+    a.cu_seqlens_q = meta_at(meta.cu_seqlens_q);
+    a.cu_seqlens_kv = meta_at(meta.cu_seqlens_kv);
+    a.seqlens_kv = meta_at(meta.seqlens_kv);
+    a.block_table = meta_at(meta.block_table);
     impl.forward(a);
     return out;
   }
@@ -65,8 +66,8 @@ inline Outputs run_on_host(const Implementation& impl, const Problem& p, Pass pa
   a.workspace = ws.data();
   a.workspace_bytes = ws.size() * 4;
   a.options = &opts;
-  a.cu_seqlens_q = cq;
-  a.cu_seqlens_kv = ckv;
+  a.cu_seqlens_q = meta_at(meta.cu_seqlens_q);
+  a.cu_seqlens_kv = meta_at(meta.cu_seqlens_kv);
   impl.backward(a);
   return out;
 }

@@ -271,12 +271,13 @@ TEST(PlantedCheck, CheckFailsTheWindowAndSoftcapBugs) {
                                                                                 << r.out;
   }
   // Every case of the group (93 with the passes), each dtype, right-only windows too: all run
-  // and pass.
+  // and pass; only the backward of the paged group's windowed cache SKIPs (forward-only: 2
+  // passes x 3 dtypes).
   const CheckRun control = check({"cpu.planted_control"}, {"*_wl*", "*_wr*", "*_softcap*"});
   EXPECT_EQ(control.rc, 0) << control.out << control.err;
   EXPECT_EQ(control.out.find("FAIL"), std::string::npos) << control.out;
   EXPECT_EQ(control.out.find(" 0 passed"), std::string::npos) << control.out;
-  EXPECT_NE(control.out.find(" 0 failed, 0 skipped"), std::string::npos) << control.out;
+  EXPECT_NE(control.out.find(" 0 failed, 6 skipped"), std::string::npos) << control.out;
 }
 
 TEST(PlantedCheck, ControlPassesTheSameCases) {
@@ -295,8 +296,12 @@ bool has_line(const std::string& out, const std::string& prefix) {
 // The conformance suite's variable-length batches (group varlen): a wrong sequence offset (sequence
 // b reads its keys at sequence b - 1's offset) fails them, in every dtype and pass, and the control
 // (the same algorithm with the right offsets) passes every one of them.
+// The varlen group's labels end in the lengths' hash (8 hex digits); the paged group's ragged
+// batches, which also carry "_varlen_", end in their page suffix.
+const std::string kVarlenGroup = "*_varlen_*_[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]";
+
 TEST(PlantedCheck, CheckFailsTheWrongSequenceOffset) {
-  const CheckRun r = check({"cpu.planted_varlen_wrong_offset"}, {"*_varlen_*"});
+  const CheckRun r = check({"cpu.planted_varlen_wrong_offset"}, {kVarlenGroup});
   EXPECT_EQ(r.rc, 1) << r.out << r.err;
   // Every case fails: 5 batches x 3 dtypes x 3 passes.
   EXPECT_NE(r.out.find(" 0 passed, 45 failed, 0 skipped"), std::string::npos) << r.out;
@@ -305,10 +310,25 @@ TEST(PlantedCheck, CheckFailsTheWrongSequenceOffset) {
         << pass << "\n"
         << r.out;
   }
-  const CheckRun control = check({"cpu.planted_control"}, {"*_varlen_*"});
+  const CheckRun control = check({"cpu.planted_control"}, {kVarlenGroup});
   EXPECT_EQ(control.rc, 0) << control.out << control.err;
   EXPECT_EQ(control.out.find("FAIL"), std::string::npos) << control.out;
   EXPECT_NE(control.out.find(" 45 passed, 0 failed, 0 skipped"), std::string::npos) << control.out;
+}
+
+// The conformance suite's paged KV caches (group paged, forward only): a kernel that ignores the
+// block table (cpu.planted_paged_wrong_page) fails every forward case in every dtype; the backward
+// passes SKIP (paged problems are forward-only); the control passes every forward case.
+TEST(PlantedCheck, CheckFailsTheWrongPage) {
+  const CheckRun r = check({"cpu.planted_paged_wrong_page"}, {"*_page*"});
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  // 5 caches x 3 dtypes: fwd fails; bwd and fwd_bwd SKIP.
+  EXPECT_NE(r.out.find(" 0 passed, 15 failed, 30 skipped"), std::string::npos) << r.out;
+  EXPECT_TRUE(has_line(r.out, "FAIL cpu.planted_paged_wrong_page fwd ")) << r.out;
+  const CheckRun control = check({"cpu.planted_control"}, {"*_page*"});
+  EXPECT_EQ(control.rc, 0) << control.out << control.err;
+  EXPECT_EQ(control.out.find("FAIL"), std::string::npos) << control.out;
+  EXPECT_NE(control.out.find(" 15 passed, 0 failed, 30 skipped"), std::string::npos) << control.out;
 }
 
 // Known failures (Capabilities::known_failures, tests/planted/known_failure.cpp): a listed case

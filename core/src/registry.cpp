@@ -31,8 +31,11 @@ Support Implementation::supports(const Problem& p, Pass pass) const {
   if (p.has_window() && !c.window) return Support::no("sliding window not supported");
   if (p.softcap != 0 && !c.softcap) return Support::no("softcap not supported");
   if (p.varlen() && !c.varlen) return Support::no("variable-length batches not supported");
+  if (p.paged() && !c.paged) return Support::no("paged KV caches not supported");
   const bool need_fwd = pass != Pass::bwd;
   const bool need_bwd = pass != Pass::fwd;
+  // Inference only: no gradient flows through a block table (nor does the reference compute one).
+  if (p.paged() && need_bwd) return Support::no("paged KV caches are forward-only (inference): no backward");
   if (need_fwd && !c.forward) {
     if (c.fwd_partner.empty()) return Support::no("no forward pass");
     const Implementation* partner = Registry::instance().find(c.fwd_partner);

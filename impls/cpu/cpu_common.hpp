@@ -132,6 +132,25 @@ inline FloatTile rows_as_float(const void* t, DType dt, std::int64_t first, std:
   return {scratch, cols};
 }
 
+// Keys [j0, j0 + n) of sequence (or batch) b, kv head hk, of K or V as float: rows_as_float on
+// the contiguous rows (kv_start(b) + j, dense BSHD or packed THD), or, for a paged problem, each
+// row gathered through the block table (Problem::kv_row) into scratch ([n, d], also for f32).
+// p is the whole problem (not Problem::sequence(b), which drops the block table).
+inline FloatTile kv_rows_as_float(const Problem& p, const void* t, int b, int hk, int j0, int n,
+                                  float* scratch) {
+  const int d = p.head_dim;
+  const std::int64_t stride = std::int64_t{p.heads_kv} * d;
+  if (!p.paged()) {
+    return rows_as_float(t, p.dtype, ((p.kv_start(b) + j0) * p.heads_kv + hk) * d, stride, n, d,
+                         scratch);
+  }
+  for (int r = 0; r < n; ++r) {
+    to_float(elem_ptr(t, p.kv_row(b, j0 + r) * stride + std::int64_t{hk} * d, p.dtype), d, p.dtype,
+             scratch + static_cast<Index>(r) * d);
+  }
+  return {scratch, d};
+}
+
 // Store a float block (ld_src) into rows of a BSHD tensor, rounding to its dtype.
 inline void store_rows(const float* src, Index ld_src, int rows, int cols, void* t, DType dt,
                        std::int64_t first, std::int64_t stride) {

@@ -17,6 +17,8 @@
 // Soft-capping: softcap * tanh(S / softcap) on the visible scores before the max.
 // Varlen (packed THD): the tiles of each sequence, as tasks over the longest one's tiles (those
 // past a sequence's end return at once); a sequence without keys gets O = 0, LSE = -inf.
+// Paged KV cache: each K/V tile's rows are gathered through the block table (kv_rows_as_float,
+// into the tile's float scratch, also for f32); tiles may cross pages.
 // Extra memory: O(tile) per thread: Q, K, V tiles as float (f16/bf16 only; f32 is read in
 // place), S [Br, Bc], O~ [Br, d], m and l; nothing grows with the sequence.
 // Vectorisation: GEMMs are Eigen's SIMD kernels (AVX-512 with -march=native on the Xeons used);
@@ -84,8 +86,7 @@ void forward_tile(const FwdArgs& a, Tiles t, int b, int h, int i0, const Scratch
   const int d = p.head_dim;
   const DType dt = p.dtype;
   const int br = std::min(t.br, p.seq_q - i0);
-  const std::int64_t q_stride = std::int64_t{p.heads_q} * d, kv_stride = std::int64_t{p.heads_kv} * d;
-  const std::int64_t kv0 = a.p.kv_start(b);
+  const std::int64_t q_stride = std::int64_t{p.heads_q} * d;
   const std::int64_t q_first = ((a.p.q_start(b) + i0) * p.heads_q + h) * d;
   const FloatTile q = rows_as_float(a.q, dt, q_first, q_stride, br, d, s.q);
   const float scale = static_cast<float>(p.effective_scale());
@@ -102,9 +103,8 @@ void forward_tile(const FwdArgs& a, Tiles t, int b, int h, int i0, const Scratch
   const float cap = static_cast<float>(p.softcap);
   for (int j0 = kv_begin; j0 < kv_end; j0 += t.bc) {
     const int bc = std::min(t.bc, kv_end - j0);
-    const std::int64_t kv_first = ((kv0 + j0) * p.heads_kv + p.kv_head(h)) * d;
-    const FloatTile k = rows_as_float(a.k, dt, kv_first, kv_stride, bc, d, s.k);
-    const FloatTile v = rows_as_float(a.v, dt, kv_first, kv_stride, bc, d, s.v);
+    const FloatTile k = kv_rows_as_float(a.p, a.k, b, p.kv_head(h), j0, bc, s.k);
+    const FloatTile v = kv_rows_as_float(a.p, a.v, b, p.kv_head(h), j0, bc, s.v);
 
     MatMap sc = mat(s.s, br, bc, bc);
     gemm(sc, cmat(q, br, d), cmat(k, bc, d).transpose(), false);  // unscaled: scale is applied below
@@ -163,6 +163,7 @@ class FlashForward final : public Implementation {
     c.window = true;
     c.softcap = true;
     c.varlen = true;
+    c.paged = true;
     c.options = {"block_r", "block_c"};
     return c;
   }

@@ -18,6 +18,8 @@
 // found through q_start / kv_start and its LSE rows through lse_start; the loops below run over
 // that sequence's lengths, so a zero-length sequence does no work (no rows, or rows that see no
 // key: O = 0, LSE = -inf, dQ = 0) and writes exactly its own elements.
+// Paged KV cache (forward only): K and V of the head are gathered through the block table into
+// the float copies it makes anyway (kv_rows_as_float); the rest is the same.
 // Passes over memory: each N x N matrix is written once and read once or twice per pass above.
 // Extra memory per thread: S and P as seq_q x seq_kv in the dtype (the N^2 memory FlashAttention
 // removes), K and V of one head as float, float row blocks of kRowBlock rows (and dK, dV float
@@ -146,10 +148,9 @@ void forward_head(const FwdArgs& a, int b, int h, const Scratch& s) {
   const std::int64_t q0 = a.p.q_start(b);
   const int d = p.head_dim, n = p.seq_kv;
   const DType dt = p.dtype;
-  const std::int64_t q_stride = std::int64_t{p.heads_q} * d, kv_stride = std::int64_t{p.heads_kv} * d;
-  const std::int64_t kv_first = (a.p.kv_start(b) * p.heads_kv + p.kv_head(h)) * d;
-  const FloatTile k = rows_as_float(a.k, dt, kv_first, kv_stride, n, d, s.k);
-  const FloatTile v = rows_as_float(a.v, dt, kv_first, kv_stride, n, d, s.v);
+  const std::int64_t q_stride = std::int64_t{p.heads_q} * d;
+  const FloatTile k = kv_rows_as_float(a.p, a.k, b, p.kv_head(h), 0, n, s.k);
+  const FloatTile v = kv_rows_as_float(a.p, a.v, b, p.kv_head(h), 0, n, s.v);
 
   scores_and_probs(p, a.q, k, q0, h, s, a.lse + a.p.lse_start(b, h));
 
@@ -245,6 +246,7 @@ class NaiveThreePass final : public Implementation {
     c.window = true;
     c.softcap = true;
     c.varlen = true;
+    c.paged = true;  // forward
     c.scores_in_dtype = true;  // S and P in the dtype
     return c;
   }

@@ -306,13 +306,85 @@ void backward_varlen(const Problem& p, const double* q, const double* k, const d
   });
 }
 
+// Paged KV cache: each (sequence b, kv head hk) is a dense problem of batch 1 with one kv head
+// and the group's query heads, on copies gathered through the block table (kv_row). Its rows are
+// computed by the same code in the same row blocks over the same keys as the contiguous problem
+// computes them (a head's rows depend on its own Q, K, V only), so the paged results are those of
+// the same data laid out contiguously, bit for bit. Only the pages a sequence uses are read.
+struct PagedSlice {
+  Problem sp;                     // batch 1, heads_kv 1, heads_q = the heads taken
+  std::vector<double> q, k, v;    // [Sq_b, heads, D], [Skv_b, 1, D] x 2
+};
+
+// Sequence b's keys of kv head hk, and the query heads [h0, h0 + nh) of its group.
+PagedSlice paged_slice(const Problem& p, const double* q, const double* k, const double* v, int b,
+                       int hk, int h0, int nh) {
+  PagedSlice s;
+  s.sp = p.sequence(b);
+  s.sp.heads_q = nh;
+  s.sp.heads_kv = 1;
+  const int d = p.head_dim;
+  const int sq = s.sp.seq_q, skv = s.sp.seq_kv;
+  s.q.resize(static_cast<std::size_t>(sq) * nh * d);
+  for (int i = 0; i < sq; ++i) {
+    for (int g = 0; g < nh; ++g) {
+      const double* src = q + ((p.q_start(b) + i) * p.heads_q + h0 + g) * d;
+      std::copy(src, src + d, s.q.begin() + (static_cast<std::ptrdiff_t>(i) * nh + g) * d);
+    }
+  }
+  s.k.resize(static_cast<std::size_t>(skv) * d);
+  s.v.resize(s.k.size());
+  for (int j = 0; j < skv; ++j) {
+    const std::int64_t at = (p.kv_row(b, j) * p.heads_kv + hk) * d;
+    std::copy(k + at, k + at + d, s.k.begin() + static_cast<std::ptrdiff_t>(j) * d);
+    std::copy(v + at, v + at + d, s.v.begin() + static_cast<std::ptrdiff_t>(j) * d);
+  }
+  return s;
+}
+
+void forward_paged(const Problem& p, const double* q, const double* k, const double* v, double* o,
+                   double* lse) {
+  const int d = p.head_dim, g = p.group();
+  const std::int64_t units = std::int64_t{p.batch} * p.heads_kv;
+  // Over the units when each is too small to thread inside (decode: one row per head); results
+  // do not depend on it.
+  const double unit_work = static_cast<double>(g) * p.seq_q * p.seq_kv * d;
+  const bool outer = units > 1 && unit_work < kMinThreadedWork &&
+                     static_cast<double>(units) * unit_work >= kMinThreadedWork;
+#pragma omp parallel for schedule(dynamic) if (outer)
+  for (std::int64_t t = 0; t < units; ++t) {
+    const int b = static_cast<int>(t / p.heads_kv), hk = static_cast<int>(t % p.heads_kv);
+    const int sq = p.seq_q_of(b);
+    if (sq == 0) continue;  // no rows
+    const PagedSlice s = paged_slice(p, q, k, v, b, hk, hk * g, g);
+    std::vector<double> os(s.q.size(), 0.0), ls(static_cast<std::size_t>(g) * sq, kNegInf);
+    if (s.sp.seq_kv > 0) forward(s.sp, s.q.data(), s.k.data(), s.v.data(), os.data(), ls.data());
+    for (int gi = 0; gi < g; ++gi) {
+      const int h = hk * g + gi;
+      for (int i = 0; i < sq; ++i) {
+        std::copy(os.begin() + (static_cast<std::ptrdiff_t>(i) * g + gi) * d,
+                  os.begin() + (static_cast<std::ptrdiff_t>(i) * g + gi + 1) * d,
+                  o + ((p.q_start(b) + i) * p.heads_q + h) * d);
+        lse[p.lse_start(b, h) + i] = ls[static_cast<std::size_t>(gi) * sq + i];
+      }
+    }
+  }
+}
+
+[[noreturn]] void no_paged_backward() {
+  throw std::invalid_argument(
+      "attnbench::reference: a paged KV cache is forward-only (inference): no backward");
+}
+
 }  // namespace
 
 // q: [B, Sq, Hq, D], k, v: [B, Skv, Hkv, D] -> o: [B, Sq, Hq, D], lse: [B, Hq, Sq]
-// (varlen: q, o: [total_q, Hq, D], k, v: [total_kv, Hkv, D], lse: [Hq, total_q])
+// (varlen: q, o: [total_q, Hq, D], k, v: [total_kv, Hkv, D], lse: [Hq, total_q];
+// paged: k, v: [num_pages, page_size, Hkv, D], q, o, lse as dense or varlen)
 void forward(const Problem& p, const double* q, const double* k, const double* v, double* o,
              double* lse) {
   check_problem(p);
+  if (p.paged()) return forward_paged(p, q, k, v, o, lse);
   if (p.varlen()) return forward_varlen(p, q, k, v, o, lse);
   const int d = p.head_dim;
   const int blocks = (p.seq_q + kRowBlock - 1) / kRowBlock;
@@ -346,6 +418,25 @@ void forward(const Problem& p, const double* q, const double* k, const double* v
 void forward_rows(const Problem& p, const double* q, const double* k, const double* v, int b, int h,
                   const std::vector<int>& rows, double* o_rows, double* lse_rows) {
   check_problem(p);
+  if (p.paged()) {
+    // Sequence b's rows of head h: the one-head slice gathered through the block table, whose
+    // rows forward() computes the same way (forward_paged).
+    if (b < 0 || b >= p.batch || h < 0 || h >= p.heads_q) {
+      throw std::out_of_range("attnbench::reference::forward_rows: (sequence, head) out of range");
+    }
+    for (int r : rows) {
+      if (r < 0 || r >= p.seq_q_of(b))
+        throw std::out_of_range("attnbench::reference::forward_rows: row out of range");
+    }
+    if (rows.empty()) return;
+    if (p.seq_kv_of(b) == 0) {
+      std::fill(o_rows, o_rows + static_cast<std::int64_t>(rows.size()) * p.head_dim, 0.0);
+      std::fill(lse_rows, lse_rows + rows.size(), kNegInf);
+      return;
+    }
+    const PagedSlice s = paged_slice(p, q, k, v, b, p.kv_head(h), h, 1);
+    return forward_rows(s.sp, s.q.data(), s.k.data(), s.v.data(), 0, 0, rows, o_rows, lse_rows);
+  }
   if (p.varlen()) {
     // Sequence b's rows: its own dense problem on its slices (forward() computes it the same way).
     if (b < 0 || b >= p.batch) {
@@ -413,6 +504,7 @@ void forward_rows(const Problem& p, const double* q, const double* k, const doub
 void backward(const Problem& p, const double* q, const double* k, const double* v,
               const double* dout, double* dq, double* dk, double* dv) {
   check_problem(p);
+  if (p.paged()) no_paged_backward();
   if (p.varlen()) return backward_varlen(p, q, k, v, dout, dq, dk, dv);
   const Inputs in{q, k, v, dout};
   const int d = p.head_dim;
@@ -444,6 +536,7 @@ void backward_kv_head(const Problem& p, const double* q, const double* k, const 
                       const double* dout, int b, int hk, double* dq_group, double* dk_head,
                       double* dv_head) {
   check_problem(p);
+  if (p.paged()) no_paged_backward();
   if (p.varlen()) {
     // Sequence b's kv head: its own dense problem on its slices; dq_group: [group, seq_q_b, D],
     // dk_head, dv_head: [seq_kv_b, D].

@@ -28,6 +28,8 @@ enum class Bug {
   softcap_ignored,    // the soft cap left out (forward and backward)
   varlen_wrong_offset,  // varlen: sequence b > 0 reads its keys and values at sequence b - 1's
                         // offset
+  paged_wrong_page,     // paged: the block table ignored, logical page lp of sequence b read at
+                        // physical page (b * pages_per_seq + lp) % num_pages
 };
 
 // The row far_row corrupts, for tests that check it is not among the sampled rows.
@@ -58,6 +60,7 @@ class Simple : public Implementation {
     c.window = true;
     c.softcap = true;
     c.varlen = true;
+    c.paged = true;
     return c;
   }
   std::size_t workspace_bytes(const Problem& p, Pass pass, const Options&) const override {

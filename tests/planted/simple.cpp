@@ -1,6 +1,7 @@
 // The simple algorithm every Bug-planted implementation shares, and cpu.planted_control (no bug).
 //
 // Varlen (packed THD): each sequence is its own problem (Problem::sequence) at its tokens.
+// Paged: key j of sequence b read through the block table (Starts::key); forward only.
 // Forward, per (batch, query head, query row): scores of the visible keys (causal and sliding
 // window; soft-capped when the problem asks) in double, their maximum, the sum of exponentials
 // and P V in one more loop, O = acc / sum and LSE = max + log(sum). Backward, per (batch, kv
@@ -36,10 +37,22 @@ std::size_t at(const Problem& p, int heads, std::int64_t token, int h, int c) {
 // sequence b's keys and values from sequence b - 1's offset.
 struct Starts {
   std::int64_t q, kv;
+  const Problem* whole = nullptr;  // paged: the problem with the block table
+  int b = 0;
+  bool wrong_page = false;  // the planted paged bug
+  // The token (row of [heads_kv, d]) of key j: through the block table when paged.
+  std::int64_t key(int j) const {
+    if (!whole || !whole->paged()) return kv + j;
+    const int lp = j / whole->page_size;
+    const std::int64_t page =
+        wrong_page ? (std::int64_t{b} * whole->pages_per_seq + lp) % whole->num_pages
+                   : whole->page(b, lp);
+    return page * whole->page_size + j % whole->page_size;
+  }
 };
 Starts starts_of(const Problem& p, int b, Bug bug) {
   const int kb = bug == Bug::varlen_wrong_offset && p.varlen() && b > 0 ? b - 1 : b;
-  return {p.q_start(b), p.kv_start(kb)};
+  return {p.q_start(b), p.paged() ? 0 : p.kv_start(kb), &p, b, bug == Bug::paged_wrong_page};
 }
 
 int kv_of(const Problem& p, int h, Bug bug) { return bug == Bug::gqa_mapping ? h % p.heads_kv : p.kv_head(h); }
@@ -71,7 +84,7 @@ double scores(const Problem& p, const void* q, const void* k, Starts st, int h, 
     double dot = 0;
     for (int c = 0; c < p.head_dim; ++c) {
       dot += static_cast<double>(load_as_float(q, at(p, p.heads_q, st.q + i, h, c), t)) *
-             load_as_float(k, at(p, p.heads_kv, st.kv + j, hk, c), t);
+             load_as_float(k, at(p, p.heads_kv, st.key(j), hk, c), t);
     }
     s[j] = scale * dot;
     if (cap > 0) s[j] = cap * std::tanh(s[j] / cap);
@@ -110,7 +123,7 @@ void simple_forward(const FwdArgs& a, Bug bug) {
           const double e = std::exp(s[j] - m);
           l += e;
           for (int c = 0; c < d; ++c)
-            acc[c] += e * load_as_float(a.v, at(p, p.heads_kv, st.kv + j, hk, c), t);
+            acc[c] += e * load_as_float(a.v, at(p, p.heads_kv, st.key(j), hk, c), t);
         }
         for (int c = 0; c < d; ++c) {
           if (bug == Bug::unwritten_tile && b == 0 && h == 0 && i >= 16 && i < 32 && c >= 16 && c < 32) continue;
@@ -143,7 +156,7 @@ void simple_backward(const BwdArgs& a, Bug bug) {
     const int n = p.seq_kv;
     const Starts st = starts_of(a.p, b, bug);
     auto kv = [&](const void* x, int j, int hk, int c) {
-      return static_cast<double>(load_as_float(x, at(p, p.heads_kv, st.kv + j, hk, c), t));
+      return static_cast<double>(load_as_float(x, at(p, p.heads_kv, st.key(j), hk, c), t));
     };
     auto qs = [&](const void* x, int i, int h, int c) {
       return static_cast<double>(load_as_float(x, at(p, p.heads_q, st.q + i, h, c), t));

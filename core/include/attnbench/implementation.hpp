@@ -65,11 +65,13 @@ struct FwdArgs {
   std::size_t workspace_bytes = 0;
   void* stream = nullptr;
   const Options* options = nullptr;
-  // Varlen (Problem::varlen()): the lengths' prefix sums on the implementation's device, batch + 1
-  // entries each (FlashAttention's cu_seqlens: sequence b's tokens are [cu[b], cu[b + 1]) of the
-  // packed tensors); null for a dense problem. The harness uploads them before the timed calls.
-  const std::int32_t* cu_seqlens_q = nullptr;
-  const std::int32_t* cu_seqlens_kv = nullptr;
+  // Varlen and paged problems: their int32 sequence metadata in the implementation's device memory
+  // (sequence_metadata, problem.hpp), uploaded by the harness with the inputs; null where the
+  // problem has none. CPU code may read the same from p (block_table, seqlens, q_start, ...).
+  const std::int32_t* cu_seqlens_q = nullptr;   // varlen: [batch + 1]
+  const std::int32_t* cu_seqlens_kv = nullptr;  // varlen, contiguous K/V: [batch + 1]
+  const std::int32_t* seqlens_kv = nullptr;     // varlen or paged: [batch] context lengths
+  const std::int32_t* block_table = nullptr;    // paged: [batch, p.pages_per_seq]
 
   std::int64_t option(const std::string& key, std::int64_t fallback) const {
     return option_or(options, key, fallback);
@@ -111,6 +113,7 @@ struct Capabilities {
   bool window = false;   // sliding-window attention (Problem::window_left / window_right)
   bool softcap = false;  // logit soft-capping (Problem::softcap)
   bool varlen = false;   // variable-length batches (Problem::seqlens_q / seqlens_kv, THD layout)
+  bool paged = false;    // paged KV caches (Problem::page_size, block_table; forward only)
   bool forward = true;
   bool backward = false;
   // For an implementation without a forward (a backward-only kernel), the implementation whose

@@ -45,6 +45,7 @@ enum class Group {
   outlier,
   window_softcap,
   varlen,
+  paged,
   random
 };
 std::string_view to_string(Group g);

@@ -89,12 +89,16 @@ class CaseBuffers {
   void *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *o_ = nullptr, *dout_ = nullptr;
   void *dq_ = nullptr, *dk_ = nullptr, *dv_ = nullptr, *ws_ = nullptr;
   float* lse_ = nullptr;
-  // Varlen: the problem's cu_seqlens on the device (FwdArgs), null for a dense problem.
-  std::int32_t *cu_q_ = nullptr, *cu_kv_ = nullptr;
+  // Varlen and paged problems: the int32 sequence metadata on the device (FwdArgs).
+  SequenceMetadata meta_;
+  std::int32_t* meta_dev_ = nullptr;
+  const std::int32_t* meta_at(std::int64_t offset) const {
+    return offset < 0 ? nullptr : meta_dev_ + offset;
+  }
 
   // Every buffer above (for freeing them).
-  std::array<void*, 12> buffers() const {
-    return {q_, k_, v_, o_, lse_, dout_, dq_, dk_, dv_, ws_, cu_q_, cu_kv_};
+  std::array<void*, 11> buffers() const {
+    return {q_, k_, v_, o_, lse_, dout_, dq_, dk_, dv_, ws_, meta_dev_};
   }
 };
 

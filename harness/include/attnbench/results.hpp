@@ -71,6 +71,9 @@ struct ResultRow {
   std::string impl_in_file;
   Pass pass = Pass::fwd;
   double flops = 0;
+  // Memory-bound rows (forward of a paged or decode problem, Problem::memory_bound): the bytes the
+  // pass moves at least, Problem::hbm_bytes_fwd (K and V of the contexts once, Q, O); else 0.
+  std::int64_t hbm_bytes = 0;
   std::string nvtx;  // the NVTX range of its calls
 
   // What it gave.
@@ -90,6 +93,8 @@ struct ResultRow {
   double max_ratio() const;  // worst OutputReport::ratio, 0 when none
   // The schema's "tflops": tflops_in_file when read, else flops / median time when timed.
   std::optional<double> tflops() const;
+  // hbm_bytes over the median time, in GB/s (1e9 bytes), when both are there.
+  std::optional<double> gbps() const;
   // (case, impl, pass, options, device kind): what compare matches rows on. The kind ("cpu",
   // "cuda"), not the index: the rows of a `run --devices` sweep, spread over cuda:0..N-1, match
   // those of a one-GPU run (the context says which GPUs; compare warns when their model differs).
@@ -101,6 +106,8 @@ struct ResultRow {
 
 // FlashAttention convention: fwd, bwd = 2.5 x fwd, fwd_bwd = 3.5 x fwd.
 double pass_flops(const Problem& p, Pass pass);
+// A row's hbm_bytes: Problem::hbm_bytes_fwd for the forward of a memory-bound problem, else 0.
+std::int64_t pass_hbm_bytes(const Problem& p, Pass pass);
 
 struct ResultsFile {
   std::string path;  // where it was read from; "" for a run's own results

@@ -256,18 +256,26 @@ enum class Field {
   softcap,
   seqlens_q,
   seqlens_kv,
-  varlen
+  varlen,
+  ragged,
+  page_size,
+  page_order,
+  num_pages,
+  block_table
 };
-constexpr std::size_t kFields = 15;
+constexpr std::size_t kFields = 20;
 constexpr std::array<const char*, kFields> kFieldNames = {
-    "batch", "heads_q",     "heads_kv",     "seq_q",   "seq_kv",    "head_dim",   "causal", "scale",
-    "dtype", "window_left", "window_right", "softcap", "seqlens_q", "seqlens_kv", "varlen"};
+    "batch",     "heads_q",    "heads_kv",    "seq_q",     "seq_kv",
+    "head_dim",  "causal",     "scale",       "dtype",     "window_left",
+    "window_right", "softcap", "seqlens_q",   "seqlens_kv", "varlen",
+    "ragged",    "page_size",  "page_order",  "num_pages", "block_table"};
 
 const std::vector<std::string>& problem_keys() {
   static const std::vector<std::string> k = {
-      "batch",     "heads_q",    "heads_kv", "seq_q",       "seq_kv",       "head_dim",
-      "causal",    "scale",      "dtype",    "window_left", "window_right", "softcap",
-      "seqlens_q", "seqlens_kv", "varlen",   "seq",         "heads"};
+      "batch",     "heads_q",    "heads_kv",  "seq_q",       "seq_kv",       "head_dim",
+      "causal",    "scale",      "dtype",     "window_left", "window_right", "softcap",
+      "seqlens_q", "seqlens_kv", "varlen",    "ragged",      "page_size",    "page_order",
+      "num_pages", "block_table", "seq",      "heads"};
   return k;
 }
 
@@ -317,6 +325,61 @@ std::vector<int> draw_lengths(const json& v, const std::string& path) {
     sum += n;
   }
   return lens;
+}
+
+// "ragged": {"batch": B, "seq_q": n, "min": a, "max": b, "seed": s}: a decode batch of B
+// sequences with n new tokens each (default 1) over context lengths drawn uniformly in [a, b]
+// (the generator of "varlen": splitmix64 of seed + index, modulo the range). Sets seqlens_q (n
+// each) and seqlens_kv (the contexts).
+void draw_ragged(const json& v, const std::string& path, Problem& p) {
+  expect_object(v, path);
+  check_keys(v, path, {"batch", "seq_q", "min", "max", "seed"});
+  for (const char* k : {"batch", "min", "max"}) {
+    if (!v.contains(k))
+      fail(path, &v, std::string("needs \"") + k + "\" (and batch, seq_q, min, max, seed)");
+  }
+  const std::int64_t batch = expect_int(v["batch"], at(path, "batch"), 1, kMaxVarlenSequences,
+                                        "a sequence count in [1, 2^20]");
+  std::int64_t seq_q = 1;
+  if (v.contains("seq_q"))
+    seq_q = expect_int(v["seq_q"], at(path, "seq_q"), 1, INT_MAX, "a query count >= 1");
+  const std::int64_t lo = expect_int(v["min"], at(path, "min"), 0, INT_MAX, "a length >= 0");
+  const std::int64_t hi = expect_int(v["max"], at(path, "max"), std::max<std::int64_t>(lo, 1),
+                                     INT_MAX, "a length >= 1 and >= min");
+  std::uint64_t seed = 0;
+  if (v.contains("seed")) {
+    seed = static_cast<std::uint64_t>(
+        expect_int(v["seed"], at(path, "seed"), 0, INT64_MAX, "a non-negative integer"));
+  }
+  auto splitmix64 = [](std::uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+  };
+  const std::uint64_t span = static_cast<std::uint64_t>(hi - lo) + 1;
+  p.seqlens_q.assign(static_cast<std::size_t>(batch), static_cast<int>(seq_q));
+  p.seqlens_kv.clear();
+  for (std::uint64_t i = 0; i < static_cast<std::uint64_t>(batch); ++i) {
+    p.seqlens_kv.push_back(static_cast<int>(lo + static_cast<std::int64_t>(splitmix64(seed + i) % span)));
+  }
+}
+
+// "block_table": one row of physical page indices per sequence (rows may differ in length).
+std::vector<std::vector<int>> page_rows(const json& v, const std::string& path) {
+  expect_array(v, path);
+  std::vector<std::vector<int>> rows;
+  for (std::size_t b = 0; b < v.size(); ++b) {
+    const std::string bp = at(path, b);
+    expect_array(v[b], bp, true);  // a sequence without keys may have no page
+    std::vector<int> row;
+    for (std::size_t i = 0; i < v[b].size(); ++i) {
+      row.push_back(static_cast<int>(
+          expect_int(v[b][i], at(bp, i), 0, INT_MAX - 1, "a page index >= 0")));
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
 }
 
 // A list of lengths, one per sequence, each >= 0.
@@ -395,6 +458,25 @@ void set_field(Problem& p, Field f, const json& v, const std::string& path) {
     case Field::varlen:
       p.seqlens_q = draw_lengths(v, path);
       p.seqlens_kv = p.seqlens_q;
+      break;
+    case Field::ragged:
+      draw_ragged(v, path, p);
+      break;
+    case Field::page_size:
+      p.page_size = static_cast<int>(
+          expect_int(v, path, 0, INT_MAX, "an integer >= 0 (keys per page; 0: K and V contiguous)"));
+      break;
+    case Field::page_order: {
+      const auto o = parse_page_order(expect_string(v, path));
+      if (!o) fail(path, &v, "must be \"sequential\" or \"shuffled\" (explicit pages: \"block_table\")");
+      p.page_order = *o;
+      break;
+    }
+    case Field::num_pages:
+      p.num_pages = static_cast<int>(expect_int(v, path, 1, INT_MAX, "a page count >= 1"));
+      break;
+    case Field::block_table:
+      p.set_block_table(page_rows(v, path));
       break;
   }
 }
@@ -645,6 +727,7 @@ class CaseExpander {
       // config or a --heads-q alone must not silently mean MQA.
       if (src[static_cast<std::size_t>(Field::heads_kv)].path.empty()) p.heads_kv = p.heads_q;
       if (p.varlen()) derive_varlen(p, src);
+      derive_paged(p, src);
       check_case(p, src, sweep_path);
       out.push_back(p);
       // Odometer: the last dimension varies fastest.
@@ -667,12 +750,16 @@ class CaseExpander {
   // by hand as well, they could only repeat or contradict them.
   static void derive_varlen(Problem& p, const Sources& src) {
     auto source_of = [&](Field f) -> const Source& { return src[static_cast<std::size_t>(f)]; };
-    const Source& dist = source_of(Field::varlen);
-    for (Field f : {Field::seqlens_q, Field::seqlens_kv}) {
-      if (!dist.path.empty() && !source_of(f).path.empty()) {
-        fail_text(source_of(f).path, source_of(f).value,
-                  std::string(kFieldNames[static_cast<std::size_t>(f)]) + " and varlen (at " +
-                      dist.path + ") both set the lengths: give one of them");
+    for (Field d : {Field::varlen, Field::ragged}) {
+      const Source& dist = source_of(d);
+      if (dist.path.empty()) continue;
+      for (Field f : {Field::seqlens_q, Field::seqlens_kv, Field::varlen}) {
+        if (f != d && !source_of(f).path.empty()) {
+          fail_text(source_of(f).path, source_of(f).value,
+                    std::string(kFieldNames[static_cast<std::size_t>(f)]) + " and " +
+                        kFieldNames[static_cast<std::size_t>(d)] + " (at " + dist.path +
+                        ") both set the lengths: give one of them");
+        }
       }
     }
     for (Field f : {Field::batch, Field::seq_q, Field::seq_kv}) {
@@ -686,6 +773,19 @@ class CaseExpander {
     if (!p.seqlens_q.empty() && !p.seqlens_kv.empty()) p.set_seqlens(p.seqlens_q, p.seqlens_kv);
   }
 
+  // A paged case's block table, built from page_order (or given by block_table, not both) once
+  // every field is set: it follows the case's lengths and page size.
+  static void derive_paged(Problem& p, const Sources& src) {
+    const Source& order = src[static_cast<std::size_t>(Field::page_order)];
+    const Source& table = src[static_cast<std::size_t>(Field::block_table)];
+    if (!order.path.empty() && !table.path.empty()) {
+      fail_text(table.path, table.value,
+                "block_table and page_order (at " + order.path +
+                    ") both say where the pages are: give one of them");
+    }
+    p.make_block_table();
+  }
+
   void check_case(const Problem& p, const Sources& src, const std::string& sweep_path) {
     auto source_of = [&](Field f) -> const Source& { return src[static_cast<std::size_t>(f)]; };
     if (p.heads_q % p.heads_kv != 0) {
@@ -697,16 +797,19 @@ class CaseExpander {
     const std::string why = validate(p, opts_.max_bytes);
     if (why.empty()) return;
     // validate() starts its message with the field at fault, when there is one.
-    const std::string lead = why.substr(0, why.find_first_of(" :"));
+    std::string lead = why.substr(0, why.find_first_of(" :"));
+    if (lead.rfind("block_table[", 0) == 0) lead = "block_table";  // one entry of the table
     for (std::size_t i = 0; i < kFields; ++i) {
       if (lead == kFieldNames[i] && !src[i].path.empty()) {
         fail_text(src[i].path, src[i].value, why + " (case " + p.label() + ")");
       }
     }
-    // Lengths drawn by "varlen" (a list's own messages name seqlens_q or seqlens_kv).
-    if (const Source& d = src[static_cast<std::size_t>(Field::varlen)];
-        !d.path.empty() && lead.rfind("seqlens_", 0) == 0) {
-      fail_text(d.path, d.value, why + " (case " + p.label() + ")");
+    // Lengths drawn by "varlen" or "ragged" (a list's own messages name seqlens_q or seqlens_kv).
+    for (Field f : {Field::varlen, Field::ragged}) {
+      if (const Source& d = src[static_cast<std::size_t>(f)];
+          !d.path.empty() && lead.rfind("seqlens_", 0) == 0) {
+        fail_text(d.path, d.value, why + " (case " + p.label() + ")");
+      }
     }
     fail_text(sweep_path, quoted(p.label()), why);
   }

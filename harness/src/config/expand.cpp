@@ -109,6 +109,8 @@ ojson case_to_json(const Config& cfg, std::size_t group, const Problem& p, int c
     j["flops"][std::string(to_string(ps))] = pass_flops(p, ps);
     j["io_bytes"][std::string(to_string(ps))] = pass_io_bytes(p, ps);
   }
+  // Memory-bound cases (paged, decode): the bytes a forward moves at least (Problem::hbm_bytes_fwd).
+  if (p.memory_bound()) j["hbm_bytes"] = p.hbm_bytes_fwd();
   // What a peer needs to reproduce the harness's inputs and reference (or to ask the harness for
   // them: libattnbench_capi's ab_case_open takes this line's problem, inputs and verify).
   ojson in;
@@ -130,6 +132,12 @@ ojson case_to_json(const Config& cfg, std::size_t group, const Problem& p, int c
                     {"dout", shape({p.batch, p.seq_q, p.heads_q, p.head_dim})},
                     {"o", shape({p.batch, p.seq_q, p.heads_q, p.head_dim})},
                     {"lse", shape({p.batch, p.heads_q, p.seq_q})}};
+  }
+  if (p.paged()) {  // the pool of pages and the int32 table (problem.hpp); q, o, lse as above
+    const ojson pool = shape({p.num_pages, p.page_size, p.heads_kv, p.head_dim});
+    in["layout"]["k"] = pool;
+    in["layout"]["v"] = pool;
+    in["layout"]["block_table"] = shape({p.batch, p.pages_per_seq});
   }
   j["inputs"] = std::move(in);
   j["verify"] = {{"mode", to_string(g.verify.mode)},

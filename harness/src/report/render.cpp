@@ -107,8 +107,9 @@ std::string rate_text(double t) {
   return t >= 10 ? fmt("%.1f", t) : t >= 0.1 ? fmt("%.3f", t) : fmt("%.5f", t);
 }
 
-// One row of the run's table (a row that was not skipped); giga: the rate in GFLOP/s.
-std::vector<std::string> run_table_row(const ResultRow& r, bool giga) {
+// One row of the run's table (a row that was not skipped); giga: the rate in GFLOP/s; bw: with
+// the GB/s column (memory-bound rows: ResultRow::gbps).
+std::vector<std::string> run_table_row(const ResultRow& r, bool giga, bool bw) {
   std::string impl = r.impl;
   if (!r.options.empty()) {
     impl += " [";
@@ -127,28 +128,36 @@ std::vector<std::string> run_table_row(const ResultRow& r, bool giga) {
   if (note.size() > 70) note = note.substr(0, 67) + "...";
   if (r.status == Status::pass && r.verified) note = to_string(r.verify_mode);
   const auto tf = r.tflops();
-  return {r.case_label,
-          impl,
-          std::string(to_string(r.pass)),
-          r.status == Status::fail ? "FAIL" : to_string(r.status),
-          ratio,
-          r.time ? fmt("%.3f", r.time->median_ms) : "-",
-          r.time && r.time->repetitions > 1 ? fmt("%.1f", r.time->cv * 100) : "-",
-          tf ? rate_text(*tf * (giga ? 1e3 : 1)) : "-",
-          r.memory ? fmt("%.1f", static_cast<double>(r.memory->workspace_bytes) / (1 << 20)) : "-",
-          note};
+  std::vector<std::string> cells{
+      r.case_label,
+      impl,
+      std::string(to_string(r.pass)),
+      r.status == Status::fail ? "FAIL" : to_string(r.status),
+      ratio,
+      r.time ? fmt("%.3f", r.time->median_ms) : "-",
+      r.time && r.time->repetitions > 1 ? fmt("%.1f", r.time->cv * 100) : "-",
+      tf ? rate_text(*tf * (giga ? 1e3 : 1)) : "-",
+      r.memory ? fmt("%.1f", static_cast<double>(r.memory->workspace_bytes) / (1 << 20)) : "-",
+      note};
+  if (bw) {
+    const auto g = r.gbps();
+    cells.insert(cells.begin() + 8, g ? rate_text(*g) : "-");
+  }
+  return cells;
 }
 
 // The table's lines: columns padded to their widest cell, numbers right-aligned, text
 // left-aligned; the last column is not padded.
 void print_aligned(const std::vector<std::string>& header,
                    const std::vector<std::vector<std::string>>& rows, std::ostream& out) {
+  // Numbers: from err/naive to ws MiB (the column before the note).
+  const std::size_t last_numeric = header.size() - 2;
   std::vector<std::size_t> w(header.size());
   for (std::size_t c = 0; c < header.size(); ++c) {
     w[c] = header[c].size();
     for (const auto& r : rows) w[c] = std::max(w[c], r[c].size());
   }
-  auto numeric = [](std::size_t c) { return c >= 4 && c <= 8; };
+  auto numeric = [&](std::size_t c) { return c >= 4 && c <= last_numeric; };
   auto line = [&](const std::vector<std::string>& cells) {
     for (std::size_t c = 0; c < cells.size(); ++c) {
       if (c + 1 == cells.size()) {
@@ -203,10 +212,15 @@ void print_run_table(const ResultsFile& res, std::ostream& out) {
     if (const auto tf = r.tflops(); r.status == Status::pass && tf && std::isfinite(*tf))
       top = std::max(top, *tf);
   const bool giga = top > 0 && top < 1;
-  const std::vector<std::string> header{
+  // GB/s only when a row that ran is memory-bound (paged or decode: ResultRow::hbm_bytes).
+  const bool bw = std::any_of(res.rows.begin(), res.rows.end(), [](const ResultRow& r) {
+    return r.status != Status::skip && r.hbm_bytes > 0;
+  });
+  std::vector<std::string> header{
       "case",      "impl",      "pass", "status",
       "err/naive", "median ms", "cv %", giga ? "GFLOP/s" : "TFLOP/s",
       "ws MiB",    "note"};
+  if (bw) header.insert(header.begin() + 8, "GB/s");
   std::vector<std::vector<std::string>> rows;
   // Skipped rows are counted by reason below the table, not listed: in a sweep they are
   // mostly "no backward pass" or "no CUDA device", and would bury the rows that ran.
@@ -218,7 +232,7 @@ void print_run_table(const ResultsFile& res, std::ostream& out) {
       ++skipped[r.reason];
       continue;
     }
-    rows.push_back(run_table_row(r, giga));
+    rows.push_back(run_table_row(r, giga, bw));
   }
   print_aligned(header, rows, out);
   std::vector<std::pair<int, std::string>> by_count;

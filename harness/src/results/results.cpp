@@ -58,6 +58,15 @@ double ResultRow::max_ratio() const {
   return m;
 }
 
+std::int64_t pass_hbm_bytes(const Problem& p, Pass pass) {
+  return pass == Pass::fwd && p.memory_bound() ? p.hbm_bytes_fwd() : 0;
+}
+
+std::optional<double> ResultRow::gbps() const {
+  if (!time || !(time->median_ms > 0) || hbm_bytes <= 0) return std::nullopt;
+  return static_cast<double>(hbm_bytes) / (time->median_ms * 1e-3) / 1e9;
+}
+
 std::optional<double> ResultRow::tflops() const {
   if (tflops_in_file) return tflops_in_file;
   if (!time || !(time->median_ms > 0) || !(flops > 0)) return std::nullopt;
@@ -111,6 +120,16 @@ nlohmann::ordered_json problem_to_json(const Problem& p) {
   if (p.varlen()) {
     j["seqlens_q"] = p.seqlens_q;
     j["seqlens_kv"] = p.seqlens_kv;
+  }
+  // Paged only: the page size, the pool, and how the table was made (an explicit one in full; a
+  // generated one is rebuilt from page_order by Problem::make_block_table).
+  if (p.page_size != 0) {
+    j["page_size"] = p.page_size;
+    j["num_pages"] = p.num_pages;
+    if (p.page_order == PageOrder::table)
+      j["block_table"] = p.block_table_rows();
+    else
+      j["page_order"] = std::string(to_string(p.page_order));
   }
   return j;
 }
@@ -170,6 +189,10 @@ nlohmann::ordered_json row_to_json(const ResultRow& r) {
   }
   j["flops"] = r.flops;
   if (auto tf = r.tflops()) j["tflops"] = num(*tf);
+  if (r.hbm_bytes > 0) {  // memory-bound rows only (so other rows keep their shape)
+    j["hbm_bytes"] = r.hbm_bytes;
+    if (auto bw = r.gbps()) j["gbps"] = num(*bw);
+  }
   if (r.memory) {
     nlohmann::ordered_json m;
     m["io_bytes"] = r.memory->io_bytes;

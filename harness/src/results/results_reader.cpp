@@ -125,6 +125,40 @@ struct Reader {
     p.softcap = num(j, "softcap", pp, false, 0.0);
     p.seqlens_q = lengths(j, "seqlens_q", pp);
     p.seqlens_kv = lengths(j, "seqlens_kv", pp);
+    // Paged (problem_to_json writes these only for a paged problem): the table rebuilt from
+    // page_order, or read whole when it was explicit.
+    const std::int64_t page_size = integer(j, "page_size", pp, false, 0);
+    if (page_size < 0 || page_size > std::numeric_limits<int>::max())
+      bad(origin, pp + ".page_size", "expected a page size >= 0");
+    p.page_size = static_cast<int>(page_size);
+    const std::int64_t num_pages = integer(j, "num_pages", pp, false, 0);
+    if (num_pages < 0 || num_pages > std::numeric_limits<int>::max())
+      bad(origin, pp + ".num_pages", "expected a page count >= 0");
+    p.num_pages = static_cast<int>(num_pages);
+    if (const ojson* t = find(j, "block_table"); t && !t->is_null()) {
+      const std::string tp = pp + ".block_table";
+      if (!t->is_array()) bad(origin, tp, "expected an array of rows of pages, got " + short_dump(*t));
+      std::vector<std::vector<int>> rows;
+      for (std::size_t b = 0; b < t->size(); ++b) {
+        const std::string rp = tp + "[" + std::to_string(b) + "]";
+        if (!(*t)[b].is_array()) bad(origin, rp, "expected a row of pages, got " + short_dump((*t)[b]));
+        std::vector<int> row;
+        for (std::size_t i = 0; i < (*t)[b].size(); ++i) {
+          const std::int64_t x = integer((*t)[b][i], rp + "[" + std::to_string(i) + "]");
+          if (x < 0 || x > std::numeric_limits<int>::max())
+            bad(origin, rp + "[" + std::to_string(i) + "]", "expected a page index >= 0");
+          row.push_back(static_cast<int>(x));
+        }
+        rows.push_back(std::move(row));
+      }
+      p.set_block_table(rows);
+    } else {
+      const std::string order = str(j, "page_order", pp, false, "sequential");
+      const auto o = parse_page_order(order);
+      if (!o) bad(origin, pp + ".page_order", "\"" + order + "\" is not one of sequential, shuffled");
+      p.page_order = *o;
+    }
+    p.make_block_table();
     return p;
   }
 
@@ -267,6 +301,7 @@ struct Reader {
     row.baseline = Registry::instance().canonical(row.baseline);
     if (const ojson* t = find(r, "time"); t && !t->is_null()) row.time = time(*t, path + ".time");
     row.flops = num(r, "flops", path, false);
+    row.hbm_bytes = integer(r, "hbm_bytes", path, false, 0);  // gbps() recomputes "gbps"
     if (const ojson* t = find(r, "tflops"); t && !t->is_null())
       row.tflops_in_file = num(r, "tflops", path, true);
     if (const ojson* m = find(r, "memory"); m && !m->is_null())

@@ -184,12 +184,10 @@ CaseBuffers::CaseBuffers(const Implementation& impl, const Problem& p, Pass pass
       dv_ = ops_->alloc(kvb);
     }
     ws_ = ops_->alloc(std::max(ws_fwd_, ws_bwd_));
-    if (p.varlen()) {  // uploaded once here, never inside a timed call
-      const std::vector<std::int32_t> cq = p.cu_seqlens_q(), ckv = p.cu_seqlens_kv();
-      cu_q_ = static_cast<std::int32_t*>(ops_->alloc(cq.size() * sizeof(std::int32_t)));
-      cu_kv_ = static_cast<std::int32_t*>(ops_->alloc(ckv.size() * sizeof(std::int32_t)));
-      ops_->to_device(cu_q_, cq.data(), cq.size() * sizeof(std::int32_t));
-      ops_->to_device(cu_kv_, ckv.data(), ckv.size() * sizeof(std::int32_t));
+    meta_ = sequence_metadata(p);  // uploaded once here, never inside a timed call
+    if (!meta_.data.empty()) {
+      meta_dev_ = static_cast<std::int32_t*>(ops_->alloc(meta_.data.size() * sizeof(std::int32_t)));
+      ops_->to_device(meta_dev_, meta_.data.data(), meta_.data.size() * sizeof(std::int32_t));
     }
   } catch (...) {
     for (void* b : buffers()) ops_->free(b);
@@ -233,14 +231,18 @@ void CaseBuffers::poison_outputs() {
 void CaseBuffers::call_forward() {
   fwd_impl_->forward({.p = p_, .q = q_, .k = k_, .v = v_, .o = o_, .lse = lse_, .workspace = ws_,
                       .workspace_bytes = ws_fwd_, .stream = ops_->stream(), .options = &opts_,
-                      .cu_seqlens_q = cu_q_, .cu_seqlens_kv = cu_kv_});
+                      .cu_seqlens_q = meta_at(meta_.cu_seqlens_q),
+                      .cu_seqlens_kv = meta_at(meta_.cu_seqlens_kv),
+                      .seqlens_kv = meta_at(meta_.seqlens_kv),
+                      .block_table = meta_at(meta_.block_table)});
 }
 
 void CaseBuffers::call_backward() {
   impl_.backward({.p = p_, .q = q_, .k = k_, .v = v_, .o = o_, .lse = lse_, .dout = dout_,
                   .dq = dq_, .dk = dk_, .dv = dv_, .workspace = ws_, .workspace_bytes = ws_bwd_,
-                  .stream = ops_->stream(), .options = &opts_, .cu_seqlens_q = cu_q_,
-                  .cu_seqlens_kv = cu_kv_});
+                  .stream = ops_->stream(), .options = &opts_,
+                  .cu_seqlens_q = meta_at(meta_.cu_seqlens_q),
+                  .cu_seqlens_kv = meta_at(meta_.cu_seqlens_kv)});
 }
 
 void CaseBuffers::produce_fwd_outputs() {

@@ -174,6 +174,7 @@ class Runner {
     r.device = pr.impl->device() == Device::cpu ? "cpu" : "cuda:" + std::to_string(opts_.cuda_device);
     r.pass = pr.pass;
     r.flops = pass_flops(*pr.problem, pr.pass);
+    r.hbm_bytes = pass_hbm_bytes(*pr.problem, pr.pass);
     r.nvtx = pr.name;
     return r;
   }

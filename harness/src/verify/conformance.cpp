@@ -75,6 +75,8 @@ std::string_view to_string(Group g) {
       return "window_softcap";
     case Group::varlen:
       return "varlen";
+    case Group::paged:
+      return "paged";
     case Group::random:
       return "random";
   }
@@ -204,6 +206,37 @@ std::vector<Shape> make_shapes() {
                     8, 0));
     add(g, windowed(varlen(make_problem(1, 4, 2, 1, 1, 128, true, t), {64, 0, 70}, {0, 30, 100}),
                     -1, -1, 30));
+  }
+  // Paged KV caches (implementations that declare paged; the others SKIP; forward only, so the
+  // backward passes SKIP too): decode and speculative decode (seq_q 1, 3, 4, 16) against caches
+  // whose contexts are not multiples of the page size, a shuffled pool, an explicit table with
+  // pages repeated within a sequence and shared between two, a ragged batch with a context of 1
+  // and one of 0 (O = 0, LSE = -inf), a page larger than its context, a pool with unused pages,
+  // seq_q > context (rows that see no key), GQA 16:1, a window and a soft cap. No table is the
+  // contiguous layout in table-row order (b * pages_per_seq + lp): a kernel that ignores the
+  // table reads the wrong pages in every case.
+  auto paged = [](Problem p, int page_size, PageOrder order, int num_pages = 0) {
+    p.page_size = page_size;
+    p.page_order = order;
+    p.num_pages = num_pages;
+    p.make_block_table();
+    return p;
+  };
+  for (DType t : kDTypes) {
+    const Group g = Group::paged;
+    add(g, paged(make_problem(3, 4, 2, 1, 100, 64, false, t), 16, PageOrder::shuffled));
+    add(g, paged(make_problem(2, 16, 1, 4, 77, 128, true, t), 8, PageOrder::shuffled));
+    add(g, paged(varlen(make_problem(1, 4, 4, 1, 1, 64, true, t), {1, 1, 1, 1}, {1, 0, 300, 33}),
+                 16, PageOrder::shuffled));
+    Problem shared = make_problem(2, 2, 2, 3, 40, 40, true, t);
+    shared.page_size = 16;
+    shared.set_block_table({{5, 2, 5}, {2, 0, 3}});
+    shared.make_block_table();  // num_pages: the largest entry + 1
+    add(g, shared);
+    add(g, windowed(paged(varlen(make_problem(1, 8, 2, 1, 1, 128, true, t), {16, 5, 16},
+                                 {16, 200, 3}),
+                          64, PageOrder::shuffled, 20),
+                    40, -1, 30));
   }
   // Random shapes from a fixed seed: any head_dim 1..256, group 1..4, seq 1..300. One draw per
   // statement: argument evaluation order is unspecified, the shapes must not be.
@@ -396,6 +429,7 @@ struct ShapeCache {
 
 ShapeCache& prepare(const Shape& s, bool need_bwd, std::uint64_t seed) {
   static ShapeCache cache;
+  need_bwd = need_bwd && !s.p.paged();  // forward-only: its backward cases SKIP, no gradients
   const std::string key = s.p.label() +
                           (s.dist == Distribution::outlier ? ":outlier:" : ":normal:") +
                           std::to_string(seed);

@@ -56,9 +56,11 @@ void dump_row(const std::string& dir_name, const Problem& p, const CaseInputs& i
   const std::vector<std::int64_t> qs =
       p.varlen() ? std::vector<std::int64_t>{p.total_q(), p.heads_q, p.head_dim}
                  : std::vector<std::int64_t>{p.batch, p.seq_q, p.heads_q, p.head_dim};
+  // Paged: K and V are the pool of pages (the block table follows from the results row's problem).
   const std::vector<std::int64_t> ks =
-      p.varlen() ? std::vector<std::int64_t>{p.total_kv(), p.heads_kv, p.head_dim}
-                 : std::vector<std::int64_t>{p.batch, p.seq_kv, p.heads_kv, p.head_dim};
+      p.paged()    ? std::vector<std::int64_t>{p.num_pages, p.page_size, p.heads_kv, p.head_dim}
+      : p.varlen() ? std::vector<std::int64_t>{p.total_kv(), p.heads_kv, p.head_dim}
+                   : std::vector<std::int64_t>{p.batch, p.seq_kv, p.heads_kv, p.head_dim};
   const std::vector<std::int64_t> ls = p.varlen()
                                            ? std::vector<std::int64_t>{p.heads_q, p.total_q()}
                                            : std::vector<std::int64_t>{p.batch, p.heads_q, p.seq_q};

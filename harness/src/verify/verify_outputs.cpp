@@ -80,11 +80,49 @@ Problem problem_from_json(const json& p) {
       out.push_back(n.get<int>());
     }
   }
+  // Paged KV cache (problem_to_json writes these only for a paged problem): page_size, num_pages,
+  // and page_order (the table rebuilt by make_block_table) or the explicit block_table.
+  for (const char* key : {"page_size", "num_pages"}) {
+    if (!p.contains(key)) continue;
+    const json& v = p[key];
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > INT32_MAX)
+      bad(std::string("problem.") + key, v, "must be an integer >= 0");
+    (key[0] == 'p' ? x.page_size : x.num_pages) = v.get<int>();
+  }
+  if (p.contains("page_order") && p.contains("block_table")) {
+    bad("problem.block_table", p["block_table"], "and page_order both given: give one of them");
+  }
+  if (p.contains("page_order")) {
+    const json& v = p["page_order"];
+    const auto o = v.is_string() ? parse_page_order(v.get<std::string>()) : std::nullopt;
+    if (!o) bad("problem.page_order", v, "must be \"sequential\" or \"shuffled\"");
+    x.page_order = *o;
+  }
+  if (p.contains("block_table")) {
+    const json& v = p["block_table"];
+    if (!v.is_array()) bad("problem.block_table", v, "must be an array of rows of page indices");
+    std::vector<std::vector<int>> rows;
+    for (std::size_t b = 0; b < v.size(); ++b) {
+      const std::string rp = "problem.block_table[" + std::to_string(b) + "]";
+      if (!v[b].is_array()) bad(rp, v[b], "must be an array of page indices");
+      std::vector<int> row;
+      for (std::size_t i = 0; i < v[b].size(); ++i) {
+        const json& n = v[b][i];
+        if (!n.is_number_integer() || n.get<std::int64_t>() < 0 || n.get<std::int64_t>() >= INT32_MAX)
+          bad(rp + "[" + std::to_string(i) + "]", n, "must be a page index >= 0");
+        row.push_back(n.get<int>());
+      }
+      rows.push_back(std::move(row));
+    }
+    x.set_block_table(rows);
+  }
+  x.make_block_table();
   // A key this reader does not know would be dropped silently (a windowed case verified as a
   // dense one): refused instead.
   static const char* const kKeys[] = {
-      "batch", "heads_q", "heads_kv",    "seq_q",        "seq_kv",  "head_dim",  "causal",
-      "scale", "dtype",   "window_left", "window_right", "softcap", "seqlens_q", "seqlens_kv"};
+      "batch",      "heads_q",   "heads_kv",    "seq_q",        "seq_kv",    "head_dim",
+      "causal",     "scale",     "dtype",       "window_left",  "window_right", "softcap",
+      "seqlens_q",  "seqlens_kv", "page_size",  "num_pages",    "page_order", "block_table"};
   for (const auto& item : p.items()) {
     if (std::none_of(std::begin(kKeys), std::end(kKeys),
                      [&](const char* k) { return item.key() == k; })) {

@@ -2,7 +2,9 @@
 // Eigen, double precision, no dependency on the harness or any implementation (it only uses the
 // Problem type for sizes and conventions). Layouts are those of problem.hpp, as doubles; for a
 // varlen problem the packed THD layout, with b the sequence and row and key counts its own
-// (seqlens_q[b], seqlens_kv[b]) in forward_rows and backward_kv_head.
+// (seqlens_q[b], seqlens_kv[b]) in forward_rows and backward_kv_head. A paged problem's k and v
+// are its pool of pages ([num_pages, page_size, heads_kv, d]), read through the block table
+// (Problem::kv_row); paged problems have a forward only (backward and backward_kv_head throw).
 #pragma once
 
 #include <vector>
