@@ -282,6 +282,416 @@ class Verification(Tmp):
         self.assertIn("not registered", str(e.exception))
 
 
+# ============================================================================ varlen (packed THD, cu_seqlens)
+
+# CPU-sized varlen batches: a sequence without keys (queries only: O = 0, LSE = -inf), one without
+# queries (keys only: dK = dV = 0), seq_q above and below seq_kv in one batch, GQA, causal and a window.
+VARLEN_CONFIG = {
+    "name": "peer_varlen",
+    "groups": [
+        {"problem": {"head_dim": 16, "heads_q": 4, "heads_kv": 2},
+         "sweep": {"product": {"causal": [False, True], "dtype": ["f32", "bf16"]},
+                   "zip": [{"seqlens_q": [[5, 0, 17, 3], [9, 4, 1]], "seqlens_kv": [[9, 3, 17, 0], [4, 9, 6]]}]},
+         "implementations": ["cpu.flash_fwd", "cpu.flash_bwd", "cpu.naive_3pass"],
+         "passes": ["fwd", "bwd", "fwd_bwd"], "verify": {"mode": "full"}},
+        {"description": "window", "problem": {"head_dim": 8, "heads_q": 2, "heads_kv": 1, "dtype": "f32",
+                                              "seqlens_q": [6, 2, 11], "seqlens_kv": [10, 7, 4]},
+         "sweep": {"zip": [{"causal": [True, False], "window_left": [2, 3], "window_right": [-1, 1]}]},
+         "implementations": ["cpu.naive_3pass"], "passes": ["fwd"], "verify": {"mode": "full"}},
+    ],
+    "timing": {"min_time_s": 0.0005, "repetitions": 2, "warmup_s": 0},
+}
+
+
+def varlen_problem(sq, skv, causal=False, wl=-1, wr=-1, softcap=0.0, hq=4, hkv=2, d=8, dtype="bf16"):
+    p = {"batch": len(sq), "heads_q": hq, "heads_kv": hkv, "seq_q": max(sq), "seq_kv": max(skv), "head_dim": d,
+         "causal": causal, "scale": 1.0 / d ** 0.5, "dtype": dtype, "seqlens_q": list(sq), "seqlens_kv": list(skv)}
+    if wl >= 0:
+        p["window_left"] = wl
+    if wr >= 0:
+        p["window_right"] = wr
+    if softcap:
+        p["softcap"] = softcap
+    return p
+
+
+def varlen_visible(p, i, j):
+    """attnbench's varlen rule written out from problem.hpp, independently of scripts/peers: packed
+    query i and key j must lie in the same sequence b; there, with its own lengths and the rows
+    i' = i - start_q(b), j' = j - start_kv(b), the dense rule (bottom-right: c = i' + len_kv - len_q,
+    c - window_left <= j' <= c + window_right, causal capping the right side at 0)."""
+    def where(lengths, t):
+        start = 0
+        for b, n in enumerate(lengths):
+            if t < start + n:
+                return b, t - start
+            start += n
+        raise IndexError(t)
+    (bq, iq), (bk, jk) = where(p["seqlens_q"], i), where(p["seqlens_kv"], j)
+    if bq != bk:
+        return False
+    c = iq + p["seqlens_kv"][bq] - p["seqlens_q"][bq]
+    wl, wr = p.get("window_left", -1), p.get("window_right", -1)
+    if p.get("causal"):
+        wr = 0 if wr == -1 else min(wr, 0)
+    return (wl == -1 or jk >= c - wl) and (wr == -1 or jk <= c + wr)
+
+
+VARLEN_LENGTHS = [([5, 0, 17, 3], [9, 3, 17, 0]), ([9, 4, 1], [4, 9, 6]), ([1], [1]), ([0, 3, 0], [2, 0, 5]),
+                  ([7, 7], [7, 7]), ([2, 12], [12, 2])]
+VARLEN_WINDOWS = [(-1, -1), (0, 0), (2, -1), (-1, 1), (3, 5), (1, 0)]
+
+
+class VarlenPure(unittest.TestCase):
+    """The peers' varlen arithmetic as pure functions: no build, no torch."""
+
+    def test_cu_seqlens_totals_and_layout(self):
+        self.assertEqual(common.cu_seqlens([5, 0, 17, 3]), [0, 5, 5, 22, 25])
+        self.assertEqual(common.cu_seqlens([]), [0])
+        p = varlen_problem([5, 0, 17, 3], [9, 3, 17, 0], hq=4, hkv=2, d=16)
+        v = common.varlen_info(p)
+        self.assertEqual((v["total_q"], v["total_kv"], v["max_seqlen_q"], v["max_seqlen_kv"]), (25, 29, 17, 17))
+        self.assertEqual((v["cu_seqlens_q"], v["cu_seqlens_kv"]), ([0, 5, 5, 22, 25], [0, 9, 12, 29, 29]))
+        self.assertTrue(common.is_varlen(p) and common.is_varlen({"problem": p}))
+        self.assertEqual(common.layout_shapes(p), {"q": [25, 4, 16], "k": [29, 2, 16], "v": [29, 2, 16],
+                                                   "dout": [25, 4, 16], "o": [25, 4, 16], "lse": [4, 25]})
+        dense = {"batch": 3, "heads_q": 4, "heads_kv": 2, "seq_q": 7, "seq_kv": 9, "head_dim": 8}
+        self.assertFalse(common.is_varlen(dense))
+        self.assertEqual(common.layout_shapes(dense)["q"], [3, 7, 4, 8])
+        self.assertEqual(common.layout_shapes(dense)["k"], [3, 9, 2, 8])
+        self.assertEqual(common.layout_shapes(dense)["lse"], [3, 4, 7])
+
+    def test_check_problem_varlen(self):
+        ok = varlen_problem([5, 0, 17], [9, 3, 17])
+        common.check_problem(ok)
+        for bad, field in (({"seqlens_q": [5, 0]}, "problem.seqlens_q"),         # not batch lengths
+                           ({"seqlens_q": [5, -1, 17]}, "problem.seqlens_q"),
+                           ({"seqlens_kv": [9, 3, 16]}, "problem.seqlens_kv"),      # seq_kv is not the longest
+                           ({"seqlens_q": [0, 0, 0], "seq_q": 0}, "problem.seqlens_q"),  # no query at all
+                           ({"seqlens_kv": "9,3,17"}, "problem.seqlens_kv")):
+            with self.subTest(bad=bad), self.assertRaises(common.BadInput) as e:
+                common.check_problem(dict(ok, **bad))
+            self.assertIn(field, str(e.exception))
+        half = dict(ok)
+        del half["seqlens_kv"]
+        with self.assertRaises(common.BadInput) as e:
+            common.check_problem(half)
+        self.assertIn("come together", str(e.exception))
+
+    def test_output_shapes(self):
+        case = {"problem": varlen_problem([5, 0, 17], [9, 3, 17], hq=4, hkv=2, d=8, dtype="bf16")}
+        case["inputs"] = {"layout": common.layout_shapes(case)}
+        self.assertEqual(common.output_shape_error(case, "LSE", (4, 22)), "")
+        self.assertEqual(common.output_shape_error(case, "O", (22, 4, 8)), "")
+        self.assertEqual(common.output_shape_error(case, "dK", (29, 2, 8)), "")
+        self.assertIn("expected [4, 22]", common.output_shape_error(case, "LSE", (3, 4, 17)))  # a dense LSE
+        self.assertIn("expected [22, 4, 8]", common.output_shape_error(case, "O", (1, 22, 4, 8)))
+        self.assertEqual(common.output_shape_error(case, "dV", ("bytes", 29 * 2 * 8 * 2)), "")
+        self.assertEqual(common.output_shape_error(case, "LSE", ("bytes", 4 * 22 * 4)), "")
+        self.assertIn("bytes", common.output_shape_error(case, "O", ("bytes", 3 * 17 * 4 * 8 * 2)))
+
+    def test_fa4_varlen_call(self):
+        from scripts.peers import fa4
+        p = varlen_problem([5, 0, 17], [9, 3, 17], causal=True)
+        self.assertEqual(fa4.fa4_function(p), "flash_attn_varlen_func")
+        self.assertEqual(fa4.fa4_function({"problem": p}), "flash_attn_varlen_func")
+        dense = dict(p, batch=3)
+        del dense["seqlens_q"], dense["seqlens_kv"]
+        self.assertEqual(fa4.fa4_function(dense), "flash_attn_func")
+        self.assertEqual(fa4.fa4_varlen_args(p), {"cu_seqlens_q": [0, 5, 5, 22], "cu_seqlens_k": [0, 9, 12, 29],
+                                                  "max_seqlen_q": 17, "max_seqlen_k": 17})
+        # The device tensors are passed through as given (made once per case by dev.inputs).
+        cq, ckv = object(), object()
+        kw = fa4.fa4_kwargs({"problem": p}, True, (cq, ckv))
+        self.assertIs(kw["cu_seqlens_q"], cq)
+        self.assertIs(kw["cu_seqlens_k"], ckv)
+        self.assertEqual({k: v for k, v in kw.items() if k not in ("cu_seqlens_q", "cu_seqlens_k")},
+                         {"softmax_scale": p["scale"], "deterministic": True, "return_lse": True, "causal": True,
+                          "max_seqlen_q": 17, "max_seqlen_k": 17})
+        self.assertNotIn("seqused_q", kw)
+        # Window and soft cap as for a dense case (fa4_window_args: FA4 aligns them per sequence).
+        kw = fa4.fa4_kwargs(varlen_problem([4, 6], [6, 4], causal=True, wl=3, wr=2, softcap=30.0), False)
+        self.assertEqual((kw["causal"], kw["window_size"], kw["softcap"], kw["max_seqlen_q"], kw["max_seqlen_k"]),
+                         (False, (3, 0), 30.0, 6, 6))
+        self.assertEqual(kw["cu_seqlens_q"], [0, 4, 10])
+        # A dense case's call is unchanged: no varlen argument at all.
+        self.assertEqual(set(fa4.fa4_kwargs(dense, False)), {"softmax_scale", "deterministic", "return_lse", "causal"})
+        # FA4 plans varlen (f16/bf16), f32 SKIPs as dense; a missing varlen entry point is a SKIP saying so.
+        b = fa4.Fa4(False, {})
+        self.assertIsNone(b.plan_skip({"problem": p}, "fwd_bwd"))
+        self.assertIn("f16 and bf16", b.plan_skip({"problem": dict(p, dtype="f32")}, "fwd"))
+        b = fa4.Fa4(True, {"varlen_error": "this FA4 has no flash_attn.cute.flash_attn_varlen_func"})
+        self.assertIn("flash_attn_varlen_func", b.skip_reason({"problem": p}, "bwd"))
+        self.assertIsNone(b.skip_reason({"problem": dense}, "bwd"))
+
+    def test_sdpa_skips_varlen_flex_plans_it(self):
+        from scripts.peers import flex, torch_sdpa
+        p = varlen_problem([5, 3], [5, 3], causal=True)
+        for name in torch_sdpa.BACKENDS:
+            for ps in common.PASSES:
+                r = torch_sdpa.Sdpa(name).plan_skip({"problem": p}, ps)
+                self.assertIn("takes no cu_seqlens", r)
+                self.assertIn("flash_attn_varlen_func", r)
+        self.assertTrue(flex.has_feature(p))
+        self.assertTrue(flex.Flex(False, {}).plans({"problem": p}))
+        self.assertIsNone(flex.Flex(False, {}).plan_skip({"problem": p}, "bwd"))
+
+    def test_flex_varlen_mask_is_attnbench_rule(self):
+        """flex.varlen_mask_mod on Python ints, every packed (query, key) pair, against the rule as
+        problem.hpp states it, sequence by sequence (zero lengths, seq_q above and below seq_kv)."""
+        from scripts.peers import flex
+        n = 0
+        for sq, skv in VARLEN_LENGTHS:
+            for wl, wr in VARLEN_WINDOWS:
+                for causal in (False, True):
+                    p = varlen_problem(sq, skv, causal, wl, wr)
+                    for pad in ((1, 8, flex.VARLEN_PAD) if n == 0 else (1, 8)):  # the full pad once
+                        tab = flex.varlen_tables(p, pad)
+                        self.assertEqual(len(tab["doc_q"]) % pad, 0)
+                        self.assertEqual((tab["total_q"], tab["total_kv"]), (sum(sq), sum(skv)))
+                        m = flex.varlen_mask_mod(p, tab)
+                        for i in range(len(tab["doc_q"])):
+                            for j in range(len(tab["doc_kv"])):
+                                got = m(0, 1, i, j)
+                                self.assertIsInstance(got, bool)
+                                want = i < sum(sq) and j < sum(skv) and varlen_visible(p, i, j)  # padding: nothing
+                                self.assertEqual(got, want, f"{p} query {i} key {j} pad {pad}")
+                                n += 1
+        self.assertGreater(n, 100000)
+
+
+@unittest.skipUnless(HAVE, "needs ATTNBENCH_BUILD_DIR with the attnbench binary")
+class VarlenDryRun(Tmp):
+    def test_varlen_config_dry_runs(self):
+        """configs/varlen.json: per case 5 FA4 rows, 3 FlexAttention rows and 12 PyTorch SDPA rows
+        that SKIP with the reason, without torch; the varlen line says the packed totals."""
+        path = os.path.join(ROOT, "configs", "varlen.json")
+        cases = common.expand(EXE, path)
+        self.assertEqual(len(cases), 2)
+        for c in cases:
+            self.assertTrue(common.is_varlen(c))
+            self.assertEqual(c["inputs"]["layout"], common.layout_shapes(c))  # expand's packed totals, ours
+        v = common.varlen_info(cases[0])
+        self.assertEqual(v["seqlens_q"], [3299, 3475, 1734, 1974, 3088, 2814])
+        p = py(os.path.join(PEERS, "peers.py"), path, "--dry-run", "--attnbench", EXE)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        for c in cases:
+            self.assertIn(f"#{c['case_index']:<4} {c['case']}", p.stdout)
+        self.assertEqual(p.stdout.count(" 20 rows "), 2)
+        self.assertEqual(p.stdout.count("varlen: 6 sequences, total_q 16384, total_kv 16384, max_seqlen 3475/3475"), 2)
+        self.assertIn("40 rows: fa4.flash_attn, fa4.flash_attn[deterministic=1], torch.sdpa_flash, "
+                      "torch.sdpa_efficient, torch.sdpa_cudnn, torch.sdpa_math, torch.flex_attention", p.stdout)
+        skip = [x for x in p.stdout.splitlines() if x.strip().startswith("SKIP")]
+        self.assertEqual(len(skip), 2)
+        for x in skip:
+            self.assertIn("SKIP 12: torch.sdpa_flash, torch.sdpa_efficient, torch.sdpa_cudnn, torch.sdpa_math "
+                          "(fwd,bwd,fwd_bwd): PyTorch SDPA takes no cu_seqlens", x)
+        self.assertIn("24 of them SKIP without running", p.stdout)
+        for script, rows in (("fa4.py", "10 rows: fa4.flash_attn, fa4.flash_attn[deterministic=1]"),
+                             ("flex.py", "6 rows: torch.flex_attention")):
+            q = py(os.path.join(PEERS, script), path, "--dry-run", "--attnbench", EXE)
+            self.assertEqual(q.returncode, 0, script + q.stderr)
+            self.assertIn(rows, q.stdout, script)
+            self.assertNotIn("SKIP", q.stdout, script)
+        # Zero-length sequences are planned, not skipped: the verification judges them.
+        with open(self.cfg, "w", encoding="utf-8") as f:
+            json.dump(VARLEN_CONFIG, f)
+        p = py(os.path.join(PEERS, "peers.py"), self.cfg, "--dry-run", "--attnbench", EXE)
+        self.assertEqual(p.returncode, 2)  # a CPU-only config has no case for the CUDA peers
+        self.assertIn("no case runs on cuda", p.stderr)
+
+    def test_flex_varlen_mask_counts_attnbench_flops(self):
+        """attnbench counts a varlen batch's FLOPs as the sum of its sequences' own counts (each by
+        the dense convention: 4 * head_dim per visible pair, a causal square without a window
+        halved as FlashAttention counts it): the mask FlexAttention is given sees exactly those
+        pairs, sequence by sequence."""
+        from scripts.peers import flex
+        zipped = {"seqlens_q": [], "seqlens_kv": [], "window_left": [], "window_right": [], "causal": []}
+        for sq, skv in VARLEN_LENGTHS:
+            for wl, wr in VARLEN_WINDOWS:
+                for causal in (False, True):
+                    for k, v in zip(zipped, (sq, skv, wl, wr, causal)):
+                        zipped[k].append(v)
+        cfg = {"name": "flex_varlen", "groups": [{"problem": {"head_dim": 8, "heads": 1, "dtype": "f32"},
+                                                  "sweep": {"zip": [zipped]}, "implementations": ["cpu.naive_3pass"],
+                                                  "passes": ["fwd"]}]}
+        with open(self.cfg, "w", encoding="utf-8") as f:
+            json.dump(cfg, f)
+        cases = common.expand(EXE, self.cfg)
+        self.assertEqual(len(cases), len(zipped["causal"]))
+        for c in cases:
+            p = c["problem"]
+            tab = flex.varlen_tables(p)
+            m = flex.varlen_mask_mod(p, tab)
+            want = 0.0
+            for b, (nq, nkv) in enumerate(zip(p["seqlens_q"], p["seqlens_kv"])):
+                pairs = sum(1 for i in range(tab["total_q"]) for j in range(tab["total_kv"])
+                            if tab["doc_q"][i] == b and m(0, 0, i, j))
+                halved = p["causal"] and nq == nkv and not common.has_window(p)
+                want += 4 * p["head_dim"] * (nq * nkv / 2 if halved else pairs)
+            self.assertEqual(want, c["flops"]["fwd"], c["case"])
+
+
+class WrongShape(common.Backend):
+    """A peer whose forward hands back a dense-shaped O and LSE for a varlen case (as if it had
+    allocated [b, seq_q, hq, d]): the row FAILs before the C API reads a byte of them."""
+
+    device_kind = "cpu"
+    impl = "planted.dense_shaped"
+    passes = ("fwd",)
+
+    def make(self, dev, case, pass_name, t):
+        p = case["problem"]
+        o = dev.empty_bytes(p["batch"] * p["seq_q"] * p["heads_q"] * p["head_dim"] * common.DTYPE_BYTES[p["dtype"]])
+        lse = dev.empty_bytes(4 * p["batch"] * p["heads_q"] * p["seq_q"])
+        return common.Call(lambda: None, lambda: {"O": o, "LSE": lse}, keep=(o, lse))
+
+
+class VarlenPeer(PlantedPeer):
+    def backends(self, args, kind):
+        return super().backends(args, kind) + ([WrongShape()] if kind == "cpu" else [])
+
+
+@unittest.skipUnless(HAVE_CAPI, "needs ATTNBENCH_BUILD_DIR with attnbench and libattnbench_capi.so")
+class VarlenVerification(Tmp):
+    """The peer path on packed varlen cases, on the CPU: inputs of the packed totals, cu_seqlens
+    handed to the implementation (ab_call_set_cu_seqlens), outputs verified in the packed layouts
+    (LSE [heads_q, total_q]) by the harness's rule."""
+
+    def setUp(self):
+        super().setUp()
+        with open(self.cfg, "w", encoding="utf-8") as f:
+            json.dump(VARLEN_CONFIG, f)
+
+    def test_same_verdict_as_attnbench_run(self):
+        out, peer = self.path("run.json"), self.path("peer.json")
+        p = subprocess.run([EXE, "run", self.cfg, "--impl", "cpu.flash_fwd", "--impl", "cpu.flash_bwd", "--out", out,
+                            "--quiet"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=dict(os.environ, OMP_NUM_THREADS="1"))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        run = {(r["impl"], r["case"], r["pass"]): r for r in read_json(out)["rows"]}
+        q = py(os.path.join(PEERS, "attnbench_impls.py"), self.cfg, "--on", "cpu", "--impl",
+               "cpu.flash_fwd,cpu.flash_bwd", "--attnbench", EXE, "--out", peer, "--quiet")
+        self.assertEqual(q.returncode, 0, q.stderr)
+        rows = [r for r in read_json(peer)["rows"] if (r["impl"].split(":", 1)[1], r["case"], r["pass"]) in run
+                and r["status"] != "skip"]
+        self.assertEqual(len(rows), 8 * 3 + 2)  # 8 cases x (flash_fwd fwd, flash_bwd bwd, fwd_bwd), 2 windows x fwd
+        for r in rows:
+            h = run[(r["impl"].split(":", 1)[1], r["case"], r["pass"])]
+            self.assertEqual(r["status"], "pass", r["nvtx"] + r["reason"])
+            self.assertEqual(h["status"], "pass")
+            self.assertEqual(r["problem"], h["problem"])
+            self.assertEqual(r["flops"], h["flops"])
+            self.assertEqual(r["verify"]["mode"], "full")
+            names = [o["name"] for o in r["verify"]["outputs"]]
+            self.assertEqual(names, [o["name"] for o in h["verify"]["outputs"]])
+            self.assertIn("LSE" if r["pass"] != "bwd" else "dK", names)
+            for a, b in zip(r["verify"]["outputs"], h["verify"]["outputs"]):
+                self.assertEqual(a["checked"], b["checked"])
+                # The forward: the same inputs, kernel, reference and baseline give the same numbers. (A
+                # backward's max_abs differs in the last bits in f32, as for dense cases: not compared.)
+                for k in ("max_abs", "naive_max_abs", "atol", "bound") if r["pass"] == "fwd" else ("atol",):
+                    self.assertAlmostEqual(a[k], b[k], delta=1e-12 + 1e-9 * abs(b[k]),
+                                           msg=f"{r['nvtx']} {a['name']} {k}")
+
+    def test_wrong_row_and_wrong_shape_fail(self):
+        out = self.path("planted.json")
+        argv = [self.cfg, "--on", "cpu", "--attnbench", EXE, "--out", out, "--quiet", "--pass", "fwd,bwd",
+                "--case", "*varlen*"]
+        saved = os.environ.get("OMP_NUM_THREADS")
+        os.environ["OMP_NUM_THREADS"] = "1"
+        try:
+            self.assertEqual(common.main("planted", "test", [VarlenPeer()], argv), 0)
+        finally:
+            if saved is None:
+                os.environ.pop("OMP_NUM_THREADS")
+            else:
+                os.environ["OMP_NUM_THREADS"] = saved
+        rows = read_json(out)["rows"]
+        cases = {r["case"] for r in rows}
+        self.assertEqual(len(cases), 10)  # 8 + the window group's 2
+        by = lambda impl: [r for r in rows if r["impl"] == impl]  # noqa: E731
+        self.assertEqual(len(by("planted.row_swap")), 2 * 10)
+        for r in by("planted.row_swap"):
+            self.assertEqual(r["status"], "fail", r["nvtx"])
+            self.assertIn("O" if r["pass"] == "fwd" else "dQ", r["reason"])
+        for r in by("planted.honest"):  # cpu.flash_fwd / cpu.flash_bwd, packed, zero lengths included
+            self.assertEqual(r["status"], "pass", r["nvtx"] + r["reason"])
+        self.assertEqual(len(by("planted.dense_shaped")), 10)
+        for r in by("planted.dense_shaped"):
+            self.assertEqual(r["status"], "fail")
+            self.assertIn("output not in attnbench's layout", r["reason"])
+            self.assertNotIn("verify", r)
+
+    def test_python_peer_on_the_varlen_mask_passes(self):
+        """A pure-Python peer on flex.varlen_mask_mod (packed indices, per-token tables), with the
+        harness's inputs, PASSes attnbench's verification (float64 reference, cpu.naive_3pass
+        baseline) on the varlen cases, O [total_q, hq, d] and LSE [hq, total_q] included; the same
+        computation with the sequences aligned top-left, or with one sequence's keys visible to
+        another's queries, FAILs."""
+        import math
+        from scripts.peers import flex
+        capi = common.Capi(CAPI)
+        cases = [c for c in common.expand(EXE, self.cfg, passes=["fwd"]) if c["problem"]["dtype"] == "f32"]
+        self.assertEqual(len(cases), 6)  # group 0's f32 cases (4) and the window group's 2
+        dev = common.HostCpu()
+
+        def attention(case, t, visible):
+            p = case["problem"]
+            hq, hkv, d = p["heads_q"], p["heads_kv"], p["head_dim"]
+            tq, tkv = common.varlen_info(p)["total_q"], common.varlen_info(p)["total_kv"]
+            arr = {n: (ctypes.c_float * (t[n].nbytes // 4)).from_address(t[n].ptr) for n in ("q", "k", "v")}
+            o, lse = dev.empty(case, "o"), dev.empty(case, "lse")
+            O = (ctypes.c_float * (o.nbytes // 4)).from_address(o.ptr)
+            L = (ctypes.c_float * (lse.nbytes // 4)).from_address(lse.ptr)
+            for h in range(hq):
+                g = h // (hq // hkv)
+                for i in range(tq):
+                    qo = (i * hq + h) * d
+                    s = {j: p["scale"] * sum(arr["q"][qo + e] * arr["k"][(j * hkv + g) * d + e] for e in range(d))
+                         for j in range(tkv) if visible(i, j)}
+                    if not s:  # a query whose sequence has no key it sees: O = 0, LSE = -inf
+                        L[h * tq + i] = -math.inf
+                        for e in range(d):
+                            O[qo + e] = 0.0
+                        continue
+                    m = max(s.values())
+                    z = sum(math.exp(x - m) for x in s.values())
+                    L[h * tq + i] = m + math.log(z)  # LSE [hq, total_q]
+                    for e in range(d):
+                        O[qo + e] = sum(math.exp(x - m) / z * arr["v"][(j * hkv + g) * d + e] for j, x in s.items())
+            return {"O": o, "LSE": lse}
+
+        for case in cases:
+            p = case["problem"]
+            with self.subTest(case=case["case"]):
+                case["passes_run"] = ["fwd"]
+                cc = capi.case(case, "cpu")
+                try:
+                    t = dev.inputs(cc, case)
+                    tab = flex.varlen_tables(p)
+                    m = flex.varlen_mask_mod(p, tab)
+                    out = attention(case, t, lambda i, j: m(0, 0, i, j))  # held: verify reads its buffers
+                    v = cc.verify("fwd", {n: x.ptr for n, x in out.items()})
+                    self.assertTrue(v["ok"], v.get("reason"))
+                    self.assertEqual(v["baseline"], "cpu.naive_3pass")
+                    self.assertEqual([o["name"] for o in v["outputs"]][:2], ["O", "LSE"])
+                    # No sequence boundaries: queries see other sequences' keys (within their window).
+                    wrong = [("leak", flex.varlen_mask_mod(p, dict(tab, doc_q=[0] * len(tab["doc_q"]),
+                                                                     doc_kv=[0] * len(tab["doc_kv"]))))]
+                    if common.diagonal_bounds(p) != (None, None):  # causal or a window: aligned top-left
+                        top_left = dict(tab, shift_q=[0] * len(tab["shift_q"]))
+                        wrong.append(("top-left", flex.varlen_mask_mod(p, top_left)))
+                    for what, mm in wrong:
+                        out = attention(case, t, lambda i, j: mm(0, 0, i, j))
+                        w = cc.verify("fwd", {n: x.ptr for n, x in out.items()})
+                        self.assertFalse(w["ok"], what)
+                        self.assertTrue({o["name"] for o in w["outputs"] if not o["ok"]} & {"O", "LSE"}, what)
+                finally:
+                    cc.close()
+
+
 class Merge(Tmp):
     def test_merge_renumbers_and_keeps_contexts(self):
         def res(rows, ctx):

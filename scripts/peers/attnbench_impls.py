@@ -10,7 +10,9 @@ event). `attnbench run` times the same kernel with the harness's timer (Google B
 around each call); scripts/peers/timing_parity.py compares the two. As in the harness, a bwd row
 reads O and LSE from the implementation's own forward (once, untimed), and a backward-only
 implementation's fwd_bwd uses its fwd_partner's forward. --on cpu runs CPU implementations on
-host buffers (the tests use it). Exit codes as the other peers (common.py).
+host buffers (the tests use it). A varlen case's cu_seqlens (int32, on the implementation's device,
+made once per case) are handed over with ab_call_set_cu_seqlens before any call.
+Exit codes as the other peers (common.py).
 """
 import os
 import sys
@@ -56,6 +58,9 @@ class Impl(common.Backend):
         c.prepare()
         P = dev.ptr
         q, k, v, dout = (P(t[n]) for n in common.TENSORS)
+        varlen = common.is_varlen(case)
+        if varlen:  # the case's cu_seqlens, on the implementation's device (dev.inputs made them once)
+            c.set_cu_seqlens(P(t["cu_seqlens_q"]), P(t["cu_seqlens_kv"]))
 
         def fn():
             s = dev.current_stream()  # the timer's stream, or the capture stream
@@ -68,6 +73,8 @@ class Impl(common.Backend):
             f = self.capi.call(self.name, case["problem"], "fwd_bwd", self.options)
             fws = dev.empty_bytes(f.workspace_bytes())
             f.prepare()
+            if varlen:
+                f.set_cu_seqlens(P(t["cu_seqlens_q"]), P(t["cu_seqlens_kv"]))
             f.forward(q, k, v, P(o), P(lse), P(fws), f.workspace_bytes(), dev.stream())
             dev.sync()
             f.close()

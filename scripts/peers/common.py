@@ -127,6 +127,7 @@ def expand(attnbench, config, cases=None, passes=None, verify=None):
         if j.get("schema") != "attnbench.expand/2":
             raise BadInput(f"attnbench expand: line {n}: unexpected schema {j.get('schema')!r}")
         check_problem(j.get("problem", {}), f"attnbench expand: case {j.get('case')}: problem")
+        check_layout(j)
         out.append(j)
     return out
 
@@ -135,7 +136,7 @@ def expand(attnbench, config, cases=None, passes=None, verify=None):
 # window and the soft cap only when set. A field not listed here would be dropped by a peer that
 # does not know it (a windowed case timed as a dense one), so expand() refuses it.
 PROBLEM_KEYS = ("batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim", "causal", "scale", "dtype",
-                "window_left", "window_right", "softcap")
+                "window_left", "window_right", "softcap", "seqlens_q", "seqlens_kv")
 
 
 def check_problem(p, where="problem"):
@@ -152,6 +153,21 @@ def check_problem(p, where="problem"):
     c = p.get("softcap", 0)
     if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) or c < 0:
         raise BadInput(f"{where}.softcap = {json.dumps(c)}: must be a finite number >= 0 (0: off)")
+    if ("seqlens_q" in p) != ("seqlens_kv" in p):
+        k = "seqlens_q" if "seqlens_q" in p else "seqlens_kv"
+        raise BadInput(f"{where}.{k} = {json.dumps(p[k])}: seqlens_q and seqlens_kv come together (varlen)")
+    if "seqlens_q" in p:
+        for k, longest in (("seqlens_q", "seq_q"), ("seqlens_kv", "seq_kv")):
+            v = p[k]
+            if (not isinstance(v, list) or not v
+                    or any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in v)):
+                raise BadInput(f"{where}.{k} = {json.dumps(v)}: must be a non-empty list of integers >= 0")
+            if len(v) != p.get("batch") or max(v) != p.get(longest) or sum(v) <= 0 or sum(v) >= 2 ** 31:
+                raise BadInput(f"{where}.{k} = {json.dumps(v)}: not a varlen batch as attnbench derives it (batch = "
+                               f"{p.get('batch')} sequences, {longest} = {p.get(longest)} the longest, a total in "
+                               "[1, 2^31))")
+        if len(p["seqlens_q"]) != len(p["seqlens_kv"]):
+            raise BadInput(f"{where}.seqlens_kv = {json.dumps(p['seqlens_kv'])}: not as many lengths as seqlens_q")
 
 
 def window(p):
@@ -174,11 +190,98 @@ def visible_bounds(p):
     aligned: with the diagonal c(i) = i + seq_kv - seq_q, c(i) - window_left <= j <=
     c(i) + window_right, -1 leaving a side unbounded; causal bounds the right side at 0
     (min(window_right, 0), or 0 when window_right is unbounded). (None, None): every key."""
+    lo, hi = diagonal_bounds(p)
+    d = int(p["seq_kv"]) - int(p["seq_q"])
+    return (d + lo if lo is not None else None), (d + hi if hi is not None else None)
+
+
+def diagonal_bounds(p):
+    """visible_bounds relative to the diagonal: (lo, hi) with query i seeing key j iff
+    lo <= (j - i) - (seq_kv - seq_q) <= hi, None for an unbounded side. The same for every
+    sequence of a varlen batch, each with its own lengths (bottom-right aligned in each)."""
     left, right = window(p)
     if p.get("causal"):
         right = 0 if right < 0 else min(right, 0)
-    d = int(p["seq_kv"]) - int(p["seq_q"])
-    return (d - left if left >= 0 else None), (d + right if right >= 0 else None)
+    return (-left if left >= 0 else None), (right if right >= 0 else None)
+
+
+# ---- variable-length batches (varlen, packed THD; core/include/attnbench/problem.hpp)
+# A problem with seqlens_q and seqlens_kv is a packed batch: q, o, dO, dQ [total_q, heads_q, head_dim],
+# k, v, dK, dV [total_kv, heads_kv, head_dim], LSE [heads_q, total_q]; batch is the number of sequences,
+# seq_q / seq_kv the longest lengths; causal and the window are aligned bottom-right in each sequence;
+# a length may be 0. The functions below are pure (no torch): the tests and the dry run use them.
+
+
+def is_varlen(p):
+    """Whether a problem (or a case) is a packed variable-length batch."""
+    return "seqlens_q" in p.get("problem", p)
+
+
+def seqlens(p):
+    """(seqlens_q, seqlens_kv) of a varlen problem or case, as lists of ints."""
+    p = p.get("problem", p)
+    return [int(x) for x in p["seqlens_q"]], [int(x) for x in p["seqlens_kv"]]
+
+
+def cu_seqlens(lengths):
+    """FlashAttention's cu_seqlens: the prefix sums, len(lengths) + 1 entries from 0 (sequence b's
+    tokens are [cu[b], cu[b + 1]) of the packed tensor), as attnbench's Problem::cu_seqlens_q/kv."""
+    out = [0]
+    for n in lengths:
+        out.append(out[-1] + int(n))
+    return out
+
+
+def varlen_info(p):
+    """What a varlen call needs beside the tensors, from a problem or a case: the lengths, their
+    cu_seqlens (lists: the device copies are made once per case, dev.inputs), the totals and the
+    max_seqlen values (the longest lengths, attnbench's seq_q and seq_kv)."""
+    sq, skv = seqlens(p)
+    cq, ckv = cu_seqlens(sq), cu_seqlens(skv)
+    return {"seqlens_q": sq, "seqlens_kv": skv, "cu_seqlens_q": cq, "cu_seqlens_kv": ckv,
+            "total_q": cq[-1], "total_kv": ckv[-1], "max_seqlen_q": max(sq), "max_seqlen_kv": max(skv)}
+
+
+def layout_shapes(p):
+    """The tensors' shapes of a problem (or a case), as `attnbench expand` lays them out
+    (inputs.layout): BSHD for a dense problem ([b, s, h, d]; LSE [b, hq, sq]), the packed THD
+    totals for a varlen one ([total, h, d]; LSE [hq, total_q])."""
+    p = p.get("problem", p)
+    hq, hkv, d = int(p["heads_q"]), int(p["heads_kv"]), int(p["head_dim"])
+    if is_varlen(p):
+        v = varlen_info(p)
+        tq, tkv = v["total_q"], v["total_kv"]
+        q, kv, lse = [tq, hq, d], [tkv, hkv, d], [hq, tq]
+    else:
+        b, sq, skv = int(p["batch"]), int(p["seq_q"]), int(p["seq_kv"])
+        q, kv, lse = [b, sq, hq, d], [b, skv, hkv, d], [b, hq, sq]
+    return {"q": q, "k": kv, "v": kv, "dout": q, "o": q, "lse": lse}
+
+
+# The layout tensor each output is verified in (its shape is checked before the C API reads it).
+OUTPUT_LAYOUT = {"O": "o", "LSE": "lse", "dQ": "q", "dK": "k", "dV": "v"}
+
+
+def check_layout(case, where="attnbench expand"):
+    """BadInput when expand's layout is not the one these peers compute (layout_shapes): the buffers
+    and the outputs' checks use the layout, so both must agree on the packed totals."""
+    got = case.get("inputs", {}).get("layout", {})
+    want = layout_shapes(case)
+    for n, shape in want.items():
+        if list(got.get(n, [])) != shape:
+            raise BadInput(f"{where}: case {case.get('case')}: inputs.layout.{n} = {json.dumps(got.get(n))}, "
+                           f"these peers expect {json.dumps(shape)}; is attnbench newer than scripts/peers?")
+
+
+def output_shape_error(case, name, shape):
+    """Why an output of this shape cannot be verified (its element count is not the layout's, so the
+    C API would read past it or short of it), or "" when it matches. shape: a tuple of dims, or
+    ("bytes", n) for a host buffer."""
+    want = case["inputs"]["layout"][OUTPUT_LAYOUT[name]]
+    if shape and shape[0] == "bytes":
+        need = numel(want) * (4 if name == "LSE" else DTYPE_BYTES[case["problem"]["dtype"]])
+        return "" if shape[1] == need else f"{name}: {shape[1]} bytes, expected {need} ({list(want)})"
+    return "" if list(shape) == list(want) else f"{name}: shape {list(shape)}, expected {list(want)}"
 
 
 def numel(shape):
@@ -215,6 +318,7 @@ class Capi:
             "ab_case_verify": (C, [P, C, P, P, P, P, P, C]),
             "ab_call_open": (P, [C, C, C, C]), "ab_call_close": (None, [P]), "ab_call_supports": (C, [P]),
             "ab_call_workspace_bytes": (ctypes.c_int64, [P]), "ab_call_prepare": (I, [P]),
+            "ab_call_set_cu_seqlens": (I, [P, P, P]),
             "ab_call_forward": (I, [P, P, P, P, P, P, P, S, P]),
             "ab_call_backward": (I, [P, P, P, P, P, P, P, P, P, P, P, S, P]),
         }
@@ -299,6 +403,11 @@ class CapiCall:
     def prepare(self):
         self.capi._check(self.lib.ab_call_prepare(self.h))
 
+    def set_cu_seqlens(self, cu_q, cu_kv):
+        """A varlen call's cu_seqlens (batch + 1 int32 each) in the implementation's device memory,
+        used by every later forward/backward (ab_call_set_cu_seqlens)."""
+        self.capi._check(self.lib.ab_call_set_cu_seqlens(self.h, cu_q, cu_kv))
+
     def forward(self, q, k, v, o, lse, ws, ws_bytes, stream):
         if self.lib.ab_call_forward(self.h, q, k, v, o, lse, ws, ws_bytes, stream) != 0:
             raise RuntimeError(self.capi.error())
@@ -366,7 +475,16 @@ class HostCpu:
     def inputs(self, cc, case):
         t = {n: self.empty(case, n) for n in TENSORS}
         cc.inputs(*(t[n].ptr for n in TENSORS))
+        if is_varlen(case):  # host int32 prefix sums: a CPU implementation's "device" memory
+            v = varlen_info(case)
+            for n in ("cu_seqlens_q", "cu_seqlens_kv"):
+                b = HostCpu.Buf(4 * len(v[n]))
+                (ctypes.c_int32 * len(v[n])).from_address(b.ptr)[:] = v[n]
+                t[n] = b
         return t
+
+    def shape(self, buf):
+        return ("bytes", buf.nbytes)
 
     def poison(self, buf):
         ctypes.memset(buf.ptr, 0xFF, buf.nbytes)  # all-ones: NaN in f32, f16 and bf16
@@ -439,8 +557,15 @@ class TorchCuda:
         host = {n: torch.empty(case["inputs"]["layout"][n], dtype=self.tdtype(case)) for n in TENSORS}
         cc.inputs(*(host[n].data_ptr() for n in TENSORS))
         out = {n: t.to(self.dev) for n, t in host.items()}
+        if is_varlen(case):  # once per case, outside every timed call and graph capture
+            v = varlen_info(case)
+            for n in ("cu_seqlens_q", "cu_seqlens_kv"):
+                out[n] = torch.tensor(v[n], dtype=torch.int32, device=self.dev)
         self.sync()
         return out
+
+    def shape(self, t):
+        return tuple(t.shape)
 
     def empty_bytes(self, n):
         return self.torch.empty(max(1, n), dtype=self.torch.uint8, device=self.dev)
@@ -603,7 +728,8 @@ class Backend:
 
 class Call:
     """fn(): one call, enqueued (the timed thing). outputs(): the outputs of the last call, as
-    device tensors in attnbench's layouts ({"O": BSHD, "LSE": [b, hq, sq], "dQ": ...}).
+    device tensors in attnbench's layouts ({"O": BSHD, "LSE": [b, hq, sq], "dQ": ...}; a varlen
+    case's packed ones: O [total_q, hq, d], LSE [hq, total_q], ...: the case's inputs.layout).
     validate(): the validation call (poisoned outputs where possible), then outputs()."""
 
     def __init__(self, fn, outputs, validate=None, keep=None):
@@ -621,7 +747,8 @@ class Call:
 
 def autograd_call(dev, case, pass_name, t, forward, compile_first=False):
     """The Call of an autograd peer (PyTorch SDPA, FA4, FlexAttention). forward(q, k, v) -> (O as
-    BSHD, LSE as [b, hq, sq] float32 or None) on BSHD leaves that require grad, so the forward also
+    BSHD, LSE as [b, hq, sq] float32 or None) on BSHD leaves that require grad (a varlen case: the
+    packed THD leaves, O [total_q, hq, d] and LSE [hq, total_q]), so the forward also
     saves what its backward needs (attnbench's forward writes the LSE). fwd: the forward; bwd:
     torch.autograd.grad over one forward done beforehand (untimed, on the calls' stream, so the
     backward's kernels run and are captured there), retained; fwd_bwd: both. compile_first: the
@@ -863,6 +990,12 @@ def dry_run(prog, planned, backends, cases):
         total += len(pairs)
         fl = " ".join(f"{ps}={c['flops'][ps] / 1e9:.4g}" for ps in sorted({p for _, p in pairs}, key=PASSES.index))
         print(f"  #{c['case_index']:<4} {c['case']:<52} verify {c['verify']['resolved']:<7} {len(pairs)} rows  GFLOP {fl}")
+        if is_varlen(c):
+            v = varlen_info(c)
+            empty = sum(1 for a, b in zip(v["seqlens_q"], v["seqlens_kv"]) if a == 0 or b == 0)
+            print(f"          varlen: {len(v['seqlens_q'])} sequences, total_q {v['total_q']}, total_kv "
+                  f"{v['total_kv']}, max_seqlen {v['max_seqlen_q']}/{v['max_seqlen_kv']}"
+                  + (f", {empty} with no query or no key" if empty else ""))
         why = {}  # reason -> {backend: [passes]}, in plan order
         for b, ps in pairs:
             r = b.plan_skip(c, ps)
@@ -940,6 +1073,10 @@ def run_row(dev, cc, case, backend, pass_name, t, args):
             row["status"], row["reason"] = "pass", "profile: one call, not verified, not timed"
             return row
         # Verification by the harness's rule: outputs to the host, then ab_case_verify.
+        bad = [e for e in (output_shape_error(case, n, dev.shape(x)) for n, x in outs.items() if x is not None) if e]
+        if bad:  # the C API reads the layout's element count: a wrong shape is never handed to it
+            row["status"], row["reason"] = "fail", "output not in attnbench's layout: " + "; ".join(bad)
+            return row
         keep, ptrs = [], {}
         for name, x in outs.items():
             if x is not None:

@@ -10,7 +10,10 @@ Rows fa4.flash_attn (options {}) and, for bwd and fwd_bwd, fa4.flash_attn with o
 flash_attn.cute.flash_attn_func(q, k, v, softmax_scale, causal, deterministic, return_lse=True
 [, window_size=(left, right)] [, softcap=C]) on attnbench's BSHD tensors (FA4's native layout, no
 copy): O and the natural-log LSE [b, hq, sq] float32, both verified, and dQ, dK, dV through
-autograd. GQA: FA4 maps query head h to kv head h / (hq / hkv), as attnbench. Causal: FA4's mask
+autograd. A varlen case (packed THD, cu_seqlens) calls flash_attn.cute.flash_attn_varlen_func with the
+same arguments plus cu_seqlens_q/k and max_seqlen_q/k (fa4_varlen_args() below) on attnbench's
+packed tensors: O [total_q, hq, d], LSE [hq, total_q], gradients through autograd as dense.
+GQA: FA4 maps query head h to kv head h / (hq / hkv), as attnbench. Causal: FA4's mask
 keeps key j for query i iff j <= i + seq_kv - seq_q (bottom-right, as attnbench; the verification
 checks it on the odd shapes). Window and soft cap: fa4_window_args() below (FA4's local mask is
 bottom-right aligned too); FA4's softcap is softcap * tanh(scale * s / softcap), attnbench's.
@@ -60,15 +63,41 @@ def fa4_window_args(case):
     return {"causal": False, "window_size": (left if left >= 0 else None, right if right >= 0 else None)}
 
 
-def fa4_kwargs(case, deterministic):
-    """flash_attn_func's keyword arguments for a case (window_size and softcap only when set, so
-    a dense case makes the same call as before windows existed)."""
+def fa4_kwargs(case, deterministic, cu_seqlens=None):
+    """The keyword arguments of FA4's call for a case (window_size and softcap only when set, so
+    a dense case makes the same call as before windows existed). A varlen case (common.is_varlen)
+    calls flash_attn_varlen_func and adds fa4_varlen_args(case, cu_seqlens)."""
     p = case.get("problem", case)
     kw = {"softmax_scale": p["scale"], "deterministic": deterministic, "return_lse": True}
     kw.update(fa4_window_args(p))
     if common.softcap(p) > 0:
         kw["softcap"] = common.softcap(p)
+    if common.is_varlen(p):
+        kw.update(fa4_varlen_args(p, cu_seqlens))
     return kw
+
+
+def fa4_function(case):
+    """The name of the flash_attn.cute function a case calls: flash_attn_varlen_func for a packed
+    varlen batch, flash_attn_func otherwise."""
+    return "flash_attn_varlen_func" if common.is_varlen(case.get("problem", case)) else "flash_attn_func"
+
+
+def fa4_varlen_args(case, cu_seqlens=None):
+    """flash_attn_varlen_func's varlen arguments (FA4 4.0.0b36, flash_attn/cute/interface.py):
+    cu_seqlens_q and cu_seqlens_k, the prefix sums as int32 tensors of batch + 1 on the GPU
+    (cu_seqlens = (cu_q, cu_kv), the case's device copies made once by dev.inputs; None: the
+    lists of common.varlen_info, for the tests and the context), and max_seqlen_q / max_seqlen_k
+    as host ints (the longest lengths; FA4 sizes its grid from them, and a CUDA graph replays the
+    same lengths). q, k, v are attnbench's packed [total, h, d] tensors, FA4's varlen layout; O
+    comes back [total_q, hq, d] and the LSE [hq, total_q] float32, natural log: attnbench's
+    packed layouts, no copy. No seqused_q / seqused_k: every token of a sequence is used. Causal
+    and the window (fa4_window_args) are bottom-right aligned in each sequence by FA4 (its
+    per-sequence seqlen_q, seqlen_k), as attnbench's."""
+    v = common.varlen_info(case)
+    cq, ckv = cu_seqlens if cu_seqlens is not None else (v["cu_seqlens_q"], v["cu_seqlens_kv"])
+    return {"cu_seqlens_q": cq, "cu_seqlens_k": ckv, "max_seqlen_q": v["max_seqlen_q"],
+            "max_seqlen_k": v["max_seqlen_kv"]}
 
 
 def add_args(ap):
@@ -96,13 +125,18 @@ class Fa4(common.Backend):
         return None
 
     def skip_reason(self, case, pass_name):
-        return self.state.get("error")
+        if self.state.get("error"):
+            return self.state["error"]
+        if common.is_varlen(case):
+            return self.state.get("varlen_error")
+        return None
 
     def make(self, dev, case, pass_name, t):
-        func = self.state["func"]
-        kw = fa4_kwargs(case, self.deterministic)
+        func = self.state[fa4_function(case)]
+        cu = (t["cu_seqlens_q"], t["cu_seqlens_kv"]) if common.is_varlen(case) else None
+        kw = fa4_kwargs(case, self.deterministic, cu)
 
-        def forward(q, k, v):  # BSHD in, BSHD out; LSE [b, hq, sq] float32, natural log
+        def forward(q, k, v):  # BSHD in, BSHD out, LSE [b, hq, sq]; varlen: THD, LSE [hq, total_q]
             o, lse = func(q, k, v, **kw)
             return o, lse
 
@@ -123,7 +157,13 @@ def load(args):
         st["error"] = (f"FA4 not importable (import flash_attn.cute: {type(e).__name__}: {common.first_line(e)}); "
                        f"install flash-attn-4 or unpack its site folder (--fa4-site, now '{where or 'none'}')")
         return st
-    st["func"] = flash_attn_func
+    st["flash_attn_func"] = flash_attn_func
+    try:
+        from flash_attn.cute import flash_attn_varlen_func
+        st["flash_attn_varlen_func"] = flash_attn_varlen_func
+    except ImportError as e:  # an FA4 without the varlen entry point: its varlen rows SKIP saying so
+        st["varlen_error"] = (f"this FA4 has no flash_attn.cute.flash_attn_varlen_func ({common.first_line(e)}); "
+                              "varlen needs it")
     versions = {}
     try:
         from importlib import metadata
@@ -141,7 +181,11 @@ def load(args):
                      "BSHD",
                      "causal_alignment": "bottom-right (FA4's mask: key j visible to query i iff j <= i + skv - sq)",
                      "window": "window_size=(left, right), None unbounded, bottom-right aligned as attnbench's; "
-                               "causal with a left bound passed as the window (left, 0) (fa4_window_args)"}
+                               "causal with a left bound passed as the window (left, 0) (fa4_window_args)",
+                     "varlen": "flash_attn.cute.flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, "
+                               "max_seqlen_q, max_seqlen_k, ...same arguments) on the packed THD tensors; cu_seqlens "
+                               "int32 on the GPU, made once per case outside the timed call; LSE [hq, total_q] "
+                               "(fa4_varlen_args)"}
     return st
 
 

@@ -16,7 +16,11 @@ fails to lower for some short GQA queries, nor FA4's through FLASH). The LSE com
 return_aux=AuxRequest(lse=True) (or return_lse=True on an older PyTorch) and is verified with O;
 where neither exists O, dQ, dK, dV are verified and the note says the LSE was not. dQ, dK, dV come
 from autograd (the compiled backward).
-Rows only for the cases with a window or a soft cap (what the other peers cannot all run);
+Varlen (packed THD, cu_seqlens): the packed tensors seen as one sequence of total_q queries and
+total_kv keys ([1, h, total, d] views) with a document mask (varlen_mask_mod() below: same
+sequence, and causal and the window bottom-right aligned in each sequence); O comes back
+[total_q, hq, d] and the LSE [hq, total_q], attnbench's packed layouts.
+Rows only for the cases with a window, a soft cap or varlen (what the other peers cannot all run);
 --flex-dense adds every other case too (so a dense config's row count stays that of its other
 peers unless asked). A case FlexAttention refuses (a head_dim, shared memory) is a SKIP with its
 message; no PyTorch FlexAttention makes every row a SKIP saying so.
@@ -57,6 +61,55 @@ def mask_mod(problem):
     return lambda b, h, q_idx, kv_idx: (kv_idx - q_idx >= lo) & (kv_idx - q_idx <= hi)
 
 
+def varlen_tables(problem, pad_to=1):
+    """A varlen batch (common.is_varlen) as FlexAttention sees it: one sequence of total_q queries
+    and total_kv keys (batch 1), with per-token tables for varlen_mask_mod: doc_q[i] and doc_kv[j],
+    the sequence of query token i and key token j, and shift_q[i] = cu_kv[s + 1] - cu_q[s + 1] for
+    query i's sequence s, the offset of its bottom-right diagonal in packed indices (query i of
+    sequence s is row i - cu_q[s] there, and its diagonal key is row i - cu_q[s] + len_kv[s] - len_q[s],
+    i.e. packed key i + shift_q[i]). Sequences of length 0 have no tokens. pad_to: the tables are
+    padded to a multiple of it with entries that match nothing (doc -1 for queries, -2 for keys),
+    so an index the kernel rounds up to its block never reads past them. Lists of ints."""
+    v = common.varlen_info(problem)
+    cq, ckv = v["cu_seqlens_q"], v["cu_seqlens_kv"]
+    doc_q, doc_kv, shift_q = [], [], []
+    for s, (nq, nkv) in enumerate(zip(v["seqlens_q"], v["seqlens_kv"])):
+        doc_q += [s] * nq
+        doc_kv += [s] * nkv
+        shift_q += [ckv[s + 1] - cq[s + 1]] * nq
+
+    def pad(x, fill):
+        return x + [fill] * (-len(x) % max(1, pad_to))
+
+    return {"doc_q": pad(doc_q, -1), "doc_kv": pad(doc_kv, -2), "shift_q": pad(shift_q, 0),
+            "total_q": v["total_q"], "total_kv": v["total_kv"]}
+
+
+def varlen_mask_mod(problem, tables):
+    """attnbench's visibility in a packed varlen batch as a mask_mod over the packed indices:
+    query q_idx sees key kv_idx iff both are in the same sequence and, within it, the key is
+    visible by the dense rule (causal and the window bottom-right aligned in that sequence:
+    lo <= kv_idx - q_idx - shift_q[q_idx] <= hi with common.diagonal_bounds). tables: those of
+    varlen_tables, as lists (the tests) or as device tensors (FlexAttention, which indexes them
+    with its index tensors). Always a mask: the sequences' boundaries are one."""
+    lo, hi = common.diagonal_bounds(problem)
+    doc_q, doc_kv, shift_q = tables["doc_q"], tables["doc_kv"], tables["shift_q"]
+
+    def same(q_idx, kv_idx):
+        return doc_q[q_idx] == doc_kv[kv_idx]
+
+    def off(q_idx, kv_idx):
+        return kv_idx - q_idx - shift_q[q_idx]
+
+    if lo is None and hi is None:
+        return lambda b, h, q_idx, kv_idx: same(q_idx, kv_idx)
+    if hi is None:
+        return lambda b, h, q_idx, kv_idx: same(q_idx, kv_idx) & (off(q_idx, kv_idx) >= lo)
+    if lo is None:
+        return lambda b, h, q_idx, kv_idx: same(q_idx, kv_idx) & (off(q_idx, kv_idx) <= hi)
+    return lambda b, h, q_idx, kv_idx: same(q_idx, kv_idx) & (off(q_idx, kv_idx) >= lo) & (off(q_idx, kv_idx) <= hi)
+
+
 def score_mod(problem, tanh):
     """attnbench's soft cap as FlexAttention's score_mod(score, b, h, q_idx, kv_idx): FlexAttention
     hands it the scaled score (scale * q.k) and masks after it, attnbench's order. tanh: torch.tanh
@@ -68,8 +121,14 @@ def score_mod(problem, tanh):
 
 
 def has_feature(problem):
-    """What this peer is for: a window or a soft cap (causal alone is the other peers')."""
-    return common.has_window(problem) or common.softcap(problem) > 0
+    """What this peer is for: a window, a soft cap or a varlen batch (causal alone is the other
+    peers'; PyTorch SDPA runs none of the three)."""
+    return common.has_window(problem) or common.softcap(problem) > 0 or common.is_varlen(problem)
+
+
+# Varlen tables are padded to a multiple of this (FlexAttention's blocks are 128 or less; a
+# multiple of 256 leaves room for any block size it picks).
+VARLEN_PAD = 256
 
 
 # ============================================================================ the peer
@@ -77,7 +136,7 @@ def has_feature(problem):
 
 def add_args(ap):
     ap.add_argument("--flex-dense", action="store_true",
-                    help="torch.flex_attention rows for every case, not only those with a window or a soft cap")
+                    help="torch.flex_attention rows for every case, not only those with a window, a soft cap or varlen")
 
 
 class Flex(common.Backend):
@@ -102,12 +161,23 @@ class Flex(common.Backend):
         return self.state.get("error")
 
     def block_mask(self, dev, p):
-        """The case's BlockMask, made once for all its passes (the last one is kept)."""
+        """The case's BlockMask, made once for all its passes (the last one is kept). A varlen
+        batch: one sequence of total_q x total_kv with varlen_mask_mod, its tables on the GPU."""
+        cache = self.state.setdefault("block_masks", {})
+        if common.is_varlen(p):
+            key = ("varlen", tuple(p["seqlens_q"]), tuple(p["seqlens_kv"]), common.diagonal_bounds(p))
+            if key not in cache:
+                cache.clear()
+                tab = varlen_tables(p, VARLEN_PAD)
+                dt = {n: dev.torch.tensor(tab[n], dtype=dev.torch.int32, device=dev.dev)
+                      for n in ("doc_q", "doc_kv", "shift_q")}
+                cache[key] = self.state["create_block_mask"](varlen_mask_mod(p, dt), None, None, tab["total_q"],
+                                                             tab["total_kv"], device=dev.dev)
+            return cache[key]
         mm = mask_mod(p)
         if mm is None:
             return None
         key = (p["seq_q"], p["seq_kv"], common.visible_bounds(p))
-        cache = self.state.setdefault("block_masks", {})
         if key not in cache:
             cache.clear()
             cache[key] = self.state["create_block_mask"](mm, None, None, p["seq_q"], p["seq_kv"], device=dev.dev)
@@ -127,9 +197,14 @@ class Flex(common.Backend):
             o, lse = unpack(flex(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), **kw))
             return o.transpose(1, 2), lse
 
+        def forward_varlen(q, k, v):  # packed [total, h, d] leaves seen as [1, h, total, d] (no copy)
+            o, lse = unpack(flex(*(x.unsqueeze(0).transpose(1, 2) for x in (q, k, v)), **kw))
+            return o.transpose(1, 2).squeeze(0), (lse.squeeze(0) if lse is not None else None)
+
         # compile_first: the first call compiles (and benchmarks its choices with an L2-sized
         # buffer); the row's peak memory is that of the validation call after it.
-        return common.autograd_call(dev, case, pass_name, t, forward, compile_first=True)
+        return common.autograd_call(dev, case, pass_name, t, forward_varlen if common.is_varlen(p) else forward,
+                                    compile_first=True)
 
 
 def load(torch):
@@ -188,7 +263,10 @@ def load(torch):
                              "query i iff lo <= j - i <= hi (bottom-right: c(i) = i + skv - sq, c(i) - window_left <= "
                              "j <= c(i) + window_right, causal caps the right side at 0)",
                      "softcap": "score_mod: softcap * tanh(score / softcap) on the scaled score",
-                     "rows": "cases with a window or a soft cap"}
+                     "varlen": "packed THD tensors seen as batch 1 of total_q x total_kv ([1, h, total, d] views); "
+                               "varlen_mask_mod: same sequence (per-token sequence ids) and the rule above per "
+                               "sequence (per-token diagonal shifts), tables on the GPU made once per case",
+                     "rows": "cases with a window, a soft cap or varlen"}
     return st
 
 

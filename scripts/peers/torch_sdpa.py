@@ -12,6 +12,9 @@ torch.nn.attention.bias.causal_lower_right); causal with seq_q > seq_kv is a SKI
 NaN rows where attnbench defines O = 0). A sliding window or a soft cap is a SKIP for every
 backend: SDPA has neither (a window would be a dense boolean attn_mask, which computes and times
 every score, and the flash backend takes no mask at all; torch.flex_attention, flex.py, runs them).
+A variable-length (packed THD, cu_seqlens) case is a SKIP for every backend: SDPA has no packed
+varlen argument (a block-diagonal mask would time the whole total_q x total_kv problem; nested
+jagged tensors are not wired here); FA4's flash_attn_varlen_func and flex.py run them.
 A backend that refuses a case is a SKIP with PyTorch's reason. The public API returns no LSE: O,
 dQ, dK, dV are verified (the note says so).
 Cases, inputs, verification, timing and the results file: scripts/peers/common.py (docs/peers.md).
@@ -29,6 +32,9 @@ name = "torch_sdpa"
 NO_WINDOW = ("PyTorch SDPA has no sliding window (a boolean attn_mask would compute every score of the dense "
              "problem, and the flash backend takes none): see torch.flex_attention (flex.py)")
 NO_SOFTCAP = "PyTorch SDPA has no logit soft-capping: see torch.flex_attention (flex.py)"
+NO_VARLEN = ("PyTorch SDPA takes no cu_seqlens (packed variable-length batches): a block-diagonal attn_mask would "
+             "compute and time every score of the total_q x total_kv problem, and nested jagged tensors are not wired "
+             "here: see fa4.flash_attn (flash_attn_varlen_func) and torch.flex_attention (flex.py)")
 BACKENDS = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION",
             "math": "MATH"}
 
@@ -71,6 +77,8 @@ class Sdpa(common.Backend):
 
     def plan_skip(self, case, pass_name):
         p = case["problem"]
+        if common.is_varlen(p):
+            return NO_VARLEN
         if common.has_window(p):
             return NO_WINDOW
         if common.softcap(p) > 0:
