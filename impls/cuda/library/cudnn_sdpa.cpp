@@ -3,8 +3,9 @@
 //
 // Algorithm: cuDNN's fused flash-attention engines (FlashAttention-2 style on sm80, Hopper
 // kernels on sm90), reached through the cuDNN *backend* graph API. The forward graph is
-// matmul(Q, Kᵀ) → ×scale → [causal mask] → softmax with statistics → matmul(P, V); the backward
-// graph recomputes P from the LSE and produces dQ, dK, dV (graphs in cudnn/sdpa_graph.cpp).
+// matmul(Q, Kᵀ) → ×scale → [causal / window mask] → softmax with statistics → matmul(P, V); the
+// backward graph recomputes P from the LSE and produces dQ, dK, dV (graphs in
+// cudnn/sdpa_graph.cpp).
 // Passes over HBM (as cuDNN's engines do them): forward reads Q, K, V once per query tile and
 // writes O and LSE; backward reads Q, K, V, O, dO, LSE, writes a float32 D = rowsum(dO ∘ O) and a
 // float32 dQ accumulator, then dQ, dK, dV.
@@ -16,8 +17,13 @@
 // Limits: f16/bf16 only; head_dim a multiple of 8 up to 256 (Hopper; 128 on other GPUs for the
 // backward and on Ampere for cuDNN ≤ 9.9); sm80+. Causal with seq_q > seq_kv is a SKIP (cuDNN's
 // bottom-right mask needs seq_q ≤ seq_kv), and with seq_q < seq_kv it needs cuDNN ≥ 9.6 unless
-// both lengths are multiples of 64. Anything else cuDNN rejects becomes a SKIP row carrying
-// cuDNN's own message (no engine configuration finalized).
+// both lengths are multiples of 64. Sliding windows (window_left / window_right, with or without
+// causal) need seq_q <= seq_kv (else a SKIP, as in cudnn-frontend); before cuDNN 9.10.2 a
+// window_left needs a right bound (causal or window_right), before 9.6 a window_left with a right
+// bound needs seq_q == seq_kv, and 9.14.0 refuses a window_left without a right bound past 1024
+// keys (a known cuDNN bug). Soft-capping and varlen (ragged) batches are not in these graphs: SKIP.
+// Anything else cuDNN rejects becomes a SKIP row carrying cuDNN's own message (no engine
+// configuration finalized).
 //
 // Why the backend API and not cudnn-frontend: PyPI's nvidia-cudnn-frontend wheel does ship the
 // header-only C++ API (include/cudnn_frontend*.h, with a dlopen mode,
@@ -32,8 +38,10 @@
 // Layouts: BSHD tensors are described to cuDNN as [b, h, s, d] with strides (s·h·d, d, h·d, 1),
 // and Kᵀ as [b, h, d, s] with strides (s·h·d, d, 1, h·d): no copies. GQA/MQA: K/V carry hkv heads
 // and cuDNN broadcasts them over each group of hq / hkv query heads (dK/dV summed by a reduction
-// node). Causal: bottom-right aligned as attnbench defines it — with seq_q == seq_kv this is the
-// plain causal mask; otherwise the row index is shifted by seq_kv − seq_q inside the graph.
+// node). Causal and windows: bottom-right aligned as attnbench defines it, as cuDNN's diagonal
+// band (right bound R = 0 under causal, else window_right; left bound L = window_left + 1, the keys
+// up to and including the diagonal) — with seq_q == seq_kv the plain top-left pattern; otherwise
+// the indices are shifted by seq_kv − seq_q inside the graph.
 // Plans: built once per (problem, pass, device) — in workspace_bytes(), supports_extra() or
 // prepare(), whichever comes first — and cached for the process; forward()/backward() only bind
 // pointers (a cached variant pack) and call cudnnBackendExecute on the harness's stream.
@@ -84,7 +92,9 @@ cudnn::SdpaShape shape_of(const Problem& p) {
           p.head_dim,
           p.causal,
           static_cast<float>(p.effective_scale()),
-          p.dtype == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF};
+          p.dtype == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF,
+          p.window_left,
+          p.window_right};
 }
 
 // One built (or failed) plan. Device-side per-batch sequence lengths exist only for the backward
@@ -97,7 +107,7 @@ struct Entry {
   std::int32_t* seq_lens = nullptr;  // [2 * b]: seq_q for each batch, then seq_kv
 };
 
-using Key = std::tuple<int, bool, int, int, int, int, int, int, bool, double, int>;
+using Key = std::tuple<int, bool, int, int, int, int, int, int, bool, double, int, int, int>;
 
 // Process-wide cuDNN state: handles per device and plans per problem. Never destroyed, because
 // cuDNN and the CUDA runtime may already be torn down when static destructors run.
@@ -127,7 +137,9 @@ class State {
                   p.head_dim,
                   p.causal,
                   p.effective_scale(),
-                  static_cast<int>(p.dtype)};
+                  static_cast<int>(p.dtype),
+                  p.window_left,
+                  p.window_right};
     auto it = entries_.find(key);
     if (it != entries_.end()) return it->second;
     Entry& e = entries_[key];
@@ -199,6 +211,37 @@ Support static_support(const Problem& p, Pass pass, std::size_t v) {
         "cuDNN < 9.6 supports bottom-right causal only for seq lengths that are "
         "multiples of 64");
   }
+  // Sliding windows: the frontend's refusals for its diagonal band (left and right bounds, bottom-
+  // right aligned), in attnbench's terms. `right`: the band has a right bound (causal, or
+  // window_right); `left`: it has a left one (window_left).
+  const bool left = p.window_left >= 0;
+  const bool right = p.causal || p.window_right >= 0;
+  if (p.has_window() && p.seq_q > p.seq_kv) {
+    return Support::no("cuDNN's sliding window (bottom-right aligned) needs seq_q <= seq_kv");
+  }
+  if (right && !p.causal && p.seq_q != p.seq_kv && v < 90600 && (p.seq_q % 64 || p.seq_kv % 64)) {
+    return Support::no(
+        "cuDNN < 9.6 supports a bottom-right window_right only for seq lengths that are "
+        "multiples of 64");
+  }
+  if (left && right && p.seq_q != p.seq_kv && v < 90600) {
+    return Support::no(
+        "cuDNN < 9.6 supports window_left with a bottom-right right bound (causal or "
+        "window_right) only for seq_q == seq_kv");
+  }
+  if (left && !right && v < 91002) {
+    return Support::no(
+        "cuDNN < 9.10.2 supports window_left only with a right bound (causal or window_right)");
+  }
+  if (left && !right && v == 91400 && p.seq_kv > 1024) {
+    return Support::no(
+        "cuDNN 9.14.0 has a known bug with window_left, no right bound and seq_kv > 1024 "
+        "(use >= 9.14.1)");
+  }
+  if (right && p.seq_q == 1 && v <= 90900) {
+    return Support::no(
+        "cuDNN <= 9.9 does not support seq_q = 1 with a right bound (causal or window_right)");
+  }
   if (bwd && p.seq_q == 1 && p.seq_kv == 1)
     return Support::no("cuDNN's SDPA backward rejects s_q = s_kv = 1");
   return Support::yes();
@@ -221,6 +264,7 @@ class CudnnSdpa final : public Implementation {
     c.head_dim_multiple = 8;
     c.causal = true;
     c.gqa = true;
+    c.window = true;  // seq_q <= seq_kv (static_support); soft cap and varlen: not in these graphs
     c.forward = true;
     c.backward = true;
     // cuDNN's own bug, reported by `check` and asserted to still fail (conformance.hpp): the

@@ -9,6 +9,7 @@
 
 #include "library/cudnn/sdpa_graph.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <vector>
 
@@ -56,31 +57,111 @@ Dims rows_strides(const SdpaShape& s) {
   return {s.hq * s.sq, s.sq, 1, 1};
 }
 
-// Keeps x where query row i may see key j (i + seq_kv - seq_q >= j, bottom-right aligned), writes
-// the masked value elsewhere. With seq_q == seq_kv the shift is zero and cuDNN's plain causal
-// (top-left) pattern is used; otherwise the row index is shifted by seq_kv - seq_q, from
-// pass-by-value scalars or from the per-batch length tensors when the graph has them.
-Id causal_mask(Graph& g, const SdpaShape& s, const SdpaFlags& f, Id x, Id seq_q, Id seq_kv) {
+// The sliding-window / causal mask: a diagonal band of at most two halves, each a node of its own
+// as cudnn-frontend's composite diagonal-band mask (cuDNN < 9.21) emits it, right bound first:
+//
+//   right bound R (causal: R = 0), keeps j <= c(i) + R:
+//     row = GEN_INDEX(x, axis 2), col = GEN_INDEX(x, axis 3)          (float math, int32 out)
+//     [row = row + seq_kv; row = row - seq_q]   bottom-right only      (int32)
+//     [row = row + R]                           R != 0 only            (int32 scalar, int32)
+//     keep = row >= col (CMP_GE); y = keep ? x : masked (BINARY_SELECT)
+//   left bound L = window_left + 1, keeps j > c(i) - L:
+//     row = GEN_INDEX(y, axis 2), col = GEN_INDEX(y, axis 3)
+//     top-left:                   col = col + L                        (float scalar, float)
+//     bottom-right, scalar sizes: col = col + (L - seq_kv + seq_q)     (float scalar, float)
+//     bottom-right, length tensors: col = col + L; col = col - seq_kv; col = col + seq_q (int32)
+//     keep = col > row (CMP_GT); y = keep ? y : masked
+//
+// The fused engines match the graph around the mask, and may treat a band they recognise (tile
+// skipping) differently from an arbitrary pointwise mask, so it follows the frontend's lowering
+// for the same cuDNN version (operations, order, types, index axes) rather than any equivalent
+// form. cuDNN 9.19 also compiles other, equivalent forms (docs/peers.md, the offline check).
+// seq_q/seq_kv are the per-batch length tensors when the graph has them (the backward's padding
+// workaround), else -1 and the sizes enter as pass-by-value scalars.
+
+// Right half: keeps x where c(i) + right >= j. With seq_q == seq_kv the shift is zero and the plain
+// (top-left) pattern is used: right == 0 is then cuDNN's plain causal mask.
+Id right_bound_mask(Graph& g, const SdpaShape& s, const SdpaFlags& f, Id x, std::int64_t right,
+                    Id seq_q, Id seq_kv) {
   Id row = g.virt_like(x, CUDNN_DATA_INT32);
-  g.pointwise("causal_row_index", CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, x, -1, -1, row, 2);
+  g.pointwise("band_right_row_index", CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, x, -1, -1, row,
+              2);
   const Id col = g.virt_like(x, CUDNN_DATA_INT32);
-  g.pointwise("causal_col_index", CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, x, -1, -1, col, 3);
-  if (s.sq != s.skv) {
+  g.pointwise("band_right_col_index", CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, x, -1, -1, col,
+              3);
+  if (sdpa_bottom_right(s)) {
     const Id kv = seq_kv >= 0 ? seq_kv : g.scalar_i32(static_cast<std::int32_t>(s.skv));
     const Id q = seq_q >= 0 ? seq_q : g.scalar_i32(static_cast<std::int32_t>(s.sq));
     const Id shifted = g.virt_like(x, CUDNN_DATA_INT32);
-    g.pointwise("causal_row_plus_skv", CUDNN_POINTWISE_ADD, CUDNN_DATA_INT32, row, kv, -1, shifted);
+    g.pointwise("band_right_row_plus_skv", CUDNN_POINTWISE_ADD, CUDNN_DATA_INT32, row, kv, -1,
+                shifted);
     const Id aligned = g.virt_like(x, CUDNN_DATA_INT32);
-    g.pointwise("causal_row_minus_sq", CUDNN_POINTWISE_SUB, CUDNN_DATA_INT32, shifted, q, -1,
+    g.pointwise("band_right_row_minus_sq", CUDNN_POINTWISE_SUB, CUDNN_DATA_INT32, shifted, q, -1,
                 aligned);
     row = aligned;
   }
+  if (right != 0) {
+    const Id widened = g.virt_like(x, CUDNN_DATA_INT32);
+    g.pointwise("band_right_row_plus_window", CUDNN_POINTWISE_ADD, CUDNN_DATA_INT32, row,
+                g.scalar_i32(static_cast<std::int32_t>(right)), -1, widened);
+    row = widened;
+  }
   const Id keep = g.virt_like(x, CUDNN_DATA_BOOLEAN);
-  g.pointwise("causal_row_ge_col", CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, row, col, -1, keep);
+  g.pointwise("band_right_row_ge_col", CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, row, col, -1,
+              keep);
   const Id y = g.virt_like(x, CUDNN_DATA_FLOAT);
-  g.pointwise("causal_select", CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, x,
+  g.pointwise("band_right_select", CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, x,
               g.scalar_f32(f.masked_value), keep, y);
   return y;
+}
+
+// Left half: keeps x where j + left > c(i), i.e. j >= c(i) - (left - 1).
+Id left_bound_mask(Graph& g, const SdpaShape& s, const SdpaFlags& f, Id x, std::int64_t left,
+                   Id seq_q, Id seq_kv) {
+  const Id row = g.virt_like(x, CUDNN_DATA_INT32);
+  g.pointwise("band_left_row_index", CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, x, -1, -1, row,
+              2);
+  Id col = g.virt_like(x, CUDNN_DATA_INT32);
+  g.pointwise("band_left_col_index", CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, x, -1, -1, col,
+              3);
+  if (!sdpa_bottom_right(s) || (seq_q < 0 && seq_kv < 0)) {
+    // One float addition: the bound, shifted by seq_q - seq_kv when bottom-right. Both it and the
+    // column index are integers of magnitude below seq_q + seq_kv + 1: exact in float.
+    const std::int64_t shift = sdpa_bottom_right(s) ? s.sq - s.skv : 0;
+    const Id widened = g.virt_like(x, CUDNN_DATA_FLOAT);
+    g.pointwise("band_left_col_plus_window", CUDNN_POINTWISE_ADD, CUDNN_DATA_FLOAT, col,
+                g.scalar_f32(static_cast<float>(left + shift)), -1, widened);
+    col = widened;
+  } else {
+    const Id widened = g.virt_like(x, CUDNN_DATA_INT32);
+    g.pointwise("band_left_col_plus_window", CUDNN_POINTWISE_ADD, CUDNN_DATA_INT32, col,
+                g.scalar_i32(static_cast<std::int32_t>(left)), -1, widened);
+    const Id minus_kv = g.virt_like(x, CUDNN_DATA_INT32);
+    g.pointwise("band_left_col_minus_skv", CUDNN_POINTWISE_SUB, CUDNN_DATA_INT32, widened, seq_kv,
+                -1, minus_kv);
+    const Id plus_q = g.virt_like(x, CUDNN_DATA_INT32);
+    g.pointwise("band_left_col_plus_sq", CUDNN_POINTWISE_ADD, CUDNN_DATA_INT32, minus_kv, seq_q, -1,
+                plus_q);
+    col = plus_q;
+  }
+  const Id keep = g.virt_like(x, CUDNN_DATA_BOOLEAN);
+  g.pointwise("band_left_col_gt_row", CUDNN_POINTWISE_CMP_GT, CUDNN_DATA_BOOLEAN, col, row, -1,
+              keep);
+  const Id y = g.virt_like(x, CUDNN_DATA_FLOAT);
+  g.pointwise("band_left_select", CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, x,
+              g.scalar_f32(f.masked_value), keep, y);
+  return y;
+}
+
+// Both halves, as the shape asks (x itself when it asks for neither).
+Id band_mask(Graph& g, const SdpaShape& s, const SdpaFlags& f, Id x, Id seq_q, Id seq_kv) {
+  if (const std::int64_t right = sdpa_right_bound(s); right >= 0) {
+    x = right_bound_mask(g, s, f, x, right, seq_q, seq_kv);
+  }
+  if (const std::int64_t left = sdpa_left_bound(s); left >= 0) {
+    x = left_bound_mask(g, s, f, x, left, seq_q, seq_kv);
+  }
+  return x;
 }
 
 // Keeps x where row < seq_q[b] and col < seq_kv[b] (the backward workaround; every row and column
@@ -104,6 +185,22 @@ Id padding_mask(Graph& g, const SdpaFlags& f, Id x, Id seq_q, Id seq_kv) {
 }
 
 }  // namespace
+
+// Both bounds are capped where they stop masking anything, so that the mask is exactly the same
+// and every index sum in the graph stays far inside int32 (and exact in float): the row index
+// plus R and the column index plus L are then below seq_q + seq_kv.
+std::int64_t sdpa_right_bound(const SdpaShape& s) {
+  if (s.causal) return 0;  // causal caps any window_right at the diagonal
+  if (s.window_right < 0) return -1;
+  // c(i) + window_right >= seq_kv for every row once window_right >= seq_q.
+  return std::min(s.window_right, s.sq);
+}
+
+std::int64_t sdpa_left_bound(const SdpaShape& s) {
+  if (s.window_left < 0) return -1;
+  // c(i) - window_left <= 0 for every row once window_left >= seq_kv - 1.
+  return std::min(s.window_left, s.skv) + 1;
+}
 
 SdpaFlags sdpa_flags(std::size_t v, const SdpaShape& s) {
   SdpaFlags f{};
@@ -130,7 +227,7 @@ Graph build_sdpa_fwd(const SdpaShape& s, const SdpaFlags& f) {
   Id scores = g.virt_like(qk, CUDNN_DATA_FLOAT);
   g.pointwise("attn_scale", CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, qk, g.scalar_f32(s.scale), -1,
               scores);
-  if (s.causal) scores = causal_mask(g, s, f, scores, -1, -1);
+  scores = band_mask(g, s, f, scores, -1, -1);
 
   // Softmax with statistics: Stats = max + log(sum exp(S - max)), i.e. the natural-log LSE of the
   // scaled scores, which is attnbench's LSE convention: written straight into the LSE buffer.
@@ -198,7 +295,7 @@ Graph build_sdpa_bwd(const SdpaShape& s, const SdpaFlags& f) {
     logits = padding_mask(g, f, logits, seq_q, seq_kv);
     if (f.bwd_double_padding) logits = padding_mask(g, f, logits, seq_q, seq_kv);
   }
-  if (s.causal) logits = causal_mask(g, s, f, logits, seq_q, seq_kv);
+  logits = band_mask(g, s, f, logits, seq_q, seq_kv);
   const Id p = g.virt_like(qk, CUDNN_DATA_FLOAT);
   g.pointwise("exp_s", CUDNN_POINTWISE_EXP, CUDNN_DATA_FLOAT, logits, -1, -1, p);
 

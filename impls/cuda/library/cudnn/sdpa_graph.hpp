@@ -37,7 +37,25 @@ struct SdpaShape {
   bool causal;
   float scale;
   cudnnDataType_t io;  // CUDNN_DATA_HALF or CUDNN_DATA_BFLOAT16
+  // Sliding window as attnbench defines it (attnbench/problem.hpp): with the bottom-right diagonal
+  // c(i) = i + skv - sq, row i sees key j iff c(i) - window_left <= j <= c(i) + window_right;
+  // -1 leaves that side unbounded. Composes with causal (which bounds the right side at 0).
+  std::int64_t window_left = -1;
+  std::int64_t window_right = -1;
 };
+
+// The diagonal band the graphs give cuDNN, in cuDNN's (cudnn-frontend's) terms; -1: no bound.
+// Right bound R keeps j <= c(i) + R: 0 under causal, else window_right. Left bound L keeps
+// j > c(i) - L, i.e. L = window_left + 1 keys up to and including the diagonal. window_right is
+// first capped at sq and window_left at skv, past which they mask nothing (the int32 index sums in
+// the graph cannot overflow).
+std::int64_t sdpa_right_bound(const SdpaShape& s);
+std::int64_t sdpa_left_bound(const SdpaShape& s);
+// Whether the band is shifted to the bottom-right diagonal inside the graph (seq_q != seq_kv); with
+// equal lengths the two alignments coincide and the plain (top-left) pattern is used.
+inline bool sdpa_bottom_right(const SdpaShape& s) {
+  return s.sq != s.skv;
+}
 
 // Version-dependent choices, decided once from the loaded cuDNN (see sdpa_graph.cpp).
 struct SdpaFlags {
