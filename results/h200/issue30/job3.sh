@@ -2,33 +2,46 @@
 # Issue 30, the acceptance run (written 2026-12-02): the window, soft-cap and varlen configs with
 # their peers in ONE job, for the issue's results files; run from the repository root under
 # setsid AFTER two back-to-back calls have put FA4 in /tmp/fa4site (../shared/peers/README.md).
-#   1. build this tree (attnbench and the C API; WERROR off: the gate builds with it);
-#   2. `attnbench check --impl 'cuda.*'` on the conformance suite's window, soft-cap and varlen
-#      cases (labels _wl / _wr / _softcap / _varlen_): the first GPU run of the varlen kernels;
+#   1. the gate's build when it ran just before on the same machine, else a build of this tree;
+#   2. (CHECK=1) `attnbench check --impl 'cuda.*'` on the conformance suite's window, soft-cap and
+#      varlen cases (the gate's check covers them when it ran);
 #   3. attnbench on configs/window.json, softcap.json and varlen.json, every CUDA implementation,
 #      every pass, verification auto (window/softcap: sampled; varlen: always full);
 #   4. the fa3 grid's dense d128/d256 rows of the same kernels at seq >= 2k (each kernel's own
 #      dense TFLOP/s, same job), --verify off;
-#   5. the peers on the same three configs: FA4 (window_size / softcap / cu_seqlens),
-#      FlexAttention (torch.flex_attention), PyTorch SDPA (its SKIP rows say why).
+#   5. the peers on the same three configs: FA4 (window_size / softcap / cu_seqlens) and PyTorch
+#      SDPA (its SKIP rows say why), then FlexAttention (torch.flex_attention) in files of its own.
 # Progress in $W/progress.txt; everything under $W (default /tmp/j3). Two calls: the first starts
 # it and waits, the second collects (the machine must stay warm in between).
 set -uo pipefail
 W=${W:-/tmp/j3}; mkdir -p $W/logs
 source scripts/common.sh; attn_cudnn_from_wheel
 t0=$(date +%s); el() { echo "$(( $(date +%s) - t0 )) s: $*" | tee -a $W/progress.txt; }
-( cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DATTNBENCH_CUDA_GENCODE="$ATTN_GPU_GENCODE" "${ATTN_CMAKE_ARGS[@]}" && time cmake --build build-gpu -j 16 --target attnbench attnbench_capi ) > $W/logs/build.txt 2>&1
-B=build-gpu/attnbench; [ -x $B ] || { el "build FAILED"; tail -30 $W/logs/build.txt; exit 3; }; el "build done"
-timeout 300 $B check --impl 'cuda.*' --case '*_wl*' --case '*_wr*' --case '*_softcap*' --case '*_varlen_*' -q > $W/check_variants.txt 2>&1
-el "check variants rc=$?"
+# The build: the gate's (GATE_BUILD=$PWD/build, every target, Release, WERROR), when this runs
+# right after it on the same warm machine; else this tree is built here.
+B=${B:-build/attnbench}
+if [ ! -x "$B" ] || [ ! -e "$(dirname $B)/libattnbench_capi.so" ]; then
+  ( cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DATTNBENCH_CUDA_GENCODE="$ATTN_GPU_GENCODE" "${ATTN_CMAKE_ARGS[@]}" && time cmake --build build-gpu -j 16 --target attnbench attnbench_capi ) > $W/logs/build.txt 2>&1
+  B=build-gpu/attnbench
+fi
+[ -x $B ] || { el "build FAILED"; tail -30 $W/logs/build.txt; exit 3; }; el "build: $B"
+if [ -n "${CHECK:-}" ]; then
+  timeout 300 $B check --impl 'cuda.*' --case '*_wl*' --case '*_wr*' --case '*_softcap*' --case '*_varlen_*' -q > $W/check_variants.txt 2>&1
+  el "check variants rc=$?"
+fi
 for c in varlen window softcap; do
   timeout 600 $B run configs/$c.json --impl 'cuda.*' --out $W/$c.json > $W/logs/$c.txt 2>&1; el "attnbench $c rc=$?"
 done
 timeout 180 $B run configs/fa3_grid.json --impl cuda.flash_fwd_wgmma --impl cuda.flash_fwd_mma --impl cuda.flash_bwd_mma --impl cuda.cudnn_sdpa \
   --pass fwd --pass bwd --case '*_sq2048_*d128*' --case '*_sq4096_*d128*' --case '*_sq8192_*d128*' --case '*_sq16384_*d128*' \
   --case '*_sq2048_*d256*' --case '*_sq8192_*d256*' --case '*_sq16384_*d256*' --verify off --out $W/dense.json > $W/logs/dense.txt 2>&1; el "dense rc=$?"
+# FA4 (and SDPA's SKIP rows) first, FlexAttention (a compile per case) last.
 for c in varlen window softcap; do
-  timeout 900 python3 scripts/peers/peers.py configs/$c.json --peers fa4,torch_sdpa,flex --fa4-site /tmp/fa4site \
+  timeout 600 python3 scripts/peers/peers.py configs/$c.json --peers fa4,torch_sdpa --fa4-site /tmp/fa4site \
     --attnbench $B --out $W/$c.peers.json > $W/logs/$c.peers.txt 2>&1; el "peers $c rc=$?"
+done
+for c in varlen window softcap; do
+  timeout 600 python3 scripts/peers/peers.py configs/$c.json --peers flex \
+    --attnbench $B --out $W/$c.flex.json > $W/logs/$c.flex.txt 2>&1; el "flex $c rc=$?"
 done
 el "job done"
