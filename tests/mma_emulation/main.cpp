@@ -3,7 +3,8 @@
 // (impls/cuda/mma/emulation/, fwd_wrap.cpp and bwd_wrap.cpp) and run warp by warp on odd shapes:
 // sequence tails, GQA/MQA, causal with seq_q < and > seq_kv (empty rows and blocks), every
 // head_dim tile and head_dims padded into one (40, 80, 96, 200), f16 and bf16, both backward
-// modes, large logits and FlashAttention-3's outlier inputs.
+// modes, large logits and FlashAttention-3's outlier inputs; sliding windows, soft caps and
+// variable-length batches (packed THD, cu_seqlens; sequences without queries or without keys).
 //
 // Checked as every implementation is: the harness's seeded inputs, the float64 reference
 // (reference/, through compute_reference), and the project's verification rule (verify(): error
@@ -12,11 +13,13 @@
 // implementations register under their CUDA names but are called directly on host buffers, so
 // this test links attn_harness and attn_impls_cpu, never attn_impls_cuda (the names would be
 // registered twice).
-// Exit code: the number of failed cases (0 = pass). An argument N runs case N only.
+// Exit code: the number of failed cases (0 = pass). Arguments N (case N) or N-M (cases N to M)
+// run those cases only.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attnbench/implementation.hpp"
@@ -41,12 +44,29 @@ struct Case {
   Distribution dist = Distribution::normal;
   int wl = -1, wr = -1;  // window_left, window_right (-1: unbounded)
   double softcap = 0;
+  // Varlen: per-sequence lengths (b, sq, skv are then their count and maxima); empty: dense.
+  std::vector<int> lq = {}, lkv = {};
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int only = argc > 1 ? std::atoi(argv[1]) : -1;
+  // The cases the arguments name (none: all).
+  std::vector<std::pair<int, int>> ranges;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const std::size_t dash = a.find('-');
+    const int lo = std::atoi(a.substr(0, dash).c_str());
+    ranges.emplace_back(lo, dash == std::string::npos ? lo : std::atoi(a.substr(dash + 1).c_str()));
+  }
+  auto selected = [&](int ci) {
+    if (ranges.empty()) return true;
+    for (const auto& [lo, hi] : ranges)
+      if (ci >= lo && ci <= hi) return true;
+    return false;
+  };
+  using V = std::vector<int>;
+  constexpr Distribution kN = Distribution::normal, kOut = Distribution::outlier;
   const std::vector<Case> cases = {
       {1, 2, 1, 70, 90, 64, true, DType::bf16, true},
       {1, 2, 2, 130, 40, 128, true, DType::f16, true},
@@ -85,6 +105,22 @@ int main(int argc, char** argv) {
       {2, 4, 2, 70, 300, 64, true, DType::f16, true, 0, Distribution::normal, -1, -1, 50},
       {1, 2, 1, 65, 170, 256, true, DType::bf16, true, 1e4, Distribution::outlier, -1, -1, 30},
       {1, 2, 2, 150, 150, 80, true, DType::f16, true, 0, Distribution::normal, 64, -1, 20},
+      // Varlen (issue 30): packed THD batches with sequences of no keys (O = 0, LSE = -inf,
+      // dQ = 0) and of no queries (dK = dV = 0), sequences longer than a block on either side,
+      // GQA 8:2 and MQA, causal and not, with a window and with a soft cap; padded head_dims.
+      // (b, sq, skv: the count and maxima of the lengths, which set_seqlens recomputes.)
+      {4, 8, 2, 50, 40, 64, true, DType::bf16, true, 0, kN, -1, -1, 0, V{50, 25, 0, 33},
+       V{20, 0, 17, 40}},
+      {4, 4, 1, 50, 40, 80, false, DType::f16, true, 0, kN, -1, -1, 0, V{50, 25, 0, 33},
+       V{20, 0, 17, 40}},
+      {4, 2, 1, 130, 200, 128, true, DType::f16, true, 0, kOut, -1, -1, 0, V{130, 1, 0, 70},
+       V{200, 65, 9, 0}},
+      {4, 2, 2, 150, 160, 40, false, DType::bf16, true, 0, kN, 30, 10, 0, V{150, 7, 0, 90},
+       V{100, 160, 20, 140}},
+      {3, 4, 2, 90, 200, 64, true, DType::bf16, true, 0, kN, -1, -1, 30, V{90, 1, 40},
+       V{200, 65, 0}},
+      {3, 2, 1, 140, 129, 256, false, DType::bf16, true, 0, kN, -1, -1, 0, V{3, 140, 0},
+       V{129, 5, 64}},
   };
   const Implementation* fwd = Registry::instance().find("cuda.flash_fwd_mma");
   const Implementation* bwd = Registry::instance().find("cuda.flash_bwd_mma");
@@ -95,12 +131,13 @@ int main(int argc, char** argv) {
   }
   int failures = 0, ran = 0;
   for (std::size_t ci = 0; ci < cases.size(); ++ci) {
-    if (only >= 0 && static_cast<int>(ci) != only) continue;
+    if (!selected(static_cast<int>(ci))) continue;
     const Case& c = cases[ci];
     Problem p = make_problem(c.b, c.hq, c.hkv, c.sq, c.skv, c.d, c.causal, c.t, c.scale);
     p.window_left = c.wl;
     p.window_right = c.wr;
     p.softcap = c.softcap;
+    if (!c.lq.empty()) p.set_seqlens(c.lq, c.lkv);
     std::printf("case %zu: %s%s\n", ci, p.label().c_str(),
                 c.dist == Distribution::outlier ? " outlier" : "");
     const CaseInputs in = make_inputs(p, kSeed + ci, c.dist);

@@ -63,31 +63,47 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
   const int m_block = kCausal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : blockIdx.x;
   const int h = blockIdx.y, b = blockIdx.z, kvh = h / p.group;
   const int m0 = m_block * BM;
-  const int rows_valid = p.seq_q - m0;
+  // Block's sequence: its lengths, causal offset, first query and key rows and the row-0 index of
+  // its LSE for head h. Dense: the shape's (the same expressions as before varlen). kLocal: the
+  // sequence's own (seq_of; varlen batches run only there), and a block past its sequence's
+  // queries has nothing to do.
+  int seq_q = p.seq_q, seq_kv = p.seq_kv, causal_offset = p.causal_offset;
+  int64_t q_row0 = static_cast<int64_t>(b) * p.seq_q;
+  int64_t kv_row0 = static_cast<int64_t>(b) * p.seq_kv;
+  int64_t lse_row0 = (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q;
+  if constexpr (kLocal) {
+    const attnbench::cuda::SeqView sv = attnbench::cuda::seq_of(p, var, b);
+    seq_q = sv.seq_q;
+    seq_kv = sv.seq_kv;
+    causal_offset = sv.causal_offset;
+    q_row0 = sv.q_start;
+    kv_row0 = sv.kv_start;
+    lse_row0 = sv.lse_row(h);
+    if (m0 >= seq_q) return;
+  }
+  const int rows_valid = seq_q - m0;
   const int warp_row0 = warp * 16 * MT;
 
   const int64_t q_stride = static_cast<int64_t>(p.heads_q) * dh;
   const int64_t kv_stride = static_cast<int64_t>(p.heads_kv) * dh;
-  const int64_t q_off =
-      (static_cast<int64_t>(b) * p.seq_q + m0) * q_stride + static_cast<int64_t>(h) * dh;
-  const int64_t kv_off =
-      static_cast<int64_t>(b) * p.seq_kv * kv_stride + static_cast<int64_t>(kvh) * dh;
+  const int64_t q_off = (q_row0 + m0) * q_stride + static_cast<int64_t>(h) * dh;
+  const int64_t kv_off = kv_row0 * kv_stride + static_cast<int64_t>(kvh) * dh;
   const T* q = static_cast<const T*>(p.q) + q_off;
   const T* k = static_cast<const T*>(p.k) + kv_off;
   const T* v = static_cast<const T*>(p.v) + kv_off;
   T* o = static_cast<T*>(p.o) + q_off;
-  float* lse = p.lse + (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q + m0;
+  float* lse = p.lse + lse_row0 + m0;
 
   // The K/V tiles j_first .. j_first + n_tiles - 1 are visible to at least one row of the block.
   int j_first = 0, n_tiles;
   if constexpr (kLocal) {
     const attnbench::cuda::TileSpan tiles =
-        attnbench::cuda::window_key_tiles<BN>(p.seq_kv, p.causal_offset, var, m0, BM);
+        attnbench::cuda::window_key_tiles<BN>(seq_kv, causal_offset, var, m0, BM);
     j_first = tiles.first;
     n_tiles = tiles.count;
   } else {
-    int n_end = p.seq_kv;  // keys [0, n_end) are visible to at least one row of the block
-    if constexpr (kCausal) n_end = max(0, min(p.seq_kv, m0 + BM + p.causal_offset));
+    int n_end = seq_kv;  // keys [0, n_end) are visible to at least one row of the block
+    if constexpr (kCausal) n_end = max(0, min(seq_kv, m0 + BM + causal_offset));
     n_tiles = (n_end + BN - 1) / BN;
   }
 
@@ -115,9 +131,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
 
   const int nf = j_first * BN;
   load_tile_async<kThreads, kPadded>(sQ, q, q_stride, rows_valid, tid, dh);
-  load_tile_async<kThreads, kPadded>(KVTile{k_base}, k + nf * kv_stride, kv_stride, p.seq_kv - nf,
+  load_tile_async<kThreads, kPadded>(KVTile{k_base}, k + nf * kv_stride, kv_stride, seq_kv - nf,
                                      tid, dh);
-  load_tile_async<kThreads, kPadded>(KVTile{v_base}, v + nf * kv_stride, kv_stride, p.seq_kv - nf,
+  load_tile_async<kThreads, kPadded>(KVTile{v_base}, v + nf * kv_stride, kv_stride, seq_kv - nf,
                                      tid, dh);
   cp_async_commit();
 
@@ -149,9 +165,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
       const uint32_t st = static_cast<uint32_t>((j + 1) & 1) * KVTile::kBytes;
       const int t = tid_x_unhoisted();
       load_tile_async<kThreads, kPadded>(KVTile{k_base + st}, k + n1 * kv_stride, kv_stride,
-                                         p.seq_kv - n1, t, dh);
+                                         seq_kv - n1, t, dh);
       load_tile_async<kThreads, kPadded>(KVTile{v_base + st}, v + n1 * kv_stride, kv_stride,
-                                         p.seq_kv - n1, t, dh);
+                                         seq_kv - n1, t, dh);
       cp_async_commit();
     }
     const uint32_t st = static_cast<uint32_t>(j & 1) * KVTile::kBytes;
@@ -169,8 +185,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
 
     // Masks only the tiles that reach past seq_kv or past the diagonal of the block's first row
     // (the window: past its right edge for the first row, before its left edge for the last).
-    const int diag = m0 + p.causal_offset;
-    bool need_mask = n0 + BN > p.seq_kv || (kCausal && n0 + BN - 1 > diag);
+    const int diag = m0 + causal_offset;
+    bool need_mask = n0 + BN > seq_kv || (kCausal && n0 + BN - 1 > diag);
     if constexpr (kLocal)
       need_mask = need_mask || attnbench::cuda::window_crosses(var, diag, diag + BM - 1, n0, BN);
     if (need_mask) {
@@ -182,9 +198,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
           for (int e = 0; e < 4; ++e) {
             const int row = m0 + warp_row0 + mt * 16 + (lane >> 2) + (e >= 2 ? 8 : 0);
             const int col = n0 + nt * 8 + 2 * (lane & 3) + (e & 1);
-            bool hidden = col >= p.seq_kv || (kCausal && col > row + p.causal_offset);
+            bool hidden = col >= seq_kv || (kCausal && col > row + causal_offset);
             if constexpr (kLocal)
-              hidden = hidden || attnbench::cuda::window_hides(var, row + p.causal_offset, col);
+              hidden = hidden || attnbench::cuda::window_hides(var, row + causal_offset, col);
             if (hidden) s[mt][nt][e] = kNegInf;
           }
     }
@@ -279,6 +295,7 @@ class FlashFwdMma final : public attnbench::Implementation {
     Capabilities c = attnbench::cuda::tensor_core_capabilities<FwdHeadDims>(true, false);
     c.window = true;
     c.softcap = true;
+    c.varlen = true;
     return c;
   }
 
@@ -329,7 +346,7 @@ class FlashFwdMma final : public attnbench::Implementation {
         throw std::invalid_argument("cuda.flash_fwd_mma: q, k, v, o must be 16-byte aligned");
       }
     }
-    const attnbench::cuda::AttnVariant var = attnbench::cuda::make_variant(pr);
+    const attnbench::cuda::AttnVariant var = attnbench::cuda::make_variant(a);
     dispatch(pr, [&](auto kernel, auto tr) {
       using Tr = decltype(tr);
       const dim3 grid((pr.seq_q + Tr::kBlockM - 1) / Tr::kBlockM, pr.heads_q, pr.batch);
