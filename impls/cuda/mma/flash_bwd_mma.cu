@@ -39,6 +39,13 @@
 // 256 takes 64-key blocks (dK + dV of 128 keys x 256 over 8 warps would need 256 registers per
 // thread) and 209 KiB of shared memory (sm_90 only); any seq >= 1; rows whose LSE is -inf (no
 // visible key) get dQ = 0.
+// Varlen (cu_seqlens, packed THD; issue 30): the main and dQ kernels run their window
+// instantiations (kLocal), whose blocks read their sequence through seq_of (common/shape.hpp): its
+// lengths, first rows and LSE/D rows; a block past its sequence's keys (main) or queries (dQ)
+// returns at once. The preprocess and the dQ conversion see the packed rows as one dense sequence
+// of total_q queries (run_bwd), so D is [Hq, total_q] like the varlen LSE. A sequence without
+// queries gets dK = dV = 0 (its blocks have no query tile); one without keys, dQ = 0 (its rows
+// are never added to, or, deterministic, its dQ blocks see no key tile).
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
@@ -142,36 +149,38 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int n_block = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
   const int n0 = n_block * BN;
-  // The block's sequence (as in the forward): dense, the shape's; kLocal, seq_of's (varlen runs
-  // only there). Rows of the packed tensors are int (batch * seq < 2^31, supports_extra; varlen:
-  // int32 prefix sums). A block past its sequence's keys has no dK, dV row to write.
-  int seq_q = p.seq_q, seq_kv = p.seq_kv, causal_offset = p.causal_offset;
-  int q_row0 = b * p.seq_q, kv_row0 = b * p.seq_kv;
-  // (kLocal: head h's LSE and D rows start at lse_row0 + h * lse_head_stride.)
-  [[maybe_unused]] int64_t lse_row0 = 0, lse_head_stride = 0;
+  // Varlen (kLocal only; common/shape.hpp): the block's sequence b, its lengths, causal offset,
+  // first query and key rows in the packed tensors, and its LSE (and D) rows; a block past its
+  // sequence's keys has no dK, dV row. The dense kernels read the shape's values, each where it
+  // read them before varlen (kLocal ? sequence : shape), so that their code is unchanged. Rows
+  // are int (dense: batch * seq < 2^31, supports_extra; varlen: int32 prefix sums).
+  [[maybe_unused]] attnbench::cuda::SeqView sv{};
   if constexpr (kLocal) {
-    const attnbench::cuda::SeqView sv = attnbench::cuda::seq_of(p, var, b);
-    seq_q = sv.seq_q;
-    seq_kv = sv.seq_kv;
-    causal_offset = sv.causal_offset;
-    q_row0 = static_cast<int>(sv.q_start);
-    kv_row0 = static_cast<int>(sv.kv_start);
-    lse_row0 = sv.lse_start;
-    lse_head_stride = sv.lse_head_stride;
-    if (n0 >= seq_kv) return;
+    sv = attnbench::cuda::seq_of(p, var, b);
+    if (n0 >= sv.seq_kv) return;
   }
-  const int keys_valid = seq_kv - n0;
+  // (Read at each use, as the dense kernels read the shape before: a local copy hoisted out of
+  // the loop changes their code.)
+  auto seq_q = [&] { return kLocal ? sv.seq_q : p.seq_q; };
+  auto seq_kv = [&] { return kLocal ? sv.seq_kv : p.seq_kv; };
+  auto causal_offset = [&] { return kLocal ? sv.causal_offset : p.causal_offset; };
+  auto q_row0 = [&] { return kLocal ? static_cast<int>(sv.q_start) : b * seq_q(); };
+  const int keys_valid = seq_kv() - n0;
   const int64_t q_stride = static_cast<int64_t>(p.heads_q) * dh;
   const int64_t kv_stride = static_cast<int64_t>(p.heads_kv) * dh;
-  auto kv_offset = [&] { return static_cast<int64_t>(kv_row0 + n0) * kv_stride + kvh * dh; };
+  auto kv_offset = [&] {
+    return static_cast<int64_t>((kLocal ? static_cast<int>(sv.kv_start) : b * seq_kv()) + n0) *
+               kv_stride +
+           kvh * dh;
+  };
 
   // Query rows [first row of tile m_begin, m_stop) see a key of the block: row i sees key j iff
   // j - offset - window_right <= i <= j - offset + window_left.
-  int m_begin = kCausal ? max(0, n0 - causal_offset) / BM : 0;
-  int m_stop = seq_q;
+  int m_begin = kCausal ? max(0, n0 - causal_offset()) / BM : 0;
+  int m_stop = seq_q();
   if constexpr (kLocal) {
-    m_begin = max(0, n0 - causal_offset - var.window_right) / BM;
-    m_stop = max(0, min(seq_q, n0 + BN - causal_offset + var.window_left));
+    m_begin = max(0, n0 - causal_offset() - var.window_right) / BM;
+    m_stop = max(0, min(seq_q(), n0 + BN - causal_offset() + var.window_left));
   }
   const int m_tiles = (m_stop + BM - 1) / BM;
   const int tiles_per_head = max(0, m_tiles - m_begin);
@@ -186,17 +195,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   const uint32_t delta_base = lse_base + 2 * BM * 4;
 
   auto load_q_tile = [&](int h, int m0, int stage) {
-    const int64_t q_off = static_cast<int64_t>(q_row0 + m0) * q_stride + h * dh;
+    const int64_t q_off = static_cast<int64_t>(q_row0() + m0) * q_stride + h * dh;
     const uint32_t qs = static_cast<uint32_t>(stage) * QTile::kBytes;
     load_tile_async<kThreads, kPadded>(QTile{q_base + qs}, static_cast<const T*>(p.q) + q_off,
-                                       q_stride, seq_q - m0, tid, dh);
+                                       q_stride, seq_q() - m0, tid, dh);
     load_tile_async<kThreads, kPadded>(QTile{do_base + qs}, static_cast<const T*>(p.dout) + q_off,
-                                       q_stride, seq_q - m0, tid, dh);
-    int64_t l_off = static_cast<int64_t>(b * p.heads_q + h) * p.seq_q + m0;
-    if constexpr (kLocal) l_off = lse_row0 + h * lse_head_stride + m0;
+                                       q_stride, seq_q() - m0, tid, dh);
+    const int64_t l_off =
+        kLocal ? sv.lse_row(h) + m0 : static_cast<int64_t>(b * p.heads_q + h) * seq_q() + m0;
     const uint32_t ls = static_cast<uint32_t>(stage) * BM * 4;
-    load_vec_async<kThreads, BM>(lse_base + ls, p.lse + l_off, seq_q - m0, tid);
-    load_vec_async<kThreads, BM>(delta_base + ls, p.delta + l_off, seq_q - m0, tid);
+    load_vec_async<kThreads, BM>(lse_base + ls, p.lse + l_off, seq_q() - m0, tid);
+    load_vec_async<kThreads, BM>(delta_base + ls, p.delta + l_off, seq_q() - m0, tid);
   };
 
   load_tile_async<kThreads, kPadded>(sK, static_cast<const T*>(p.k) + kv_offset(), kv_stride,
@@ -252,10 +261,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     const uint32_t ds = delta_base + static_cast<uint32_t>(stage) * BM * 4;
 
     bool need_mask =
-        keys_valid < BN || m0 + BM > seq_q || (kCausal && m0 + causal_offset < n0 + BN - 1);
+        keys_valid < BN || m0 + BM > seq_q() || (kCausal && m0 + causal_offset() < n0 + BN - 1);
     if constexpr (kLocal) {
-      need_mask = need_mask || attnbench::cuda::window_crosses(var, m0 + causal_offset,
-                                                               m0 + BM - 1 + causal_offset, n0, BN);
+      need_mask =
+          need_mask || attnbench::cuda::window_crosses(var, m0 + causal_offset(),
+                                                       m0 + BM - 1 + causal_offset(), n0, BN);
     }
     // S = Q K^T and dP = dO V^T for this warp's tile.
     float s[kSM][kSN][4], dp[kSM][kSN][4];
@@ -293,9 +303,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
             const int key = skey + nt * 8 + (e & 1);
             const int query = m0 + r0 + (e >= 2 ? 8 : 0);
             bool hidden =
-                key >= seq_kv || query >= seq_q || (kCausal && key > query + causal_offset);
+                key >= seq_kv() || query >= seq_q() || (kCausal && key > query + causal_offset());
             if constexpr (kLocal)
-              hidden = hidden || attnbench::cuda::window_hides(var, query + causal_offset, key);
+              hidden = hidden || attnbench::cuda::window_hides(var, query + causal_offset(), key);
             if (hidden) c[e] = 0.f;
           }
         }
@@ -329,10 +339,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
           const int row = m0 + qm * Cfg::kDqRows + 16 * mt + (lane >> 2) + 8 * hf;
-          if (row < seq_q) {
+          if (row < seq_q()) {
             const int col = qd * Cfg::kDqCols + 2 * (lane & 3);
             float* acc =
-                p.dq_accum + static_cast<int64_t>(q_row0 + row) * q_stride + h * dh + col;
+                p.dq_accum + static_cast<int64_t>(q_row0() + row) * q_stride + h * dh + col;
 #pragma unroll
             for (int nt = 0; nt < kQN; ++nt) {
               if (!kPadded || col + nt * 8 < dh)
@@ -408,26 +418,22 @@ __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
   const int h = blockIdx.y, b = blockIdx.z, kvh = h / p.group;
   const int m0 = m_block * BM;
   // The block's sequence, as in the forward kernel.
-  int seq_q = p.seq_q, seq_kv = p.seq_kv, causal_offset = p.causal_offset;
-  int64_t q_row0 = static_cast<int64_t>(b) * p.seq_q;
-  int64_t kv_row0 = static_cast<int64_t>(b) * p.seq_kv;
-  int64_t lse_row0 = (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q;
+  [[maybe_unused]] attnbench::cuda::SeqView sv{};
   if constexpr (kLocal) {
-    const attnbench::cuda::SeqView sv = attnbench::cuda::seq_of(p, var, b);
-    seq_q = sv.seq_q;
-    seq_kv = sv.seq_kv;
-    causal_offset = sv.causal_offset;
-    q_row0 = sv.q_start;
-    kv_row0 = sv.kv_start;
-    lse_row0 = sv.lse_row(h);
-    if (m0 >= seq_q) return;
+    sv = attnbench::cuda::seq_of(p, var, b);
+    if (m0 >= sv.seq_q) return;
   }
+  const int seq_q = kLocal ? sv.seq_q : p.seq_q;
   const int rows_valid = seq_q - m0;
   const int warp_row0 = warp * 16;
   const int64_t q_stride = static_cast<int64_t>(p.heads_q) * dh;
   const int64_t kv_stride = static_cast<int64_t>(p.heads_kv) * dh;
-  const int64_t q_off = (q_row0 + m0) * q_stride + static_cast<int64_t>(h) * dh;
-  const int64_t kv_off = kv_row0 * kv_stride + static_cast<int64_t>(kvh) * dh;
+  const int64_t q_off = ((kLocal ? sv.q_start : static_cast<int64_t>(b) * seq_q) + m0) * q_stride +
+                        static_cast<int64_t>(h) * dh;
+  const int seq_kv = kLocal ? sv.seq_kv : p.seq_kv;
+  const int64_t kv_off =
+      (kLocal ? sv.kv_start * kv_stride : static_cast<int64_t>(b) * seq_kv * kv_stride) +
+      static_cast<int64_t>(kvh) * dh;
   const T* k = static_cast<const T*>(p.k) + kv_off;
   const T* v = static_cast<const T*>(p.v) + kv_off;
   T* dq_out = static_cast<T*>(p.dq) + q_off;
@@ -435,12 +441,12 @@ __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
   int j_first = 0, n_tiles;
   if constexpr (kLocal) {
     const attnbench::cuda::TileSpan tiles =
-        attnbench::cuda::window_key_tiles<BN>(seq_kv, causal_offset, var, m0, BM);
+        attnbench::cuda::window_key_tiles<BN>(seq_kv, sv.causal_offset, var, m0, BM);
     j_first = tiles.first;
     n_tiles = tiles.count;
   } else {
     int n_end = seq_kv;  // keys [0, n_end) are visible to at least one row of the block
-    if constexpr (kCausal) n_end = max(0, min(seq_kv, m0 + BM + causal_offset));
+    if constexpr (kCausal) n_end = max(0, min(seq_kv, m0 + BM + p.causal_offset));
     n_tiles = (n_end + BN - 1) / BN;
   }
   if (n_tiles == 0) {  // no row sees a key: dQ = 0
@@ -457,7 +463,8 @@ __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
     const int r = m0 + warp_row0 + (lane >> 2) + 8 * hf;
-    const int64_t idx = lse_row0 + r;
+    const int64_t idx =
+        kLocal ? sv.lse_row(h) + r : (static_cast<int64_t>(b) * p.heads_q + h) * seq_q + r;
     lse2[hf] = r < seq_q ? lse_to_log2(p.lse[idx]) : kInf;
     dlt[hf] = r < seq_q ? p.delta[idx] : 0.f;
   }
@@ -472,10 +479,10 @@ __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
   load_tile_async<kThreads, kPadded>(sdO, static_cast<const T*>(p.dout) + q_off, q_stride,
                                      rows_valid, tid, dh);
   const int nf = j_first * BN;
-  load_tile_async<kThreads, kPadded>(KTile{k_base}, k + nf * kv_stride, kv_stride, seq_kv - nf,
-                                     tid, dh);
-  load_tile_async<kThreads, kPadded>(KTile{v_base}, v + nf * kv_stride, kv_stride, seq_kv - nf,
-                                     tid, dh);
+  load_tile_async<kThreads, kPadded>(KTile{k_base}, k + nf * kv_stride, kv_stride, seq_kv - nf, tid,
+                                     dh);
+  load_tile_async<kThreads, kPadded>(KTile{v_base}, v + nf * kv_stride, kv_stride, seq_kv - nf, tid,
+                                     dh);
   cp_async_commit();
 
   const LdsmPtr pq = ldsm_p1(sQ, warp_row0, 0, lane);       // A: this warp's Q rows
@@ -517,7 +524,8 @@ __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
         }
         s[0][nt][e] = prob(s[0][nt][e], sl2, lse2[e >> 1]);
       }
-    const int diag = m0 + causal_offset;
+    const int coff = kLocal ? sv.causal_offset : p.causal_offset;
+    const int diag = m0 + coff;
     bool need_mask = n0 + BN > seq_kv || (kCausal && n0 + BN - 1 > diag);
     if constexpr (kLocal)
       need_mask = need_mask || attnbench::cuda::window_crosses(var, diag, diag + BM - 1, n0, BN);
@@ -528,9 +536,9 @@ __global__ void __launch_bounds__(Tr::kDqThreads, Tr::kDqMinBlocksPerSm)
         for (int e = 0; e < 4; ++e) {
           const int row = m0 + warp_row0 + (lane >> 2) + (e >= 2 ? 8 : 0);
           const int col = n0 + nt * 8 + 2 * (lane & 3) + (e & 1);
-          bool hidden = col >= seq_kv || (kCausal && col > row + causal_offset);
+          bool hidden = col >= seq_kv || (kCausal && col > row + coff);
           if constexpr (kLocal)
-            hidden = hidden || attnbench::cuda::window_hides(var, row + causal_offset, col);
+            hidden = hidden || attnbench::cuda::window_hides(var, row + coff, col);
           if (hidden) s[0][nt][e] = 0.f;
         }
     }
@@ -587,8 +595,9 @@ template <class T, int D, bool kPadded, bool kCausal, bool kLocal, bool kSoftcap
 void run_bwd(const MmaParams& p, const attnbench::cuda::AttnVariant& var, bool det, void* stream) {
   using Tr = BwdTraits<D>;
   // Varlen: the packed rows [total_q, heads_q] are those of a dense batch of one sequence of
-  // total_q queries, and its D = rowsum(dO * O) layout, [1, heads_q, total_q], is the varlen LSE's
-  // [heads_q, total_q]: the preprocess and the dQ conversion run on that view.
+  // total_q queries, whose D = rowsum(dO * O) layout [1, heads_q, total_q] is the varlen LSE's
+  // [heads_q, total_q]: the preprocess (D, and the dQ accumulator zeroed) and the dQ conversion
+  // run on that view, unchanged.
   MmaParams pre = p;
   if (var.cu_seqlens_q != nullptr) {
     pre.batch = 1;

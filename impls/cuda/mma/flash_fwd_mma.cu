@@ -20,6 +20,10 @@
 // holds it (FwdHeadDims: the columns past head_dim are zero-filled on load and never stored);
 // tile 256 needs 194 KiB of shared memory (sm_90); any seq >= 1; rows that see no key give O = 0
 // and LSE = -inf.
+// Varlen (cu_seqlens, packed THD; issue 30): runs in the window kernels (kLocal; the window is
+// unbounded unless the problem sets one). The grid spans the longest sequence; a block reads its
+// sequence's lengths and first rows (common/shape.hpp's seq_of), loads only that sequence's keys,
+// and returns at once past its queries. A sequence without keys gets O = 0, LSE = -inf.
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
@@ -63,47 +67,44 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
   const int m_block = kCausal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : blockIdx.x;
   const int h = blockIdx.y, b = blockIdx.z, kvh = h / p.group;
   const int m0 = m_block * BM;
-  // Block's sequence: its lengths, causal offset, first query and key rows and the row-0 index of
-  // its LSE for head h. Dense: the shape's (the same expressions as before varlen). kLocal: the
-  // sequence's own (seq_of; varlen batches run only there), and a block past its sequence's
-  // queries has nothing to do.
-  int seq_q = p.seq_q, seq_kv = p.seq_kv, causal_offset = p.causal_offset;
-  int64_t q_row0 = static_cast<int64_t>(b) * p.seq_q;
-  int64_t kv_row0 = static_cast<int64_t>(b) * p.seq_kv;
-  int64_t lse_row0 = (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q;
+  // Varlen (kLocal only; common/shape.hpp): the block's sequence b, its lengths, causal offset,
+  // first query and key rows in the packed tensors and its LSE rows; a block past its sequence's
+  // queries has nothing to do. The dense kernels read the shape's values, each where it read
+  // them before varlen (kLocal ? sequence : shape), so that their code is unchanged.
+  [[maybe_unused]] attnbench::cuda::SeqView sv{};
   if constexpr (kLocal) {
-    const attnbench::cuda::SeqView sv = attnbench::cuda::seq_of(p, var, b);
-    seq_q = sv.seq_q;
-    seq_kv = sv.seq_kv;
-    causal_offset = sv.causal_offset;
-    q_row0 = sv.q_start;
-    kv_row0 = sv.kv_start;
-    lse_row0 = sv.lse_row(h);
-    if (m0 >= seq_q) return;
+    sv = attnbench::cuda::seq_of(p, var, b);
+    if (m0 >= sv.seq_q) return;
   }
+  const int seq_q = kLocal ? sv.seq_q : p.seq_q;
   const int rows_valid = seq_q - m0;
   const int warp_row0 = warp * 16 * MT;
 
   const int64_t q_stride = static_cast<int64_t>(p.heads_q) * dh;
   const int64_t kv_stride = static_cast<int64_t>(p.heads_kv) * dh;
-  const int64_t q_off = (q_row0 + m0) * q_stride + static_cast<int64_t>(h) * dh;
-  const int64_t kv_off = kv_row0 * kv_stride + static_cast<int64_t>(kvh) * dh;
+  const int64_t q_off = ((kLocal ? sv.q_start : static_cast<int64_t>(b) * seq_q) + m0) * q_stride +
+                        static_cast<int64_t>(h) * dh;
+  const int seq_kv = kLocal ? sv.seq_kv : p.seq_kv;
+  const int64_t kv_off =
+      (kLocal ? sv.kv_start * kv_stride : static_cast<int64_t>(b) * seq_kv * kv_stride) +
+      static_cast<int64_t>(kvh) * dh;
   const T* q = static_cast<const T*>(p.q) + q_off;
   const T* k = static_cast<const T*>(p.k) + kv_off;
   const T* v = static_cast<const T*>(p.v) + kv_off;
   T* o = static_cast<T*>(p.o) + q_off;
-  float* lse = p.lse + lse_row0 + m0;
+  float* lse =
+      p.lse + (kLocal ? sv.lse_row(h) : (static_cast<int64_t>(b) * p.heads_q + h) * seq_q) + m0;
 
   // The K/V tiles j_first .. j_first + n_tiles - 1 are visible to at least one row of the block.
   int j_first = 0, n_tiles;
   if constexpr (kLocal) {
     const attnbench::cuda::TileSpan tiles =
-        attnbench::cuda::window_key_tiles<BN>(seq_kv, causal_offset, var, m0, BM);
+        attnbench::cuda::window_key_tiles<BN>(seq_kv, sv.causal_offset, var, m0, BM);
     j_first = tiles.first;
     n_tiles = tiles.count;
   } else {
     int n_end = seq_kv;  // keys [0, n_end) are visible to at least one row of the block
-    if constexpr (kCausal) n_end = max(0, min(seq_kv, m0 + BM + causal_offset));
+    if constexpr (kCausal) n_end = max(0, min(seq_kv, m0 + BM + p.causal_offset));
     n_tiles = (n_end + BN - 1) / BN;
   }
 
@@ -185,7 +186,8 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
 
     // Masks only the tiles that reach past seq_kv or past the diagonal of the block's first row
     // (the window: past its right edge for the first row, before its left edge for the last).
-    const int diag = m0 + causal_offset;
+    const int coff = kLocal ? sv.causal_offset : p.causal_offset;
+    const int diag = m0 + coff;
     bool need_mask = n0 + BN > seq_kv || (kCausal && n0 + BN - 1 > diag);
     if constexpr (kLocal)
       need_mask = need_mask || attnbench::cuda::window_crosses(var, diag, diag + BM - 1, n0, BN);
@@ -198,9 +200,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocksPerSm)
           for (int e = 0; e < 4; ++e) {
             const int row = m0 + warp_row0 + mt * 16 + (lane >> 2) + (e >= 2 ? 8 : 0);
             const int col = n0 + nt * 8 + 2 * (lane & 3) + (e & 1);
-            bool hidden = col >= seq_kv || (kCausal && col > row + causal_offset);
+            bool hidden = col >= seq_kv || (kCausal && col > row + coff);
             if constexpr (kLocal)
-              hidden = hidden || attnbench::cuda::window_hides(var, row + causal_offset, col);
+              hidden = hidden || attnbench::cuda::window_hides(var, row + coff, col);
             if (hidden) s[mt][nt][e] = kNegInf;
           }
     }
