@@ -8,6 +8,8 @@
 #include <limits>
 #include <sstream>
 
+#include "attnbench/splitmix64.hpp"
+
 namespace attnbench {
 
 double Problem::effective_scale() const {
@@ -70,13 +72,6 @@ std::int64_t Problem::pages_needed() const {
 }
 
 namespace {
-
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // The pages a pool of this size may hold at most (2^31 - 1: int32 page indices, as every paged
 // kernel takes them); make_block_table builds nothing larger, validate() refuses it.

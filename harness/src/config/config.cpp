@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "attnbench/context.hpp"
+#include "attnbench/splitmix64.hpp"
 
 namespace attnbench {
 
@@ -282,6 +283,28 @@ const std::vector<std::string>& problem_keys() {
 // The most sequences one "varlen" distribution may draw (its total_tokens over its lengths).
 constexpr std::int64_t kMaxVarlenSequences = 1 << 20;
 
+// The "min", "max" and "seed" of a length distribution ("varlen", "ragged"): length i is
+// min + splitmix64(seed + i) % (max - min + 1).
+struct LengthDraw {
+  std::int64_t lo, hi;
+  std::uint64_t seed;
+  std::int64_t operator()(std::uint64_t i) const {
+    const std::uint64_t span = static_cast<std::uint64_t>(hi - lo) + 1;
+    return lo + static_cast<std::int64_t>(splitmix64(seed + i) % span);
+  }
+};
+LengthDraw length_draw(const json& v, const std::string& path) {
+  LengthDraw d{};
+  d.lo = expect_int(v["min"], at(path, "min"), 0, INT_MAX, "a length >= 0");
+  d.hi = expect_int(v["max"], at(path, "max"), std::max<std::int64_t>(d.lo, 1), INT_MAX,
+                    "a length >= 1 and >= min");
+  if (v.contains("seed")) {
+    d.seed = static_cast<std::uint64_t>(
+        expect_int(v["seed"], at(path, "seed"), 0, INT64_MAX, "a non-negative integer"));
+  }
+  return d;
+}
+
 // "varlen": {"total_tokens": T, "min": a, "max": b, "seed": s}: lengths uniform in [a, b], drawn
 // from a counter-based generator (splitmix64 of seed + index, then modulo: portable, unlike the
 // standard distributions), until they sum to T; the last is cut so that the sum is exactly T (it
@@ -296,20 +319,7 @@ std::vector<int> draw_lengths(const json& v, const std::string& path) {
   }
   const std::int64_t total = expect_int(v["total_tokens"], at(path, "total_tokens"), 1, INT_MAX,
                                         "an integer in [1, 2^31 - 1]");
-  const std::int64_t lo = expect_int(v["min"], at(path, "min"), 0, INT_MAX, "a length >= 0");
-  const std::int64_t hi = expect_int(v["max"], at(path, "max"), std::max<std::int64_t>(lo, 1),
-                                     INT_MAX, "a length >= 1 and >= min");
-  std::uint64_t seed = 0;
-  if (v.contains("seed")) {
-    seed = static_cast<std::uint64_t>(
-        expect_int(v["seed"], at(path, "seed"), 0, INT64_MAX, "a non-negative integer"));
-  }
-  auto splitmix64 = [](std::uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-  };
+  const LengthDraw draw = length_draw(v, path);
   std::vector<int> lens;
   std::int64_t sum = 0;
   for (std::uint64_t i = 0; sum < total; ++i) {
@@ -318,9 +328,7 @@ std::vector<int> draw_lengths(const json& v, const std::string& path) {
            "draws more than " + std::to_string(kMaxVarlenSequences) +
                " sequences: raise min and max or lower total_tokens");
     }
-    const std::uint64_t span = static_cast<std::uint64_t>(hi - lo) + 1;
-    const std::int64_t n = std::min<std::int64_t>(
-        lo + static_cast<std::int64_t>(splitmix64(seed + i) % span), total - sum);
+    const std::int64_t n = std::min<std::int64_t>(draw(i), total - sum);
     lens.push_back(static_cast<int>(n));
     sum += n;
   }
@@ -343,26 +351,11 @@ void draw_ragged(const json& v, const std::string& path, Problem& p) {
   std::int64_t seq_q = 1;
   if (v.contains("seq_q"))
     seq_q = expect_int(v["seq_q"], at(path, "seq_q"), 1, INT_MAX, "a query count >= 1");
-  const std::int64_t lo = expect_int(v["min"], at(path, "min"), 0, INT_MAX, "a length >= 0");
-  const std::int64_t hi = expect_int(v["max"], at(path, "max"), std::max<std::int64_t>(lo, 1),
-                                     INT_MAX, "a length >= 1 and >= min");
-  std::uint64_t seed = 0;
-  if (v.contains("seed")) {
-    seed = static_cast<std::uint64_t>(
-        expect_int(v["seed"], at(path, "seed"), 0, INT64_MAX, "a non-negative integer"));
-  }
-  auto splitmix64 = [](std::uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-  };
-  const std::uint64_t span = static_cast<std::uint64_t>(hi - lo) + 1;
+  const LengthDraw draw = length_draw(v, path);
   p.seqlens_q.assign(static_cast<std::size_t>(batch), static_cast<int>(seq_q));
   p.seqlens_kv.clear();
-  for (std::uint64_t i = 0; i < static_cast<std::uint64_t>(batch); ++i) {
-    p.seqlens_kv.push_back(static_cast<int>(lo + static_cast<std::int64_t>(splitmix64(seed + i) % span)));
-  }
+  for (std::uint64_t i = 0; i < static_cast<std::uint64_t>(batch); ++i)
+    p.seqlens_kv.push_back(static_cast<int>(draw(i)));
 }
 
 // "block_table": one row of physical page indices per sequence (rows may differ in length).

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "attnbench/splitmix64.hpp"
+
 namespace attnbench {
 
 std::vector<double> HostTensor::to_double() const {
@@ -13,13 +15,6 @@ std::vector<double> HostTensor::to_double() const {
 }
 
 namespace {
-
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // Uniform in (0, 1]: 53 random bits, never 0 (log(0) in Box-Muller).
 double uniform(std::uint64_t key) {
