@@ -20,6 +20,8 @@
 // Varlen (packed THD): each sequence runs as its own dense problem of batch 1 (a host loop: the
 // baseline's speed does not matter), its LSE through scratch into the packed [Hq, total_q]; a
 // sequence without keys gets O = 0, LSE = −inf, dQ = 0, one without queries dK = dV = 0.
+// Paged KV caches (forward only): the same loop, each sequence's keys first gathered through the
+// block table into contiguous scratch (one small kernel per tensor and sequence).
 // Extra memory: forward B·Hq·Sq·Skv elements of the dtype; backward twice that (three times with a
 // soft cap) plus two floats per query row. Limits: any head_dim (1..256), seq_kv <= 1,048,560 (grid
 // y).
@@ -338,10 +340,26 @@ void run_backward(const BwdArgs& a) {
        EpiKv<T>{static_cast<T*>(a.dk), dm, scale}, st);
 }
 
-// Varlen: lse[h * total_q + q0 + i] = x for i < n.
-__global__ void fill_lse_kernel(float* lse, std::int64_t total_q, std::int64_t q0, int n, float x) {
+// One sequence's LSE rows: lse[h * head_stride + i] = x for i < n (head h = blockIdx.y).
+__global__ void fill_lse_kernel(float* lse, std::int64_t head_stride, int n, float x) {
   const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (i < n) lse[blockIdx.y * total_q + q0 + i] = x;
+  if (i < n) lse[blockIdx.y * head_stride + i] = x;
+}
+
+// Paged: sequence b's keys gathered in order, out[j] = pool row table_row[j / P] * P + j % P
+// (rows of row_elems elements; table_row: the sequence's row of the device block table).
+template <class T>
+__global__ void gather_pages_kernel(const T* __restrict__ pool,
+                                    const std::int32_t* __restrict__ table_row, int page_size,
+                                    int rows, int row_elems, T* __restrict__ out) {
+  const std::int64_t n = static_cast<std::int64_t>(rows) * row_elems;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const int j = static_cast<int>(i / row_elems), e = static_cast<int>(i % row_elems);
+    const std::int64_t src = std::int64_t{table_row[j / page_size]} * page_size + j % page_size;
+    out[i] = pool[src * row_elems + e];
+  }
 }
 
 // The dense workspace of the longest-lived sequence of a varlen problem (each runs alone).
@@ -363,41 +381,67 @@ P* rows_at(P* base, std::int64_t row, int heads, int head_dim) {
                               row * heads * head_dim * static_cast<std::int64_t>(sizeof(T)));
 }
 
+// The gathered K and V of a paged problem's longest context (elements of each).
+std::size_t gathered_kv_elems(const Problem& p) {
+  return p.paged() ? static_cast<std::size_t>(p.seq_kv) * p.heads_kv * p.head_dim : 0;
+}
+
+// Varlen and paged forwards: sequence by sequence (see the top of this file).
 template <class T>
-void run_forward_varlen(const FwdArgs& a, std::size_t dense_ws) {
+void run_forward_per_sequence(const FwdArgs& a, std::size_t dense_ws) {
   const Problem& p = a.p;
   const cudaStream_t st = stream_of(a.stream);
+  if (p.paged() && a.block_table == nullptr) {
+    throw std::invalid_argument("cuda.naive_3pass: a paged problem needs its block table (FwdArgs)");
+  }
   WorkspaceCarver ws(a.workspace, a.workspace_bytes);
   float* lse_s = ws.take<float>(static_cast<std::size_t>(p.heads_q) * p.seq_q);
+  T* k_s = p.paged() ? ws.take<T>(gathered_kv_elems(p)) : nullptr;
+  T* v_s = p.paged() ? ws.take<T>(gathered_kv_elems(p)) : nullptr;
   char* sub_ws = ws.take<char>(dense_ws);
-  const std::int64_t total_q = p.total_q();
+  // LSE rows of a sequence: [Hq, total_q] packed (varlen queries), [B, Hq, Sq] otherwise.
+  const std::int64_t head_stride = p.varlen() ? p.total_q() : p.seq_q;
+  const int row_elems = p.heads_kv * p.head_dim;
   for (int b = 0; b < p.batch; ++b) {
     const Problem s = p.sequence(b);
     if (s.seq_q == 0) continue;
     const std::int64_t q0 = p.q_start(b);
     void* o = rows_at<T>(a.o, q0, p.heads_q, p.head_dim);
+    float* lse = a.lse + p.lse_start(b, 0);
     if (s.seq_kv == 0) {
       ATTN_CHECK(cudaMemsetAsync(o, 0, static_cast<std::size_t>(s.q_bytes()), st));
-      fill_lse_kernel<<<dim3((s.seq_q + 127) / 128, p.heads_q), 128, 0, st>>>(
-          a.lse, total_q, q0, s.seq_q, kNegInf);
+      fill_lse_kernel<<<dim3((s.seq_q + 127) / 128, p.heads_q), 128, 0, st>>>(lse, head_stride,
+                                                                             s.seq_q, kNegInf);
       ATTN_CHECK(cudaGetLastError());
       continue;
     }
     FwdArgs sa = a;
     sa.p = s;
     sa.q = rows_at<T>(a.q, q0, p.heads_q, p.head_dim);
-    sa.k = rows_at<T>(a.k, p.kv_start(b), p.heads_kv, p.head_dim);
-    sa.v = rows_at<T>(a.v, p.kv_start(b), p.heads_kv, p.head_dim);
+    if (p.paged()) {
+      const std::int32_t* row = a.block_table + std::int64_t{b} * p.pages_per_seq;
+      const std::int64_t n = std::int64_t{s.seq_kv} * row_elems;
+      gather_pages_kernel<T><<<elementwise_blocks(n, 256), 256, 0, st>>>(
+          static_cast<const T*>(a.k), row, p.page_size, s.seq_kv, row_elems, k_s);
+      gather_pages_kernel<T><<<elementwise_blocks(n, 256), 256, 0, st>>>(
+          static_cast<const T*>(a.v), row, p.page_size, s.seq_kv, row_elems, v_s);
+      ATTN_CHECK(cudaGetLastError());
+      sa.k = k_s;
+      sa.v = v_s;
+    } else {
+      sa.k = rows_at<T>(a.k, p.kv_start(b), p.heads_kv, p.head_dim);
+      sa.v = rows_at<T>(a.v, p.kv_start(b), p.heads_kv, p.head_dim);
+    }
     sa.o = o;
     sa.lse = lse_s;
     sa.workspace = sub_ws;
     sa.workspace_bytes = dense_ws;
-    sa.cu_seqlens_q = sa.cu_seqlens_kv = nullptr;
+    sa.cu_seqlens_q = sa.cu_seqlens_kv = sa.seqlens_kv = sa.block_table = nullptr;
     run_forward<T>(sa);
-    // [Hq, seq_q] scratch -> columns [q0, q0 + seq_q) of [Hq, total_q].
-    ATTN_CHECK(cudaMemcpy2DAsync(a.lse + q0, total_q * sizeof(float), lse_s,
-                                 s.seq_q * sizeof(float), s.seq_q * sizeof(float), p.heads_q,
-                                 cudaMemcpyDeviceToDevice, st));
+    // [Hq, seq_q] scratch -> the sequence's LSE rows.
+    ATTN_CHECK(cudaMemcpy2DAsync(lse, head_stride * sizeof(float), lse_s, s.seq_q * sizeof(float),
+                                 s.seq_q * sizeof(float), p.heads_q, cudaMemcpyDeviceToDevice,
+                                 st));
   }
 }
 
@@ -449,6 +493,7 @@ class CudaNaive3Pass final : public Implementation {
     c.window = true;
     c.softcap = true;
     c.varlen = true;
+    c.paged = true;  // forward only (paged problems have no backward)
     return c;
   }
   Support supports_extra(const Problem& p, Pass) const override {
@@ -461,10 +506,12 @@ class CudaNaive3Pass final : public Implementation {
     return Support::yes();
   }
   std::size_t workspace_bytes(const Problem& p, Pass pass, const Options& o) const override {
-    if (p.varlen()) {
+    if (p.varlen() || p.paged()) {
       const std::size_t dense = varlen_dense_bytes(p, pass, o);
       if (pass != Pass::fwd) return dense;
-      return carve_bytes({static_cast<std::size_t>(p.heads_q) * p.seq_q * sizeof(float), dense});
+      const std::size_t kv = gathered_kv_elems(p) * dtype_size(p.dtype);
+      return carve_bytes({static_cast<std::size_t>(p.heads_q) * p.seq_q * sizeof(float), kv, kv,
+                          dense});
     }
     const std::size_t s = score_elems(p) * dtype_size(p.dtype);
     const std::size_t rows = static_cast<std::size_t>(p.lse_elems()) * sizeof(float);
@@ -476,8 +523,8 @@ class CudaNaive3Pass final : public Implementation {
   void forward(const FwdArgs& a) const override {
     dispatch_dtype(a.p.dtype, [&](auto tt) {
       using T = typename decltype(tt)::type;
-      if (a.p.varlen()) {
-        run_forward_varlen<T>(a, varlen_dense_bytes(a.p, Pass::fwd, {}));
+      if (a.p.varlen() || a.p.paged()) {
+        run_forward_per_sequence<T>(a, varlen_dense_bytes(a.p, Pass::fwd, {}));
       } else {
         run_forward<T>(a);
       }
