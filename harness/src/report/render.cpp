@@ -108,8 +108,9 @@ std::string rate_text(double t) {
 }
 
 // One row of the run's table (a row that was not skipped); giga: the rate in GFLOP/s; bw: with
-// the GB/s column (memory-bound rows: ResultRow::gbps).
-std::vector<std::string> run_table_row(const ResultRow& r, bool giga, bool bw) {
+// the GB/s column (memory-bound rows: ResultRow::gbps), read_gbps > 0: and the fraction of the
+// run's read ceiling (context.ceilings.read_tbps) after it.
+std::vector<std::string> run_table_row(const ResultRow& r, bool giga, bool bw, double read_gbps) {
   std::string impl = r.impl;
   if (!r.options.empty()) {
     impl += " [";
@@ -141,7 +142,9 @@ std::vector<std::string> run_table_row(const ResultRow& r, bool giga, bool bw) {
       note};
   if (bw) {
     const auto g = r.gbps();
-    cells.insert(cells.begin() + 8, g ? rate_text(*g) : "-");
+    std::string cell = g ? rate_text(*g) : "-";
+    if (g && read_gbps > 0) cell += fmt(" (%.0f%%)", 100 * *g / read_gbps);
+    cells.insert(cells.begin() + 8, cell);
   }
   return cells;
 }
@@ -220,7 +223,13 @@ void print_run_table(const ResultsFile& res, std::ostream& out) {
       "case",      "impl",      "pass", "status",
       "err/naive", "median ms", "cv %", giga ? "GFLOP/s" : "TFLOP/s",
       "ws MiB",    "note"};
-  if (bw) header.insert(header.begin() + 8, "GB/s");
+  // The same run's HBM read ceiling, when it measured one (CUDA rows ran).
+  double read_gbps = 0;
+  if (const auto c = res.context.find("ceilings"); c != res.context.end() && c->is_object()) {
+    if (const auto t = c->find("read_tbps"); t != c->end() && t->is_number())
+      read_gbps = t->get<double>() * 1e3;
+  }
+  if (bw) header.insert(header.begin() + 8, read_gbps > 0 ? "GB/s (of read)" : "GB/s");
   std::vector<std::vector<std::string>> rows;
   // Skipped rows are counted by reason below the table, not listed: in a sweep they are
   // mostly "no backward pass" or "no CUDA device", and would bury the rows that ran.
@@ -232,7 +241,7 @@ void print_run_table(const ResultsFile& res, std::ostream& out) {
       ++skipped[r.reason];
       continue;
     }
-    rows.push_back(run_table_row(r, giga, bw));
+    rows.push_back(run_table_row(r, giga, bw, read_gbps));
   }
   print_aligned(header, rows, out);
   std::vector<std::pair<int, std::string>> by_count;

@@ -94,6 +94,19 @@ nlohmann::json measure_ceilings() {
     const float cms = median_ms(st, 3, 20, copy);
     j["copy_tbps"] = 2.0 * static_cast<double>(bytes) / (cms * 1e-3) / 1e12;
     j["copy_bytes"] = bytes;
+    // The read ceiling of memory-bound rows (decode reads K and V once and writes little): y = A x
+    // with A the same 128 MiB bf16 matrix, read once per call (x and y: 16 KiB). A copy is the
+    // wrong ceiling for them: its writes share the bus (issue 29 measured cuDNN's decode above
+    // the copy rate).
+    auto gemv = [&] {
+      check(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, 1, n, &alpha, a, CUDA_R_16BF, n, b,
+                         CUDA_R_16BF, n, &beta, c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
+                         CUBLAS_GEMM_DEFAULT),
+            "cublasGemmEx (read)");
+    };
+    const float rms = median_ms(st, 3, 20, gemv);
+    j["read_tbps"] = static_cast<double>(bytes) / (rms * 1e-3) / 1e12;
+    j["read_bytes"] = bytes;
   } catch (const std::exception& e) {
     j["error"] = e.what();
   }
