@@ -129,23 +129,27 @@ std::vector<std::string> run_table_row(const ResultRow& r, bool giga, bool bw, d
   if (note.size() > 70) note = note.substr(0, 67) + "...";
   if (r.status == Status::pass && r.verified) note = to_string(r.verify_mode);
   const auto tf = r.tflops();
-  std::vector<std::string> cells{
-      r.case_label,
-      impl,
-      std::string(to_string(r.pass)),
-      r.status == Status::fail ? "FAIL" : to_string(r.status),
-      ratio,
-      r.time ? fmt("%.3f", r.time->median_ms) : "-",
-      r.time && r.time->repetitions > 1 ? fmt("%.1f", r.time->cv * 100) : "-",
-      tf ? rate_text(*tf * (giga ? 1e3 : 1)) : "-",
-      r.memory ? fmt("%.1f", static_cast<double>(r.memory->workspace_bytes) / (1 << 20)) : "-",
-      note};
+  // Built in column order (push_back, not an insert into the middle: g++ 13's -Warray-bounds
+  // misfires on vector<string>::insert here).
+  std::vector<std::string> cells;
+  cells.reserve(11);
+  cells.push_back(r.case_label);
+  cells.push_back(impl);
+  cells.emplace_back(to_string(r.pass));
+  cells.emplace_back(r.status == Status::fail ? "FAIL" : to_string(r.status));
+  cells.push_back(ratio);
+  cells.push_back(r.time ? fmt("%.3f", r.time->median_ms) : "-");
+  cells.push_back(r.time && r.time->repetitions > 1 ? fmt("%.1f", r.time->cv * 100) : "-");
+  cells.push_back(tf ? rate_text(*tf * (giga ? 1e3 : 1)) : "-");
   if (bw) {
     const auto g = r.gbps();
     std::string cell = g ? rate_text(*g) : "-";
     if (g && read_gbps > 0) cell += fmt(" (%.0f%%)", 100 * *g / read_gbps);
-    cells.insert(cells.begin() + 8, cell);
+    cells.push_back(cell);
   }
+  cells.push_back(r.memory ? fmt("%.1f", static_cast<double>(r.memory->workspace_bytes) / (1 << 20))
+                           : "-");
+  cells.push_back(note);
   return cells;
 }
 
