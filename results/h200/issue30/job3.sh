@@ -10,8 +10,9 @@
 #      (window/softcap: sampled; varlen: always full);
 #   4. the fa3 grid's dense d128/d256 rows of the same kernels at seq >= 2k (each kernel's own
 #      dense TFLOP/s, same job), --verify off;
-#   5. the peers on the same three configs: FA4 (window_size / softcap / cu_seqlens) and PyTorch
-#      SDPA (its SKIP rows say why), then FlexAttention (torch.flex_attention) in files of its own.
+#   5. the peers on the same three configs, each right after our rows of it: FA4 (window_size /
+#      softcap / cu_seqlens) and PyTorch SDPA (its SKIP rows say why); FlexAttention
+#      (torch.flex_attention) in files of its own, last, with FLEX=1. CONFIGS picks the configs.
 # Progress in $W/progress.txt; everything under $W (default /tmp/j3). Two calls: the first starts
 # it and waits, the second collects (the machine must stay warm in between).
 set -uo pipefail
@@ -34,19 +35,22 @@ fi
 # verification baseline, but timing it at these sizes (seconds a call) took 7 of the first run's
 # 8.5 minutes on window.json (2026-12-02, job3/progress.txt).
 IMPLS=(--impl cuda.flash_fwd_wgmma --impl cuda.flash_fwd_mma --impl cuda.flash_bwd_mma --impl cuda.cudnn_sdpa)
-for c in varlen window softcap; do
+# Per config: our kernels, then FA4 (and SDPA's SKIP rows) on the same cases, so that a job cut
+# short by the device budget still leaves same-job pairs; softcap and window first (varlen's own
+# rows were measured in the first job3). Then the dense rows; FlexAttention (a compile per case)
+# last, and only with FLEX=1.
+for c in ${CONFIGS:-softcap window varlen}; do
   timeout 600 $B run configs/$c.json "${IMPLS[@]}" --out $W/$c.json > $W/logs/$c.txt 2>&1; el "attnbench $c rc=$?"
+  timeout 600 python3 scripts/peers/peers.py configs/$c.json --peers fa4,torch_sdpa --fa4-site /tmp/fa4site \
+    --attnbench $B --out $W/$c.peers.json > $W/logs/$c.peers.txt 2>&1; el "peers $c rc=$?"
 done
 timeout 180 $B run configs/fa3_grid.json --impl cuda.flash_fwd_wgmma --impl cuda.flash_fwd_mma --impl cuda.flash_bwd_mma --impl cuda.cudnn_sdpa \
   --pass fwd --pass bwd --case '*_sq2048_*d128*' --case '*_sq4096_*d128*' --case '*_sq8192_*d128*' --case '*_sq16384_*d128*' \
   --case '*_sq2048_*d256*' --case '*_sq8192_*d256*' --case '*_sq16384_*d256*' --verify off --out $W/dense.json > $W/logs/dense.txt 2>&1; el "dense rc=$?"
-# FA4 (and SDPA's SKIP rows) first, FlexAttention (a compile per case) last.
-for c in varlen window softcap; do
-  timeout 600 python3 scripts/peers/peers.py configs/$c.json --peers fa4,torch_sdpa --fa4-site /tmp/fa4site \
-    --attnbench $B --out $W/$c.peers.json > $W/logs/$c.peers.txt 2>&1; el "peers $c rc=$?"
-done
-for c in varlen window softcap; do
-  timeout 600 python3 scripts/peers/peers.py configs/$c.json --peers flex \
-    --attnbench $B --out $W/$c.flex.json > $W/logs/$c.flex.txt 2>&1; el "flex $c rc=$?"
-done
+if [ -n "${FLEX:-}" ]; then
+  for c in ${CONFIGS:-softcap window varlen}; do
+    timeout 600 python3 scripts/peers/peers.py configs/$c.json --peers flex \
+      --attnbench $B --out $W/$c.flex.json > $W/logs/$c.flex.txt 2>&1; el "flex $c rc=$?"
+  done
+fi
 el "job done"
