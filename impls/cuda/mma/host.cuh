@@ -34,6 +34,14 @@ inline int max_smem_per_block(std::string& why) {
   return bytes;
 }
 
+// Multiprocessors of the current device (the split-KV heuristic of flash_decode.cu).
+inline int multiprocessors() {
+  int dev = 0, sms = 0;
+  ATTN_CHECK(cudaGetDevice(&dev));
+  ATTN_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
+}
+
 // Launches on `stream` (a cudaStream_t) and checks the launch.
 template <class... KArgs, class... Args>
 void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, std::size_t smem, void* stream,

@@ -21,6 +21,11 @@ void set_dynamic_smem(void (*kernel)(KArgs...), int bytes) {
 inline int max_smem_per_block(std::string&) {
   return 232448;
 }
+// The H200's 132: the split-KV heuristic sees the device the kernels are tuned for.
+inline int multiprocessors() {
+  return 132;
+}
+
 template <class... KArgs, class... Args>
 void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, std::size_t smem, void*,
             const Args&... args) {

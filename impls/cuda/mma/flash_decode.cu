@@ -1,0 +1,574 @@
+// cuda.flash_decode — decode attention with split-KV (flash-decoding) over a contiguous or paged
+// KV cache, on tensor cores (mma.sync m16n8k16, f32 accumulation). Issue 29.
+//
+// Decode is bound by memory: each new token reads its sequence's whole K and V once, and a
+// prefill kernel, which parallelises over query rows, leaves the GPU idle with one row. Here:
+// - GQA packed into the rows: a block owns one (sequence, kv head, split) and up to 16 packed
+//   query rows, row r = query i * group + head-in-group g, so the group's heads (and the new
+//   tokens of speculative decoding) share each K/V load; more rows take more row tiles (grid z).
+// - Split-KV: the keys of a sequence are cut into `splits` ranges of `chunk` keys, one block
+//   each; splits is chosen on the host from batch x kv heads x row tiles against the SM count
+//   (about two blocks per SM; each warp keeps at least two tiles), or forced by the option.
+//   With more than one split, each block writes its normalised O and LSE (float32) to the
+//   workspace and a combine kernel merges them: O = sum_s e^(lse_s - lse) O_s,
+//   lse = log sum_s e^(lse_s). With one split the block writes O and LSE itself.
+// - Inside a block the 4 warps take interleaved K/V tiles of the block's range, each through
+//   its own 3-stage cp.async ring (no block barrier in the loop), and merge their (max, sum, O)
+//   through shared memory at the end.
+// - Paged K/V: each 16-byte chunk's row is found through the block table (page = table[key /
+//   page_size], row key % page_size), so a tile may span pages, pages may come in any order and
+//   repeat, and a context need not fill its last page.
+// Causal is bottom-right per sequence: query i (of seq_q new tokens) sees keys j <= i + context -
+// seq_q; rows that see nothing, and a sequence of context 0, get O = 0 and LSE = -inf.
+// Layouts (core/problem.hpp): Q, O dense BSHD or packed THD (cu_seqlens_q); K, V dense, packed
+// (cu_seqlens_kv) or a pool of pages; LSE [B, Hq, Sq] or [Hq, total_q].
+// Limits: f16/bf16; head_dim a multiple of 8 up to 256 (tiles 64, 128, 256); seq_q at most
+// kMaxDecodeQueries (16) per sequence: longer prefills over a cache SKIP (cuda.naive_3pass runs
+// them paged, the prefill kernels contiguous); no window or soft cap yet.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "attnbench/implementation.hpp"
+#include "common/capabilities.hpp"
+#include "common/shape.hpp"
+#include "common/workspace.hpp"
+// Angle brackets: the CPU emulation build (impls/cuda/mma/emulation) puts its own first.
+#include <mma/host.cuh>
+#include <mma/tile.cuh>
+
+namespace attn_mma {
+namespace {
+
+constexpr float kNegInf = -__builtin_huge_valf();
+
+using DecodeHeadDims = attnbench::cuda::HeadDims<64, 128, 256>;
+
+// Per head_dim tile: 4 warps, 16 packed rows, K/V tiles of 4096 / D keys (8 KiB per tensor per
+// stage), 3 stages per warp: 192 KiB of rings, one block per SM, up to 8 tiles (128 KiB) in
+// flight per SM.
+template <int D>
+struct DecodeTraits {
+  static constexpr int kHeadDim = D;
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kRows = 16;
+  static constexpr int kBlockN = 4096 / D;
+  static constexpr int kStages = 3;
+  using QTile = SmemTile<kRows, D>;
+  using KVTile = SmemTile<kBlockN, D>;
+  static constexpr int kStageBytes = 2 * KVTile::kBytes;  // K, then V
+  static constexpr int kWarpBytes = kStages * kStageBytes;
+  // The warps' merge: max and sum per row, then O (float) per row, per warp.
+  static constexpr int kMergeBytes = 2 * kWarps * kRows * 4 + kWarps * kRows * D * 4;
+  static constexpr int kRingBytes = kWarps * kWarpBytes;
+  static constexpr int kSmemBytes =
+      QTile::kBytes + (kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes);
+  static_assert(kBlockN % 16 == 0 && (kBlockN * (D / 8)) % 32 == 0, "whole fragments per lane");
+};
+
+struct DecodeParams : attnbench::cuda::AttnShape {
+  const void* q;  // [B, Sq, Hq, d] or [total_q, Hq, d]
+  const void* k;  // [B, Skv, Hkv, d], [total_kv, Hkv, d] or [num_pages, page_size, Hkv, d]
+  const void* v;
+  void* o;
+  float* lse;
+  const int* cu_seqlens_q;   // varlen: [B + 1]; null: dense queries
+  const int* cu_seqlens_kv;  // varlen, contiguous: [B + 1]; null otherwise
+  const int* seqlens_kv;     // paged or varlen: [B] context lengths; null: seq_kv each
+  const int* block_table;    // paged: [B, pages_per_seq]
+  float* part_o;             // splits > 1: [splits, total_q * Hq, d]
+  float* part_lse;           // splits > 1: [splits, total_q * Hq], natural log
+  int page_size, pages_per_seq;
+  int splits, chunk;  // key ranges per sequence and their length (a multiple of kBlockN)
+  int row_tiles;      // ceil(group * seq_q / 16)
+  int total_q;        // query tokens over the batch
+  int batch;
+};
+
+// Sequence b as the kernels see it.
+struct DecodeSeq {
+  int seq_q, ctx;
+  long long q_start, kv_start;  // first query token; first key row (contiguous K/V)
+  long long lse_start, lse_head_stride;
+};
+__device__ __forceinline__ DecodeSeq decode_seq(const DecodeParams p, int b) {
+  DecodeSeq s{};
+  if (p.cu_seqlens_q != nullptr) {
+    s.q_start = p.cu_seqlens_q[b];
+    s.seq_q = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
+    s.lse_start = s.q_start;
+    s.lse_head_stride = p.total_q;
+  } else {
+    s.q_start = static_cast<long long>(b) * p.seq_q;
+    s.seq_q = p.seq_q;
+    s.lse_start = static_cast<long long>(b) * p.heads_q * p.seq_q;
+    s.lse_head_stride = p.seq_q;
+  }
+  s.ctx = p.seqlens_kv != nullptr ? p.seqlens_kv[b] : p.seq_kv;
+  s.kv_start = p.cu_seqlens_kv != nullptr ? p.cu_seqlens_kv[b] : static_cast<long long>(b) * p.seq_kv;
+  return s;
+}
+
+// Starts one warp's copy of keys [n0, n0 + kBlockN) of K and V into a ring stage; keys >= k_end
+// (and, padded, columns >= dh) are zero-filled, so a masked key's V row adds exact zeros.
+template <class T, class Tr, bool kPadded, bool kPaged>
+__device__ __forceinline__ void load_kv_tile(const DecodeParams p, const DecodeSeq sq, int b,
+                                             int kvh, int dh, int n0, int k_end, uint32_t k_tile,
+                                             int lane) {
+  using KVTile = typename Tr::KVTile;
+  constexpr int kCpr = KVTile::kChunksPerRow;
+  constexpr int kPerLane = Tr::kBlockN * kCpr / 32;
+  const T* k = static_cast<const T*>(p.k);
+  const T* v = static_cast<const T*>(p.v);
+  const int64_t stride = static_cast<int64_t>(p.heads_kv) * dh;
+  const KVTile kt{k_tile}, vt{k_tile + KVTile::kBytes};
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int c = lane + 32 * i;
+    const int r = c / kCpr, col = (c % kCpr) * 8;
+    const int key = n0 + r;
+    const bool ok = key < k_end && (!kPadded || col < dh);
+    int64_t row = 0;
+    if (ok) {
+      if constexpr (kPaged) {
+        const int page = p.block_table[static_cast<int64_t>(b) * p.pages_per_seq + key / p.page_size];
+        row = static_cast<int64_t>(page) * p.page_size + key % p.page_size;
+      } else {
+        row = sq.kv_start + key;
+      }
+    }
+    const int64_t off = row * stride + static_cast<int64_t>(kvh) * dh + col;
+    cp_async_16(kt.addr(r, col), ok ? k + off : k, ok);
+    cp_async_16(vt.addr(r, col), ok ? v + off : v, ok);
+  }
+}
+
+// grid (splits, Hkv, B * row_tiles), Tr::kThreads threads, Tr::kSmemBytes of dynamic smem.
+template <class T, class Tr, bool kPadded, bool kCausal, bool kPaged>
+__global__ void __launch_bounds__(Tr::kThreads, 1) flash_decode_kernel(const DecodeParams p) {
+  constexpr int D = Tr::kHeadDim, BN = Tr::kBlockN, NW = Tr::kWarps, S = Tr::kStages;
+  constexpr int kThreads = Tr::kThreads;
+  constexpr int kSN = BN / 8, kON = D / 8;
+  using QTile = typename Tr::QTile;
+  using KVTile = typename Tr::KVTile;
+  const int dh = kPadded ? p.head_dim : D;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int split = blockIdx.x, kvh = blockIdx.y;
+  const int b = static_cast<int>(blockIdx.z) / p.row_tiles;
+  const int rt = static_cast<int>(blockIdx.z) % p.row_tiles;
+  const DecodeSeq sq = decode_seq(p, b);
+  const int rows_b = p.group * sq.seq_q;  // packed rows of this (sequence, kv head)
+  const int r0 = rt * Tr::kRows;
+  if (r0 >= rows_b) return;
+  // The split's keys; splits past the context write nothing (the combine reads only the
+  // ceil(ctx / chunk) that have keys, and split 0 always, for a context of 0).
+  const int k_begin = split * p.chunk;
+  if (split > 0 && k_begin >= sq.ctx) return;
+  int k_end = min(sq.ctx, k_begin + p.chunk);
+  const int coff = sq.ctx - sq.seq_q;  // bottom-right: query i sees keys j <= i + coff
+  if constexpr (kCausal) {
+    const int last_q = (min(rows_b, r0 + Tr::kRows) - 1) / p.group;
+    k_end = min(k_end, max(0, last_q + coff + 1));
+  }
+  const int n_tiles = k_end > k_begin ? (k_end - k_begin + BN - 1) / BN : 0;
+  // This warp's tiles: warp, warp + NW, ...
+  const int my_tiles = n_tiles > warp ? (n_tiles - warp + NW - 1) / NW : 0;
+
+  const uint32_t smem = smem_u32(dynamic_smem());
+  const QTile sQ{smem};
+  const uint32_t ring = smem + QTile::kBytes + static_cast<uint32_t>(warp * Tr::kWarpBytes);
+
+  // Q: the block's 16 packed rows (zero past the sequence's rows and past head_dim).
+  {
+    const T* q = static_cast<const T*>(p.q);
+    constexpr int kCpr = QTile::kChunksPerRow;
+#pragma unroll
+    for (int c = tid; c < Tr::kRows * kCpr; c += kThreads) {
+      const int r = c / kCpr, col = (c % kCpr) * 8;
+      const int pr = r0 + r;
+      const bool ok = pr < rows_b && (!kPadded || col < dh);
+      const int qi = pr / p.group, h = kvh * p.group + pr % p.group;
+      const int64_t off = ((sq.q_start + qi) * p.heads_q + h) * static_cast<int64_t>(dh) + col;
+      cp_async_16(sQ.addr(r, col), ok ? q + off : q, ok);
+    }
+    cp_async_commit();
+  }
+  // The ring's first S - 1 tiles (empty groups past this warp's tiles keep the count uniform).
+#pragma unroll
+  for (int i = 0; i < S - 1; ++i) {
+    if (i < my_tiles)
+      load_kv_tile<T, Tr, kPadded, kPaged>(p, sq, b, kvh, dh, k_begin + (warp + i * NW) * BN, k_end,
+                                           ring + i * Tr::kStageBytes, lane);
+    cp_async_commit();
+  }
+  cp_async_wait<S - 1>();  // Q landed (for this thread)
+  __syncthreads();         // ... and for every thread
+
+  const LdsmPtr pq = ldsm_p1(sQ, 0, 0, lane);
+  const LdsmPtr pk0 = ldsm_p2(KVTile{ring}, 0, 0, lane);
+  const LdsmPtr pv0 = ldsm_p1(KVTile{ring + KVTile::kBytes}, 0, 0, lane);
+
+  // This lane's two rows (g and g + 8 of the tile): the last key each sees.
+  int row_last[2];
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int pr = r0 + (lane >> 2) + 8 * hf;
+    row_last[hf] = kCausal ? pr / p.group + coff : sq.ctx - 1;
+  }
+
+  float acc_o[1][kON][4];
+  zero(acc_o);
+  float row_max[2] = {kNegInf, kNegInf}, row_sum[2] = {0.f, 0.f};
+  const float sl2 = p.scale_log2;
+
+  for (int i = 0; i < my_tiles; ++i) {
+    cp_async_wait<S - 2>();  // tile i landed (this lane's copies)
+    // Every lane's copies of tile i are visible, and every lane is done with tile i - 1, whose
+    // stage the prefetch below overwrites.
+    __syncwarp();
+    {
+      const int ip = i + S - 1;
+      if (ip < my_tiles)
+        load_kv_tile<T, Tr, kPadded, kPaged>(p, sq, b, kvh, dh, k_begin + (warp + ip * NW) * BN,
+                                             k_end, ring + (ip % S) * Tr::kStageBytes, lane);
+      cp_async_commit();
+    }
+    const uint32_t st = static_cast<uint32_t>((i % S) * Tr::kStageBytes);
+    const int n0 = k_begin + (warp + i * NW) * BN;
+    float s[1][kSN][4];
+    zero(s);
+    gemm_ss_nt<T, QTile, KVTile, D / 16>(s, pq, LdsmPtr(pk0, st));
+    // Keys past the split's end or past a row's diagonal.
+#pragma unroll
+    for (int nt = 0; nt < kSN; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = n0 + nt * 8 + 2 * (lane & 3) + (e & 1);
+        if (col >= k_end || col > row_last[e >> 1]) s[0][nt][e] = kNegInf;
+      }
+    // Online softmax in the log2 domain, as flash_fwd_mma.cu (differences of rounded products).
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      float mx = kNegInf;
+#pragma unroll
+      for (int nt = 0; nt < kSN; ++nt) mx = fmaxf(mx, fmaxf(s[0][nt][2 * hf], s[0][nt][2 * hf + 1]));
+      mx = fmaxf(row_max[hf], mul_rn(quad_max(mx), sl2));
+      const float alpha = row_max[hf] == kNegInf ? 0.f : exp2_approx(row_max[hf] - mx);
+      row_max[hf] = mx;
+      const float base = mx == kNegInf ? 0.f : mx;
+      float sum = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < kSN; ++nt)
+#pragma unroll
+        for (int e = 2 * hf; e < 2 * hf + 2; ++e) {
+          s[0][nt][e] = exp2_approx(mul_rn(s[0][nt][e], sl2) - base);
+          sum += s[0][nt][e];
+        }
+      row_sum[hf] = row_sum[hf] * alpha + sum;
+#pragma unroll
+      for (int dt = 0; dt < kON; ++dt) {
+        acc_o[0][dt][2 * hf] *= alpha;
+        acc_o[0][dt][2 * hf + 1] *= alpha;
+      }
+    }
+    uint32_t pa[1][kSN / 2][4];
+    c_to_a<T>(s, pa);
+    gemm_rs_nn<T, KVTile>(acc_o, pa, LdsmPtr(pv0, st));
+  }
+  cp_async_wait<0>();
+
+  // The warps' merge: each writes its rows' max (log2 domain), sum and unnormalised O.
+  __syncthreads();  // every warp is done with its ring, which the merge area overlays
+  const uint32_t mg = smem + QTile::kBytes;
+  const uint32_t mg_max = mg, mg_sum = mg + 4 * NW * Tr::kRows;
+  const uint32_t mg_o = mg + 8 * NW * Tr::kRows;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const float l = quad_sum(row_sum[hf]);
+    const int r = (lane >> 2) + 8 * hf;
+    if ((lane & 3) == 0) {
+      st_shared_f32(mg_max + 4 * (warp * Tr::kRows + r), row_max[hf]);
+      st_shared_f32(mg_sum + 4 * (warp * Tr::kRows + r), l);
+    }
+#pragma unroll
+    for (int dt = 0; dt < kON; ++dt) {
+      const int col = dt * 8 + 2 * (lane & 3);
+      const uint32_t a = mg_o + 4 * ((warp * Tr::kRows + r) * D + col);
+      st_shared_f32(a, acc_o[0][dt][2 * hf]);
+      st_shared_f32(a + 4, acc_o[0][dt][2 * hf + 1]);
+    }
+  }
+  __syncthreads();
+  // Thread t merges row t / 8, columns 2 (t % 8) + 16 k.
+  constexpr int kPerRow = kThreads / Tr::kRows;
+  const int r = tid / kPerRow, sub = tid % kPerRow;
+  const int pr = r0 + r;
+  if (pr >= rows_b) return;
+  float m = kNegInf;
+#pragma unroll
+  for (int w = 0; w < NW; ++w) m = fmaxf(m, ld_shared_f32(mg_max + 4 * (w * Tr::kRows + r)));
+  float wgt[NW], l = 0.f;
+#pragma unroll
+  for (int w = 0; w < NW; ++w) {
+    const float mw = ld_shared_f32(mg_max + 4 * (w * Tr::kRows + r));
+    wgt[w] = mw == kNegInf ? 0.f : exp2_approx(mw - m);
+    l += wgt[w] * ld_shared_f32(mg_sum + 4 * (w * Tr::kRows + r));
+  }
+  const float inv = l > 0.f ? 1.f / l : 0.f;
+  using attnbench::cuda::kLn2;
+  const float lse = l > 0.f ? (m + log2f(l)) * kLn2 : kNegInf;
+  const int qi = pr / p.group, h = kvh * p.group + pr % p.group;
+  const int64_t row_id = (sq.q_start + qi) * p.heads_q + h;
+  const bool direct = p.splits == 1;
+  T* o = static_cast<T*>(p.o) + row_id * dh;
+  float* po = direct ? nullptr
+                     : p.part_o + (static_cast<int64_t>(split) * p.total_q * p.heads_q + row_id) * dh;
+  for (int col = 2 * sub; col < dh; col += 2 * kPerRow) {
+    float o0 = 0.f, o1 = 0.f;
+#pragma unroll
+    for (int w = 0; w < NW; ++w) {
+      const uint32_t a = mg_o + 4 * ((w * Tr::kRows + r) * D + col);
+      o0 += wgt[w] * ld_shared_f32(a);
+      o1 += wgt[w] * ld_shared_f32(a + 4);
+    }
+    if (direct) {
+      *reinterpret_cast<uint32_t*>(o + col) = Elem<T>::pack2(o0 * inv, o1 * inv);
+    } else {
+      po[col] = o0 * inv;
+      po[col + 1] = o1 * inv;
+    }
+  }
+  if (sub == 0) {
+    if (direct)
+      p.lse[sq.lse_start + h * sq.lse_head_stride + qi] = lse;
+    else
+      p.part_lse[static_cast<int64_t>(split) * p.total_q * p.heads_q + row_id] = lse;
+  }
+}
+
+// Merges the splits: one warp per (query token, head) row; grid ceil(rows / 4), 128 threads.
+template <class T, int BN>
+__global__ void __launch_bounds__(128) flash_decode_combine_kernel(const DecodeParams p) {
+  const int lane = threadIdx.x & 31;
+  const int64_t rows = static_cast<int64_t>(p.total_q) * p.heads_q;
+  const int64_t row_id = static_cast<int64_t>(blockIdx.x) * 4 + (threadIdx.x >> 5);
+  if (row_id >= rows) return;
+  const int token = static_cast<int>(row_id / p.heads_q), h = static_cast<int>(row_id % p.heads_q);
+  // The token's sequence: dense b = token / seq_q; varlen by bisection of cu_seqlens_q.
+  int b;
+  if (p.cu_seqlens_q != nullptr) {
+    int lo = 0, hi = p.batch;  // cu[lo] <= token < cu[hi]
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (p.cu_seqlens_q[mid] <= token) lo = mid; else hi = mid;
+    }
+    b = lo;
+  } else {
+    b = token / p.seq_q;
+  }
+  const DecodeSeq sq = decode_seq(p, b);
+  const int qi = static_cast<int>(token - sq.q_start);
+  const int used = sq.ctx > 0 ? min(p.splits, (sq.ctx + p.chunk - 1) / p.chunk) : 1;
+  const int64_t split_stride = rows;
+  float m = kNegInf;
+  for (int s = 0; s < used; ++s) m = fmaxf(m, p.part_lse[s * split_stride + row_id]);
+  const int dh = p.head_dim;
+  T* o = static_cast<T*>(p.o) + row_id * dh;
+  float lse = kNegInf;
+  if (m == kNegInf) {
+    for (int col = 2 * lane; col < dh; col += 64)
+      *reinterpret_cast<uint32_t*>(o + col) = Elem<T>::pack2(0.f, 0.f);
+  } else {
+    float l = 0.f;
+    for (int s = 0; s < used; ++s) l += expf(p.part_lse[s * split_stride + row_id] - m);
+    const float inv = 1.f / l;
+    for (int col = 2 * lane; col < dh; col += 64) {
+      float o0 = 0.f, o1 = 0.f;
+      for (int s = 0; s < used; ++s) {
+        const float w = expf(p.part_lse[s * split_stride + row_id] - m);
+        const float* po = p.part_o + (s * split_stride + row_id) * dh + col;
+        o0 += w * po[0];
+        o1 += w * po[1];
+      }
+      *reinterpret_cast<uint32_t*>(o + col) = Elem<T>::pack2(o0 * inv, o1 * inv);
+    }
+    lse = m + logf(l);
+  }
+  if (lane == 0) p.lse[sq.lse_start + h * sq.lse_head_stride + qi] = lse;
+}
+
+using attnbench::Capabilities;
+using attnbench::Device;
+using attnbench::Options;
+using attnbench::Pass;
+using attnbench::Problem;
+using attnbench::Support;
+
+constexpr int kMaxSplits = 128;
+
+// The split plan of a problem: splits (each warp keeps >= 2 tiles; about two blocks per SM when
+// the batch alone does not fill the GPU) or the forced count, and the keys per split.
+struct SplitPlan {
+  int splits, chunk, row_tiles;
+};
+SplitPlan plan_splits(const Problem& pr, int forced, int sms) {
+  return DecodeHeadDims::dispatch(pr.head_dim, [&](auto d) {
+    using Tr = DecodeTraits<decltype(d)::value>;
+    SplitPlan s{};
+    s.row_tiles = (pr.group() * pr.seq_q + Tr::kRows - 1) / Tr::kRows;
+    const int ctx = std::max(1, pr.seq_kv);  // the longest context
+    const int tiles = (ctx + Tr::kBlockN - 1) / Tr::kBlockN;
+    int want;
+    if (forced > 0) {
+      want = forced;
+    } else {
+      const long long blocks = static_cast<long long>(pr.batch) * pr.heads_kv * s.row_tiles;
+      want = blocks >= sms ? 1 : static_cast<int>((2LL * sms + blocks - 1) / blocks);
+      want = std::min(want, std::max(1, tiles / (2 * Tr::kWarps)));
+    }
+    want = std::max(1, std::min({want, kMaxSplits, tiles}));
+    const int tiles_per = (tiles + want - 1) / want;
+    s.chunk = tiles_per * Tr::kBlockN;
+    s.splits = (ctx + s.chunk - 1) / s.chunk;  // no split past the longest context
+    return s;
+  });
+}
+
+class FlashDecode final : public attnbench::Implementation {
+ public:
+  std::string name() const override { return "cuda.flash_decode"; }
+  Device device() const override { return Device::cuda; }
+  std::string summary() const override {
+    return "decode (up to 16 new tokens): split-KV over a contiguous or paged cache, GQA packed "
+           "into mma.sync rows, combine kernel";
+  }
+  Capabilities capabilities() const override {
+    Capabilities c = attnbench::cuda::tensor_core_capabilities<DecodeHeadDims>(true, false);
+    c.varlen = true;
+    c.paged = true;
+    c.options = {"splits"};
+    return c;
+  }
+
+  Support supports_extra(const Problem& p, Pass) const override {
+    if (p.seq_q > attnbench::kMaxDecodeQueries) {
+      return Support::no("decode runs up to " + std::to_string(attnbench::kMaxDecodeQueries) +
+                         " new tokens per sequence, not seq_q " + std::to_string(p.seq_q) +
+                         " (prefill: the flash_fwd kernels, or cuda.naive_3pass over pages)");
+    }
+    const SplitPlan s = plan_splits(p, 0, 132);
+    if (p.heads_kv > 65535 || static_cast<long long>(p.batch) * s.row_tiles > 65535) {
+      return Support::no("heads_kv and batch * ceil(group * seq_q / 16) must be <= 65535 (grid)");
+    }
+    std::string why;
+    const int smem = max_smem_per_block(why);
+    if (smem < 0) return Support::no(why);
+    const int need = DecodeHeadDims::dispatch(
+        p.head_dim, [](auto d) { return DecodeTraits<decltype(d)::value>::kSmemBytes; });
+    if (smem < need) {
+      return Support::no("needs " + std::to_string(need) + " bytes of shared memory per block, the "
+                         "device allows " + std::to_string(smem));
+    }
+    return Support::yes();
+  }
+
+  Support supports_options(const Problem&, Pass, const Options& o) const override {
+    const auto it = o.find("splits");
+    if (it != o.end() && (it->second < 0 || it->second > kMaxSplits)) {
+      return Support::no("splits must be 0 (automatic) to " + std::to_string(kMaxSplits) +
+                         ", not " + std::to_string(it->second));
+    }
+    return Support::yes();
+  }
+
+  static SplitPlan plan(const Problem& p, const Options* o) {
+    return plan_splits(p, static_cast<int>(attnbench::option_or(o, "splits", 0)), multiprocessors());
+  }
+
+  std::size_t workspace_bytes(const Problem& p, Pass, const Options& o) const override {
+    const SplitPlan s = plan(p, &o);
+    if (s.splits == 1) return 0;
+    const std::size_t rows = static_cast<std::size_t>(p.total_q()) * p.heads_q * s.splits;
+    return attnbench::cuda::carve_bytes({rows * p.head_dim * 4, rows * 4});
+  }
+
+  template <class F>
+  static void dispatch(const Problem& pr, F&& f) {
+    dispatch_mma<DecodeHeadDims>(pr, [&](auto e, auto d, auto padded, auto causal) {
+      using Tr = DecodeTraits<decltype(d)::value>;
+      using T = typename decltype(e)::type;
+      attnbench::cuda::dispatch_bool(pr.paged(), [&](auto pg) {
+        f(flash_decode_kernel<T, Tr, decltype(padded)::value, decltype(causal)::value,
+                              decltype(pg)::value>,
+          flash_decode_combine_kernel<T, Tr::kBlockN>, Tr{});
+      });
+    });
+  }
+
+  void prepare(const Problem& p, Pass, const Options&) const override {
+    dispatch(p, [&](auto kernel, auto, auto tr) {
+      set_dynamic_smem(kernel, decltype(tr)::kSmemBytes);
+    });
+  }
+
+  void forward(const attnbench::FwdArgs& a) const override {
+    const Problem& pr = a.p;
+    for (const void* ptr : {a.q, a.k, a.v, static_cast<const void*>(a.o)}) {
+      if (reinterpret_cast<std::uintptr_t>(ptr) % 16 != 0)
+        throw std::invalid_argument("cuda.flash_decode: q, k, v, o must be 16-byte aligned");
+    }
+    if (pr.paged() && (!a.block_table || !a.seqlens_kv))
+      throw std::invalid_argument("cuda.flash_decode: a paged problem needs block_table and seqlens_kv (FwdArgs)");
+    if (pr.varlen() && !a.cu_seqlens_q)
+      throw std::invalid_argument("cuda.flash_decode: a varlen problem needs cu_seqlens_q (FwdArgs)");
+    const SplitPlan s = plan(pr, a.options);
+    DecodeParams p = attnbench::cuda::with_shape<DecodeParams>(pr);
+    p.q = a.q;
+    p.k = a.k;
+    p.v = a.v;
+    p.o = a.o;
+    p.lse = a.lse;
+    if (pr.varlen()) {
+      p.cu_seqlens_q = a.cu_seqlens_q;
+      p.seqlens_kv = a.seqlens_kv;
+      if (!pr.paged()) p.cu_seqlens_kv = a.cu_seqlens_kv;
+      if (!p.seqlens_kv && !p.cu_seqlens_kv)
+        throw std::invalid_argument("cuda.flash_decode: a varlen problem needs seqlens_kv or cu_seqlens_kv");
+    }
+    if (pr.paged()) {
+      p.seqlens_kv = a.seqlens_kv;
+      p.block_table = a.block_table;
+      p.page_size = pr.page_size;
+      p.pages_per_seq = pr.pages_per_seq;
+    }
+    p.splits = s.splits;
+    p.chunk = s.chunk;
+    p.row_tiles = s.row_tiles;
+    p.total_q = static_cast<int>(pr.total_q());
+    p.batch = pr.batch;
+    if (s.splits > 1) {
+      const std::size_t rows = static_cast<std::size_t>(p.total_q) * pr.heads_q * s.splits;
+      attnbench::cuda::WorkspaceCarver ws(a.workspace, a.workspace_bytes);
+      p.part_o = ws.take<float>(rows * pr.head_dim);
+      p.part_lse = ws.take<float>(rows);
+    }
+    dispatch(pr, [&](auto kernel, auto combine, auto tr) {
+      using Tr = decltype(tr);
+      const dim3 grid(s.splits, pr.heads_kv, pr.batch * s.row_tiles);
+      launch(kernel, grid, dim3(Tr::kThreads), Tr::kSmemBytes, a.stream, p);
+      if (s.splits > 1) {
+        const long long rows = static_cast<long long>(p.total_q) * pr.heads_q;
+        launch(combine, dim3(static_cast<unsigned>((rows + 3) / 4)), dim3(128), 0, a.stream, p);
+      }
+    });
+  }
+};
+
+}  // namespace
+}  // namespace attn_mma
+
+ATTNBENCH_REGISTER(attn_mma::FlashDecode)
