@@ -9,8 +9,8 @@
 namespace attnbench {
 
 // {"bf16_gemm_tflops": ..., "gemm_shape": 8192, "copy_tbps": ..., "copy_bytes": ...,
-//  "read_tbps": ..., "read_bytes": ...} (read: a cuBLAS bf16 GEMV reading a 128 MiB matrix once,
-// the ceiling of memory-bound rows)
+//  "read_tbps": ..., "read_bytes": ...} (read: a kernel that only reads 1 GiB once, 16-byte
+// streaming loads: the ceiling of memory-bound rows)
 // for the current CUDA device; {} when there is none. Takes about a second.
 nlohmann::json measure_ceilings();
 

@@ -12,6 +12,9 @@
 #endif
 
 #include "attnbench/execute.hpp"
+#ifdef ATTNBENCH_WITH_CUDA
+#include "read_ceiling.hpp"
+#endif
 
 namespace attnbench {
 
@@ -67,7 +70,7 @@ nlohmann::json measure_ceilings() {
   nlohmann::json j;
   const int n = 8192;
   const std::size_t elems = static_cast<std::size_t>(n) * n;
-  void *a = nullptr, *b = nullptr, *c = nullptr;
+  void *a = nullptr, *b = nullptr, *c = nullptr, *r = nullptr;
   cudaStream_t st = static_cast<cudaStream_t>(device_ops(Device::cuda).stream());
   cublasHandle_t h = nullptr;
   try {
@@ -94,19 +97,24 @@ nlohmann::json measure_ceilings() {
     const float cms = median_ms(st, 3, 20, copy);
     j["copy_tbps"] = 2.0 * static_cast<double>(bytes) / (cms * 1e-3) / 1e12;
     j["copy_bytes"] = bytes;
-    // The read ceiling of memory-bound rows (decode reads K and V once and writes little): y = A x
-    // with A the same 128 MiB bf16 matrix, read once per call (x and y: 16 KiB). A copy is the
-    // wrong ceiling for them: its writes share the bus (issue 29 measured cuDNN's decode above
-    // the copy rate).
-    auto gemv = [&] {
-      check(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, 1, n, &alpha, a, CUDA_R_16BF, n, b,
-                         CUDA_R_16BF, n, &beta, c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
-                         CUBLAS_GEMM_DEFAULT),
-            "cublasGemmEx (read)");
-    };
-    const float rms = median_ms(st, 3, 20, gemv);
-    j["read_tbps"] = static_cast<double>(bytes) / (rms * 1e-3) / 1e12;
-    j["read_bytes"] = bytes;
+    // The read ceiling of memory-bound rows (decode reads K and V once and writes little): a
+    // kernel that only reads (read_ceiling.cu), over 1 GiB (a quarter of the free memory on a
+    // smaller device) so that launch and tail are under 3% of a call. A copy is the wrong ceiling
+    // for them: its writes share the bus (issue 29 measured cuDNN's decode above the copy rate),
+    // and a cuBLAS GEMV read only 3.2 TB/s on the H200.
+    std::size_t free_b = 0, total_b = 0;
+    check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+    const std::size_t rbytes = std::min<std::size_t>(std::size_t{1} << 30, free_b / 4) / 256 * 256;
+    check(cudaMalloc(&r, rbytes + 256), "cudaMalloc");
+    check(cudaMemset(r, 0x5a, rbytes + 256), "cudaMemset");
+    int dev = 0, sms = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+    unsigned* sink = reinterpret_cast<unsigned*>(static_cast<char*>(r) + rbytes);
+    auto read = [&] { launch_read_all(r, rbytes, sink, sms, st); };
+    const float rms = median_ms(st, 3, 20, read);
+    j["read_tbps"] = static_cast<double>(rbytes) / (rms * 1e-3) / 1e12;
+    j["read_bytes"] = rbytes;
   } catch (const std::exception& e) {
     j["error"] = e.what();
   }
@@ -114,6 +122,7 @@ nlohmann::json measure_ceilings() {
   cudaFree(a);
   cudaFree(b);
   cudaFree(c);
+  cudaFree(r);
   return j;
 }
 #else
