@@ -8,7 +8,11 @@ For each pass (fwd, bwd, fwd_bwd) and dtype it writes, into DIR, each as .png an
                                      per head_dim x causal, one bar per implementation;
   <stem>_<pass>_<dtype>_speedup      speedup over the baseline (its median time / the impl's) per case;
   <stem>_<pass>_<dtype>_memory       memory reduction over the baseline: footprint (inputs + outputs
-                                     + workspace, solid) and measured peak (dashed, when measured).
+                                     + workspace, solid) and measured peak (dashed, when measured);
+  <stem>_<pass>_<dtype>_bandwidth    memory-bound rows only (decode: rows with hbm_bytes): GB/s against
+                                     the context length (log scale), one panel per head_dim x heads x
+                                     batch, one line per implementation (page sizes as line styles),
+                                     and the run's read ceiling (context.ceilings.read_tbps) dashed.
 Every implementation has the same colour in every figure, whatever file it comes from (COLORS; an
 unlisted name gets one from a hash of the name, variants with options a hatch or line style of
 it), and the legend sits outside the panels, below them, so it never covers a bar or a line.
@@ -40,6 +44,7 @@ MIB = 1024.0 * 1024.0
 COLORS = {
     "cuda.flash_fwd_mma": "#1f77b4", "cuda.flash_bwd_mma": "#1f77b4",
     "cuda.flash_fwd_wgmma": "#17becf", "cuda.flash_bwd_wgmma": "#17becf",
+    "cuda.flash_decode": "#393b79",
     "cuda.flash_fwd": "#2ca02c", "cuda.flash_bwd": "#2ca02c",
     "cuda.online_2pass": "#bcbd22", "cuda.naive_3pass": "#7f7f7f",
     "cuda.standard_cublas": "#8c564b", "cuda.cudnn_sdpa": "#9467bd",
@@ -47,7 +52,7 @@ COLORS = {
     "cpu.online_2pass": "#2ca02c", "cpu.naive_3pass": "#7f7f7f",
     "torch.sdpa_flash": "#d62728", "torch.sdpa_efficient": "#ff7f0e",
     "torch.sdpa_cudnn": "#e377c2", "torch.sdpa_math": "#c49c94",
-    "fa4.flash_attn": "#ff9896",
+    "fa4.flash_attn": "#ff9896", "flashinfer.decode": "#bd9e39",
 }
 FALLBACK = ("#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#f7b6d2", "#dbdb8d", "#9edae5",
             "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
@@ -330,6 +335,66 @@ def lines(plt, rows, colors, baseline, title, ylabel, value, path):
     return written
 
 
+def gbps(r):
+    """GB/s of a timed memory-bound row: its gbps, else hbm_bytes over the median."""
+    if r["status"] != "pass":
+        return None
+    if isinstance(r.get("gbps"), (int, float)):
+        return r["gbps"]
+    ms, hb = median_ms(r), r.get("hbm_bytes")
+    return hb / (ms * 1e-3) / 1e9 if ms and hb else None
+
+
+def bandwidth(plt, rows, colors, title, path, ceiling_gbps):
+    """GB/s against seq_kv per (head_dim, heads, batch) panel; None when no row has a figure."""
+    rows = [r for r in rows if r.get("hbm_bytes")]
+    panels = {}
+    for r in rows:
+        p = r["problem"]
+        key = (p.get("head_dim") or 0, p.get("heads_q") or 0, p.get("heads_kv") or 0, p.get("batch") or 0)
+        panels.setdefault(key, []).append(r)
+    panels = dict(sorted(panels.items()))
+    if not any(gbps(r) for r in rows):
+        return []
+    fig, axes = grid(plt, len(panels))
+    pages = sorted({r["problem"].get("page_size") or 0 for r in rows})
+    for ax, ((d, hq, hkv, b), prs) in zip(axes, panels.items()):
+        for label in colors:
+            for pi, ps in enumerate(pages):
+                pts = sorted((r["problem"].get("seq_kv") or 0, gbps(r)) for r in prs
+                             if impl_label(r) == label and (r["problem"].get("page_size") or 0) == ps
+                             and gbps(r))
+                if not pts:
+                    continue
+                suffix = f" (page {ps})" if ps else (" (contiguous)" if len(pages) > 1 else "")
+                ax.plot([x for x, _ in pts], [y for _, y in pts], color=colors[label][0],
+                        linestyle=LINESTYLES[pi % len(LINESTYLES)], marker="o", markersize=4,
+                        label=label + suffix)
+        if ceiling_gbps:
+            ax.axhline(ceiling_gbps, color="black", linestyle="--", linewidth=0.9,
+                       label=f"read ceiling ({ceiling_gbps:.0f} GB/s, same run)")
+        ax.set_xscale("log", base=2)
+        ctxs = sorted({r["problem"].get("seq_kv") or 1 for r in prs})
+        ax.set_xticks(ctxs, [seq_text(c) for c in ctxs], fontsize=8)
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("context (keys per sequence)")
+        ax.set_ylabel("GB/s (K, V read once; Q, O)")
+        ax.set_title(f"head_dim {d}, {hq}:{hkv} heads, batch {b}", fontsize=10)
+        ax.grid(alpha=0.3)
+    handles, labels = [], []
+    for ax in axes:
+        for h, l in zip(*ax.get_legend_handles_labels()):
+            if l not in labels:
+                handles.append(h)
+                labels.append(l)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    outside_legend(fig, handles, labels)
+    written = save(fig, path)
+    plt.close(fig)
+    return written
+
+
 def speedup_value(b, r):
     bm, rm = median_ms(b), median_ms(r)
     return [(("-", "", "o"), bm / rm if bm and rm else None)]
@@ -390,6 +455,10 @@ def main():
         what = f"{pas} {dtype}"
         path = os.path.join(args.out, base + "_tflops.png")
         written += bars(plt, grs, colors, f"Attention {what}: throughput on {device}", path)
+        ceiling = (res.get("context", {}).get("ceilings") or {}).get("read_tbps")
+        path = os.path.join(args.out, base + "_bandwidth.png")
+        written += bandwidth(plt, grs, colors, f"Attention {what}: bandwidth on {device}", path,
+                             ceiling * 1e3 if isinstance(ceiling, (int, float)) else None)
         baseline = pick_baseline(grs, args.baseline)
         if baseline is None:
             continue

@@ -37,6 +37,45 @@ class Plot(unittest.TestCase):
                 self.assertEqual(head, PNG, name)
                 self.assertGreater(os.path.getsize(name), 10000, f"{name}: too small for a figure")
 
+    def test_bandwidth_of_memory_bound_rows(self):
+        """Decode rows (hbm_bytes, gbps) get the bandwidth figure with the run's read ceiling; the
+        grid's compute-bound rows do not."""
+        import json
+        with open(RESULTS) as f:
+            res = json.load(f)
+        res["context"].setdefault("ceilings", {})["read_tbps"] = 4.5
+        rows = []
+        for impl, frac in (("cuda.flash_decode", 0.9), ("cuda.naive_3pass", 0.1)):
+            for ps in (16, 64):
+                for ctx in (1024, 8192, 65536):
+                    for b in (1, 8):
+                        hbm = 2 * b * ctx * 8 * 128 * 2
+                        ms = hbm / (frac * 4.5e12) * 1e3
+                        rows.append({"case": f"b{b}_hq64_hkv8_sq1_skv{ctx}_d128_causal_bf16_page{ps}",
+                                     "impl": impl, "options": {}, "pass": "fwd", "status": "pass",
+                                     "device": "cuda:0", "problem": {"batch": b, "heads_q": 64,
+                                     "heads_kv": 8, "seq_q": 1, "seq_kv": ctx, "head_dim": 128,
+                                     "causal": True, "dtype": "bf16", "page_size": ps},
+                                     "time": {"median_ms": ms}, "hbm_bytes": hbm,
+                                     "gbps": hbm / (ms * 1e-3) / 1e9})
+        res["rows"] = rows
+        with tempfile.TemporaryDirectory() as out:
+            path = os.path.join(out, "decode.json")
+            with open(path, "w") as f:
+                json.dump(res, f)
+            p = plot(path, "--out", out, "--stem", "dec")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            name = os.path.join(out, "dec_fwd_bf16_bandwidth.png")
+            self.assertTrue(os.path.exists(name), p.stdout)
+            with open(name, "rb") as f:
+                self.assertEqual(f.read(8), PNG)
+            with open(os.path.splitext(name)[0] + ".svg") as f:
+                svg = f.read()
+            self.assertIn("read ceiling (4500 GB/s", svg)
+            p = plot(RESULTS, "--out", out, "--stem", "grid")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(glob.glob(os.path.join(out, "grid_*_bandwidth.png")), [])
+
     def test_bad_input_exits_2(self):
         with tempfile.TemporaryDirectory() as out:
             bad = os.path.join(out, "bad.json")
