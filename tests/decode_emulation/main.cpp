@@ -3,8 +3,8 @@
 // on issue 29's odd cases: context 1, contexts that are not a multiple of the page size, shuffled
 // pages, a table with repeated pages shared between sequences, a ragged batch with a context of 0,
 // speculative decoding (seq_q 4, causal) and seq_q > context, GQA 16:1 (four row tiles), MQA,
-// padded head_dims, outlier inputs and large logits; each with one split, the automatic plan and
-// forced splits (the combine kernel).
+// padded head_dims, outlier inputs and large logits, sliding windows and soft caps; each with one
+// split, the automatic plan and forced splits (the combine kernel).
 //
 // Checked as every implementation is: seeded inputs, the float64 reference (through the block
 // table), and the project's rule against cpu.naive_3pass on the same paged layout.
@@ -39,6 +39,8 @@ struct Case {
   std::vector<std::vector<int>> table = {};  // explicit block table rows
   Distribution dist = Distribution::normal;
   double scale = 0;
+  int wl = -1, wr = -1;  // window_left, window_right (-1: unbounded)
+  double softcap = 0;
 };
 
 }  // namespace
@@ -82,6 +84,17 @@ int main(int argc, char** argv) {
       {1, 4, 2, 2, 90, 64, true, DType::bf16, 16, kShuf, 0, {}, {}, {}, Distribution::normal, 1e8},
       // A long context in pages of 64, d256 (tiles of 16 keys span quarter pages).
       {1, 4, 1, 1, 700, 256, false, DType::bf16, 64, kShuf},
+      // Sliding window and soft cap on a ragged paged batch (speculative rows whose windows
+      // start inside the split grid), causal folded in.
+      {3, 8, 2, 16, 200, 64, true, DType::bf16, 64, kShuf, 20, V{16, 5, 16}, V{16, 200, 3}, {},
+       Distribution::normal, 0, 40, -1, 30},
+      // A window on both sides without causal, contiguous, f16; tiles left of every row's window
+      // are never loaded.
+      {2, 4, 2, 4, 300, 128, false, DType::f16, 0, kSeq, 0, {}, {}, {}, Distribution::normal, 0,
+       50, 10},
+      // Soft cap alone with outliers (tanh at +-1), d256 over pages of 16.
+      {1, 8, 1, 1, 500, 256, false, DType::bf16, 16, kShuf, 0, {}, {}, {},
+       Distribution::outlier, 0, -1, -1, 50},
   };
   const Implementation* dec = Registry::instance().find("cuda.flash_decode");
   const Implementation* naive = Registry::instance().find("cpu.naive_3pass");
@@ -95,6 +108,9 @@ int main(int argc, char** argv) {
     const Case& c = cases[ci];
     Problem p = make_problem(c.b, c.hq, c.hkv, c.sq, c.skv, c.d, c.causal, c.t, c.scale);
     if (!c.lq.empty()) p.set_seqlens(c.lq, c.lkv);
+    p.window_left = c.wl;
+    p.window_right = c.wr;
+    p.softcap = c.softcap;
     if (c.page_size > 0) {
       p.page_size = c.page_size;
       p.page_order = c.order;

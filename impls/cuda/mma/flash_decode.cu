@@ -20,11 +20,16 @@
 //   repeat, and a context need not fill its last page.
 // Causal is bottom-right per sequence: query i (of seq_q new tokens) sees keys j <= i + context -
 // seq_q; rows that see nothing, and a sequence of context 0, get O = 0 and LSE = -inf.
+// Sliding windows and soft caps (Mistral's and Gemma 2's decode) are runtime values here, not
+// template parameters: one kernel per (dtype, tile, padding, paging) serves dense, causal,
+// windowed and capped problems alike (the window bounds are the variant's, causal folded into
+// the right one; the cap one uniform branch per tile), which costs nothing a memory-bound kernel
+// would notice and keeps the instantiations at 24.
 // Layouts (core/problem.hpp): Q, O dense BSHD or packed THD (cu_seqlens_q); K, V dense, packed
 // (cu_seqlens_kv) or a pool of pages; LSE [B, Hq, Sq] or [Hq, total_q].
 // Limits: f16/bf16; head_dim a multiple of 8 up to 256 (tiles 64, 128, 256); seq_q at most
 // kMaxDecodeQueries (16) per sequence: longer prefills over a cache SKIP (cuda.naive_3pass runs
-// them paged, the prefill kernels contiguous); no window or soft cap yet.
+// them paged, the prefill kernels contiguous).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -87,6 +92,7 @@ struct DecodeParams : attnbench::cuda::AttnShape {
   int row_tiles;      // ceil(group * seq_q / 16)
   int total_q;        // query tokens over the batch
   int batch;
+  attnbench::cuda::AttnVariant var;  // window (causal folded in), soft cap
 };
 
 // Sequence b as the kernels see it.
@@ -148,7 +154,7 @@ __device__ __forceinline__ void load_kv_tile(const DecodeParams p, const DecodeS
 }
 
 // grid (splits, Hkv, B * row_tiles), Tr::kThreads threads, Tr::kSmemBytes of dynamic smem.
-template <class T, class Tr, bool kPadded, bool kCausal, bool kPaged>
+template <class T, class Tr, bool kPadded, bool kPaged>
 __global__ void __launch_bounds__(Tr::kThreads, 1) flash_decode_kernel(const DecodeParams p) {
   constexpr int D = Tr::kHeadDim, BN = Tr::kBlockN, NW = Tr::kWarps, S = Tr::kStages;
   constexpr int kThreads = Tr::kThreads;
@@ -166,14 +172,18 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) flash_decode_kernel(const Dec
   if (r0 >= rows_b) return;
   // The split's keys; splits past the context write nothing (the combine reads only the
   // ceil(ctx / chunk) that have keys, and split 0 always, for a context of 0).
-  const int k_begin = split * p.chunk;
-  if (split > 0 && k_begin >= sq.ctx) return;
-  int k_end = min(sq.ctx, k_begin + p.chunk);
-  const int coff = sq.ctx - sq.seq_q;  // bottom-right: query i sees keys j <= i + coff
-  if constexpr (kCausal) {
-    const int last_q = (min(rows_b, r0 + Tr::kRows) - 1) / p.group;
-    k_end = min(k_end, max(0, last_q + coff + 1));
-  }
+  const int split_begin = split * p.chunk;
+  if (split > 0 && split_begin >= sq.ctx) return;
+  // Within the split, the keys some row of the block sees: row i's diagonal is i + coff
+  // (bottom-right), its window [diag - window_left, diag + window_right] (causal: right 0;
+  // unbounded sides wider than any sequence).
+  const int coff = sq.ctx - sq.seq_q;
+  const int first_q = r0 / p.group, last_q = (min(rows_b, r0 + Tr::kRows) - 1) / p.group;
+  const int k_end = min(min(sq.ctx, split_begin + p.chunk),
+                        max(0, last_q + coff + p.var.window_right + 1));
+  const int k_lo = max(split_begin, first_q + coff - p.var.window_left);
+  // Tiles from the split's grid (so a key's tile is the same whichever block reads it).
+  const int k_begin = k_lo > split_begin ? split_begin + (k_lo - split_begin) / BN * BN : split_begin;
   const int n_tiles = k_end > k_begin ? (k_end - k_begin + BN - 1) / BN : 0;
   // This warp's tiles: warp, warp + NW, ...
   const int my_tiles = n_tiles > warp ? (n_tiles - warp + NW - 1) / NW : 0;
@@ -212,18 +222,20 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) flash_decode_kernel(const Dec
   const LdsmPtr pk0 = ldsm_p2(KVTile{ring}, 0, 0, lane);
   const LdsmPtr pv0 = ldsm_p1(KVTile{ring + KVTile::kBytes}, 0, 0, lane);
 
-  // This lane's two rows (g and g + 8 of the tile): the last key each sees.
-  int row_last[2];
+  // This lane's two rows (g and g + 8 of the tile): the first and last key each sees.
+  int row_first[2], row_last[2];
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
-    const int pr = r0 + (lane >> 2) + 8 * hf;
-    row_last[hf] = kCausal ? pr / p.group + coff : sq.ctx - 1;
+    const int diag = (r0 + (lane >> 2) + 8 * hf) / p.group + coff;
+    row_first[hf] = diag - p.var.window_left;
+    row_last[hf] = diag + p.var.window_right;
   }
+  const bool capped = p.var.softcap_in != 0.f;
 
   float acc_o[1][kON][4];
   zero(acc_o);
   float row_max[2] = {kNegInf, kNegInf}, row_sum[2] = {0.f, 0.f};
-  const float sl2 = p.scale_log2;
+  const float sl2 = capped ? p.var.softcap_log2 : p.scale_log2;
 
   for (int i = 0; i < my_tiles; ++i) {
     cp_async_wait<S - 2>();  // tile i landed (this lane's copies)
@@ -242,13 +254,19 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) flash_decode_kernel(const Dec
     float s[1][kSN][4];
     zero(s);
     gemm_ss_nt<T, QTile, KVTile, D / 16>(s, pq, LdsmPtr(pk0, st));
-    // Keys past the split's end or past a row's diagonal.
+    if (capped) {  // the soft cap: t = tanh(q.k * scale / softcap), the logit softcap * t
+#pragma unroll
+      for (int nt = 0; nt < kSN; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[0][nt][e] = tanh_approx(s[0][nt][e] * p.var.softcap_in);
+    }
+    // Keys past the split's end, past a row's diagonal or outside its window.
 #pragma unroll
     for (int nt = 0; nt < kSN; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int col = n0 + nt * 8 + 2 * (lane & 3) + (e & 1);
-        if (col >= k_end || col > row_last[e >> 1]) s[0][nt][e] = kNegInf;
+        if (col >= k_end || col > row_last[e >> 1] || col < row_first[e >> 1]) s[0][nt][e] = kNegInf;
       }
     // Online softmax in the log2 domain, as flash_fwd_mma.cu (differences of rounded products).
 #pragma unroll
@@ -450,6 +468,8 @@ class FlashDecode final : public attnbench::Implementation {
     Capabilities c = attnbench::cuda::tensor_core_capabilities<DecodeHeadDims>(true, false);
     c.varlen = true;
     c.paged = true;
+    c.window = true;
+    c.softcap = true;
     c.options = {"splits"};
     return c;
   }
@@ -498,12 +518,13 @@ class FlashDecode final : public attnbench::Implementation {
 
   template <class F>
   static void dispatch(const Problem& pr, F&& f) {
-    dispatch_mma<DecodeHeadDims>(pr, [&](auto e, auto d, auto padded, auto causal) {
+    // Causal is a runtime bound here (the variant's window_right): dispatch_mma's causal flag
+    // selects the same kernel both ways.
+    dispatch_mma<DecodeHeadDims>(pr, [&](auto e, auto d, auto padded, auto) {
       using Tr = DecodeTraits<decltype(d)::value>;
       using T = typename decltype(e)::type;
       attnbench::cuda::dispatch_bool(pr.paged(), [&](auto pg) {
-        f(flash_decode_kernel<T, Tr, decltype(padded)::value, decltype(causal)::value,
-                              decltype(pg)::value>,
+        f(flash_decode_kernel<T, Tr, decltype(padded)::value, decltype(pg)::value>,
           flash_decode_combine_kernel<T, Tr::kBlockN>, Tr{});
       });
     });
@@ -550,6 +571,7 @@ class FlashDecode final : public attnbench::Implementation {
     p.row_tiles = s.row_tiles;
     p.total_q = static_cast<int>(pr.total_q());
     p.batch = pr.batch;
+    p.var = attnbench::cuda::make_variant(pr);
     if (s.splits > 1) {
       const std::size_t rows = static_cast<std::size_t>(p.total_q) * pr.heads_q * s.splits;
       attnbench::cuda::WorkspaceCarver ws(a.workspace, a.workspace_bytes);
