@@ -8,7 +8,8 @@
 //   tokens of speculative decoding) share each K/V load; more rows take more row tiles (grid z).
 // - Split-KV: the keys of a sequence are cut into `splits` ranges of `chunk` keys, one block
 //   each; splits is chosen on the host from batch x kv heads x row tiles against the SM count
-//   (about two blocks per SM; each warp keeps at least two tiles), or forced by the option.
+//   (the fullest last wave, one block per SM; each warp keeps at least two tiles), or forced by
+//   the option.
 //   With more than one split, each block writes its normalised O and LSE (float32) to the
 //   workspace and a combine kernel merges them: O = sum_s e^(lse_s - lse) O_s,
 //   lse = log sum_s e^(lse_s). With one split the block writes O and LSE itself.
@@ -428,8 +429,11 @@ using attnbench::Support;
 
 constexpr int kMaxSplits = 128;
 
-// The split plan of a problem: splits (each warp keeps >= 2 tiles; about two blocks per SM when
-// the batch alone does not fill the GPU) or the forced count, and the keys per split.
+// The split plan of a problem: the number of key ranges per (sequence, kv head, row tile), forced
+// or chosen, and the keys per range. Chosen: one block per SM fits (192 KiB of rings), so what
+// matters is how evenly the blocks fill whole waves of SMs; of the counts that leave each warp at
+// least two K/V tiles (and at most kMaxSplits), the one whose last wave is fullest, the smallest
+// within 5% of it (fewer partial results to merge). Batch x heads that fill the waves alone get 1.
 struct SplitPlan {
   int splits, chunk, row_tiles;
 };
@@ -440,13 +444,24 @@ SplitPlan plan_splits(const Problem& pr, int forced, int sms) {
     s.row_tiles = (pr.group() * pr.seq_q + Tr::kRows - 1) / Tr::kRows;
     const int ctx = std::max(1, pr.seq_kv);  // the longest context
     const int tiles = (ctx + Tr::kBlockN - 1) / Tr::kBlockN;
-    int want;
+    int want = 1;
     if (forced > 0) {
       want = forced;
     } else {
       const long long blocks = static_cast<long long>(pr.batch) * pr.heads_kv * s.row_tiles;
-      want = blocks >= sms ? 1 : static_cast<int>((2LL * sms + blocks - 1) / blocks);
-      want = std::min(want, std::max(1, tiles / (2 * Tr::kWarps)));
+      const int cap = std::min(kMaxSplits, std::max(1, tiles / (2 * Tr::kWarps)));
+      auto fill = [&](int n) {  // blocks / (waves * SMs)
+        const long long b = blocks * n, waves = (b + sms - 1) / sms;
+        return static_cast<double>(b) / static_cast<double>(waves * sms);
+      };
+      double best = 0;
+      for (int n = 1; n <= cap; ++n) best = std::max(best, fill(n));
+      for (int n = 1; n <= cap; ++n) {
+        if (fill(n) >= best - 0.05) {
+          want = n;
+          break;
+        }
+      }
     }
     want = std::max(1, std::min({want, kMaxSplits, tiles}));
     const int tiles_per = (tiles + want - 1) / want;
