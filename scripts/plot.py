@@ -91,6 +91,19 @@ def outside_legend(fig, handles, labels):
                    ncol=min(4, len(labels)), frameon=False)
 
 
+def finish(fig, axes, title):
+    """The title, the layout, and every panel's legend entries once, outside the panels."""
+    handles, labels = [], []
+    for ax in axes:
+        for h, l in zip(*ax.get_legend_handles_labels()):
+            if l not in labels:
+                handles.append(h)
+                labels.append(l)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    outside_legend(fig, handles, labels)
+
+
 def fail(msg):
     print(f"plot.py: {msg}", file=sys.stderr)
     sys.exit(2)
@@ -320,16 +333,7 @@ def lines(plt, rows, colors, baseline, title, ylabel, value, path):
         ax.set_ylabel(ylabel)
         ax.set_title(panel_title(key), fontsize=10)
         ax.grid(alpha=0.3)
-    # Every panel's entries once, outside the panels.
-    handles, labels = [], []
-    for ax in axes:
-        for h, l in zip(*ax.get_legend_handles_labels()):
-            if l not in labels:
-                handles.append(h)
-                labels.append(l)
-    fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    outside_legend(fig, handles, labels)
+    finish(fig, axes, title)
     written = save(fig, path) if drawn else []
     plt.close(fig)
     return written
@@ -381,15 +385,7 @@ def bandwidth(plt, rows, colors, title, path, ceiling_gbps):
         ax.set_ylabel("GB/s (K, V read once; Q, O)")
         ax.set_title(f"head_dim {d}, {hq}:{hkv} heads, batch {b}", fontsize=10)
         ax.grid(alpha=0.3)
-    handles, labels = [], []
-    for ax in axes:
-        for h, l in zip(*ax.get_legend_handles_labels()):
-            if l not in labels:
-                handles.append(h)
-                labels.append(l)
-    fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    outside_legend(fig, handles, labels)
+    finish(fig, axes, title)
     written = save(fig, path)
     plt.close(fig)
     return written

@@ -6,7 +6,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attnbench/implementation.hpp"
@@ -14,6 +16,28 @@
 #include "attnbench/verify.hpp"
 
 namespace attnbench::test {
+
+// The cases an emulator test's arguments name: N (case N) or N-M (cases N to M); none: all.
+class CaseSelection {
+ public:
+  CaseSelection(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      const std::size_t dash = a.find('-');
+      const int lo = std::atoi(a.substr(0, dash).c_str());
+      ranges_.emplace_back(lo, dash == std::string::npos ? lo : std::atoi(a.substr(dash + 1).c_str()));
+    }
+  }
+  bool operator()(int ci) const {
+    if (ranges_.empty()) return true;
+    for (const auto& [lo, hi] : ranges_)
+      if (ci >= lo && ci <= hi) return true;
+    return false;
+  }
+
+ private:
+  std::vector<std::pair<int, int>> ranges_;
+};
 
 // Calls impl's pass on host buffers (the emulator's and the CPU's device memory is host memory).
 // For the backward, O and LSE come from the reference's forward, as check_impl does.

@@ -52,19 +52,7 @@ struct Case {
 
 int main(int argc, char** argv) {
   // The cases the arguments name (none: all).
-  std::vector<std::pair<int, int>> ranges;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const std::size_t dash = a.find('-');
-    const int lo = std::atoi(a.substr(0, dash).c_str());
-    ranges.emplace_back(lo, dash == std::string::npos ? lo : std::atoi(a.substr(dash + 1).c_str()));
-  }
-  auto selected = [&](int ci) {
-    if (ranges.empty()) return true;
-    for (const auto& [lo, hi] : ranges)
-      if (ci >= lo && ci <= hi) return true;
-    return false;
-  };
+  const attnbench::test::CaseSelection selected(argc, argv);
   using V = std::vector<int>;
   constexpr Distribution kN = Distribution::normal, kOut = Distribution::outlier;
   const std::vector<Case> cases = {
