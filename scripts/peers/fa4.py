@@ -121,6 +121,23 @@ def fa4_page_table(rows):
     return [[x if x >= 0 else 0 for x in r] for r in rows]
 
 
+def fa4_varlen_args(case, cu_seqlens=None):
+    """flash_attn_varlen_func's varlen arguments (FA4 4.0.0b36, flash_attn/cute/interface.py):
+    cu_seqlens_q and cu_seqlens_k, the prefix sums as int32 tensors of batch + 1 on the GPU
+    (cu_seqlens = (cu_q, cu_kv), the case's device copies made once by dev.inputs; None: the
+    lists of common.varlen_info, for the tests and the context), and max_seqlen_q / max_seqlen_k
+    as host ints (the longest lengths; FA4 sizes its grid from them, and a CUDA graph replays the
+    same lengths). q, k, v are attnbench's packed [total, h, d] tensors, FA4's varlen layout; O
+    comes back [total_q, hq, d] and the LSE [hq, total_q] float32, natural log: attnbench's
+    packed layouts, no copy. No seqused_q / seqused_k: every token of a sequence is used. Causal
+    and the window (fa4_window_args) are bottom-right aligned in each sequence by FA4 (its
+    per-sequence seqlen_q, seqlen_k), as attnbench's."""
+    v = common.varlen_info(case)
+    cq, ckv = cu_seqlens if cu_seqlens is not None else (v["cu_seqlens_q"], v["cu_seqlens_kv"])
+    return {"cu_seqlens_q": cq, "cu_seqlens_k": ckv, "max_seqlen_q": v["max_seqlen_q"],
+            "max_seqlen_k": v["max_seqlen_kv"]}
+
+
 def add_args(ap):
     ap.add_argument("--fa4-site", metavar="DIR",
                     help=f"site folder holding flash_attn.cute (default $ATTNBENCH_FA4_SITE, else {DEFAULT_SITE} "
