@@ -811,6 +811,42 @@ class PagedPure(unittest.TestCase):
         self.assertIsNone(flex.Flex(True, {}).plan_skip({"problem": varlen_problem([1], [3])}, "fwd"))
 
 
+class FlashInferPure(unittest.TestCase):
+    """flashinfer.py's mapping without FlashInfer: the CSR form of the table, plan()'s arguments, the SKIPs."""
+
+    def test_decode_plan(self):
+        from scripts.peers import flashinfer
+        p = paged_problem(batch=3, seqlens_q=[1, 1, 1], seqlens_kv=[17, 16, 300], seq_q=1)
+        table = [[7, 3, 9] + [0] * 16, [4] + [0] * 18, list(range(19, 0, -1))]
+        c = flashinfer.decode_plan(p, table)
+        self.assertEqual(c["indptr"], [0, 2, 3, 22])  # ceil(17 / 16), ceil(16 / 16), ceil(300 / 16)
+        self.assertEqual(c["indices"], [7, 3, 4] + list(range(19, 0, -1)))  # padding never copied
+        self.assertEqual(c["last_page_len"], [1, 16, 12])
+        self.assertEqual(flashinfer.decode_plan(paged_problem(), [[5] * 19, [6] * 19])["last_page_len"], [12, 12])
+
+    def test_decode_kwargs(self):
+        from scripts.peers import flashinfer
+        self.assertEqual(flashinfer.decode_kwargs(paged_problem()), {"window_left": -1, "sm_scale": 0.088})
+        kw = flashinfer.decode_kwargs(paged_problem(window_left=64, window_right=3, softcap=30.0, causal=False))
+        self.assertEqual(kw, {"window_left": 64, "sm_scale": 0.088, "logits_soft_cap": 30.0})
+
+    def test_plan_skip(self):
+        from scripts.peers import flashinfer
+        b = flashinfer.FlashInfer("auto", {})
+        ok = {"problem": paged_problem()}
+        self.assertTrue(b.plans(ok))
+        self.assertFalse(b.plans({"problem": varlen_problem([1, 2], [3, 4])}))
+        self.assertIsNone(b.plan_skip(ok, "fwd"))
+        self.assertIn("forward-only", b.plan_skip(ok, "bwd"))
+        self.assertIn("f16 and bf16", b.plan_skip({"problem": paged_problem(dtype="f32")}, "fwd"))
+        self.assertIn("single-token", b.plan_skip({"problem": paged_problem(seq_q=4)}, "fwd"))
+        ragged = paged_problem(batch=2, seqlens_q=[1, 1], seqlens_kv=[0, 300])
+        self.assertIn("empty context", b.plan_skip({"problem": ragged}, "fwd"))
+        self.assertEqual(b.absent, ("LSE",))
+        self.assertIn("not importable", flashinfer.FlashInfer("auto", {"error": "FlashInfer not importable (x)"})
+                      .skip_reason(ok, "fwd"))
+
+
 @unittest.skipUnless(HAVE, "needs ATTNBENCH_BUILD_DIR with the attnbench binary")
 class PagedDryRun(Tmp):
     def setUp(self):
@@ -821,6 +857,10 @@ class PagedDryRun(Tmp):
             g["problem"]["dtype"] = "bf16"
         with open(self.cfg, "w", encoding="utf-8") as f:
             json.dump(cfg, f)
+        dense = dict(cfg, groups=[dict(cfg["groups"][0], problem={"head_dim": 8, "seq": 16, "dtype": "bf16"},
+                                       sweep={})])
+        with open(self.path("dense.json"), "w", encoding="utf-8") as f:
+            json.dump(dense, f)
 
     def test_expand_paged_cases(self):
         cases = common.expand(EXE, self.cfg)
@@ -846,6 +886,16 @@ class PagedDryRun(Tmp):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("6 rows: fa4.flash_attn", p.stdout)  # fwd only: no deterministic (backward) rows
         self.assertNotIn("SKIP", p.stdout)
+        # FlashInfer: single-token decode with a context each, i.e. the explicit-table case only.
+        p = py(os.path.join(PEERS, "peers.py"), self.cfg, "--attnbench", EXE, "--dry-run", "--peers", "flashinfer")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("6 rows: flashinfer.batch_decode", p.stdout)
+        self.assertIn("5 of them SKIP", p.stdout)
+        self.assertEqual(p.stdout.count("single-token decode only"), 5)  # seq_q 2, and the ragged [1, 2, 1]
+        # No paged case, no FlashInfer row (not even a SKIP).
+        p = py(os.path.join(PEERS, "flashinfer.py"), self.path("dense.json"), "--attnbench", EXE, "--dry-run")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("no case runs on cuda", p.stderr)
 
 
 @unittest.skipUnless(HAVE_CAPI, "needs ATTNBENCH_BUILD_DIR with attnbench and libattnbench_capi.so")
