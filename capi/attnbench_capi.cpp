@@ -60,6 +60,19 @@ attnbench::HostTensor host_copy(const void* src, attnbench::DType t, std::int64_
   return h;
 }
 
+// ab_case_metadata / ab_call_metadata: the harness's own arrays (sequence_metadata), copied out.
+int64_t copy_metadata(const attnbench::Problem& p, int32_t* out, int64_t* offsets) {
+  const attnbench::SequenceMetadata m = attnbench::sequence_metadata(p);
+  if (out && !m.data.empty()) std::memcpy(out, m.data.data(), m.data.size() * sizeof(std::int32_t));
+  if (offsets) {
+    offsets[0] = m.cu_seqlens_q;
+    offsets[1] = m.cu_seqlens_kv;
+    offsets[2] = m.seqlens_kv;
+    offsets[3] = m.block_table;
+  }
+  return static_cast<int64_t>(m.data.size());
+}
+
 }  // namespace
 
 struct ab_case {
@@ -76,6 +89,8 @@ struct ab_call {
   std::string support;
   const std::int32_t* cu_q = nullptr;  // ab_call_set_cu_seqlens
   const std::int32_t* cu_kv = nullptr;
+  const std::int32_t* block_table = nullptr;  // ab_call_set_paged
+  const std::int32_t* seqlens_kv = nullptr;
 };
 
 extern "C" {
@@ -173,6 +188,15 @@ const char* ab_case_verify(ab_case* c, const char* pass, const void* o, const fl
       nullptr);
 }
 
+int64_t ab_case_metadata(ab_case* c, int32_t* out, int64_t* offsets) {
+  return guarded(
+      [&]() -> int64_t {
+        if (!c) throw std::invalid_argument("null case");
+        return copy_metadata(c->c->spec().problem, out, offsets);
+      },
+      -1);
+}
+
 ab_call* ab_call_open(const char* impl, const char* problem_json, const char* pass, const char* options_json) {
   return guarded(
       [&]() -> ab_call* {
@@ -263,6 +287,28 @@ int ab_call_set_cu_seqlens(ab_call* c, const int32_t* cu_seqlens_q, const int32_
       -1);
 }
 
+int64_t ab_call_metadata(ab_call* c, int32_t* out, int64_t* offsets) {
+  return guarded(
+      [&]() -> int64_t {
+        if (!c) throw std::invalid_argument("null call");
+        return copy_metadata(c->p, out, offsets);
+      },
+      -1);
+}
+
+int ab_call_set_paged(ab_call* c, const int32_t* block_table, const int32_t* seqlens_kv) {
+  return guarded(
+      [&]() -> int {
+        if (!c) throw std::invalid_argument("null call");
+        if (!c->p.paged()) throw std::invalid_argument("block table given for a problem that is not paged (page_size 0)");
+        if (!block_table || !seqlens_kv) throw std::invalid_argument("ab_call_set_paged: block_table and seqlens_kv are both required");
+        c->block_table = block_table;
+        c->seqlens_kv = seqlens_kv;
+        return 0;
+      },
+      -1);
+}
+
 int ab_call_forward(ab_call* c, const void* q, const void* k, const void* v, void* o, float* lse, void* workspace,
                     size_t workspace_bytes, void* stream) {
   return guarded(
@@ -271,7 +317,8 @@ int ab_call_forward(ab_call* c, const void* q, const void* k, const void* v, voi
         c->fwd_impl->forward({.p = c->p, .q = q, .k = k, .v = v, .o = o, .lse = lse,
                               .workspace = workspace, .workspace_bytes = workspace_bytes,
                               .stream = stream, .options = &c->options,
-                              .cu_seqlens_q = c->cu_q, .cu_seqlens_kv = c->cu_kv});
+                              .cu_seqlens_q = c->cu_q, .cu_seqlens_kv = c->cu_kv,
+                              .seqlens_kv = c->seqlens_kv, .block_table = c->block_table});
         return 0;
       },
       -1);

@@ -15,7 +15,10 @@
  * until the next call on the same handle.
  *
  * Tensors: BSHD, contiguous; q, o, dout, dq [b, sq, hq, d]; k, v, dk, dv [b, skv, hkv, d] in the
- * problem's dtype (f16/bf16 as 16-bit patterns); lse [b, hq, sq] float32.
+ * problem's dtype (f16/bf16 as 16-bit patterns); lse [b, hq, sq] float32. Varlen (seqlens_q,
+ * seqlens_kv): packed THD, q [total_q, hq, d], k [total_kv, hkv, d], lse [hq, total_q]. Paged
+ * (page_size > 0, forward only): k and v are the pool [num_pages, page_size, hkv, d], read through
+ * the int32 block table [b, pages_per_seq] (core/include/attnbench/problem.hpp); q, o, lse as above.
  */
 #ifndef ATTNBENCH_CAPI_H
 #define ATTNBENCH_CAPI_H
@@ -27,8 +30,12 @@
 extern "C" {
 #endif
 
-#define AB_CAPI_VERSION 3  /* 2: problems carry window_left, window_right, softcap; unknown keys refused.
-                              3: ab_call_set_cu_seqlens for varlen problems */
+#define AB_CAPI_VERSION 4  /* 2: problems carry window_left, window_right, softcap; unknown keys refused.
+                              3: ab_call_set_cu_seqlens for varlen problems.
+                              4: paged KV caches (problems carry page_size, num_pages, page_order or
+                                 block_table): ab_case_metadata, ab_call_metadata, ab_call_set_paged.
+                              4 only adds functions to 3 and changes none: a version-3 caller works
+                              unchanged with this library if it accepts a version >= 3. */
 
 int ab_capi_version(void);
 const char* ab_last_error(void);
@@ -52,6 +59,21 @@ int ab_case_inputs(ab_case* c, void* q, void* k, void* v, void* dout);
  * plus "ok", "reason" and "note". */
 const char* ab_case_verify(ab_case* c, const char* pass, const void* o, const float* lse, const void* dq,
                            const void* dk, const void* dv, const char* absent);
+/* Version 4. The int32 arrays a varlen or paged forward reads, exactly as the harness makes them for
+ * its own rows (sequence_metadata(): the block table is the one Problem::make_block_table builds
+ * from page_order, shuffled with its fixed seed, or the explicit rows), one array after the other in
+ * one buffer. Returns the buffer's length in int32 elements (0 for a dense, contiguous problem), or
+ * -1; copies the buffer into out (host memory of at least that many int32) when out is not NULL,
+ * and the offsets of its four arrays into offsets[0..3] when offsets is not NULL, -1 for an array
+ * the problem has none of:
+ *   [0] cu_seqlens_q   varlen: [batch + 1] prefix sums of seqlens_q (FlashAttention's cu_seqlens_q)
+ *   [1] cu_seqlens_kv  varlen and not paged: [batch + 1] prefix sums of seqlens_kv
+ *   [2] seqlens_kv     varlen or paged: [batch] context lengths (FlashAttention's seqused_k)
+ *   [3] block_table    paged: [batch, pages_per_seq] row-major physical page indices; entries past a
+ *                      sequence's ceil(seqlens_kv[b] / page_size) pages are padding, never read (0 in
+ *                      generated tables, -1 in an explicit table's short rows)
+ * A paged case's k and v (ab_case_inputs) are the pool these pages index. */
+int64_t ab_case_metadata(ab_case* c, int32_t* out, int64_t* offsets);
 
 /* ---- calls: one implementation, one problem, one pass ---- */
 typedef struct ab_call ab_call;
@@ -68,6 +90,16 @@ int ab_call_prepare(ab_call* c);
  * int32 each, in the implementation's device memory (FlashAttention's cu_seqlens), passed to every
  * later forward/backward. A CUDA implementation refuses a varlen call without them. */
 int ab_call_set_cu_seqlens(ab_call* c, const int32_t* cu_seqlens_q, const int32_t* cu_seqlens_kv);
+/* Version 4. The call's problem's metadata, as ab_case_metadata (the same arrays for the same
+ * problem JSON). */
+int64_t ab_call_metadata(ab_call* c, int32_t* out, int64_t* offsets);
+/* Version 4. A paged problem (page_size > 0): its block table ([batch, pages_per_seq]) and context
+ * lengths ([batch]), int32 in the implementation's device memory (ab_call_metadata's arrays [3]
+ * and [2], uploaded by the caller), passed to every later forward. A varlen paged problem also
+ * takes ab_call_set_cu_seqlens(c, cu_seqlens_q, NULL) (its K and V are not packed: no
+ * cu_seqlens_kv). A CUDA implementation refuses a paged forward without them; CPU ones read the
+ * table from the problem. Refused (-1) for a problem that is not paged or a NULL pointer. */
+int ab_call_set_paged(ab_call* c, const int32_t* block_table, const int32_t* seqlens_kv);
 /* Enqueue on stream (a cudaStream_t; NULL on the CPU). No allocation, no synchronisation: safe to
  * capture in a CUDA graph for implementations that follow the harness's contract. */
 int ab_call_forward(ab_call* c, const void* q, const void* k, const void* v, void* o, float* lse, void* workspace,

@@ -692,6 +692,357 @@ class VarlenVerification(Tmp):
                     cc.close()
 
 
+# ============================================================================ paged KV caches (issue 29)
+# CPU-sized paged problems: a decode batch on a pool of pages (sequential and shuffled tables; GQA;
+# causal), a ragged batch (seqlens_q / seqlens_kv, a context of 0) and an explicit table whose short
+# row is padded with -1. f32, so that a pure-Python peer can compute them exactly.
+PAGED_CONFIG = {
+    "name": "paged_peer_test",
+    "groups": [
+        {"description": "paged decode", "problem": {"head_dim": 8, "heads_q": 4, "heads_kv": 2, "seq_q": 2,
+                                                    "seq_kv": 37, "batch": 3, "dtype": "f32", "page_size": 8},
+         "sweep": {"product": {"page_order": ["sequential", "shuffled"], "causal": [False, True]}},
+         "implementations": ["cpu.naive_3pass", "cpu.flash_fwd"], "passes": ["fwd"], "verify": {"mode": "full"}},
+        {"description": "ragged paged", "problem": {"head_dim": 8, "heads_q": 4, "heads_kv": 1, "dtype": "f32",
+                                                    "page_size": 4, "page_order": "shuffled", "causal": True,
+                                                    "seqlens_q": [1, 2, 1], "seqlens_kv": [13, 0, 9]},
+         "implementations": ["cpu.naive_3pass", "cpu.flash_fwd"], "passes": ["fwd"], "verify": {"mode": "full"}},
+        {"description": "explicit table", "problem": {"head_dim": 8, "heads_q": 2, "heads_kv": 1, "dtype": "f32",
+                                                      "page_size": 4, "num_pages": 6, "seqlens_q": [1, 1],
+                                                      "seqlens_kv": [10, 3], "block_table": [[2, 0, 5], [3]]},
+         "implementations": ["cpu.naive_3pass"], "passes": ["fwd"], "verify": {"mode": "full"}},
+    ],
+    "timing": {"min_time_s": 0.0005, "repetitions": 2, "warmup_s": 0},
+}
+
+
+def paged_problem(**kw):
+    p = {"batch": 2, "heads_q": 8, "heads_kv": 2, "seq_q": 1, "seq_kv": 300, "head_dim": 128, "causal": True,
+         "scale": 0.088, "dtype": "bf16", "page_size": 16, "num_pages": 38, "page_order": "shuffled"}
+    p.update(kw)
+    return p
+
+
+class PagedPure(unittest.TestCase):
+    """The paged mapping without attnbench: the problem's fields, the layout, FA4's arguments, the SKIPs."""
+
+    def test_check_problem_paged(self):
+        common.check_problem(paged_problem())
+        common.check_problem({k: v for k, v in paged_problem().items() if k != "page_order"}
+                             | {"block_table": [[0, 1], [2]]})
+        bad = [({"page_order": "random"}, "page_order"), ({"page_size": 0}, "page_size"),
+               ({"num_pages": True}, "num_pages"), ({"block_table": [[0]]}, "one of page_order and block_table")]
+        for extra, what in bad:
+            with self.subTest(extra=extra), self.assertRaises(common.BadInput) as e:
+                common.check_problem(paged_problem(**extra))
+            self.assertIn(what, str(e.exception))
+        table_only = {k: v for k, v in paged_problem().items() if k != "page_order"}
+        for t in ([[0, 38]], [[0], [1], [2]], "rows"):  # a page outside the pool, batch rows, not a list
+            with self.subTest(table=t), self.assertRaises(common.BadInput):
+                common.check_problem(dict(table_only, block_table=t))
+        self.assertFalse(common.is_paged({"page_size": 0}))
+        self.assertTrue(common.is_paged({"problem": paged_problem()}))
+
+    def test_layout_and_info(self):
+        p = paged_problem()
+        shapes = common.layout_shapes(p)
+        self.assertEqual(shapes["k"], [38, 16, 2, 128])
+        self.assertEqual(shapes["v"], [38, 16, 2, 128])
+        self.assertEqual(shapes["q"], [2, 1, 8, 128])
+        self.assertEqual(shapes["lse"], [2, 8, 1])
+        self.assertEqual(shapes["block_table"], [2, 19])  # ceil(300 / 16)
+        g = common.paged_info(p)
+        self.assertEqual((g["pages_per_seq"], g["pages_read"], g["max_seqlen_kv"]), (19, 38, 300))
+        r = paged_problem(batch=3, seq_q=2, seqlens_q=[1, 2, 1], seqlens_kv=[17, 0, 300])
+        shapes = common.layout_shapes(r)
+        self.assertEqual((shapes["q"], shapes["lse"], shapes["k"]), ([4, 8, 128], [8, 4], [38, 16, 2, 128]))
+        g = common.paged_info(r)
+        self.assertEqual((g["seqlens_kv"], g["pages_used"], g["pages_read"]), ([17, 0, 300], [2, 0, 19], 21))
+        t = {k: v for k, v in r.items() if k != "page_order"} | {"block_table": [[4, 5], [], [0, 1, 2]]}
+        self.assertEqual((common.paged_info(t)["pages_per_seq"], common.paged_info(t)["page_order"]), (3, "table"))
+
+    def test_metadata_arrays(self):
+        """ab_*_metadata's buffer cut into its arrays by the offsets, the table into rows."""
+        data = [0, 1, 3, 4] + [1, 2, 1] + [4, 2, 3, 0, 5, -1]  # cu_seqlens_q, seqlens_kv, table [3, 2]
+        m = common.metadata_arrays(data, [0, -1, 4, 7])
+        self.assertEqual(m["cu_seqlens_q"], [0, 1, 3, 4])
+        self.assertIsNone(m["cu_seqlens_kv"])
+        self.assertEqual(m["seqlens_kv"], [1, 2, 1])
+        self.assertEqual(m["block_table"], [[4, 2], [3, 0], [5, -1]])
+        self.assertEqual(common.metadata_arrays([], [-1, -1, -1, -1]),
+                         {n: None for n in common.Capi.METADATA})
+
+    def test_fa4_paged_call(self):
+        """FA4's varlen entry point with page_table, seqused_k and max_seqlen_k; cu_seqlens_q only
+        for a ragged batch; never cu_seqlens_k."""
+        from scripts.peers import fa4
+        p = paged_problem()
+        self.assertEqual(fa4.fa4_function(p), "flash_attn_varlen_func")
+        kw = fa4.fa4_kwargs(p, False)
+        self.assertEqual(kw["page_table"], "block_table")
+        self.assertEqual(kw["seqused_k"], [300, 300])
+        self.assertEqual(kw["max_seqlen_k"], 300)
+        self.assertNotIn("cu_seqlens_k", kw)
+        self.assertNotIn("cu_seqlens_q", kw)
+        self.assertEqual((kw["causal"], kw["softmax_scale"], kw["return_lse"]), (True, 0.088, True))
+        r = paged_problem(batch=3, seq_q=2, seqlens_q=[1, 2, 1], seqlens_kv=[17, 0, 300], window_left=64)
+        kw = fa4.fa4_kwargs(r, False, ("T", "U", "CU"))
+        self.assertEqual((kw["page_table"], kw["seqused_k"], kw["cu_seqlens_q"]), ("T", "U", "CU"))
+        self.assertEqual((kw["max_seqlen_q"], kw["max_seqlen_k"]), (2, 300))
+        self.assertEqual(kw["window_size"], (64, 0))
+        self.assertNotIn("cu_seqlens_k", kw)
+        self.assertEqual(fa4.fa4_kwargs(r, False)["cu_seqlens_q"], [0, 1, 3, 4])
+        self.assertEqual(fa4.fa4_page_table([[3, 1, -1], [2, -1, -1]]), [[3, 1, 0], [2, 0, 0]])
+        b = fa4.Fa4(False, {})
+        case = {"problem": p}
+        self.assertIsNone(b.plan_skip(case, "fwd"))
+        self.assertIn("forward-only", b.plan_skip(case, "bwd"))
+        self.assertIn("f16 and bf16", b.plan_skip({"problem": dict(p, dtype="f32")}, "fwd"))
+        self.assertEqual(b.skip_reason(case, "fwd"), None)
+        self.assertIn("varlen_func", fa4.Fa4(False, {"varlen_error": "no flash_attn_varlen_func"}).skip_reason(case, "fwd"))
+
+    def test_sdpa_and_flex_skip_paged(self):
+        from scripts.peers import flex, torch_sdpa
+        for p in (paged_problem(), paged_problem(batch=3, seq_q=2, seqlens_q=[1, 2, 1], seqlens_kv=[17, 0, 300])):
+            case = {"problem": p}
+            self.assertEqual(torch_sdpa.Sdpa("flash").plan_skip(case, "fwd"), torch_sdpa.NO_PAGED)
+            self.assertEqual(flex.Flex(True, {}).plan_skip(case, "fwd"), flex.NO_PAGED)
+            self.assertIn("fa4.flash_attn", torch_sdpa.NO_PAGED)
+        self.assertIsNone(flex.Flex(True, {}).plan_skip({"problem": varlen_problem([1], [3])}, "fwd"))
+
+
+class FlashInferPure(unittest.TestCase):
+    """flashinfer.py's mapping without FlashInfer: the CSR form of the table, plan()'s arguments, the SKIPs."""
+
+    def test_decode_plan(self):
+        from scripts.peers import flashinfer
+        p = paged_problem(batch=3, seqlens_q=[1, 1, 1], seqlens_kv=[17, 16, 300], seq_q=1)
+        table = [[7, 3, 9] + [0] * 16, [4] + [0] * 18, list(range(19, 0, -1))]
+        c = flashinfer.decode_plan(p, table)
+        self.assertEqual(c["indptr"], [0, 2, 3, 22])  # ceil(17 / 16), ceil(16 / 16), ceil(300 / 16)
+        self.assertEqual(c["indices"], [7, 3, 4] + list(range(19, 0, -1)))  # padding never copied
+        self.assertEqual(c["last_page_len"], [1, 16, 12])
+        self.assertEqual(flashinfer.decode_plan(paged_problem(), [[5] * 19, [6] * 19])["last_page_len"], [12, 12])
+
+    def test_decode_kwargs(self):
+        from scripts.peers import flashinfer
+        self.assertEqual(flashinfer.decode_kwargs(paged_problem()), {"window_left": -1, "sm_scale": 0.088})
+        kw = flashinfer.decode_kwargs(paged_problem(window_left=64, window_right=3, softcap=30.0, causal=False))
+        self.assertEqual(kw, {"window_left": 64, "sm_scale": 0.088, "logits_soft_cap": 30.0})
+
+    def test_plan_skip(self):
+        from scripts.peers import flashinfer
+        b = flashinfer.FlashInfer("auto", {})
+        ok = {"problem": paged_problem()}
+        self.assertTrue(b.plans(ok))
+        self.assertFalse(b.plans({"problem": varlen_problem([1, 2], [3, 4])}))
+        self.assertIsNone(b.plan_skip(ok, "fwd"))
+        self.assertIn("forward-only", b.plan_skip(ok, "bwd"))
+        self.assertIn("f16 and bf16", b.plan_skip({"problem": paged_problem(dtype="f32")}, "fwd"))
+        self.assertIn("single-token", b.plan_skip({"problem": paged_problem(seq_q=4)}, "fwd"))
+        ragged = paged_problem(batch=2, seqlens_q=[1, 1], seqlens_kv=[0, 300])
+        self.assertIn("empty context", b.plan_skip({"problem": ragged}, "fwd"))
+        self.assertEqual(b.absent, ("LSE",))
+        self.assertIn("not importable", flashinfer.FlashInfer("auto", {"error": "FlashInfer not importable (x)"})
+                      .skip_reason(ok, "fwd"))
+
+
+@unittest.skipUnless(HAVE, "needs ATTNBENCH_BUILD_DIR with the attnbench binary")
+class PagedDryRun(Tmp):
+    def setUp(self):
+        super().setUp()
+        cfg = json.loads(json.dumps(PAGED_CONFIG))
+        for g in cfg["groups"]:
+            g["implementations"] = ["cuda.naive_3pass"]
+            g["problem"]["dtype"] = "bf16"
+        with open(self.cfg, "w", encoding="utf-8") as f:
+            json.dump(cfg, f)
+        dense = dict(cfg, groups=[dict(cfg["groups"][0], problem={"head_dim": 8, "seq": 16, "dtype": "bf16"},
+                                       sweep={})])
+        with open(self.path("dense.json"), "w", encoding="utf-8") as f:
+            json.dump(dense, f)
+
+    def test_expand_paged_cases(self):
+        cases = common.expand(EXE, self.cfg)
+        self.assertEqual(len(cases), 6)
+        for c in cases:
+            self.assertTrue(common.is_paged(c))
+            self.assertEqual(c["inputs"]["layout"]["block_table"][1], common.paged_info(c)["pages_per_seq"])
+        self.assertEqual(sum("_shuffled" in c["case"] for c in cases), 3)
+        self.assertEqual(sum("_table" in c["case"] for c in cases), 1)
+
+    def test_peers_dry_run(self):
+        p = py(os.path.join(PEERS, "peers.py"), self.cfg, "--attnbench", EXE, "--dry-run", "--flex-dense")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        out = p.stdout
+        self.assertIn("36 rows", out)  # 6 cases x (fa4 fwd, 4 SDPA backends, flex)
+        self.assertIn("30 of them SKIP", out)  # all but FA4's
+        self.assertIn("paged: page_size 8, pool 15 pages, table [3, 5] (shuffled)", out)
+        self.assertIn("paged: page_size 4, pool 6 pages, table [2, 3] (table)", out)
+        self.assertEqual(out.count("PyTorch SDPA has no paged KV cache"), 6)
+        self.assertEqual(out.count("FlexAttention reads K and V contiguous here"), 6)
+        self.assertNotIn("fa4.flash_attn (fwd)", out)  # FA4's rows run
+        p = py(os.path.join(PEERS, "fa4.py"), self.cfg, "--attnbench", EXE, "--dry-run")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("6 rows: fa4.flash_attn", p.stdout)  # fwd only: no deterministic (backward) rows
+        self.assertNotIn("SKIP", p.stdout)
+        # FlashInfer: single-token decode with a context each, i.e. the explicit-table case only.
+        p = py(os.path.join(PEERS, "peers.py"), self.cfg, "--attnbench", EXE, "--dry-run", "--peers", "flashinfer")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("6 rows: flashinfer.batch_decode", p.stdout)
+        self.assertIn("5 of them SKIP", p.stdout)
+        self.assertEqual(p.stdout.count("single-token decode only"), 5)  # seq_q 2, and the ragged [1, 2, 1]
+        # No paged case, no FlashInfer row (not even a SKIP).
+        p = py(os.path.join(PEERS, "flashinfer.py"), self.path("dense.json"), "--attnbench", EXE, "--dry-run")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("no case runs on cuda", p.stderr)
+
+
+@unittest.skipUnless(HAVE_CAPI, "needs ATTNBENCH_BUILD_DIR with attnbench and libattnbench_capi.so")
+class PagedCapi(Tmp):
+    def setUp(self):
+        super().setUp()
+        with open(self.cfg, "w", encoding="utf-8") as f:
+            json.dump(PAGED_CONFIG, f)
+        self.capi = common.Capi(CAPI)
+        self.cases = common.expand(EXE, self.cfg)
+
+    def test_version(self):
+        self.assertEqual(self.capi.version, 4)
+        self.assertEqual(self.capi.info["capi_version"], 4)
+
+    def test_metadata_is_the_harness_table(self):
+        """The case's and the call's metadata agree; sequential tables are the pool in order,
+        shuffled ones a permutation of it that is not; the lengths and cu_seqlens as the problem."""
+        for case in self.cases:
+            p = case["problem"]
+            with self.subTest(case=case["case"]):
+                case["passes_run"] = ["fwd"]
+                cc = self.capi.case(case, "cpu")
+                call = self.capi.call("cpu.naive_3pass", p, "fwd")
+                try:
+                    m = cc.metadata()
+                    self.assertEqual(call.metadata(), m)
+                    g = common.paged_info(p)
+                    self.assertEqual(m["seqlens_kv"], g["seqlens_kv"])
+                    self.assertIsNone(m["cu_seqlens_kv"])  # paged K/V is not packed
+                    if common.is_varlen(p):
+                        self.assertEqual(m["cu_seqlens_q"], common.varlen_info(p)["cu_seqlens_q"])
+                    else:
+                        self.assertIsNone(m["cu_seqlens_q"])
+                    self.assertEqual([len(r) for r in m["block_table"]], [g["pages_per_seq"]] * p["batch"])
+                    used = [x for r, n in zip(m["block_table"], g["pages_used"]) for x in r[:n]]
+                    order = p.get("page_order", "table")
+                    if order == "sequential":
+                        self.assertEqual(used, list(range(g["pages_read"])))
+                    elif order == "shuffled":
+                        self.assertEqual(sorted(used), list(range(g["pages_read"])))
+                        self.assertNotEqual(used, sorted(used))
+                    else:
+                        self.assertEqual(m["block_table"], [[2, 0, 5], [3, -1, -1]])
+                    self.assertEqual(common.layout_shapes(p)["block_table"], [p["batch"], g["pages_per_seq"]])
+                finally:
+                    call.close()
+                    cc.close()
+
+    def test_set_paged_refusals(self):
+        dense = {"batch": 1, "heads_q": 1, "heads_kv": 1, "seq_q": 4, "seq_kv": 4, "head_dim": 8, "dtype": "f32"}
+        call = self.capi.call("cpu.naive_3pass", dense, "fwd")
+        try:
+            buf = (ctypes.c_int32 * 4)()
+            with self.assertRaises(RuntimeError) as e:
+                call.set_paged(ctypes.addressof(buf), ctypes.addressof(buf))
+            self.assertIn("not paged", str(e.exception))
+            self.assertEqual(call.metadata(), {n: None for n in common.Capi.METADATA})
+        finally:
+            call.close()
+        call = self.capi.call("cpu.naive_3pass", self.cases[0]["problem"], "fwd")
+        try:
+            with self.assertRaises(RuntimeError) as e:
+                call.set_paged(None, None)
+            self.assertIn("both required", str(e.exception))
+        finally:
+            call.close()
+
+    def test_attnbench_impls_through_the_table_pass(self):
+        """attnbench's CPU kernels called through ab_call with ab_call_set_paged pass the harness's
+        verification on every paged case (what attnbench_impls.py does on the GPU)."""
+        out = self.path("impls.json")
+        p = py(os.path.join(PEERS, "attnbench_impls.py"), self.cfg, "--on", "cpu", "--attnbench", EXE,
+               "--impl", "cpu.naive_3pass,cpu.flash_fwd", "--out", out, "--quiet")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rows = read_json(out)["rows"]
+        self.assertEqual(len(rows), 12)
+        self.assertTrue(all(r["status"] == "pass" for r in rows), [(r["nvtx"], r["reason"]) for r in rows])
+
+    def test_python_peer_through_the_table_passes(self):
+        """A pure-Python peer that reads K and V from the pool through ab_case_metadata's block table
+        PASSes attnbench's verification (float64 reference); the same peer reading the pool as if
+        the table were sequential (ignoring the shuffle or the explicit rows) FAILs."""
+        import math
+        dev = common.HostCpu()
+
+        def attention(case, t, table):
+            p = case["problem"]
+            hq, hkv, d, ps = p["heads_q"], p["heads_kv"], p["head_dim"], p["page_size"]
+            varlen = common.is_varlen(p)
+            sq = common.varlen_info(p)["seqlens_q"] if varlen else [p["seq_q"]] * p["batch"]
+            q0 = common.cu_seqlens(sq)
+            ctx = common.context_lengths(p)
+            arr = {n: (ctypes.c_float * (t[n].nbytes // 4)).from_address(t[n].ptr) for n in ("q", "k", "v")}
+            o, lse = dev.empty(case, "o"), dev.empty(case, "lse")
+            O = (ctypes.c_float * (o.nbytes // 4)).from_address(o.ptr)
+            L = (ctypes.c_float * (lse.nbytes // 4)).from_address(lse.ptr)
+            lo, hi = common.diagonal_bounds(p)
+            for b in range(p["batch"]):
+                rows = [table[b][j // ps] * ps + j % ps for j in range(ctx[b])]
+                for h in range(hq):
+                    g = h // (hq // hkv)
+                    for i in range(sq[b]):
+                        qo = ((q0[b] + i) * hq + h) * d
+                        li = h * q0[-1] + q0[b] + i if varlen else (b * hq + h) * sq[b] + i
+                        c = i + ctx[b] - sq[b]
+                        s = {j: p["scale"] * sum(arr["q"][qo + e] * arr["k"][(r * hkv + g) * d + e] for e in range(d))
+                             for j, r in enumerate(rows)
+                             if (lo is None or j - c >= lo) and (hi is None or j - c <= hi)}
+                        if not s:
+                            L[li] = -math.inf
+                            for e in range(d):
+                                O[qo + e] = 0.0
+                            continue
+                        m = max(s.values())
+                        z = sum(math.exp(x - m) for x in s.values())
+                        L[li] = m + math.log(z)
+                        for e in range(d):
+                            O[qo + e] = sum(math.exp(x - m) / z * arr["v"][(rows[j] * hkv + g) * d + e]
+                                            for j, x in s.items())
+            return {"O": o, "LSE": lse}
+
+        for case in self.cases:
+            p = case["problem"]
+            with self.subTest(case=case["case"]):
+                case["passes_run"] = ["fwd"]
+                cc = self.capi.case(case, "cpu")
+                try:
+                    t = dev.inputs(cc, case)
+                    self.assertEqual(t["k"].nbytes, common.tensor_nbytes(case, "k"))  # the whole pool
+                    table = cc.metadata()["block_table"]
+                    out = attention(case, t, table)
+                    v = cc.verify("fwd", {n: x.ptr for n, x in out.items()})
+                    self.assertTrue(v["ok"], v.get("reason"))
+                    self.assertEqual([o["name"] for o in v["outputs"]][:2], ["O", "LSE"])
+                    if p.get("page_order") == "sequential":
+                        continue  # the identity table is the right one
+                    n = common.paged_info(p)["pages_per_seq"]
+                    identity = [[b * n + i for i in range(n)] for b in range(p["batch"])]
+                    identity = [[x % p["num_pages"] for x in r] for r in identity]
+                    out = attention(case, t, identity)
+                    w = cc.verify("fwd", {n: x.ptr for n, x in out.items()})
+                    self.assertFalse(w["ok"])
+                finally:
+                    cc.close()
+
+
 class Merge(Tmp):
     def test_merge_renumbers_and_keeps_contexts(self):
         def res(rows, ctx):

@@ -11,7 +11,10 @@ around each call); scripts/peers/timing_parity.py compares the two. As in the ha
 reads O and LSE from the implementation's own forward (once, untimed), and a backward-only
 implementation's fwd_bwd uses its fwd_partner's forward. --on cpu runs CPU implementations on
 host buffers (the tests use it). A varlen case's cu_seqlens (int32, on the implementation's device,
-made once per case) are handed over with ab_call_set_cu_seqlens before any call.
+made once per case) are handed over with ab_call_set_cu_seqlens before any call; a paged case's block
+table and context lengths (the harness's own, ab_case_metadata, uploaded once per case) with
+ab_call_set_paged (C API version 4), and its cu_seqlens_q alone when it is also varlen (a paged K/V
+is not packed: no cu_seqlens_kv, as the harness calls it).
 Exit codes as the other peers (common.py).
 """
 import os
@@ -58,9 +61,7 @@ class Impl(common.Backend):
         c.prepare()
         P = dev.ptr
         q, k, v, dout = (P(t[n]) for n in common.TENSORS)
-        varlen = common.is_varlen(case)
-        if varlen:  # the case's cu_seqlens, on the implementation's device (dev.inputs made them once)
-            c.set_cu_seqlens(P(t["cu_seqlens_q"]), P(t["cu_seqlens_kv"]))
+        attach(c, case, t, P)
 
         def fn():
             s = dev.current_stream()  # the timer's stream, or the capture stream
@@ -73,8 +74,7 @@ class Impl(common.Backend):
             f = self.capi.call(self.name, case["problem"], "fwd_bwd", self.options)
             fws = dev.empty_bytes(f.workspace_bytes())
             f.prepare()
-            if varlen:
-                f.set_cu_seqlens(P(t["cu_seqlens_q"]), P(t["cu_seqlens_kv"]))
+            attach(f, case, t, P)
             f.forward(q, k, v, P(o), P(lse), P(fws), f.workspace_bytes(), dev.stream())
             dev.sync()
             f.close()
@@ -98,6 +98,16 @@ class Impl(common.Backend):
             return out
 
         return common.Call(fn, outputs, validate, keep=(c, ws, o, lse, grads))
+
+
+def attach(call, case, t, P):
+    """The case's metadata on the implementation's device (dev.inputs made it once) handed to a call:
+    cu_seqlens for varlen (cu_seqlens_q alone when paged), block table and lengths for paged."""
+    paged = common.is_paged(case)
+    if common.is_varlen(case):
+        call.set_cu_seqlens(P(t["cu_seqlens_q"]), None if paged else P(t["cu_seqlens_kv"]))
+    if paged:
+        call.set_paged(P(t["block_table"]), P(t["seqlens_kv"]))
 
 
 def backends(args, dev_kind):

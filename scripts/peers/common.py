@@ -136,7 +136,9 @@ def expand(attnbench, config, cases=None, passes=None, verify=None):
 # window and the soft cap only when set. A field not listed here would be dropped by a peer that
 # does not know it (a windowed case timed as a dense one), so expand() refuses it.
 PROBLEM_KEYS = ("batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim", "causal", "scale", "dtype",
-                "window_left", "window_right", "softcap", "seqlens_q", "seqlens_kv")
+                "window_left", "window_right", "softcap", "seqlens_q", "seqlens_kv",
+                "page_size", "num_pages", "page_order", "block_table")
+PAGE_ORDERS = ("sequential", "shuffled")
 
 
 def check_problem(p, where="problem"):
@@ -168,6 +170,33 @@ def check_problem(p, where="problem"):
                                "[1, 2^31))")
         if len(p["seqlens_q"]) != len(p["seqlens_kv"]):
             raise BadInput(f"{where}.seqlens_kv = {json.dumps(p['seqlens_kv'])}: not as many lengths as seqlens_q")
+    check_paged(p, where)
+
+
+def check_paged(p, where="problem"):
+    """BadInput naming the field when the paged fields (problem_to_json writes them only for a paged
+    problem: page_size > 0, num_pages, and page_order or an explicit block_table) are not what
+    attnbench writes."""
+    paged_keys = [k for k in ("page_size", "num_pages", "page_order", "block_table") if k in p]
+    if not paged_keys:
+        return
+    for k in ("page_size", "num_pages"):
+        v = p.get(k)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise BadInput(f"{where}.{k} = {json.dumps(v)}: must be an integer >= 1 (a paged problem has "
+                           "page_size and num_pages)")
+    if ("page_order" in p) == ("block_table" in p):
+        raise BadInput(f"{where}: a paged problem has one of page_order and block_table "
+                       f"(given: {', '.join(paged_keys)})")
+    if "page_order" in p and p["page_order"] not in PAGE_ORDERS:
+        raise BadInput(f"{where}.page_order = {json.dumps(p['page_order'])}: must be one of {', '.join(PAGE_ORDERS)}")
+    if "block_table" in p:
+        t = p["block_table"]
+        if (not isinstance(t, list) or len(t) != p.get("batch") or not all(isinstance(r, list) for r in t)
+                or any(isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < p["num_pages"]
+                       for r in t for x in r)):
+            raise BadInput(f"{where}.block_table: must be batch = {p.get('batch')} rows of page indices in "
+                           f"[0, num_pages = {p['num_pages']})")
 
 
 def window(p):
@@ -217,6 +246,47 @@ def is_varlen(p):
     return "seqlens_q" in p.get("problem", p)
 
 
+# ---- paged KV caches (issue 29; core/include/attnbench/problem.hpp)
+# A problem with page_size > 0 keeps its K and V in a pool of pages, k, v [num_pages, page_size, heads_kv,
+# head_dim], read through an int32 block table [batch, pages_per_seq]: key j of sequence b is row j % page_size
+# of page block_table[b][j // page_size], for j below its context length (seqlens_kv[b], or seq_kv for every
+# sequence when the batch is not ragged). q, o, LSE keep their layout (dense BSHD, or packed THD when varlen).
+# The table itself is the harness's (Problem::make_block_table from page_order, shuffled with a fixed seed):
+# the peers never rebuild it, they ask libattnbench_capi for it (ab_case_metadata, CapiCase.metadata).
+# Paged problems are forward-only. The functions below are pure (no torch).
+
+
+def is_paged(p):
+    """Whether a problem (or a case) reads its K and V through a block table."""
+    return int(p.get("problem", p).get("page_size", 0) or 0) > 0
+
+
+def context_lengths(p):
+    """Each sequence's number of keys: seqlens_kv when ragged, else seq_kv for each of the batch."""
+    p = p.get("problem", p)
+    if "seqlens_kv" in p:
+        return [int(x) for x in p["seqlens_kv"]]
+    return [int(p["seq_kv"])] * int(p["batch"])
+
+
+def paged_info(p):
+    """What a paged call needs beside the tensors and the table, from a problem or a case: page_size,
+    num_pages (the pool), pages_per_seq (the table's row length: ceil(seq_kv / page_size), or an
+    explicit table's longest row), the context lengths (FlashAttention's seqused_k), the pages each
+    sequence reads (ceil(length / page_size)), their sum, and how the table was made."""
+    p = p.get("problem", p)
+    ps = int(p["page_size"])
+    ctx = context_lengths(p)
+    if "block_table" in p:
+        per_seq = max((len(r) for r in p["block_table"]), default=0)
+    else:
+        per_seq = -(-int(p["seq_kv"]) // ps)
+    used = [-(-n // ps) for n in ctx]
+    return {"page_size": ps, "num_pages": int(p["num_pages"]), "pages_per_seq": per_seq, "seqlens_kv": ctx,
+            "max_seqlen_kv": max(ctx) if ctx else 0, "pages_used": used, "pages_read": sum(used),
+            "page_order": p.get("page_order", "table")}
+
+
 def seqlens(p):
     """(seqlens_q, seqlens_kv) of a varlen problem or case, as lists of ints."""
     p = p.get("problem", p)
@@ -255,7 +325,12 @@ def layout_shapes(p):
     else:
         b, sq, skv = int(p["batch"]), int(p["seq_q"]), int(p["seq_kv"])
         q, kv, lse = [b, sq, hq, d], [b, skv, hkv, d], [b, hq, sq]
-    return {"q": q, "k": kv, "v": kv, "dout": q, "o": q, "lse": lse}
+    out = {"q": q, "k": kv, "v": kv, "dout": q, "o": q, "lse": lse}
+    if is_paged(p):  # the pool of pages and the table; q, o, lse as above
+        g = paged_info(p)
+        pool = [g["num_pages"], g["page_size"], hkv, d]
+        out.update(k=pool, v=list(pool), block_table=[int(p["batch"]), g["pages_per_seq"]])
+    return out
 
 
 # The layout tensor each output is verified in (its shape is checked before the C API reads it).
@@ -303,7 +378,12 @@ def tensor_nbytes(case, name):
 class Capi:
     """ctypes binding of capi/attnbench_capi.h."""
 
-    VERSION = 3  # 2: problems carry window_left, window_right and softcap; 3: ab_call_set_cu_seqlens
+    # 2: problems carry window_left, window_right and softcap; 3: ab_call_set_cu_seqlens; 4: paged KV
+    # caches (ab_case_metadata, ab_call_metadata, ab_call_set_paged). 4 only adds functions to 3, so a
+    # version-3 library still serves every case that is not paged (paged ones then fail saying so).
+    VERSION = 4
+    MIN_VERSION = 3
+    METADATA = ("cu_seqlens_q", "cu_seqlens_kv", "seqlens_kv", "block_table")  # ab_*_metadata's offsets
 
     def __init__(self, path):
         try:
@@ -322,12 +402,21 @@ class Capi:
             "ab_call_forward": (I, [P, P, P, P, P, P, P, S, P]),
             "ab_call_backward": (I, [P, P, P, P, P, P, P, P, P, P, P, S, P]),
         }
+        self.version = -1
+        if hasattr(lib, "ab_capi_version"):
+            lib.ab_capi_version.restype, lib.ab_capi_version.argtypes = I, []
+            self.version = lib.ab_capi_version()
+        if not self.MIN_VERSION <= self.version <= self.VERSION:
+            raise BadInput(f"{path}: C API version {self.version}, this script speaks {self.MIN_VERSION} to "
+                           f"{self.VERSION}")
+        if self.version >= 4:
+            I64 = ctypes.c_int64
+            sig.update({"ab_case_metadata": (I64, [P, P, P]), "ab_call_metadata": (I64, [P, P, P]),
+                        "ab_call_set_paged": (I, [P, P, P])})
         for name, (res, args) in sig.items():
             f = getattr(lib, name)
             f.restype, f.argtypes = res, args
         self.lib = lib
-        if lib.ab_capi_version() != self.VERSION:
-            raise BadInput(f"{path}: C API version {lib.ab_capi_version()}, this script speaks {self.VERSION}")
         self.info = json.loads(self._check(lib.ab_build_info()).decode())
 
     def error(self):
@@ -340,6 +429,24 @@ class Capi:
 
     def implementations(self):
         return self.info["implementations"]
+
+    def require_paged(self):
+        if self.version < 4:
+            raise RuntimeError(f"{self.path}: C API version {self.version} has no paged KV caches (needs 4: "
+                               "ab_case_metadata, ab_call_set_paged); rebuild the attnbench_capi target")
+
+    def metadata(self, fn, handle):
+        """ab_case_metadata / ab_call_metadata as a dict: each array's name -> a list of ints (the
+        block table as rows of pages_per_seq), None where the problem has none."""
+        self.require_paged()
+        n = fn(handle, None, None)
+        if n < 0:
+            raise RuntimeError(self.error())
+        buf = (ctypes.c_int32 * max(1, n))()
+        off = (ctypes.c_int64 * 4)()
+        if fn(handle, buf, off) != n:
+            raise RuntimeError(self.error() or "metadata changed size")
+        return metadata_arrays(list(buf)[:n], list(off))
 
     # ---- cases
     def case(self, line, device):
@@ -359,9 +466,30 @@ class Capi:
         return CapiCall(self, h)
 
 
+def metadata_arrays(data, offsets):
+    """The four arrays of ab_*_metadata's buffer (Capi.METADATA, in buffer order: each runs to the
+    next one's offset or the end), the block table cut into its batch rows. Pure (the tests use it)."""
+    named = [(o, n) for o, n in zip(offsets, Capi.METADATA) if o >= 0]
+    out = {n: None for n in Capi.METADATA}
+    for i, (o, n) in enumerate(sorted(named)):
+        end = sorted(named)[i + 1][0] if i + 1 < len(named) else len(data)
+        out[n] = list(data[o:end])
+    if out["block_table"] is not None and out["seqlens_kv"]:
+        bt, b = out["block_table"], len(out["seqlens_kv"])
+        w = len(bt) // b if b else 0
+        out["block_table"] = [bt[i * w:(i + 1) * w] for i in range(b)]
+    return out
+
+
 class CapiCase:
     def __init__(self, capi, handle, line):
         self.capi, self.h, self.line = capi, handle, line
+
+    def metadata(self):
+        """The harness's int32 arrays of this case (ab_case_metadata): cu_seqlens_q, cu_seqlens_kv,
+        seqlens_kv, block_table (rows), None where the problem has none. A paged case's block table
+        is exactly the one attnbench's own rows read (page_order and its fixed seed)."""
+        return self.capi.metadata(self.capi.lib.ab_case_metadata, self.h)
 
     def close(self):
         if self.h:
@@ -405,8 +533,18 @@ class CapiCall:
 
     def set_cu_seqlens(self, cu_q, cu_kv):
         """A varlen call's cu_seqlens (batch + 1 int32 each) in the implementation's device memory,
-        used by every later forward/backward (ab_call_set_cu_seqlens)."""
+        used by every later forward/backward (ab_call_set_cu_seqlens). A paged one has no cu_kv (None)."""
         self.capi._check(self.lib.ab_call_set_cu_seqlens(self.h, cu_q, cu_kv))
+
+    def metadata(self):
+        """ab_call_metadata, as CapiCase.metadata."""
+        return self.capi.metadata(self.lib.ab_call_metadata, self.h)
+
+    def set_paged(self, block_table, seqlens_kv):
+        """A paged call's block table [batch, pages_per_seq] and context lengths [batch], int32 in the
+        implementation's device memory, used by every later forward (ab_call_set_paged)."""
+        self.capi.require_paged()
+        self.capi._check(self.lib.ab_call_set_paged(self.h, block_table, seqlens_kv))
 
     def forward(self, q, k, v, o, lse, ws, ws_bytes, stream):
         if self.lib.ab_call_forward(self.h, q, k, v, o, lse, ws, ws_bytes, stream) != 0:
@@ -480,6 +618,13 @@ class HostCpu:
             for n in ("cu_seqlens_q", "cu_seqlens_kv"):
                 b = HostCpu.Buf(4 * len(v[n]))
                 (ctypes.c_int32 * len(v[n])).from_address(b.ptr)[:] = v[n]
+                t[n] = b
+        if is_paged(case):  # the harness's table and context lengths, host int32
+            m = cc.metadata()
+            for n in ("block_table", "seqlens_kv"):
+                flat = [x for r in m[n] for x in r] if n == "block_table" else m[n]
+                b = HostCpu.Buf(4 * len(flat))
+                (ctypes.c_int32 * len(flat)).from_address(b.ptr)[:] = flat
                 t[n] = b
         return t
 
@@ -561,6 +706,10 @@ class TorchCuda:
             v = varlen_info(case)
             for n in ("cu_seqlens_q", "cu_seqlens_kv"):
                 out[n] = torch.tensor(v[n], dtype=torch.int32, device=self.dev)
+        if is_paged(case):  # the harness's own table (ab_case_metadata), [batch, pages_per_seq], and lengths
+            m = cc.metadata()
+            for n in ("block_table", "seqlens_kv"):
+                out[n] = torch.tensor(m[n], dtype=torch.int32, device=self.dev)
         self.sync()
         return out
 
@@ -996,6 +1145,11 @@ def dry_run(prog, planned, backends, cases):
             print(f"          varlen: {len(v['seqlens_q'])} sequences, total_q {v['total_q']}, total_kv "
                   f"{v['total_kv']}, max_seqlen {v['max_seqlen_q']}/{v['max_seqlen_kv']}"
                   + (f", {empty} with no query or no key" if empty else ""))
+        if is_paged(c):
+            g = paged_info(c)
+            print(f"          paged: page_size {g['page_size']}, pool {g['num_pages']} pages, table "
+                  f"[{len(g['seqlens_kv'])}, {g['pages_per_seq']}] ({g['page_order']}), {g['pages_read']} pages read, "
+                  f"contexts {min(g['seqlens_kv'])}..{g['max_seqlen_kv']}")
         why = {}  # reason -> {backend: [passes]}, in plan order
         for b, ps in pairs:
             r = b.plan_skip(c, ps)

@@ -13,6 +13,12 @@ copy): O and the natural-log LSE [b, hq, sq] float32, both verified, and dQ, dK,
 autograd. A varlen case (packed THD, cu_seqlens) calls flash_attn.cute.flash_attn_varlen_func with the
 same arguments plus cu_seqlens_q/k and max_seqlen_q/k (fa4_varlen_args() below) on attnbench's
 packed tensors: O [total_q, hq, d], LSE [hq, total_q], gradients through autograd as dense.
+A paged KV cache (page_size > 0, forward only) calls flash_attn_varlen_func with page_table (the
+harness's own block table, ab_case_metadata, [b, pages_per_seq] int32 on the GPU), seqused_k (the
+context lengths) and max_seqlen_k, K and V being attnbench's pool [num_pages, page_size, hkv, d]
+as is (FA4's paged layout), and q dense BSHD or, for a ragged batch with seqlens_q, packed THD with
+cu_seqlens_q (fa4_paged_args() below); no cu_seqlens_k (FA4 refuses it with a page table). The
+paged forward runs under torch.no_grad() (inference, as a decode step; no backward exists).
 GQA: FA4 maps query head h to kv head h / (hq / hkv), as attnbench. Causal: FA4's mask
 keeps key j for query i iff j <= i + seq_kv - seq_q (bottom-right, as attnbench; the verification
 checks it on the odd shapes). Window and soft cap: fa4_window_args() below (FA4's local mask is
@@ -72,15 +78,47 @@ def fa4_kwargs(case, deterministic, cu_seqlens=None):
     kw.update(fa4_window_args(p))
     if common.softcap(p) > 0:
         kw["softcap"] = common.softcap(p)
-    if common.is_varlen(p):
+    if common.is_paged(p):
+        kw.update(fa4_paged_args(p, cu_seqlens))
+    elif common.is_varlen(p):
         kw.update(fa4_varlen_args(p, cu_seqlens))
     return kw
 
 
 def fa4_function(case):
     """The name of the flash_attn.cute function a case calls: flash_attn_varlen_func for a packed
-    varlen batch, flash_attn_func otherwise."""
-    return "flash_attn_varlen_func" if common.is_varlen(case.get("problem", case)) else "flash_attn_func"
+    varlen batch or a paged KV cache (only it takes page_table), flash_attn_func otherwise."""
+    p = case.get("problem", case)
+    return "flash_attn_varlen_func" if common.is_varlen(p) or common.is_paged(p) else "flash_attn_func"
+
+
+def fa4_paged_args(case, tensors=None):
+    """flash_attn_varlen_func's paged arguments (FA4 4.0.0b36, flash_attn/cute/interface.py
+    _flash_attn_fwd): page_table int32 [batch, pages_per_seq] (the block table, row b's first
+    ceil(seqused_k[b] / page_size) entries read), seqused_k int32 [batch] (the context lengths:
+    FA4 aligns causal and the window bottom-right on them, as attnbench does on seq_kv_of(b)),
+    max_seqlen_k (the longest context, a host int), and for a ragged batch (seqlens_q) cu_seqlens_q
+    with max_seqlen_q; never cu_seqlens_k (FA4 asserts it is None with a page table). k and v are the
+    pool [num_pages, page_size, hkv, d], FA4's paged shape. tensors: (page_table, seqused_k,
+    cu_seqlens_q or None), the case's device copies (dev.inputs: the harness's table, padding -1
+    turned to page 0 by fa4_page_table); None: the pure values (lists: the tests and the context)."""
+    p = case.get("problem", case)
+    g = common.paged_info(p)
+    if tensors is None:
+        tensors = ("block_table", g["seqlens_kv"],
+                   common.varlen_info(p)["cu_seqlens_q"] if common.is_varlen(p) else None)
+    table, used, cu_q = tensors
+    kw = {"page_table": table, "seqused_k": used, "max_seqlen_k": g["max_seqlen_kv"]}
+    if common.is_varlen(p):
+        kw.update(cu_seqlens_q=cu_q, max_seqlen_q=common.varlen_info(p)["max_seqlen_q"])
+    return kw
+
+
+def fa4_page_table(rows):
+    """The block table FA4 is given: the harness's rows with the padding of an explicit table's short
+    rows (-1, never read for keys: past seqused_k) turned to page 0, so no index FA4 might compute for
+    a whole tile points outside the pool. The pages a sequence reads are unchanged."""
+    return [[x if x >= 0 else 0 for x in r] for r in rows]
 
 
 def fa4_varlen_args(case, cu_seqlens=None):
@@ -122,21 +160,32 @@ class Fa4(common.Backend):
     def plan_skip(self, case, pass_name):
         if case["problem"]["dtype"] == "f32":
             return "FA4 takes f16 and bf16 only"
+        if common.is_paged(case) and pass_name != "fwd":
+            return "paged KV caches are forward-only (attnbench defines no dK, dV through a block table)"
         return None
 
     def skip_reason(self, case, pass_name):
         if self.state.get("error"):
             return self.state["error"]
-        if common.is_varlen(case):
+        if common.is_varlen(case) or common.is_paged(case):
             return self.state.get("varlen_error")
         return None
 
     def make(self, dev, case, pass_name, t):
         func = self.state[fa4_function(case)]
-        cu = (t["cu_seqlens_q"], t["cu_seqlens_kv"]) if common.is_varlen(case) else None
+        paged = common.is_paged(case)
+        if paged:  # made once per case, outside the timed call
+            torch = dev.torch
+            table = torch.tensor(fa4_page_table(t["block_table"].tolist()), dtype=torch.int32, device=dev.dev)
+            cu = (table, t["seqlens_kv"], t["cu_seqlens_q"] if common.is_varlen(case) else None)
+        else:
+            cu = (t["cu_seqlens_q"], t["cu_seqlens_kv"]) if common.is_varlen(case) else None
         kw = fa4_kwargs(case, self.deterministic, cu)
 
         def forward(q, k, v):  # BSHD in, BSHD out, LSE [b, hq, sq]; varlen: THD, LSE [hq, total_q]
+            if paged:  # inference: no autograd graph (paged problems have no backward)
+                with dev.torch.no_grad():
+                    return func(q, k, v, **kw)
             o, lse = func(q, k, v, **kw)
             return o, lse
 
@@ -185,7 +234,11 @@ def load(args):
                      "varlen": "flash_attn.cute.flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, "
                                "max_seqlen_q, max_seqlen_k, ...same arguments) on the packed THD tensors; cu_seqlens "
                                "int32 on the GPU, made once per case outside the timed call; LSE [hq, total_q] "
-                               "(fa4_varlen_args)"}
+                               "(fa4_varlen_args)",
+                     "paged": "flash_attn.cute.flash_attn_varlen_func(q, k_pool, v_pool, page_table, seqused_k, "
+                              "max_seqlen_k[, cu_seqlens_q, max_seqlen_q], ...same arguments) under torch.no_grad(); "
+                              "page_table the harness's block table (ab_case_metadata), -1 padding as page 0; "
+                              "K/V the pool [num_pages, page_size, hkv, d] (fa4_paged_args)"}
     return st
 
 

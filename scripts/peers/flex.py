@@ -20,6 +20,8 @@ Varlen (packed THD, cu_seqlens): the packed tensors seen as one sequence of tota
 total_kv keys ([1, h, total, d] views) with a document mask (varlen_mask_mod() below: same
 sequence, and causal and the window bottom-right aligned in each sequence); O comes back
 [total_q, hq, d] and the LSE [hq, total_q], attnbench's packed layouts.
+A paged KV cache (page_size > 0) is a SKIP (NO_PAGED below): K and V are read as contiguous
+tensors here; fa4.flash_attn runs paged cases.
 Rows only for the cases with a window, a soft cap or varlen (what the other peers cannot all run);
 --flex-dense adds every other case too (so a dense config's row count stays that of its other
 peers unless asked). A case FlexAttention refuses (a head_dim, shared memory) is a SKIP with its
@@ -126,6 +128,11 @@ def has_feature(problem):
     return common.has_window(problem) or common.softcap(problem) > 0 or common.is_varlen(problem)
 
 
+NO_PAGED = ("FlexAttention reads K and V contiguous here: a paged KV cache (block table) is not wired (gathering "
+            "the pages would time a copy of the context, or a problem that is not paged): see fa4.flash_attn "
+            "(page_table)")
+
+
 # Varlen tables are padded to a multiple of this (FlexAttention's blocks are 128 or less; a
 # multiple of 256 leaves room for any block size it picks).
 VARLEN_PAD = 256
@@ -156,6 +163,11 @@ class Flex(common.Backend):
 
     def plans(self, case):
         return self.dense or has_feature(case["problem"])
+
+    def plan_skip(self, case, pass_name):
+        if common.is_paged(case["problem"]):
+            return NO_PAGED
+        return None
 
     def skip_reason(self, case, pass_name):
         return self.state.get("error")

@@ -5,9 +5,9 @@ naive baseline are made once for all of them (docs/peers.md).
     python3 scripts/peers/peers.py CONFIG.json --peers fa4,torch_sdpa [--backend flash,cudnn] [--out FILE]
     python3 scripts/peers/peers.py CONFIG.json --peers fa4,torch_sdpa,attnbench --impl cuda.cudnn_sdpa --dry-run
 
---peers: fa4 (fa4.py), torch_sdpa (torch_sdpa.py), flex (flex.py), attnbench (attnbench_impls.py);
-default fa4,torch_sdpa,flex (flex has rows only for cases with a window or a soft cap unless
---flex-dense). Every other flag is the one of the peer it belongs to, or common (common.py).
+--peers: fa4 (fa4.py), torch_sdpa (torch_sdpa.py), flex (flex.py), flashinfer (flashinfer.py: paged
+cases only), attnbench (attnbench_impls.py); default fa4,torch_sdpa,flex (flex has rows only for
+cases with a window or a soft cap unless --flex-dense). Every other flag is the one of the peer it belongs to, or common (common.py).
 """
 import os
 import sys
@@ -15,9 +15,9 @@ import sys
 if not __package__:  # run as a file: the repository root on the path, for the `scripts` package
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from scripts.entry import run  # noqa: E402
-from scripts.peers import attnbench_impls, common, fa4, flex, torch_sdpa  # noqa: E402
+from scripts.peers import attnbench_impls, common, fa4, flashinfer, flex, torch_sdpa  # noqa: E402
 
-PEERS = {"fa4": fa4, "torch_sdpa": torch_sdpa, "flex": flex, "attnbench": attnbench_impls}
+PEERS = {"fa4": fa4, "torch_sdpa": torch_sdpa, "flex": flex, "flashinfer": flashinfer, "attnbench": attnbench_impls}
 DEFAULT = ["fa4", "torch_sdpa", "flex"]
 
 
@@ -53,7 +53,7 @@ def main(argv):
 
         @staticmethod
         def add_args(ap):
-            ap.add_argument("--peers", help="fa4, torch_sdpa, flex, attnbench; comma-separated (default "
+            ap.add_argument("--peers", help="fa4, torch_sdpa, flex, flashinfer, attnbench; comma-separated (default "
                                             + ",".join(DEFAULT) + ")")
 
         @staticmethod

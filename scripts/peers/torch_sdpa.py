@@ -15,6 +15,10 @@ every score, and the flash backend takes no mask at all; torch.flex_attention, f
 A variable-length (packed THD, cu_seqlens) case is a SKIP for every backend: SDPA has no packed
 varlen argument (a block-diagonal mask would time the whole total_q x total_kv problem; nested
 jagged tensors are not wired here); FA4's flash_attn_varlen_func and flex.py run them.
+A paged KV cache (page_size > 0) is a SKIP for every backend: SDPA reads K and V contiguous and has no
+block table (gathering the pages into contiguous K/V would add a copy of the whole context to the
+timed call, or time a problem that is not paged when done outside it); fa4.flash_attn (page_table)
+runs them.
 A backend that refuses a case is a SKIP with PyTorch's reason. The public API returns no LSE: O,
 dQ, dK, dV are verified (the note says so).
 Cases, inputs, verification, timing and the results file: scripts/peers/common.py (docs/peers.md).
@@ -35,6 +39,8 @@ NO_SOFTCAP = "PyTorch SDPA has no logit soft-capping: see torch.flex_attention (
 NO_VARLEN = ("PyTorch SDPA takes no cu_seqlens (packed variable-length batches): a block-diagonal attn_mask would "
              "compute and time every score of the total_q x total_kv problem, and nested jagged tensors are not wired "
              "here: see fa4.flash_attn (flash_attn_varlen_func) and torch.flex_attention (flex.py)")
+NO_PAGED = ("PyTorch SDPA has no paged KV cache (no block table: K and V must be contiguous; gathering the pages "
+            "would time a copy of the context, or a problem that is not paged): see fa4.flash_attn (page_table)")
 BACKENDS = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION",
             "math": "MATH"}
 
@@ -77,6 +83,8 @@ class Sdpa(common.Backend):
 
     def plan_skip(self, case, pass_name):
         p = case["problem"]
+        if common.is_paged(p):
+            return NO_PAGED
         if common.is_varlen(p):
             return NO_VARLEN
         if common.has_window(p):

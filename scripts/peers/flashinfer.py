@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""FlashInfer's batch decode on a paged KV cache as a peer of attnbench (issue 29), in attnbench's format.
+
+    python3 scripts/peers/flashinfer.py CONFIG.json [--flashinfer-backend auto] [--out FILE]
+    python3 scripts/peers/flashinfer.py configs/decode_grid.json --dry-run     # no torch, no GPU
+    python3 scripts/peers/peers.py CONFIG.json --peers fa4,flashinfer
+
+Row flashinfer.batch_decode (options {}), for paged cases only (no row at all for the others): one
+call is flashinfer.BatchDecodeWithPagedKVCacheWrapper(workspace, "NHD", use_cuda_graph=True,
+backend=...).run(q, (k_pool, v_pool), out=o), planned once per case outside the timed call
+(wrapper.plan(indptr, indices, last_page_len, heads_q, heads_kv, head_dim, page_size,
+window_left=, logits_soft_cap=, sm_scale=, q_data_type=, kv_data_type=)). The table is the
+harness's own (ab_case_metadata), turned into FlashInfer's CSR form by decode_plan() below: a
+sequence's pages are the first ceil(context / page_size) entries of its row, in order, and
+last_page_len the keys in its last page. K and V are attnbench's pool [num_pages, page_size, hkv, d]
+as is (FlashInfer's NHD paged layout); q [batch, hq, d] is attnbench's q seen without its seq_q
+axis of 1 (or the packed q of a ragged batch with one query per sequence). GQA: FlashInfer maps
+query head h to kv head h / (hq / hkv), as attnbench. O is verified; the LSE is not (the note says
+so: FlashInfer's LSE base is not documented for this API, and a base-2 LSE verified as natural-log
+would FAIL for the convention, not the kernel).
+SKIPs (plan_skip, listed by the dry run): passes other than fwd (paged is forward-only), f32
+(FlashInfer's decode takes f16/bf16), more than one query per sequence (multi-token decode,
+q_len_per_req > 1, is not wired), a sequence with an empty context (FlashInfer needs
+1 <= last_page_len <= page_size). The window and the soft cap map (decode_kwargs). A case
+FlashInfer refuses is a SKIP with its message; FlashInfer not importable makes every row a SKIP saying so.
+Cases, inputs, verification, timing and the results file: scripts/peers/common.py (docs/peers.md).
+Exit codes: 0 done (fail/skip rows included), 1 stopped early, 2 bad input or PyTorch missing.
+"""
+import os
+import sys
+
+if not __package__:  # run as a file: the repository root on the path, for the `scripts` package
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from scripts.entry import run  # noqa: E402
+from scripts.peers import common  # noqa: E402
+
+name = "flashinfer"
+IMPL = "flashinfer.batch_decode"
+BACKENDS = ("auto", "fa2", "fa3", "trtllm-gen", "cute-dsl", "cudnn")
+WORKSPACE_BYTES = 128 << 20  # FlashInfer's recommended float workspace (split-KV partial results)
+
+
+# ============================================================================ the problem as FlashInfer's arguments
+# Pure functions of the problem and the table (lists of ints): the tests run them without torch.
+
+
+def queries_per_sequence(problem):
+    """The number of queries of each sequence (seqlens_q when ragged, else seq_q for each)."""
+    p = problem.get("problem", problem)
+    if common.is_varlen(p):
+        return common.varlen_info(p)["seqlens_q"]
+    return [int(p["seq_q"])] * int(p["batch"])
+
+
+def decode_plan(problem, table):
+    """FlashInfer's CSR paged KV from attnbench's block table (rows, as ab_case_metadata gives them):
+    indptr [batch + 1] (prefix sums of each sequence's page count ceil(context / page_size)),
+    indices (each row's first pages, concatenated), last_page_len [batch] (keys in a sequence's last
+    page, 1..page_size). The table's padding (past a sequence's pages) is never copied."""
+    g = common.paged_info(problem)
+    ps = g["page_size"]
+    indptr, indices, last = [0], [], []
+    for row, n, ctx in zip(table, g["pages_used"], g["seqlens_kv"]):
+        indices += [int(x) for x in row[:n]]
+        indptr.append(indptr[-1] + n)
+        last.append(ctx - (n - 1) * ps if n else 0)
+    return {"indptr": indptr, "indices": indices, "last_page_len": last}
+
+
+def decode_kwargs(problem):
+    """wrapper.plan()'s keyword arguments beside the CSR arrays and the head counts: window_left (-1:
+    none; FlashInfer's left window is inclusive, keys [i - left, i], attnbench's window_left), the
+    soft cap (logits_soft_cap, softcap * tanh(s / softcap) on the scaled score, attnbench's), and
+    sm_scale. A one-token query is the last row of its sequence: it sees every key up to the diagonal
+    whether causal or not, and a right bound >= 0 takes none away."""
+    p = problem.get("problem", problem)
+    lo, _ = common.diagonal_bounds(p)
+    kw = {"window_left": -lo if lo is not None else -1, "sm_scale": float(p["scale"])}
+    if common.softcap(p) > 0:
+        kw["logits_soft_cap"] = common.softcap(p)
+    return kw
+
+
+def plan_skip_reason(case, pass_name):
+    """Why FlashInfer's batch decode cannot run this (case, pass), from the case alone; None: it runs."""
+    p = case.get("problem", case)
+    if pass_name != "fwd":
+        return "paged KV caches are forward-only (attnbench defines no dK, dV through a block table)"
+    if p["dtype"] == "f32":
+        return "FlashInfer's batch decode takes f16 and bf16 only"
+    if any(n != 1 for n in queries_per_sequence(p)):
+        return ("more than one query per sequence: this peer maps single-token decode only (FlashInfer's "
+                "multi-token decode, q_len_per_req > 1, is not wired)")
+    if any(n == 0 for n in common.paged_info(p)["seqlens_kv"]):
+        return "a sequence with an empty context: FlashInfer's paged KV needs 1 <= last_page_len <= page_size"
+    return None
+
+
+# ============================================================================ the peer
+
+
+def add_args(ap):
+    ap.add_argument("--flashinfer-backend", default="auto", choices=BACKENDS,
+                    help="BatchDecodeWithPagedKVCacheWrapper's backend (default auto)")
+
+
+class FlashInfer(common.Backend):
+    impl = IMPL
+    absent = ("LSE",)
+
+    def __init__(self, backend, state):
+        self.backend = backend
+        self.options = {}
+        self.state = state
+
+    def context(self):
+        return dict(self.state.get("context", {}))
+
+    def plans(self, case):
+        return common.is_paged(case)
+
+    def plan_skip(self, case, pass_name):
+        return plan_skip_reason(case, pass_name)
+
+    def skip_reason(self, case, pass_name):
+        return self.state.get("error")
+
+    def make(self, dev, case, pass_name, t):
+        torch, fi = dev.torch, self.state["module"]
+        p = case["problem"]
+        b, hq, hkv, d = p["batch"], p["heads_q"], p["heads_kv"], p["head_dim"]
+        csr = decode_plan(p, t["block_table"].tolist())
+        i32 = {n: torch.tensor(v, dtype=torch.int32, device=dev.dev) for n, v in csr.items()}
+        ws = torch.zeros(WORKSPACE_BYTES, dtype=torch.uint8, device=dev.dev)
+        w = fi.BatchDecodeWithPagedKVCacheWrapper(
+            ws, "NHD", use_cuda_graph=True, paged_kv_indptr_buffer=i32["indptr"],
+            paged_kv_indices_buffer=i32["indices"], paged_kv_last_page_len_buffer=i32["last_page_len"],
+            backend=self.backend)
+        dt = dev.tdtype(case)
+        w.plan(i32["indptr"], i32["indices"], i32["last_page_len"], hq, hkv, d, p["page_size"],
+               q_data_type=dt, kv_data_type=dt, **decode_kwargs(p))
+        q = t["q"].view(b, hq, d)  # [b, 1, hq, d] or, ragged with one query each, [b, hq, d]
+        kv = (t["k"], t["v"])  # the pool, [num_pages, page_size, hkv, d]: NHD
+        o = dev.empty(case, "o")
+        o3 = o.view(b, hq, d)
+
+        def fn():
+            w.run(q, kv, out=o3)
+
+        def validate():
+            dev.poison(o)
+            with torch.cuda.stream(dev.side):
+                fn()
+
+        return common.Call(fn, lambda: {"O": o, "LSE": None}, validate, keep=(w, ws, i32, o))
+
+
+def load(args):
+    st = {}
+    try:
+        import flashinfer
+    except Exception as e:  # noqa: BLE001  (ImportError, or its JIT / CUDA checks failing at import)
+        st["error"] = (f"FlashInfer not importable (import flashinfer: {type(e).__name__}: {common.first_line(e)}); "
+                       "install flashinfer-python (0.7.2 was the version mapped here)")
+        return st
+    if not hasattr(flashinfer, "BatchDecodeWithPagedKVCacheWrapper"):
+        st["error"] = f"flashinfer {getattr(flashinfer, '__version__', '?')} has no BatchDecodeWithPagedKVCacheWrapper"
+        return st
+    st["module"] = flashinfer
+    st["context"] = {"package": "flashinfer-python", "version": getattr(flashinfer, "__version__", None),
+                     "module": getattr(flashinfer, "__file__", None), "backend": args.flashinfer_backend,
+                     "call": "BatchDecodeWithPagedKVCacheWrapper(workspace 128 MiB, 'NHD', use_cuda_graph=True)"
+                             ".run(q [b, hq, d], (k_pool, v_pool), out=o); plan() once per case, untimed, from the "
+                             "harness's block table (decode_plan: indptr, indices, last_page_len)",
+                     "lse": "not verified (FlashInfer's LSE base is not documented for this API)"}
+    return st
+
+
+def backends(args, dev_kind):
+    if dev_kind != "cuda":
+        return []
+    return [FlashInfer(args.flashinfer_backend, {})]
+
+
+def setup(args, dev, capi, mine):
+    if mine:
+        mine[0].state.update(load(args))
+
+
+if __name__ == "__main__":
+    run(common.main, "flashinfer.py", __doc__.split("\n\n")[0], [sys.modules[__name__]])
