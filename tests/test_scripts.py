@@ -953,7 +953,7 @@ class PeersWindowSoftcap(unittest.TestCase):
 
     def test_capi_declares_and_refuses(self):
         capi = self.capi()
-        self.assertEqual(capi.lib.ab_capi_version(), 3)
+        self.assertEqual(capi.lib.ab_capi_version(), 4)
         p = self.problem(7, 11, 2, 1, dtype="f32")
         for ps in ("fwd", "bwd"):
             c = capi.call("cpu.online_2pass", p, ps)
