@@ -155,8 +155,27 @@ class FlashInfer(common.Backend):
         return common.Call(fn, lambda: {"O": o, "LSE": None}, validate, keep=(w, ws, i32, o))
 
 
+# Where the GPU machine gets FlashInfer (no package access there): the site folder that
+# scripts/peers/flashinfer_wheels.sh packs, unpacked to /tmp/fisite; its dependencies
+# apache-tvm-ffi and nvidia-cutlass-dsl come from the FA4 site (/tmp/fa4site). Each is added with
+# site.addsitedir (their .pth files need it) when $ATTNBENCH_FLASHINFER_SITE / $ATTNBENCH_FA4_SITE
+# name it or the default folder exists.
+DEFAULT_SITES = (("ATTNBENCH_FA4_SITE", "/tmp/fa4site"), ("ATTNBENCH_FLASHINFER_SITE", "/tmp/fisite"))
+
+
+def add_sites():
+    import site
+    for env, default in DEFAULT_SITES:
+        where = os.environ.get(env) or (default if os.path.isdir(default) else "")
+        if where:
+            if not os.path.isdir(where):
+                raise common.BadInput(f"${env} = {where}: not a folder")
+            site.addsitedir(where)
+
+
 def load(args):
     st = {}
+    add_sites()
     try:
         import flashinfer
     except Exception as e:  # noqa: BLE001  (ImportError, or its JIT / CUDA checks failing at import)

@@ -11,8 +11,11 @@
 #      ceiling in context.ceilings; forced splits 1 beside the automatic plan;
 #   3. the peers on flash_decoding.json: PyTorch SDPA (cuDNN, flash: issue 29's best measured)
 #      and FA4;
-#   4. configs/decode_grid.json (paged, 194 cases) and decode_ragged.json, cuda.flash_decode
-#      only (the naive baseline verifies; its own timing at these sizes is not wanted).
+#   4. configs/decode_grid.json (paged, 194 cases), cuda.flash_decode only (the naive baseline
+#      verifies; its own timing at these sizes is not wanted), then its peers: FA4 (page_table,
+#      seqused_k), FlashInfer (batch decode; its site in /tmp/fisite from
+#      scripts/peers/flashinfer_wheels.sh, sent like FA4's parts) and SDPA's SKIP rows;
+#   5. configs/decode_ragged.json, cuda.flash_decode.
 # Progress in $W/progress.txt; everything under $W (default /tmp/j29).
 set -uo pipefail
 W=${W:-/tmp/j29}; mkdir -p $W/logs
@@ -40,6 +43,9 @@ timeout 400 python3 scripts/peers/peers.py configs/flash_decoding.json --peers t
   > $W/logs/flash_decoding.peers.txt 2>&1; el "peers flash_decoding rc=$?"
 timeout 580 $B run configs/decode_grid.json --impl cuda.flash_decode --out $W/decode_grid.json \
   > $W/logs/decode_grid.txt 2>&1; el "decode_grid rc=$?"
+timeout 500 python3 scripts/peers/peers.py configs/decode_grid.json --peers fa4,flashinfer,torch_sdpa \
+  --fa4-site /tmp/fa4site --attnbench $B --out $W/decode_grid.peers.json \
+  > $W/logs/decode_grid.peers.txt 2>&1; el "peers decode_grid rc=$?"
 timeout 300 $B run configs/decode_ragged.json --impl cuda.flash_decode --out $W/decode_ragged.json \
   > $W/logs/decode_ragged.txt 2>&1; el "decode_ragged rc=$?"
 el "job done"
