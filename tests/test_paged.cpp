@@ -478,7 +478,7 @@ TEST(PagedConfig, ShippedConfigs) {
     EXPECT_EQ(p.page_order, PageOrder::shuffled);
     EXPECT_EQ(validate(p), "");
   }
-  for (const auto& [name, count] : {std::pair{"decode_grid.json", 194u}, std::pair{"flash_decoding.json", 10u}}) {
+  for (const auto& [name, count] : {std::pair{"decode_grid.json", 291u}, std::pair{"flash_decoding.json", 10u}}) {
     const ConfigResult g = parse_config(read_config(name));
     if (cuda_built()) {
       ASSERT_TRUE(std::holds_alternative<Config>(g)) << name << ": " << std::get<ConfigError>(g).text();

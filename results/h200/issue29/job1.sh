@@ -11,7 +11,8 @@
 #      ceiling in context.ceilings; forced splits 1 beside the automatic plan;
 #   3. the peers on flash_decoding.json: PyTorch SDPA (cuDNN, flash: issue 29's best measured)
 #      and FA4;
-#   4. configs/decode_grid.json (paged, 194 cases), cuda.flash_decode only (the naive baseline
+#   4. configs/decode_grid.json (291 cases: contiguous and paged), cuda.flash_decode and cuDNN
+#      (its contiguous cells; the naive baseline
 #      verifies; its own timing at these sizes is not wanted), then its peers: FA4 (page_table,
 #      seqused_k), FlashInfer (batch decode; its site in /tmp/fisite from
 #      scripts/peers/flashinfer_wheels.sh, sent like FA4's parts) and SDPA's SKIP rows;
@@ -41,7 +42,7 @@ el "flash_decoding rc=$?"
 timeout 400 python3 scripts/peers/peers.py configs/flash_decoding.json --peers torch_sdpa,fa4 \
   --fa4-site /tmp/fa4site --attnbench $B --out $W/flash_decoding.peers.json \
   > $W/logs/flash_decoding.peers.txt 2>&1; el "peers flash_decoding rc=$?"
-timeout 580 $B run configs/decode_grid.json --impl cuda.flash_decode --out $W/decode_grid.json \
+timeout 580 $B run configs/decode_grid.json --impl cuda.flash_decode --impl cuda.cudnn_sdpa --out $W/decode_grid.json \
   > $W/logs/decode_grid.txt 2>&1; el "decode_grid rc=$?"
 timeout 500 python3 scripts/peers/peers.py configs/decode_grid.json --peers fa4,flashinfer,torch_sdpa \
   --fa4-site /tmp/fa4site --attnbench $B --out $W/decode_grid.peers.json \
