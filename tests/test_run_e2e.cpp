@@ -269,6 +269,23 @@ TEST_F(E2E, AdHocProblemAndDump) {
   EXPECT_EQ(bytes.size() % 64, (5u * 4u * 8u * 4u) % 64u);
 }
 
+// A paged decode problem from flags (issue 29): --page-size and --page-order, the row's label and
+// verification through the block table.
+TEST_F(E2E, AdHocPagedDecode) {
+  const std::string out = path("paged.json");
+  const CliResult r = run_cli("run --impl cpu.naive_3pass --impl cpu.flash_fwd --seq-q 1 --seq-kv 100 --heads-q 8 "
+                              "--heads-kv 2 --head-dim 32 --causal --dtype f32 --page-size 16 --page-order shuffled "
+                              "--quiet --benchmark_min_time=0.001 --benchmark_repetitions=1 --out " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const nlohmann::json j = read_results_json(out);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  for (const auto& row : j["rows"]) {
+    EXPECT_EQ(row["status"], "pass") << row.dump();
+    EXPECT_EQ(row["case"], "b1_hq8_hkv2_sq1_skv100_d32_causal_f32_page16_shuffled");
+    EXPECT_GT(row["hbm_bytes"].get<double>(), 0);
+  }
+}
+
 TEST_F(E2E, BadFlagsExit2NamingTheFlag) {
   struct Case {
     std::string args;
@@ -293,6 +310,9 @@ TEST_F(E2E, BadFlagsExit2NamingTheFlag) {
       {"run --seq 4 --pass sideways", {"--pass = \"sideways\""}},
       {"run --seq 4 --verify maybe", {"--verify = \"maybe\""}},
       {"run --seq 4 --seed -3", {"--seed = -3"}},
+      {"run --seq 4 --page-size -3", {"--page-size = -3", "integer >= 0"}},
+      {"run --seq 4 --page-size 16 --page-order zigzag", {"--page-order = \"zigzag\""}},
+      {"run --seq 4 --page-order shuffled", {"page_size = 0", "needs pages of at least one token"}},
       {"run " + config("smoke.json") + " --seq 4", {"problem flags"}},
       {"run /nonexistent/config.json", {"cannot read the config"}},
       {"run --bogus", {"--bogus"}},

@@ -130,7 +130,9 @@ const std::vector<ProblemFlag>& problem_flags() {
       {"--scale", "scale", ProblemFlag::real},          {"--dtype", "dtype", ProblemFlag::text},
       {"--window-left", "window_left", ProblemFlag::integer},
       {"--window-right", "window_right", ProblemFlag::integer},
-      {"--softcap", "softcap", ProblemFlag::real}};
+      {"--softcap", "softcap", ProblemFlag::real},
+      {"--page-size", "page_size", ProblemFlag::integer},
+      {"--page-order", "page_order", ProblemFlag::text}};
   return f;
 }
 
@@ -693,9 +695,10 @@ void add_case_flags(CLI::App* c, RunArgs& r) {
                          ->group(group);
       continue;
     }
-    const char* tn = f.kind == ProblemFlag::integer ? "N,..."
-                     : f.kind == ProblemFlag::real  ? "X,..."
-                                                    : "DTYPE,...";
+    const char* tn = f.kind == ProblemFlag::integer        ? "N,..."
+                     : f.kind == ProblemFlag::real           ? "X,..."
+                     : std::string(f.key) == "page_order"    ? "ORDER,..."
+                                                             : "DTYPE,...";
     std::string help = f.key;
     if (std::string(f.key) == "seq") help = "seq_q = seq_kv (1k = 1024)";
     if (std::string(f.key) == "scale") help += " (default 1/sqrt(head_dim))";
@@ -705,6 +708,10 @@ void add_case_flags(CLI::App* c, RunArgs& r) {
     if (std::string(f.key) == "window_right")
       help = "sliding window: keys after the diagonal a query sees (default -1: all)";
     if (std::string(f.key) == "softcap") help = "logit soft-capping softcap*tanh(s/softcap) (default 0: off)";
+    if (std::string(f.key) == "page_size")
+      help = "paged KV cache: keys per page (default 0: K and V contiguous); decode: --seq-q 1";
+    if (std::string(f.key) == "page_order")
+      help = "the block table's pages: sequential (default) or shuffled (a fixed-seed order of the pool)";
     r.problem_opts[f.flag] =
         c->add_option(f.flag, r.problem[f.flag], help)->type_name(tn)->group(group);
   }

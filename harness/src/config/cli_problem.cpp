@@ -64,7 +64,8 @@ bool parse_bool(const std::string& t, std::vector<bool>& out) {
 // The order of the product axes, slowest first.
 const char* const kAxisOrder[] = {"dtype",   "causal",      "head_dim",     "heads_q",
                                   "heads_kv", "batch",      "scale",        "softcap",
-                                  "window_left", "window_right", "seq_q", "seq_kv", "seq"};
+                                  "window_left", "window_right", "page_size", "page_order",
+                                  "seq_q", "seq_kv", "seq"};
 
 }  // namespace
 
