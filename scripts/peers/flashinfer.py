@@ -15,9 +15,9 @@ sequence's pages are the first ceil(context / page_size) entries of its row, in 
 last_page_len the keys in its last page. K and V are attnbench's pool [num_pages, page_size, hkv, d]
 as is (FlashInfer's NHD paged layout); q [batch, hq, d] is attnbench's q seen without its seq_q
 axis of 1 (or the packed q of a ragged batch with one query per sequence). GQA: FlashInfer maps
-query head h to kv head h / (hq / hkv), as attnbench. O is verified; the LSE is not (the note says
-so: FlashInfer's LSE base is not documented for this API, and a base-2 LSE verified as natural-log
-would FAIL for the convention, not the kernel).
+query head h to kv head h / (hq / hkv), as attnbench. O and the LSE are verified: FlashInfer's LSE
+is base 2, [tokens, hq] (its utils.py says its kernels emit base-2 LSE; this wrapper's run() takes
+no lse_base), converted to attnbench's natural-log layout after the call, outside the timing.
 SKIPs (plan_skip, listed by the dry run): passes other than fwd (paged is forward-only), f32
 (FlashInfer's decode takes f16/bf16), more than one query per sequence (multi-token decode,
 q_len_per_req > 1, is not wired), a sequence with an empty context (FlashInfer needs
@@ -37,6 +37,7 @@ from scripts.peers import common  # noqa: E402
 name = "flashinfer"
 IMPL = "flashinfer.batch_decode"
 BACKENDS = ("auto", "fa2", "fa3", "trtllm-gen", "cute-dsl", "cudnn")
+LN2 = 0.6931471805599453
 WORKSPACE_BYTES = 128 << 20  # FlashInfer's recommended float workspace (split-KV partial results)
 
 
@@ -106,7 +107,6 @@ def add_args(ap):
 
 class FlashInfer(common.Backend):
     impl = IMPL
-    absent = ("LSE",)
 
     def __init__(self, backend, state):
         self.backend = backend
@@ -143,16 +143,27 @@ class FlashInfer(common.Backend):
         kv = (t["k"], t["v"])  # the pool, [num_pages, page_size, hkv, d]: NHD
         o = dev.empty(case, "o")
         o3 = o.view(b, hq, d)
+        # The LSE as FlashInfer writes it: [tokens, hq] float32, base 2 (flashinfer/utils.py:
+        # "FlashInfer's kernels fold log2(e) into the softmax scale and emit base-2 LSE"; the
+        # decode wrapper's run() has no lse_base). attnbench's is natural-log, [b, hq, 1] dense or
+        # [hq, total_q] packed: converted after the call, outside the timed region.
+        lse2 = torch.empty((b, hq), dtype=torch.float32, device=dev.dev)
+        packed = common.is_varlen(p)
 
         def fn():
-            w.run(q, kv, out=o3)
+            w.run(q, kv, out=o3, lse=lse2, return_lse=True)
+
+        def outputs():
+            lse = lse2 * LN2
+            return {"O": o, "LSE": (lse.t() if packed else lse).contiguous()}
 
         def validate():
             dev.poison(o)
+            lse2.fill_(float("nan"))
             with torch.cuda.stream(dev.side):
                 fn()
 
-        return common.Call(fn, lambda: {"O": o, "LSE": None}, validate, keep=(w, ws, i32, o))
+        return common.Call(fn, outputs, validate, keep=(w, ws, i32, o, lse2))
 
 
 # Where the GPU machine gets FlashInfer (no package access there): the site folder that
@@ -191,7 +202,7 @@ def load(args):
                      "call": "BatchDecodeWithPagedKVCacheWrapper(workspace 128 MiB, 'NHD', use_cuda_graph=True)"
                              ".run(q [b, hq, d], (k_pool, v_pool), out=o); plan() once per case, untimed, from the "
                              "harness's block table (decode_plan: indptr, indices, last_page_len)",
-                     "lse": "not verified (FlashInfer's LSE base is not documented for this API)"}
+                     "lse": "returned base 2 [tokens, hq] (return_lse=True, in the timed call), verified after conversion to natural log"}
     return st
 
 
