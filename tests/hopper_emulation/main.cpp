@@ -116,6 +116,7 @@ int main() {
       {1, 2, 2, 33, 140, 96, true, hf, out},     // padded head_dim 96 -> 128
       {1, 1, 1, 1, 17, 128, false, hf, nrm},     // seq_q 1
       {1, 2, 2, 260, 130, 64, false, bf, out},   // 3 query tiles of 128 at d64
+      {1, 2, 1, 64, 100, 64, true, bf, nrm, 1e8},  // large logits (LSE·log2e near 1e9)
   };
   int failed = 0, runs = 0;
   for (const Case& c : fwd_cases) {

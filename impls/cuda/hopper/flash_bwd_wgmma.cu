@@ -2,12 +2,17 @@
 // warp specialization, dQ by bulk reduce-add.
 //
 // Three kernels per call:
-//  1. preprocess: D = rowsum(dO ∘ O) into a float32 workspace [B, Hq, Sq_pad] (zero past seq_q);
-//     the float32 dQ accumulator [B, Hq, Sq_pad, d_pad] is zeroed (cudaMemsetAsync) before it;
+//  1. preprocess: D = rowsum(dO ∘ O) into a float32 workspace [B, Hq, Sq_pad] (zero past seq_q),
+//     and beside it LSE·log2e, +inf past seq_q and where LSE = -inf (so that P = exp2(s·scale·log2e
+//     − LSE·log2e) is exactly 0 there without a test); the float32 dQ accumulator
+//     [B, Hq, Sq_pad, d_pad] is zeroed (cudaMemsetAsync) before it;
 //  2. main: a block owns kBlockN = 128 keys of one (batch, kv head) and walks every query head
 //     of its GQA group and every query tile of kBlockM rows that sees one of its keys (causal:
 //     from the diagonal on). Warpgroup 0 is the producer: one thread loads K and V once and then
-//     each query tile's Q and dO into a 2-stage ring of 128B-swizzled stages (TMA, mbarriers).
+//     each query tile's Q and dO into a 2-stage ring of 128B-swizzled stages (TMA, mbarriers),
+//     with the tile's LSE·log2e and D rows beside them (bulk copies into the same stage), so the
+//     consumers read them from shared memory, not from L2 after their GEMMs (FlashAttention-3's
+//     arrangement).
 //     Each of the 2 consumer warpgroups owns 64 of the keys and, per query tile, computes
 //       Sᵀ = K Qᵀ and dPᵀ = V dOᵀ       (SS-wgmma, keys as rows),
 //       Pᵀ = exp2(scale·log2e·Sᵀ − LSE·log2e), dSᵀ = Pᵀ ∘ (dPᵀ − D)   (registers),
@@ -21,7 +26,8 @@
 //  3. postprocess: dQ = scale · accumulator, in the dtype and BSHD layout.
 // Shapes: any seq >= 1 (TMA zero-fills tails; masks cover them); head_dim any multiple of 8 up to
 // 128, on the 64 or 128 tile (zero-filled columns). Causal is bottom-right aligned.
-// Extra memory: 4 B · B · Hq · Sq_pad (D) + 4 B · B · Hq · Sq_pad · d_pad (the dQ accumulator).
+// Extra memory: 8 B · B · Hq · Sq_pad (D, LSE·log2e) + 4 B · B · Hq · Sq_pad · d_pad (the dQ
+// accumulator).
 // Option deterministic=1: key blocks add into each query tile's dQ in their order (a turn counter
 // per 64 query rows), so dQ is the same bit for bit on every run; default 0, any order.
 // Limits: f16/bf16; sm_90a only; head_dim 256 is a SKIP (dK + dV of 64 keys × 256 would take 256
@@ -61,7 +67,10 @@ struct BwdCfg {
   static constexpr int kOffV = kKVBytes, kOffQ = 2 * kKVBytes;
   static constexpr int kOffDs = kOffQ + 2 * kStages * kQBytes;
   static constexpr int kOffDq = kOffDs + kDsBytes;
-  static constexpr int kOffBar = kOffDq + kDqBytes;
+  // Per stage: kBlockM floats of LSE·log2e, then kBlockM of D.
+  static constexpr int kStatBytes = 2 * kBlockM * 4;
+  static constexpr int kOffStat = kOffDq + kDqBytes;
+  static constexpr int kOffBar = kOffStat + kStages * kStatBytes;
   static constexpr int kSmemBytes = kOffBar + 8 * (1 + 2 * kStages) + 1024;
   static_assert(kSmemBytes <= 232448, "shared memory per block on sm_90");
   static_assert(kSplitM || D >= 128, "a column half of dQ must be whole 64-column panels");
@@ -93,7 +102,7 @@ using attn_mma::Elem;
 
 // The shape (common/shape.hpp) at the head, then this kernel's tensors and sizes.
 struct BwdParams : attnbench::cuda::AttnShape {
-  const float* lse;   // [B, Hq, Sq]
+  const float* lse2;   // [B, Hq, Sq_pad]: LSE·log2e, +inf past seq_q and for LSE = -inf
   const float* delta;  // [B, Hq, Sq_pad]
   float* dq_accum;    // [B, Hq, Sq_pad, D]
   int* dq_turn;       // deterministic: [B, Hq, Sq_pad / 64], the key block whose dQ goes next
@@ -104,11 +113,13 @@ struct BwdParams : attnbench::cuda::AttnShape {
   float scale;
 };
 
-// D = rowsum(dO ∘ O) for every padded row; one warp per row. grid-stride over B * Hq * Sq_pad.
+// D = rowsum(dO ∘ O) and LSE·log2e (+inf where P must be 0: past seq_q, LSE = -inf) for every
+// padded row; one warp per row. grid-stride over B * Hq * Sq_pad.
 template <class T>
 __global__ void __launch_bounds__(256)
-    bwd_preprocess_wgmma_kernel(const T* o, const T* dout, float* delta, int seq_q, int seq_q_pad,
-                                int heads_q, int head_dim, int64_t rows) {
+    bwd_preprocess_wgmma_kernel(const T* o, const T* dout, const float* lse, float* delta,
+                                float* lse2, int seq_q, int seq_q_pad, int heads_q, int head_dim,
+                                int64_t rows) {
   const int lane = threadIdx.x % 32;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
   for (int64_t r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; r < rows; r += warps) {
@@ -126,7 +137,11 @@ __global__ void __launch_bounds__(256)
       }
     }
     acc = attn_mma::group_sum<32>(acc);
-    if (lane == 0) delta[r] = acc;
+    if (lane == 0) {
+      delta[r] = acc;
+      const float l = i < seq_q ? lse[bh * seq_q + i] : -__builtin_huge_valf();
+      lse2[r] = l == -__builtin_huge_valf() ? __builtin_huge_valf() : l * attnbench::cuda::kLog2e;
+    }
   }
 }
 
@@ -160,7 +175,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                            const __grid_constant__ TensorMap tdo, const BwdParams p) {
 #if ATTN_HOPPER_DEVICE
   constexpr int D = Cfg::D, BM = Cfg::kBlockM, BN = Cfg::kBlockN, S = Cfg::kStages;
-  using attnbench::cuda::kLog2e;
   const int n_block = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
   const int n0 = n_block * BN;
   // Query tiles that see a key of this block: causal starts at the first one reaching key n0.
@@ -174,6 +188,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   auto sq = [&](int s) { return base + Cfg::kOffQ + 2 * s * Cfg::kQBytes; };
   auto sdo = [&](int s) { return base + Cfg::kOffQ + (2 * s + 1) * Cfg::kQBytes; };
   const uint32_t sds = base + Cfg::kOffDs, sdq = base + Cfg::kOffDq;
+  auto slse = [&](int s) { return base + Cfg::kOffStat + s * Cfg::kStatBytes; };
+  auto sdelta = [&](int s) { return slse(s) + 4 * BM; };
   const uint32_t bars = base + Cfg::kOffBar;
   // kv_full (K and V, loaded once), then the Q/dO ring's pipeline (hopper/pipeline.cuh):
   // qdo_full[S], qdo_empty[S]; its iterations are the block's query tiles.
@@ -203,11 +219,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       for (int it = 0; it < n_iters; ++it) {
         const int s = qdo_pipe.stage(it);
         const int h = kvh * p.group + it / m_count, m0 = (m_start + it % m_count) * BM;
-        const uint32_t full = qdo_pipe.producer_acquire(it, 2 * Cfg::kQBytes);
+        const uint32_t full =
+            qdo_pipe.producer_acquire(it, 2 * Cfg::kQBytes + Cfg::kStatBytes);
         for (int pn = 0; pn < Cfg::kPanels; ++pn) {
           tma_load_4d(sq(s) + pn * BM * 128, &tq, full, 64 * pn, h, m0, b);
           tma_load_4d(sdo(s) + pn * BM * 128, &tdo, full, 64 * pn, h, m0, b);
         }
+        // The tile's rows of LSE·log2e and D (padded to seq_q_pad: whole tiles, 16-byte aligned).
+        const int64_t row0 = (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q_pad + m0;
+        bulk_load(slse(s), p.lse2 + row0, 4 * BM, full);
+        bulk_load(sdelta(s), p.delta + row0, 4 * BM, full);
       }
     }
     return;
@@ -253,26 +274,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     fence_regs(st);
     fence_regs(dpt);
 
-    // Pᵀ and dSᵀ in place; masked (or past seq_q / seq_kv) entries are 0.
-    const bool need_mask =
-        m0 + BM > p.seq_q || n0 + BN > p.seq_kv || (kCausal && n0 + BN - 1 > m0 + p.causal_offset);
-    const float* lse_row = p.lse + (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q;
-    const float* delta_row = p.delta + (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q_pad;
+    // Pᵀ and dSᵀ in place; masked (or past seq_q / seq_kv) entries are 0. Rows past seq_q and
+    // rows whose LSE is -inf have LSE·log2e = +inf in the stage: their P is exp2(-inf) = 0.
+    const bool need_mask = n0 + BN > p.seq_kv || (kCausal && n0 + BN - 1 > m0 + p.causal_offset);
 #pragma unroll
     for (int g = 0; g < BM / 8; ++g)
 #pragma unroll
       for (int e1 = 0; e1 < 2; ++e1) {
-        const int q = m0 + 8 * g + 2 * (lane % 4) + e1;
-        const bool q_ok = q < p.seq_q;
-        const float lse = q_ok ? lse_row[q] : 0.f;
-        const float lse2 = lse * kLog2e;
-        const float delta = delta_row[q];  // zero past seq_q (preprocess)
+        const int ql = 8 * g + 2 * (lane % 4) + e1, q = m0 + ql;
+        const float lse2 = attn_mma::ld_shared_f32(slse(s) + 4 * ql);
+        const float delta = attn_mma::ld_shared_f32(sdelta(s) + 4 * ql);  // zero past seq_q
 #pragma unroll
         for (int e2 = 0; e2 < 2; ++e2) {
           const int i = 4 * g + 2 * e2 + e1;
           const int key = krow + 8 * e2;
-          bool ok = q_ok && lse != -__builtin_huge_valf();
-          if (need_mask) ok = ok && key < p.seq_kv && (!kCausal || key <= q + p.causal_offset);
+          bool ok = true;
+          if (need_mask) ok = key < p.seq_kv && (!kCausal || key <= q + p.causal_offset);
           // The exponent is <= 0 in exact arithmetic; clamped so that rounding at huge scales
           // cannot push P past 1 (or to inf).
           const float pv =
@@ -424,10 +441,13 @@ std::size_t dsum_bytes(const Problem& p) {
 std::size_t dq_accum_bytes(const Problem& p) {
   return dsum_bytes(p) * BwdHeadDims::tile(p.head_dim);
 }
-// The dQ accumulator starts 256-byte aligned after D; the deterministic mode's turn counters
-// (one per 64 query rows, zeroed with the accumulator) follow it.
-std::size_t dq_accum_offset(const Problem& p) {
+// LSE·log2e starts 256-byte aligned after D, the dQ accumulator after it; the deterministic
+// mode's turn counters (one per 64 query rows, zeroed with the accumulator) follow it.
+std::size_t lse2_offset(const Problem& p) {
   return (dsum_bytes(p) + 255) / 256 * 256;
+}
+std::size_t dq_accum_offset(const Problem& p) {
+  return 2 * lse2_offset(p);
 }
 std::size_t dq_turn_bytes(const Problem& p) {
   return dsum_bytes(p) / 64;
@@ -496,6 +516,7 @@ class FlashBwdWgmma final : public attnbench::Implementation {
     const int d_pad = BwdHeadDims::tile(pr.head_dim);
     auto* ws = static_cast<unsigned char*>(a.workspace);
     float* delta = reinterpret_cast<float*>(ws);
+    float* lse2 = reinterpret_cast<float*>(ws + lse2_offset(pr));
     float* dq_accum = reinterpret_cast<float*>(ws + dq_accum_offset(pr));
     int* dq_turn = reinterpret_cast<int*>(ws + dq_accum_offset(pr) + dq_accum_bytes(pr));
     dispatch(pr, deterministic_option(a.options), [&](auto kernel, auto cfg, auto tag) {
@@ -505,8 +526,8 @@ class FlashBwdWgmma final : public attnbench::Implementation {
       const int64_t rows = static_cast<int64_t>(pr.batch) * pr.heads_q * sq_pad;
       const int pre_blocks = static_cast<int>(std::min<int64_t>((rows + 7) / 8, 65535));
       attn_hopper::launch(bwd_preprocess_wgmma_kernel<T>, dim3(pre_blocks), dim3(256), 0, a.stream,
-                          static_cast<const T*>(a.o), static_cast<const T*>(a.dout), delta,
-                          pr.seq_q, sq_pad, pr.heads_q, pr.head_dim, rows);
+                          static_cast<const T*>(a.o), static_cast<const T*>(a.dout), a.lse, delta,
+                          lse2, pr.seq_q, sq_pad, pr.heads_q, pr.head_dim, rows);
       const TensorMap tq =
           make_bshd_map(a.q, bf16, pr.batch, pr.seq_q, pr.heads_q, pr.head_dim, Cfg::kBlockM);
       const TensorMap tdo =
@@ -516,7 +537,7 @@ class FlashBwdWgmma final : public attnbench::Implementation {
       const TensorMap tv =
           make_bshd_map(a.v, bf16, pr.batch, pr.seq_kv, pr.heads_kv, pr.head_dim, Cfg::kBlockN);
       BwdParams p = attnbench::cuda::with_shape<BwdParams>(pr);
-      p.lse = a.lse;
+      p.lse2 = lse2;
       p.delta = delta;
       p.dq_accum = dq_accum;
       p.dq_turn = dq_turn;
