@@ -62,13 +62,8 @@ inline TensorMap make_bshd_map(const void* base, bool bf16, int batch, int seq, 
   return m;
 }
 
-// Multiprocessors of the current device (the size of a persistent grid).
-inline int multiprocessors() {
-  int dev = 0, sms = 0;
-  ATTN_CHECK(cudaGetDevice(&dev));
-  ATTN_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  return sms;
-}
+// Multiprocessors of the current device (the size of a persistent grid): mma/host.cuh's.
+using attn_mma::multiprocessors;
 
 // Zeroes `bytes` of device memory on `stream` (a cudaStream_t).
 inline void launch_memset_zero(void* dst, std::size_t bytes, void* stream) {

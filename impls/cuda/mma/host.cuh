@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstddef>
 #include <string>
 
@@ -34,11 +35,19 @@ inline int max_smem_per_block(std::string& why) {
   return bytes;
 }
 
-// Multiprocessors of the current device (the split-KV heuristic of flash_decode.cu).
+// Multiprocessors of the current device (flash_decode.cu's split-KV plan, the Hopper kernels'
+// persistent grids), read from the driver once per device: the plans run inside timed calls.
 inline int multiprocessors() {
-  int dev = 0, sms = 0;
+  constexpr int kDevices = 64;
+  static std::atomic<int> cache[kDevices] = {};
+  int dev = 0;
   ATTN_CHECK(cudaGetDevice(&dev));
+  if (dev >= 0 && dev < kDevices) {
+    if (const int n = cache[dev].load(std::memory_order_relaxed); n > 0) return n;
+  }
+  int sms = 0;
   ATTN_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  if (dev >= 0 && dev < kDevices) cache[dev].store(sms, std::memory_order_relaxed);
   return sms;
 }
 
