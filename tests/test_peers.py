@@ -846,6 +846,21 @@ class FlashInferPure(unittest.TestCase):
         self.assertIn("not importable", flashinfer.FlashInfer("auto", {"error": "FlashInfer not importable (x)"})
                       .skip_reason(ok, "fwd"))
 
+    def test_imports_the_package_not_itself(self):
+        """Run as scripts/peers/peers.py, scripts/peers is sys.path[0], where flashinfer.py is a
+        module of the package's name: load() must import FlashInfer (here a stand-in site)."""
+        with tempfile.TemporaryDirectory() as site:
+            os.makedirs(os.path.join(site, "flashinfer"))
+            with open(os.path.join(site, "flashinfer", "__init__.py"), "w", encoding="utf-8") as f:
+                f.write('__version__ = "0.0-standin"\nclass BatchDecodeWithPagedKVCacheWrapper: pass\n')
+            code = ("import sys, types; sys.path[:0] = [%r, %r]; import flashinfer as mine; "
+                    "st = mine.load(types.SimpleNamespace(flashinfer_backend='auto')); "
+                    "print(st.get('error'), st.get('context', {}).get('version'))" % (PEERS, ROOT))
+            env = dict(os.environ, ATTNBENCH_FLASHINFER_SITE=site, ATTNBENCH_FA4_SITE=site)
+            p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(p.stdout.strip(), "None 0.0-standin")
+
 
 @unittest.skipUnless(HAVE, "needs ATTNBENCH_BUILD_DIR with the attnbench binary")
 class PagedDryRun(Tmp):

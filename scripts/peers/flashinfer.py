@@ -26,6 +26,7 @@ FlashInfer refuses is a SKIP with its message; FlashInfer not importable makes e
 Cases, inputs, verification, timing and the results file: scripts/peers/common.py (docs/peers.md).
 Exit codes: 0 done (fail/skip rows included), 1 stopped early, 2 bad input or PyTorch missing.
 """
+import importlib
 import os
 import sys
 
@@ -184,11 +185,27 @@ def add_sites():
             site.addsitedir(where)
 
 
+def import_flashinfer():
+    """The FlashInfer package, never this file: run as scripts/peers/*.py, this folder is
+    sys.path[0] and `import flashinfer` alone found flashinfer.py itself (the first GPU job,
+    2026-12-03: every row SKIP with "flashinfer ? has no BatchDecodeWithPagedKVCacheWrapper")."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    mod = sys.modules.get("flashinfer")
+    if mod is not None and os.path.dirname(os.path.abspath(getattr(mod, "__file__", None) or "")) == here:
+        del sys.modules["flashinfer"]  # this file, imported under the package's name
+    saved = sys.path[:]
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    try:
+        return importlib.import_module("flashinfer")
+    finally:
+        sys.path[:] = saved
+
+
 def load(args):
     st = {}
     add_sites()
     try:
-        import flashinfer
+        flashinfer = import_flashinfer()
     except Exception as e:  # noqa: BLE001  (ImportError, or its JIT / CUDA checks failing at import)
         st["error"] = (f"FlashInfer not importable (import flashinfer: {type(e).__name__}: {common.first_line(e)}); "
                        "install flashinfer-python (0.7.2 was the version mapped here)")
