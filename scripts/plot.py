@@ -11,7 +11,8 @@ For each pass (fwd, bwd, fwd_bwd) and dtype it writes, into DIR, each as .png an
                                      + workspace, solid) and measured peak (dashed, when measured);
   <stem>_<pass>_<dtype>_bandwidth    memory-bound rows only (decode: rows with hbm_bytes): GB/s against
                                      the context length (log scale), one panel per head_dim x heads x
-                                     batch, one line per implementation (page sizes as line styles),
+                                     batch, one line per implementation (page sizes as line styles,
+                                     options variants as hollow markers),
                                      and the run's read ceiling (context.ceilings.read_tbps) dashed.
 Every implementation has the same colour in every figure, whatever file it comes from (COLORS; an
 unlisted name gets one from a hash of the name, variants with options a hatch or line style of
@@ -58,6 +59,7 @@ FALLBACK = ("#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#f7b6d2", "#dbdb8d", "#
             "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
 HATCHES = ("", "//", "..", "xx", "\\\\", "++")
 LINESTYLES = ("-", "-.", ":", (0, (5, 1)))
+MARKERS = ("o", "s", "^", "D", "v")
 
 
 def color_of(impl):
@@ -371,8 +373,10 @@ def bandwidth(plt, rows, colors, title, path, ceiling_gbps):
                 if not pts:
                     continue
                 suffix = f" (page {ps})" if ps else (" (contiguous)" if len(pages) > 1 else "")
+                variant = colors[label][1]  # options variants of one implementation: hollow markers
                 ax.plot([x for x, _ in pts], [y for _, y in pts], color=colors[label][0],
-                        linestyle=LINESTYLES[pi % len(LINESTYLES)], marker="o", markersize=4,
+                        linestyle=LINESTYLES[pi % len(LINESTYLES)], marker=MARKERS[variant % len(MARKERS)],
+                        markersize=4 if not variant else 5, markerfacecolor="white" if variant else None,
                         label=label + suffix)
         if ceiling_gbps:
             ax.axhline(ceiling_gbps, color="black", linestyle="--", linewidth=0.9,

@@ -465,7 +465,7 @@ bool cuda_built() {
   return false;
 }
 
-// The shipped decode configs: decode_ragged runs on the CPU too; decode_grid and flash_decoding
+// The shipped decode configs: decode_ragged runs on the CPU too; decode_grid(_full) and flash_decoding
 // are CUDA-only (nothing to run without CUDA), their cases counted where CUDA is built.
 TEST(PagedConfig, ShippedConfigs) {
   const ConfigResult r = parse_config(read_config("decode_ragged.json"));
@@ -478,7 +478,8 @@ TEST(PagedConfig, ShippedConfigs) {
     EXPECT_EQ(p.page_order, PageOrder::shuffled);
     EXPECT_EQ(validate(p), "");
   }
-  for (const auto& [name, count] : {std::pair{"decode_grid.json", 291u}, std::pair{"flash_decoding.json", 10u}}) {
+  for (const auto& [name, count] : {std::pair{"decode_grid.json", 63u}, std::pair{"decode_grid_full.json", 291u},
+                                     std::pair{"flash_decoding.json", 10u}}) {
     const ConfigResult g = parse_config(read_config(name));
     if (cuda_built()) {
       ASSERT_TRUE(std::holds_alternative<Config>(g)) << name << ": " << std::get<ConfigError>(g).text();

@@ -846,6 +846,15 @@ class FlashInferPure(unittest.TestCase):
         self.assertIn("not importable", flashinfer.FlashInfer("auto", {"error": "FlashInfer not importable (x)"})
                       .skip_reason(ok, "fwd"))
 
+    def test_rows_carry_hbm_bytes(self):
+        """A memory-bound case's forward rows carry expand's hbm_bytes (GB/s beside attnbench's)."""
+        import types
+        b = types.SimpleNamespace(impl="x.peer", options={})
+        case = {"case": "c", "case_index": 0, "problem": {}, "flops": {"fwd": 1.0, "bwd": 2.0}, "hbm_bytes": 4096}
+        self.assertEqual(common.blank_row(case, b, "fwd", "cuda:0")["hbm_bytes"], 4096)
+        self.assertNotIn("hbm_bytes", common.blank_row(case, b, "bwd", "cuda:0"))
+        self.assertNotIn("hbm_bytes", common.blank_row(dict(case, hbm_bytes=None), b, "fwd", "cuda:0"))
+
     def test_imports_the_package_not_itself(self):
         """Run as scripts/peers/peers.py, scripts/peers is sys.path[0], where flashinfer.py is a
         module of the package's name: load() must import FlashInfer (here a stand-in site)."""

@@ -958,10 +958,15 @@ def nvtx_name(impl, options, label, pass_name):
 
 
 def blank_row(case, backend, pass_name, device):
-    return {"case": case["case"], "case_index": case["case_index"], "problem": case["problem"],
-            "options": dict(backend.options), "impl": backend.impl, "device": device, "pass": pass_name,
-            "status": "skip", "reason": "", "flops": case["flops"][pass_name],
-            "nvtx": nvtx_name(backend.impl, backend.options, case["case"], pass_name)}
+    row = {"case": case["case"], "case_index": case["case_index"], "problem": case["problem"],
+           "options": dict(backend.options), "impl": backend.impl, "device": device, "pass": pass_name,
+           "status": "skip", "reason": "", "flops": case["flops"][pass_name],
+           "nvtx": nvtx_name(backend.impl, backend.options, case["case"], pass_name)}
+    # Memory-bound cases (decode, paged): the bytes a forward moves at least, as attnbench's rows
+    # carry them (expand's hbm_bytes, Problem::hbm_bytes_fwd), for GB/s beside theirs.
+    if pass_name == "fwd" and case.get("hbm_bytes"):
+        row["hbm_bytes"] = case["hbm_bytes"]
+    return row
 
 
 def apply_verdict(row, verdict):
@@ -1253,6 +1258,8 @@ def run_row(dev, cc, case, backend, pass_name, t, args):
             return row
         ms = row["time"]["median_ms"]
         row["tflops"] = row["flops"] / (ms * 1e-3) / 1e12 if ms > 0 else None
+        if row.get("hbm_bytes") and ms > 0:
+            row["gbps"] = row["hbm_bytes"] / (ms * 1e-3) / 1e9
         io = case["io_bytes"][pass_name]
         if peak is not None:
             # As attnbench's peak (device memory of the case during the call): the pass's inputs
@@ -1304,6 +1311,8 @@ def run(prog, peer, planned, backends, dev, capi, results, args):
                 if not args.quiet:
                     tf, ms = row.get("tflops"), row.get("time", {}).get("median_ms")
                     extra = f"{ms:.3f} ms {tf:.1f} TFLOP/s" if ms and tf else row["reason"][:120]
+                    if ms and row.get("gbps"):
+                        extra += f" {row['gbps']:.0f} GB/s"
                     print(f"[{done}/{total}] {row['nvtx']}: {row['status']} {extra}", flush=True)
             del t
             cc.close()

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Issue 29, the acceptance job (written 2026-12-03 for the next GPU session): run from the
+# repository root under setsid, right after the gate of the same revision on the same warm machine
+# (whose build it reuses; else it builds this tree), once /tmp/fa4site and /tmp/fisite hold FA4's
+# and FlashInfer's sites (../shared/peers/README.md; scripts/peers/flashinfer_wheels.sh).
+# job1 (2026-12-03, results/h200/issue29/job1) measured flash_decoding.json with its peers, but
+# the 291-case grid (now configs/decode_grid_full.json) did not fit the session's device time
+# (about 3 s per GB of K and V for the host's inputs, per pass), and FlashInfer's rows were SKIP
+# (the peer imported itself, fixed since). This job:
+#   1. `attnbench check --impl cuda.flash_decode` (the conformance suite's decode and paged cases);
+#   2. configs/flash_decoding.json again, cuda.flash_decode (automatic and 1 split) and the
+#      query-parallel kernels beside it: the paged-row change of this revision must not move the
+#      contiguous rows;
+#   3. configs/decode_grid.json (63 cases, about 12 GiB of K and V per layout), cuda.flash_decode
+#      and cuda.cudnn_sdpa, verification auto;
+#   4. its peers in one process: FlashInfer (paged cells), FA4 (page_table / seqused_k, all
+#      cells), PyTorch SDPA's cuDNN and flash backends (contiguous cells; the math backend is 45
+#      GB/s and ran out of memory at 256 x 4k in job1), verification auto.
+# About 7 minutes on the H200 (estimate from job1's rates). Progress in $W/progress.txt;
+# everything under $W (default /tmp/j29).
+set -uo pipefail
+W=${W:-/tmp/j29}; mkdir -p $W/logs
+source scripts/common.sh; attn_cudnn_from_wheel
+t0=$(date +%s); el() { echo "$(( $(date +%s) - t0 )) s: $*" | tee -a $W/progress.txt; }
+B=${B:-build/attnbench}
+if [ ! -x "$B" ] || [ ! -e "$(dirname $B)/libattnbench_capi.so" ]; then
+  ( cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DATTNBENCH_CUDA_GENCODE="$ATTN_GPU_GENCODE" "${ATTN_CMAKE_ARGS[@]}" && time cmake --build build-gpu -j 16 --target attnbench attnbench_capi ) > $W/logs/build.txt 2>&1
+  B=build-gpu/attnbench
+fi
+[ -x $B ] || { el "build FAILED"; tail -30 $W/logs/build.txt; exit 3; }; el "build: $B"
+timeout 300 $B check --impl cuda.flash_decode -q > $W/check_decode.txt 2>&1; el "check cuda.flash_decode rc=$?"
+python3 - "$W/flash_decoding_splits.json" <<'PY'
+import json, sys
+c = json.load(open("configs/flash_decoding.json"))
+c["options"] = {"cuda.flash_decode": {"splits": [0, 1]}}
+json.dump(c, open(sys.argv[1], "w"), indent=1)
+PY
+timeout 300 $B run $W/flash_decoding_splits.json --impl cuda.flash_decode --impl cuda.flash_fwd_wgmma \
+  --impl cuda.cudnn_sdpa --out $W/flash_decoding.json > $W/logs/flash_decoding.txt 2>&1
+el "flash_decoding rc=$?"
+timeout 420 $B run configs/decode_grid.json --impl cuda.flash_decode --impl cuda.cudnn_sdpa \
+  --out $W/decode_grid.json > $W/logs/decode_grid.txt 2>&1; el "decode_grid rc=$?"
+timeout 420 python3 scripts/peers/peers.py configs/decode_grid.json --peers flashinfer,fa4,torch_sdpa \
+  --backend cudnn,flash --fa4-site /tmp/fa4site --attnbench $B --out $W/decode_grid.peers.json \
+  > $W/logs/decode_grid.peers.txt 2>&1; el "peers decode_grid rc=$?"
+el "job done"
