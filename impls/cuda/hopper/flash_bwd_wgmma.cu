@@ -9,10 +9,13 @@
 //  2. main: a block owns kBlockN = 128 keys of one (batch, kv head) and walks every query head
 //     of its GQA group and every query tile of kBlockM rows that sees one of its keys (causal:
 //     from the diagonal on). Warpgroup 0 is the producer: one thread loads K and V once and then
-//     each query tile's Q and dO into a 2-stage ring of 128B-swizzled stages (TMA, mbarriers),
-//     with the tile's LSE·log2e and D rows beside them (bulk copies into the same stage), so the
-//     consumers read them from shared memory, not from L2 after their GEMMs (FlashAttention-3's
-//     arrangement).
+//     each query tile's Q and dO into a 2-stage ring of 128B-swizzled stages (TMA, mbarriers).
+//     The tile's LSE·log2e and D rows come one tile ahead into a double buffer in shared memory
+//     (cp.async from one consumer warp, landed before the consumers' per-tile barrier), so the
+//     consumers read them from shared memory, not from L2 after their GEMMs. Not through the
+//     producer's stage (bulk copies, FlashAttention-3's arrangement, af0fca2): that reuse is
+//     ordered by the stage's mbarriers, which compute-sanitizer's racecheck does not model (the
+//     gate of 6f1c2d3 reported 180392 WAR hazards), and racecheck must stay at 0 hazards.
 //     Each of the 2 consumer warpgroups owns 64 of the keys and, per query tile, computes
 //       Sᵀ = K Qᵀ and dPᵀ = V dOᵀ       (SS-wgmma, keys as rows),
 //       Pᵀ = exp2(scale·log2e·Sᵀ − LSE·log2e), dSᵀ = Pᵀ ∘ (dPᵀ − D)   (registers),
@@ -69,8 +72,8 @@ struct BwdCfg {
   static constexpr int kOffDq = kOffDs + kDsBytes;
   // Per stage: kBlockM floats of LSE·log2e, then kBlockM of D.
   static constexpr int kStatBytes = 2 * kBlockM * 4;
-  static constexpr int kOffStat = kOffDq + kDqBytes;
-  static constexpr int kOffBar = kOffStat + kStages * kStatBytes;
+  static constexpr int kOffStat = kOffDq + kDqBytes;  // two buffers: this tile's, the next's
+  static constexpr int kOffBar = kOffStat + 2 * kStatBytes;
   static constexpr int kSmemBytes = kOffBar + 8 * (1 + 2 * kStages) + 1024;
   static_assert(kSmemBytes <= 232448, "shared memory per block on sm_90");
   static_assert(kSplitM || D >= 128, "a column half of dQ must be whole 64-column panels");
@@ -188,8 +191,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   auto sq = [&](int s) { return base + Cfg::kOffQ + 2 * s * Cfg::kQBytes; };
   auto sdo = [&](int s) { return base + Cfg::kOffQ + (2 * s + 1) * Cfg::kQBytes; };
   const uint32_t sds = base + Cfg::kOffDs, sdq = base + Cfg::kOffDq;
-  auto slse = [&](int s) { return base + Cfg::kOffStat + s * Cfg::kStatBytes; };
-  auto sdelta = [&](int s) { return slse(s) + 4 * BM; };
+  auto slse = [&](int buf) { return base + Cfg::kOffStat + buf * Cfg::kStatBytes; };
+  auto sdelta = [&](int buf) { return slse(buf) + 4 * BM; };
   const uint32_t bars = base + Cfg::kOffBar;
   // kv_full (K and V, loaded once), then the Q/dO ring's pipeline (hopper/pipeline.cuh):
   // qdo_full[S], qdo_empty[S]; its iterations are the block's query tiles.
@@ -219,16 +222,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       for (int it = 0; it < n_iters; ++it) {
         const int s = qdo_pipe.stage(it);
         const int h = kvh * p.group + it / m_count, m0 = (m_start + it % m_count) * BM;
-        const uint32_t full =
-            qdo_pipe.producer_acquire(it, 2 * Cfg::kQBytes + Cfg::kStatBytes);
+        const uint32_t full = qdo_pipe.producer_acquire(it, 2 * Cfg::kQBytes);
         for (int pn = 0; pn < Cfg::kPanels; ++pn) {
           tma_load_4d(sq(s) + pn * BM * 128, &tq, full, 64 * pn, h, m0, b);
           tma_load_4d(sdo(s) + pn * BM * 128, &tdo, full, 64 * pn, h, m0, b);
         }
-        // The tile's rows of LSE·log2e and D (padded to seq_q_pad: whole tiles, 16-byte aligned).
-        const int64_t row0 = (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q_pad + m0;
-        bulk_load(slse(s), p.lse2 + row0, 4 * BM, full);
-        bulk_load(sdelta(s), p.delta + row0, 4 * BM, full);
       }
     }
     return;
@@ -246,10 +244,35 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) dv[i] = dk[i] = 0.f;
 
+  // The rows of LSE·log2e and D of iteration `it`'s tile (padded to seq_q_pad: whole tiles,
+  // 16-byte aligned) into stat buffer it % 2, by cp.async from warp 0 of consumer 0 (BM / 2
+  // chunks of 16 bytes). That warp waits for them before the consumers' barrier 1 of the
+  // iteration that issued them, and every consumer reads them after it: the next iteration's.
+  // Buffer it % 2 is written again two iterations on, after the barrier 1 that follows its reads.
+  const bool stat_loader = c == 0 && warp == 0;
+  auto load_stats = [&](int it) {
+    const int h = kvh * p.group + it / m_count, m0 = (m_start + it % m_count) * BM;
+    const int64_t row0 = (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q_pad + m0;
+#pragma unroll
+    for (int j = lane; j < BM / 2; j += 32) {
+      const bool is_lse = j < BM / 4;
+      const int q4 = 4 * (is_lse ? j : j - BM / 4);
+      attn_mma::cp_async_16((is_lse ? slse(it % 2) : sdelta(it % 2)) + 4 * q4,
+                            (is_lse ? p.lse2 : p.delta) + row0 + q4, true);
+    }
+    attn_mma::cp_async_commit();
+  };
+  if (n_iters > 0 && stat_loader) {
+    load_stats(0);
+    attn_mma::cp_async_wait<0>();
+  }
+  named_bar_sync(1, 256);
+
   if (n_iters > 0) mbar_wait(kv_full, 0);
   for (int it = 0; it < n_iters; ++it) {
     const int s = qdo_pipe.stage(it);
     const int h = kvh * p.group + it / m_count, m0 = (m_start + it % m_count) * BM;
+    if (stat_loader && it + 1 < n_iters) load_stats(it + 1);
     qdo_pipe.consumer_wait(it);
 
     // Sᵀ = K Qᵀ, dPᵀ = V dOᵀ: this consumer's 64 keys x BM queries, D/16 k-steps each.
@@ -282,8 +305,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 #pragma unroll
       for (int e1 = 0; e1 < 2; ++e1) {
         const int ql = 8 * g + 2 * (lane % 4) + e1, q = m0 + ql;
-        const float lse2 = attn_mma::ld_shared_f32(slse(s) + 4 * ql);
-        const float delta = attn_mma::ld_shared_f32(sdelta(s) + 4 * ql);  // zero past seq_q
+        const float lse2 = attn_mma::ld_shared_f32(slse(it % 2) + 4 * ql);
+        const float delta = attn_mma::ld_shared_f32(sdelta(it % 2) + 4 * ql);  // zero past seq_q
 #pragma unroll
         for (int e2 = 0; e2 < 2; ++e2) {
           const int i = 4 * g + 2 * e2 + e1;
@@ -334,7 +357,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     wgmma_commit();
 
     // Both consumers' dSᵀ are in shared memory (and the last tile's dQ reduction has read its
-    // shared memory: the thread that issued it waited before arriving here).
+    // shared memory: the thread that issued it waited before arriving here); the next tile's
+    // LSE·log2e and D rows have landed in their buffer, and this tile's were read.
+    if (stat_loader) attn_mma::cp_async_wait<0>();
     named_bar_sync(1, 256);
 
     // dQ_tile (BM x D) = dS K: A = dS, read M-major from dSᵀ; B = K, MN-major (k = keys).

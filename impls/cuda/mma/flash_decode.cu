@@ -16,9 +16,13 @@
 // - Inside a block the 4 warps take interleaved K/V tiles of the block's range, each through
 //   its own 3-stage cp.async ring (no block barrier in the loop), and merge their (max, sum, O)
 //   through shared memory at the end.
-// - Paged K/V: each 16-byte chunk's row is found through the block table (page = table[key /
+// - Paged K/V: each key's pool row is found through the block table (page = table[key /
 //   page_size], row key % page_size), so a tile may span pages, pages may come in any order and
-//   repeat, and a context need not fill its last page.
+//   repeat, and a context need not fill its last page. A warp looks up one key per lane, a tile
+//   ahead of the copies that use the rows (which reach them by shuffles), so the table's loads
+//   are off the copies' path: looked up per 16-byte chunk at issue (16 dependent loads and
+//   divisions per lane and tile at d128), the paged cache ran at 0.41-0.55 of the read ceiling
+//   where the contiguous one ran at 0.93-0.97 (the first GPU job, results/h200/issue29/job1).
 // Causal is bottom-right per sequence: query i (of seq_q new tokens) sees keys j <= i + context -
 // seq_q; rows that see nothing, and a sequence of context 0, get O = 0 and LSE = -inf.
 // Sliding windows and soft caps (Mistral's and Gemma 2's decode) are runtime values here, not
@@ -89,6 +93,7 @@ struct DecodeParams : attnbench::cuda::AttnShape {
   float* part_o;             // splits > 1: [splits, total_q * Hq, d]
   float* part_lse;           // splits > 1: [splits, total_q * Hq], natural log
   int page_size, pages_per_seq;
+  int page_shift;  // log2(page_size) when a power of two, else -1
   int splits, chunk;  // key ranges per sequence and their length (a multiple of kBlockN)
   int row_tiles;      // ceil(group * seq_q / 16)
   int total_q;        // query tokens over the batch
@@ -120,12 +125,38 @@ __device__ __forceinline__ DecodeSeq decode_seq(const DecodeParams p, int b) {
   return s;
 }
 
+// Paged: the pool rows of a tile's keys n0 + lane + 32 j (register j of each lane; 0 past the
+// tile or past k_end), looked up by the warp a tile before its copies need them.
+template <class Tr>
+struct TileRows {
+  static constexpr int kRegs = (Tr::kBlockN + 31) / 32;
+  int r[kRegs];
+};
+template <class Tr, bool kPaged>
+__device__ __forceinline__ TileRows<Tr> tile_rows(const DecodeParams p, int b, int n0, int k_end,
+                                                  int lane) {
+  TileRows<Tr> t{};
+  if constexpr (kPaged) {
+    const int* table = p.block_table + static_cast<int64_t>(b) * p.pages_per_seq;
+#pragma unroll
+    for (int j = 0; j < TileRows<Tr>::kRegs; ++j) {
+      const int key = n0 + lane + 32 * j;
+      if (lane + 32 * j < Tr::kBlockN && key < k_end) {
+        const int page = p.page_shift >= 0 ? key >> p.page_shift : key / p.page_size;
+        t.r[j] = table[page] * p.page_size + (key - page * p.page_size);
+      }
+    }
+  }
+  return t;
+}
+
 // Starts one warp's copy of keys [n0, n0 + kBlockN) of K and V into a ring stage; keys >= k_end
-// (and, padded, columns >= dh) are zero-filled, so a masked key's V row adds exact zeros.
+// (and, padded, columns >= dh) are zero-filled, so a masked key's V row adds exact zeros. Paged:
+// the keys' pool rows are `rows` (tile_rows of the same n0).
 template <class T, class Tr, bool kPadded, bool kPaged>
-__device__ __forceinline__ void load_kv_tile(const DecodeParams p, const DecodeSeq sq, int b,
-                                             int kvh, int dh, int n0, int k_end, uint32_t k_tile,
-                                             int lane) {
+__device__ __forceinline__ void load_kv_tile(const DecodeParams p, const DecodeSeq sq,
+                                             const TileRows<Tr>& rows, int kvh, int dh, int n0,
+                                             int k_end, uint32_t k_tile, int lane) {
   using KVTile = typename Tr::KVTile;
   constexpr int kCpr = KVTile::kChunksPerRow;
   constexpr int kPerLane = Tr::kBlockN * kCpr / 32;
@@ -140,13 +171,16 @@ __device__ __forceinline__ void load_kv_tile(const DecodeParams p, const DecodeS
     const int key = n0 + r;
     const bool ok = key < k_end && (!kPadded || col < dh);
     int64_t row = 0;
-    if (ok) {
-      if constexpr (kPaged) {
-        const int page = p.block_table[static_cast<int64_t>(b) * p.pages_per_seq + key / p.page_size];
-        row = static_cast<int64_t>(page) * p.page_size + key % p.page_size;
-      } else {
-        row = sq.kv_start + key;
+    if constexpr (kPaged) {
+      int pool_row = 0;  // key r of the tile: register r / 32 of lane r % 32 (every lane shuffles)
+#pragma unroll
+      for (int j = 0; j < TileRows<Tr>::kRegs; ++j) {
+        const int x = shfl_idx(rows.r[j], r & 31);
+        if ((r >> 5) == j) pool_row = x;
       }
+      row = pool_row;
+    } else {
+      row = sq.kv_start + key;
     }
     const int64_t off = row * stride + static_cast<int64_t>(kvh) * dh + col;
     cp_async_16(kt.addr(r, col), ok ? k + off : k, ok);
@@ -208,14 +242,18 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) flash_decode_kernel(const Dec
     }
     cp_async_commit();
   }
-  // The ring's first S - 1 tiles (empty groups past this warp's tiles keep the count uniform).
+  // The ring's first S - 1 tiles (empty groups past this warp's tiles keep the count uniform);
+  // paged, the rows of the tile after them are looked up now, for the loop's first prefetch.
+  auto tile_n0 = [&](int i) { return k_begin + (warp + i * NW) * BN; };
 #pragma unroll
   for (int i = 0; i < S - 1; ++i) {
     if (i < my_tiles)
-      load_kv_tile<T, Tr, kPadded, kPaged>(p, sq, b, kvh, dh, k_begin + (warp + i * NW) * BN, k_end,
-                                           ring + i * Tr::kStageBytes, lane);
+      load_kv_tile<T, Tr, kPadded, kPaged>(p, sq, tile_rows<Tr, kPaged>(p, b, tile_n0(i), k_end, lane),
+                                           kvh, dh, tile_n0(i), k_end, ring + i * Tr::kStageBytes, lane);
     cp_async_commit();
   }
+  TileRows<Tr> next_rows{};
+  if (S - 1 < my_tiles) next_rows = tile_rows<Tr, kPaged>(p, b, tile_n0(S - 1), k_end, lane);
   cp_async_wait<S - 1>();  // Q landed (for this thread)
   __syncthreads();         // ... and for every thread
 
@@ -245,9 +283,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) flash_decode_kernel(const Dec
     __syncwarp();
     {
       const int ip = i + S - 1;
-      if (ip < my_tiles)
-        load_kv_tile<T, Tr, kPadded, kPaged>(p, sq, b, kvh, dh, k_begin + (warp + ip * NW) * BN,
-                                             k_end, ring + (ip % S) * Tr::kStageBytes, lane);
+      if (ip < my_tiles) {
+        load_kv_tile<T, Tr, kPadded, kPaged>(p, sq, next_rows, kvh, dh, tile_n0(ip), k_end,
+                                             ring + (ip % S) * Tr::kStageBytes, lane);
+        if (ip + 1 < my_tiles) next_rows = tile_rows<Tr, kPaged>(p, b, tile_n0(ip + 1), k_end, lane);
+      }
       cp_async_commit();
     }
     const uint32_t st = static_cast<uint32_t>((i % S) * Tr::kStageBytes);
@@ -490,6 +530,8 @@ class FlashDecode final : public attnbench::Implementation {
   }
 
   Support supports_extra(const Problem& p, Pass) const override {
+    if (p.paged() && static_cast<int64_t>(p.num_pages) * p.page_size > INT32_MAX)
+      return Support::no("a pool of more than 2^31 - 1 rows (num_pages x page_size): the kernel's pool rows are int");
     if (p.seq_q > attnbench::kMaxDecodeQueries) {
       return Support::no("decode runs up to " + std::to_string(attnbench::kMaxDecodeQueries) +
                          " new tokens per sequence, not seq_q " + std::to_string(p.seq_q) +
@@ -580,6 +622,8 @@ class FlashDecode final : public attnbench::Implementation {
       p.block_table = a.block_table;
       p.page_size = pr.page_size;
       p.pages_per_seq = pr.pages_per_seq;
+      p.page_shift = (pr.page_size & (pr.page_size - 1)) == 0 ? __builtin_ctz(static_cast<unsigned>(pr.page_size)) : -1;
+
     }
     p.splits = s.splits;
     p.chunk = s.chunk;

@@ -205,6 +205,11 @@ __device__ __forceinline__ bool warp_any(bool p) {
   return __any_sync(0xffffffffu, p);
 }
 
+// Lane src's x, in every lane of the (fully active) warp.
+__device__ __forceinline__ int shfl_idx(int x, int src) {
+  return __shfl_sync(0xffffffffu, x, src);
+}
+
 // Reductions over the 4 lanes of a quad (the lanes that share a row of an mma C fragment).
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));

@@ -381,6 +381,13 @@ inline float shfl_xor(float x, int m) {
   emu::exchange_out();
   return y;
 }
+inline int shfl_idx(int x, int src) {
+  emu::exchange_in(&x, 4);
+  int y;
+  std::memcpy(&y, emu::slot(src & 31), 4);
+  emu::exchange_out();
+  return y;
+}
 inline bool warp_any(bool p) {
   const int v = p ? 1 : 0;
   emu::exchange_in(&v, 4);
