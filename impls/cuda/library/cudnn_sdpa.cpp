@@ -83,6 +83,19 @@ int current_device() {
   return dev;
 }
 
+// The problem as the graph is built for it: with one query row (decode), a right bound (causal, or
+// window_right) excludes no key, because that row's diagonal is the last key; without a left bound
+// the graph then has no mask at all. Exact, and cuDNN 9.19 runs a masked decode graph at a fifth
+// of the unmasked one's speed (the first H200 decode job, 2026-12-03: 226 against PyTorch's cuDNN
+// backend's 2354 GB/s at batch 1, 32:8 heads, 32k context; results/h200/issue29/README.md).
+Problem as_graphed(Problem p) {
+  if (p.seq_q == 1 && p.window_left < 0) {
+    p.causal = false;
+    p.window_right = -1;
+  }
+  return p;
+}
+
 cudnn::SdpaShape shape_of(const Problem& p) {
   return {p.batch,
           p.heads_q,
@@ -125,7 +138,8 @@ class State {
   }
 
   // The plan for (p, backward?) on the current device, built on first use. Caller holds mu.
-  Entry& entry(const Problem& p, bool bwd) {
+  Entry& entry(const Problem& problem, bool bwd) {
+    const Problem p = as_graphed(problem);
     const int dev = current_device();
     const Key key{dev,
                   bwd,
@@ -185,7 +199,8 @@ std::int64_t pass_workspace(const Entry& e, bool bwd) {
 
 // Checks that cuDNN's fused SDPA documents as unsupported, so the SKIP reason is specific
 // (the frontend's support-surface rules for cuDNN 9, reduced to what attnbench can express).
-Support static_support(const Problem& p, Pass pass, std::size_t v) {
+Support static_support(const Problem& problem, Pass pass, std::size_t v) {
+  const Problem p = as_graphed(problem);
   const bool bwd = pass != Pass::fwd;  // every pass needs the forward (see supports_extra)
   if (v == 91000 || v == 91001) {
     return Support::no("cuDNN " + cudnn::version_text(v) + " has known SDPA bugs (use >= 9.10.2)");
