@@ -54,6 +54,9 @@ int main(int argc, char** argv) {
   const std::vector<Case> cases = {
       // Contiguous decode, GQA 4:1, a context past several splits.
       {2, 8, 2, 1, 300, 128, false, DType::bf16},
+      // MQA over 40 tiles of 64 keys: forced to 40 splits, more than a warp's lanes (the
+      // combine keeps split s's LSE in register s / 32 of lane s % 32).
+      {1, 4, 1, 1, 2540, 64, false, DType::bf16},
       // Context 1.
       {1, 2, 2, 1, 1, 64, true, DType::bf16, 16, kSeq},
       // Speculative decoding over shuffled pages of 8 (a pool with unused pages), f16.
@@ -119,7 +122,7 @@ int main(int argc, char** argv) {
     const CaseInputs in = make_inputs(p, kSeed + ci, c.dist);
     const Reference ref = compute_reference(in, VerifyMode::full, true, false, kSeed + ci);
     bool ok = true;
-    for (const int splits : {1, 0, 3, 7}) {
+    for (const int splits : {1, 0, 3, 7, 40}) {  // 40: clamped to the tiles where fewer
       ok = check_on_host(*dec, *naive, p, Pass::fwd, in, ref, {{"splits", splits}}) && ok;
     }
     // Once more with the threads of each block interleaved in a seeded random order (another

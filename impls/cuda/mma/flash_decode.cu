@@ -54,6 +54,7 @@ namespace attn_mma {
 namespace {
 
 constexpr float kNegInf = -__builtin_huge_valf();
+constexpr int kMaxSplits = 128;  // key ranges per sequence at most (the combine holds their LSEs in registers)
 
 using DecodeHeadDims = attnbench::cuda::HeadDims<64, 128, 256>;
 
@@ -410,12 +411,17 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) flash_decode_kernel(const Dec
 }
 
 // Merges the splits: one warp per (query token, head) row; grid ceil(rows / 4), 128 threads.
+// The lanes take the splits' LSEs (split s in lane s % 32, register s / 32) for the max and the
+// sum by warp reductions, then the columns, with each split's weight from its lane by a shuffle
+// and the splits' partial rows loaded 4 at a time: no pass over the splits waits on the one before
+// (a loop over up to 128 splits per pass, three passes, each load waited for in turn, before).
 template <class T, int BN>
 __global__ void __launch_bounds__(128) flash_decode_combine_kernel(const DecodeParams p) {
+  constexpr int kLseRegs = (kMaxSplits + 31) / 32;
   const int lane = threadIdx.x & 31;
   const int64_t rows = static_cast<int64_t>(p.total_q) * p.heads_q;
   const int64_t row_id = static_cast<int64_t>(blockIdx.x) * 4 + (threadIdx.x >> 5);
-  if (row_id >= rows) return;
+  if (row_id >= rows) return;  // whole warps: rows are per warp
   const int token = static_cast<int>(row_id / p.heads_q), h = static_cast<int>(row_id % p.heads_q);
   // The token's sequence: dense b = token / seq_q; varlen by bisection of cu_seqlens_q.
   int b;
@@ -433,8 +439,15 @@ __global__ void __launch_bounds__(128) flash_decode_combine_kernel(const DecodeP
   const int qi = static_cast<int>(token - sq.q_start);
   const int used = sq.ctx > 0 ? min(p.splits, (sq.ctx + p.chunk - 1) / p.chunk) : 1;
   const int64_t split_stride = rows;
+  float lse_s[kLseRegs];
   float m = kNegInf;
-  for (int s = 0; s < used; ++s) m = fmaxf(m, p.part_lse[s * split_stride + row_id]);
+#pragma unroll
+  for (int j = 0; j < kLseRegs; ++j) {
+    const int s = lane + 32 * j;
+    lse_s[j] = s < used ? p.part_lse[s * split_stride + row_id] : kNegInf;
+    m = fmaxf(m, lse_s[j]);
+  }
+  m = group_max<32>(m);
   const int dh = p.head_dim;
   T* o = static_cast<T*>(p.o) + row_id * dh;
   float lse = kNegInf;
@@ -443,17 +456,40 @@ __global__ void __launch_bounds__(128) flash_decode_combine_kernel(const DecodeP
       *reinterpret_cast<uint32_t*>(o + col) = Elem<T>::pack2(0.f, 0.f);
   } else {
     float l = 0.f;
-    for (int s = 0; s < used; ++s) l += expf(p.part_lse[s * split_stride + row_id] - m);
+#pragma unroll
+    for (int j = 0; j < kLseRegs; ++j) {
+      lse_s[j] = lse_s[j] == kNegInf ? 0.f : expf(lse_s[j] - m);  // now the split's weight
+      l += lse_s[j];
+    }
+    l = group_sum<32>(l);
     const float inv = 1.f / l;
-    for (int col = 2 * lane; col < dh; col += 64) {
+    // Every lane takes every pass (the shuffles need the whole warp), past dh with nothing to do.
+    for (int c0 = 0; c0 < dh; c0 += 64) {
+      const int col = c0 + 2 * lane;
+      const bool on = col < dh;
       float o0 = 0.f, o1 = 0.f;
-      for (int s = 0; s < used; ++s) {
-        const float w = expf(p.part_lse[s * split_stride + row_id] - m);
-        const float* po = p.part_o + (s * split_stride + row_id) * dh + col;
-        o0 += w * po[0];
-        o1 += w * po[1];
+      const float* po = p.part_o + row_id * dh + col;
+      for (int s0 = 0; s0 < used; s0 += 4) {
+        float2 v[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          v[u] = on && s0 + u < used
+                     ? *reinterpret_cast<const float2*>(po + (s0 + u) * split_stride * dh)
+                     : make_float2(0.f, 0.f);
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int s = s0 + u;  // weight of split s: register s / 32 of lane s % 32
+          float w = 0.f;
+#pragma unroll
+          for (int j = 0; j < kLseRegs; ++j) {
+            const float x = shfl_idx_f(lse_s[j], s & 31);
+            if ((s >> 5) == j) w = x;
+          }
+          o0 += w * v[u].x;
+          o1 += w * v[u].y;
+        }
       }
-      *reinterpret_cast<uint32_t*>(o + col) = Elem<T>::pack2(o0 * inv, o1 * inv);
+      if (on) *reinterpret_cast<uint32_t*>(o + col) = Elem<T>::pack2(o0 * inv, o1 * inv);
     }
     lse = m + logf(l);
   }
@@ -467,7 +503,6 @@ using attnbench::Pass;
 using attnbench::Problem;
 using attnbench::Support;
 
-constexpr int kMaxSplits = 128;
 
 // The split plan of a problem: the number of key ranges per (sequence, kv head, row tile), forced
 // or chosen, and the keys per range. Chosen: one block per SM fits (192 KiB of rings), so what

@@ -209,6 +209,9 @@ __device__ __forceinline__ bool warp_any(bool p) {
 __device__ __forceinline__ int shfl_idx(int x, int src) {
   return __shfl_sync(0xffffffffu, x, src);
 }
+__device__ __forceinline__ float shfl_idx_f(float x, int src) {
+  return __shfl_sync(0xffffffffu, x, src);
+}
 
 // Reductions over the 4 lanes of a quad (the lanes that share a row of an mma C fragment).
 __device__ __forceinline__ float quad_max(float x) {
@@ -225,6 +228,14 @@ template <int kLanes>
 __device__ __forceinline__ float group_sum(float x) {
 #pragma unroll
   for (int off = kLanes / 2; off > 0; off /= 2) x += __shfl_xor_sync(0xffffffffu, x, off);
+  return x;
+}
+
+// Max over aligned groups of kLanes lanes (a power of two <= 32).
+template <int kLanes>
+__device__ __forceinline__ float group_max(float x) {
+#pragma unroll
+  for (int off = kLanes / 2; off > 0; off /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
   return x;
 }
 

@@ -388,6 +388,18 @@ inline int shfl_idx(int x, int src) {
   emu::exchange_out();
   return y;
 }
+inline float shfl_idx_f(float x, int src) {
+  emu::exchange_in(&x, 4);
+  float y;
+  std::memcpy(&y, emu::slot(src & 31), 4);
+  emu::exchange_out();
+  return y;
+}
+template <int kLanes>
+inline float group_max(float x) {
+  for (int off = kLanes / 2; off > 0; off /= 2) x = std::fmax(x, shfl_xor(x, off));
+  return x;
+}
 inline bool warp_any(bool p) {
   const int v = p ? 1 : 0;
   emu::exchange_in(&v, 4);
