@@ -87,8 +87,8 @@ EXE="$BUILD/attnbench"
 
 # ---- 2 to 5, side by side ------------------------------------------------------------------------
 # Five lanes, each running its steps one after the other: CTest; check then the odd shapes; and
-# the sanitizers in three lanes (memcheck, synccheck and cuDNN's memcheck, initcheck, then a third
-# of racecheck; a third of racecheck; a third of racecheck). More processes than that on the one
+# the sanitizers in three lanes (memcheck, synccheck and cuDNN's memcheck, then a part of
+# racecheck; a part of racecheck; initcheck, then a part of racecheck). More processes than that on the one
 # GPU time-slice it to a crawl (the first gate ran 15 at once: check took 356 s there, 84 s
 # alone). Under memcheck, synccheck and racecheck the rows are not verified (--verify off: no
 # float64 reference, no naive baseline's calls under the tool); the odd-shapes step verifies the
@@ -127,9 +127,13 @@ if [ "$BUILD_RC" -eq 0 ]; then
   { want check || want odd; } && lane_check &
   if want sanitizers; then
     mapfile -t OWN < <("$EXE" list | awk '$1 ~ /^cuda\./ && $1 != "cuda.cudnn_sdpa" {print $1}')
-    # racecheck in three parts of about equal time, the first after the other tools: the
-    # implementations, longest first, each to the part with the least so far. Seconds under
-    # racecheck in the gate of bf30a93 (15 processes at once); an unknown one counts 200.
+    # racecheck in three parts, lanes of about equal time with the other tools ahead of parts 1
+    # and 3: the implementations, longest first, each to the lane with the least so far. Seconds
+    # under racecheck: estimates from the gate of 6f1c2d3 (its three parts took 124, 325 and
+    # 260 s; each part's time shared among its implementations in proportion to the gate of
+    # bf30a93's figures), memcheck + synccheck 181 s and initcheck 95 s ahead; an unknown
+    # implementation counts 60. Before (initcheck ahead of the first part too) that lane took
+    # 400 s and the others 260-345.
     # initcheck with the rows verified: without the float64 reference the backward's O and LSE
     # inputs come from the implementation's forward, whose TMA stores (cp.async.bulk.tensor)
     # initcheck does not count as writes, and it reported every read of them
@@ -139,26 +143,26 @@ if [ "$BUILD_RC" -eq 0 ]; then
     # that read (200 of 200 in the gate of bf30a93). Its kernels stay under the other three tools.
     OWN_INIT=(); for i in "${OWN[@]}"; do [ "$i" = cuda.ring_attention ] || OWN_INIT+=("$i"); done
     mapfile -t RACE < <(printf '%s\n' "${OWN[@]}" | awk '
-      BEGIN { nk = split("cuda.naive_3pass 333 cuda.flash_bwd 291 cuda.standard_cublas 289 " \
-                         "cuda.flash_fwd 269 cuda.flash_bwd_mma 238 cuda.ring_attention 214 " \
-                         "cuda.online_2pass 180 cuda.flash_bwd_wgmma 123 cuda.flash_fwd_wgmma 92 " \
-                         "cuda.flash_fwd_mma 88", k, " ")
+      BEGIN { nk = split("cuda.naive_3pass 128 cuda.flash_bwd_mma 92 cuda.flash_bwd 89 " \
+                         "cuda.flash_fwd 83 cuda.online_2pass 69 cuda.flash_decode 61 " \
+                         "cuda.standard_cublas 57 cuda.ring_attention 42 cuda.flash_fwd_wgmma 35 " \
+                         "cuda.flash_fwd_mma 27 cuda.flash_bwd_wgmma 24", k, " ")
               for (i = 1; i < nk; i += 2) w[k[i]] = k[i + 1] }
-      { n[NR] = $1; t[NR] = ($1 in w) ? w[$1] : 200 }
-      END { load[0] = 160; load[1] = 0; load[2] = 0
+      { n[NR] = $1; t[NR] = ($1 in w) ? w[$1] : 60 }
+      END { load[0] = 181; load[1] = 0; load[2] = 95
             for (c = 1; c <= NR; c++) { b = 0
               for (i = 1; i <= NR; i++) if (!(i in done) && (!b || t[i] > t[b])) b = i
               done[b] = 1; l = 0; for (j = 1; j < 3; j++) if (load[j] < load[l]) l = j
               load[l] += t[b]; part[l] = part[l] " " n[b] }
             for (j = 0; j < 3; j++) print part[j] }')
     { sanitizer san_other off "memcheck synccheck" "${OWN[@]}" cuda.cudnn_sdpa
-      sanitizer san_init full initcheck "${OWN_INIT[@]}"
-      # shellcheck disable=SC2086  # a list of names
+      # shellcheck disable=SC2086  # a list of names (an empty part would mean every implementation: skipped)
       [ -z "${RACE[0]// /}" ] || sanitizer race_a off racecheck ${RACE[0]}; } &
-    # shellcheck disable=SC2086  # (an empty part would mean every implementation: skipped)
-    [ -n "${RACE[1]// /}" ] && sanitizer race_b off racecheck ${RACE[1]} &
     # shellcheck disable=SC2086
-    [ -n "${RACE[2]// /}" ] && sanitizer race_c off racecheck ${RACE[2]} &
+    [ -n "${RACE[1]// /}" ] && sanitizer race_b off racecheck ${RACE[1]} &
+    { sanitizer san_init full initcheck "${OWN_INIT[@]}"
+      # shellcheck disable=SC2086
+      [ -z "${RACE[2]// /}" ] || sanitizer race_c off racecheck ${RACE[2]}; } &
   fi
   wait
   if want ctest; then
