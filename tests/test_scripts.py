@@ -2,7 +2,7 @@
 """Tests of the Python tools in scripts/: ncu_hbm.py (parse ncu's CSV, merge HBM bytes),
 recover_timings.py (console-log times), paper_tables.py (Figure 2 table). No GPU, no ncu:
 tests/data/ncu_raw_probe.csv is ncu's raw page from an H200 run (columns trimmed to the ones read).
-The peers' git revision (scripts/peers/common.py; no torch needed). fa2_grid_summary.py's ratios, fa3_grid_summary.py's (grid_summary.py), timing_parity.py's pairs,
+The peers' git revision (scripts/peers/common.py; no torch needed). fa2_grid_summary.py's ratios, fa3_grid_summary.py's (grid_summary.py), decode_summary.py's tables and targets, timing_parity.py's pairs,
 ncu_kernels.py's attribution of kernels to rows, fa3_job.sh's dry run. compute_sanitizer.sh's choice of implementations,
 pyproject.toml and the scripts as modules (python3 -m scripts.X), a closed stdout (SIGPIPE, scripts/entry.py),
 the peers' sliding windows and soft caps (PeersWindowSoftcap: FA4's arguments, FlexAttention's mask and
@@ -287,6 +287,64 @@ class AbSummary(unittest.TestCase):
             p = run(os.path.join(ROOT, "scripts", "ab_summary.py"), "--base", g, "--new", g, "--alias", "x")
             self.assertEqual(p.returncode, 2)
             self.assertIn("--alias 'x': expected OLD=NEW", p.stderr)
+
+
+class DecodeSummary(unittest.TestCase):
+    """Issue 29's decode tables and target lines from a small synthetic run and peers pair."""
+
+    def test_tables_and_targets(self):
+        def r(impl, b, ctx, ms, ps=0, options=None, hbm=True, status="pass"):
+            case = f"b{b}_ctx{ctx}_p{ps}"
+            row = {"impl": impl, "case": case, "pass": "fwd", "status": status, "options": options or {},
+                   "time": {"median_ms": ms},
+                   "problem": {"heads_q": 64, "heads_kv": 8, "head_dim": 128, "batch": b, "seq_kv": ctx,
+                               "seq_q": 1, "page_size": ps}}
+            if hbm:
+                row["hbm_bytes"] = 4_000_000
+            return row
+        # hbm 4e6 bytes: GB/s = 4e6 / (ms 1e-3) / 1e9 = 4 / ms.
+        run_res = results_file([r("cuda.flash_decode", 64, 8192, 0.001), r("cuda.flash_decode", 64, 8192, 0.004, 16),
+                                r("cuda.flash_decode", 1, 32768, 0.002), r("cuda.flash_decode", 1, 32768, 0.008,
+                                                                            options={"splits": 1}),
+                                r("cuda.cudnn_sdpa", 1, 32768, 0.004)])
+        run_res["context"]["ceilings"] = {"read_tbps": 4.5}
+        # Peer rows without hbm_bytes take the run's for the same case.
+        peers = results_file([r("torch.sdpa_cudnn", 64, 8192, 0.0009, hbm=False),
+                              r("flashinfer.batch_decode", 64, 8192, 0.002, 16, hbm=False),
+                              r("torch.sdpa_flash", 1, 32768, 0.001, status="fail")])
+        with tempfile.TemporaryDirectory() as tmp:
+            g, t = os.path.join(tmp, "g.json"), os.path.join(tmp, "t.json")
+            write(g, json.dumps(run_res))
+            write(t, json.dumps(peers))
+            p = run(os.path.join(ROOT, "scripts", "decode_summary.py"), g, t)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            out = p.stdout
+            self.assertIn("Read ceiling of the run: 4500 GB/s", out)
+            self.assertIn("**contiguous**", out)
+            self.assertIn("**pages of 16**", out)
+            # 64 x 8k contiguous: 4000 GB/s = 0.89 of 4500; PyTorch cuDNN 4444: 0.90x.
+            self.assertIn("| 64:8 | 128 | 64 | 8k | 4000 | 0.89 | - | - | 4444 | - | - | - | 0.90× |", out)
+            # batch 1: 2000 (0.44), 1 split 500, our cuDNN 1000, PyTorch flash failed: "-".
+            self.assertIn("| 64:8 | 128 | 1 | 32k | 2000 | 0.44 | 500 | 1000 | - | - | - | - | - |", out)
+            self.assertIn("| 64:8 | 128 | 64 | 8k | 1000 | 0.22 | - | - | - | - | 2000 | - | 0.50× |", out)
+            self.assertIn("at batch × context >= 64 × 8k: 1 of 2 cells; missed by 64:8 d128 64×8k page 16 (0.22)", out)
+            self.assertIn("at batch 1, context >= 32k: 0 of 1 cells; missed by 64:8 d128 1×32k contiguous (0.44)", out)
+            self.assertIn("FlashInfer: 0 of 2 cells", out)
+            rd = os.path.join(tmp, "README.md")
+            write(rd, "# x\n<!-- decode_summary:begin (generated) -->\nold\n<!-- decode_summary:end -->\ntail\n")
+            p = run(os.path.join(ROOT, "scripts", "decode_summary.py"), g, t, "--readme", rd)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(rd, encoding="utf-8") as f:
+                doc = f.read()
+            self.assertNotIn("\nold\n", doc)
+            self.assertIn("| 64:8 | 128 | 64 | 8k | 4000 | 0.89 |", doc)
+            self.assertTrue(doc.endswith("<!-- decode_summary:end -->\ntail\n"))
+            write(rd, "no markers")
+            self.assertEqual(run(os.path.join(ROOT, "scripts", "decode_summary.py"), g, t, "--readme", rd).returncode, 2)
+            write(g, "[1]")
+            p = run(os.path.join(ROOT, "scripts", "decode_summary.py"), g, t)
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("not an attnbench results file", p.stderr)
 
 
 class Fa3GridSummary(unittest.TestCase):

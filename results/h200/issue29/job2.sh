@@ -43,4 +43,6 @@ timeout 420 $B run configs/decode_grid.json --impl cuda.flash_decode --impl cuda
 timeout 420 python3 scripts/peers/peers.py configs/decode_grid.json --peers flashinfer,fa4,torch_sdpa \
   --backend cudnn,flash --fa4-site /tmp/fa4site --attnbench $B --out $W/decode_grid.peers.json \
   > $W/logs/decode_grid.peers.txt 2>&1; el "peers decode_grid rc=$?"
+python3 scripts/decode_summary.py $W/decode_grid.json $W/decode_grid.peers.json > $W/decode_summary.md 2>&1
+python3 scripts/decode_summary.py $W/flash_decoding.json $W/flash_decoding.json > $W/flash_decoding_summary.md 2>&1
 el "job done"

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Issue 29's decode tables from a decode run and its peers, generated from the committed files:
+
+  python3 scripts/decode_summary.py results/h200/decode_grid.json results/h200/decode_grid.peers.json
+  python3 scripts/decode_summary.py RUN.json PEERS.json --readme results/h200/issue29/README.md
+
+One table per KV layout (contiguous, pages of N): per (heads, head_dim, batch, context) cell, the
+GB/s (K and V read once, Q and O: the rows' hbm_bytes over the median) of cuda.flash_decode
+(automatic splits; "1 split" beside it when the run has splits=1 rows), its fraction of the same
+run's read ceiling (context.ceilings.read_tbps), cuda.cudnn_sdpa, PyTorch SDPA's cuDNN and flash
+backends, FlashInfer and FA4, and ours over the best of PyTorch's cuDNN and FlashInfer (issue 29's
+target: >= 1.0x per cell). A peer row without hbm_bytes (files written before peers carried them)
+takes the run's for the same case. Then the targets: >= 0.85 of the read ceiling at batch x
+context >= 64 x 8k, >= 0.9 of that (0.765) at batch 1 with context >= 32k, >= 1.0x the best
+of PyTorch cuDNN and FlashInfer, each with the cells that miss. Rows that did not pass give "-".
+
+Markdown on stdout; with --readme FILE the tables replace the lines between FILE's markers
+`<!-- decode_summary:begin ... -->` and `<!-- decode_summary:end -->`. Exit 2 on a missing or
+unreadable file, one that is not a results file, or a README without the markers.
+"""
+import argparse
+import contextlib
+import io
+import os
+import sys
+
+if not __package__:  # run as a file: the repository root on the path, for the `scripts` package
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from scripts.entry import run  # noqa: E402
+from scripts.results_io import load_results  # noqa: E402
+
+OURS = "cuda.flash_decode"
+# (column, implementation) after ours; the target compares ours with the best of TARGET_PEERS.
+PEERS = (("`cuda.cudnn_sdpa`", "cuda.cudnn_sdpa"), ("PyTorch cuDNN", "torch.sdpa_cudnn"),
+         ("PyTorch flash", "torch.sdpa_flash"), ("FlashInfer", "flashinfer.batch_decode"),
+         ("FA4", "fa4.flash_attn"))
+TARGET_PEERS = ("torch.sdpa_cudnn", "flashinfer.batch_decode")
+CEILING_FRACTION, BATCH1_FRACTION = 0.85, 0.85 * 0.9
+BIG_TOKENS, LONG_CONTEXT = 64 * 8192, 32768
+
+
+def fail(msg):
+    print(f"decode_summary: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def cell_of(p):
+    return (p["heads_q"], p["heads_kv"], p["head_dim"], p["batch"], p["seq_kv"])
+
+
+def gbps_table(rows, hbm_of):
+    """(impl or "ours" / "ours1", page_size, cell) -> GB/s of the passing forward rows with a time."""
+    out = {}
+    for r in rows:
+        p, t = r["problem"], (r.get("time") or {}).get("median_ms")
+        if r.get("status") != "pass" or r.get("pass", "fwd") != "fwd" or not t or p.get("seq_q") != 1:
+            continue
+        hbm = r.get("hbm_bytes") or hbm_of.get(r["case"])
+        if not hbm:
+            continue
+        impl = r["impl"]
+        if impl == OURS:
+            splits = (r.get("options") or {}).get("splits", 0)
+            impl = "ours" if splits == 0 else "ours1" if splits == 1 else None
+            if impl is None:
+                continue
+        out[(impl, p.get("page_size") or 0, cell_of(p))] = hbm / (t * 1e-3) / 1e9
+    return out
+
+
+def fmt(x):
+    return "-" if x is None else f"{x:.0f}"
+
+
+def summary(run_res, peer_res):
+    ceiling = ((run_res.get("context") or {}).get("ceilings") or {}).get("read_tbps")
+    ceiling = ceiling * 1000 if ceiling else None
+    hbm_of = {r["case"]: r.get("hbm_bytes") for r in run_res["rows"] if r.get("hbm_bytes")}
+    t = gbps_table(run_res["rows"], hbm_of)
+    t.update(gbps_table(peer_res["rows"], hbm_of))
+    one_split = any(k[0] == "ours1" for k in t)
+    print(f"Read ceiling of the run: {fmt(ceiling)} GB/s (`context.ceilings.read_tbps`). GB/s: K and V "
+          "read once, Q and O, over the median time; seq_q 1.\n")
+    misses = {"big": [], "b1": [], "peers": []}
+    counts = {"big": 0, "b1": 0, "peers": 0}
+    for ps in sorted({k[1] for k in t}):
+        cells = sorted({k[2] for k in t if k[1] == ps})
+        print(f"**{'contiguous' if ps == 0 else f'pages of {ps}'}**\n")
+        head = ["heads q:kv", "head_dim", "batch", "context", "flash_decode", "of ceiling"]
+        head += ["1 split"] if one_split else []
+        head += [c for c, _ in PEERS] + ["ours / best of PyTorch cuDNN, FlashInfer"]
+        print("| " + " | ".join(head) + " |")
+        print("|---|---|---|---|" + "---:|" * (len(head) - 4))
+        for hq, hkv, d, b, ctx in cells:
+            cell = (hq, hkv, d, b, ctx)
+            ours = t.get(("ours", ps, cell))
+            frac = ours / ceiling if ours and ceiling else None
+            best = max((t[(i, ps, cell)] for i in TARGET_PEERS if (i, ps, cell) in t), default=None)
+            vals = [f"{hq}:{hkv}", str(d), str(b), f"{ctx // 1024}k" if ctx % 1024 == 0 else str(ctx),
+                    fmt(ours), "-" if frac is None else f"{frac:.2f}"]
+            vals += [fmt(t.get(("ours1", ps, cell)))] if one_split else []
+            vals += [fmt(t.get((i, ps, cell))) for _, i in PEERS]
+            vals.append("-" if ours is None or best is None else f"{ours / best:.2f}×")
+            print("| " + " | ".join(vals) + " |")
+            name = f"{hq}:{hkv} d{d} {b}×{vals[3]} {'contiguous' if ps == 0 else f'page {ps}'}"
+            if frac is not None and b * ctx >= BIG_TOKENS:
+                counts["big"] += 1
+                if frac < CEILING_FRACTION:
+                    misses["big"].append(f"{name} ({frac:.2f})")
+            if frac is not None and b == 1 and ctx >= LONG_CONTEXT:
+                counts["b1"] += 1
+                if frac < BATCH1_FRACTION:
+                    misses["b1"].append(f"{name} ({frac:.2f})")
+            if ours is not None and best is not None:
+                counts["peers"] += 1
+                if ours < best:
+                    misses["peers"].append(f"{name} ({ours / best:.2f}×)")
+        print()
+    print("Targets (issue 29):\n")
+    for key, what in (("big", f">= {CEILING_FRACTION} of the read ceiling at batch × context >= 64 × 8k"),
+                      ("b1", f">= {BATCH1_FRACTION:.3f} of it at batch 1, context >= 32k"),
+                      ("peers", ">= 1.0× the best of PyTorch cuDNN and FlashInfer")):
+        m = misses[key]
+        print(f"- {what}: {counts[key] - len(m)} of {counts[key]} cells"
+              + (f"; missed by {', '.join(m)}" if m else ""))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("run", help="attnbench results of a decode config (cuda.flash_decode rows)")
+    ap.add_argument("peers", help="the peers' results of the same config (scripts/peers/peers.py)")
+    ap.add_argument("--readme", metavar="FILE", help="write the tables between FILE's markers instead of stdout")
+    a = ap.parse_args(argv)
+    run_res = load_results(a.run, fail, "run")
+    peer_res = load_results(a.peers, fail, "peers")
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        if a.readme:
+            print(f"Generated by `scripts/decode_summary.py` from `{os.path.basename(a.run)}` and "
+                  f"`{os.path.basename(a.peers)}`.\n")
+        summary(run_res, peer_res)
+    text = buf.getvalue()
+    if not a.readme:
+        sys.stdout.write(text)
+        return 0
+    try:
+        with open(a.readme, encoding="utf-8") as f:
+            doc = f.read()
+    except OSError as e:
+        fail(f"--readme {a.readme}: {e.strerror}")
+    begin, end = "<!-- decode_summary:begin", "<!-- decode_summary:end -->"
+    i, j = doc.find(begin), doc.find(end)
+    if i < 0 or j < i:
+        fail(f"--readme {a.readme}: no '{begin} ... -->' ... '{end}' markers")
+    i = doc.index("\n", i) + 1
+    doc = doc[:i] + text.rstrip("\n") + "\n" + doc[j:]
+    tmp = a.readme + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(doc)
+    os.replace(tmp, a.readme)
+    print(f"decode_summary: {a.readme}: rewritten")
+    return 0
+
+
+if __name__ == "__main__":
+    run(main)
