@@ -2,7 +2,7 @@
 """Tests of the Python tools in scripts/: ncu_hbm.py (parse ncu's CSV, merge HBM bytes),
 recover_timings.py (console-log times), paper_tables.py (Figure 2 table). No GPU, no ncu:
 tests/data/ncu_raw_probe.csv is ncu's raw page from an H200 run (columns trimmed to the ones read).
-The peers' git revision (scripts/peers/common.py; no torch needed). fa2_grid_summary.py's ratios, fa3_grid_summary.py's (grid_summary.py), decode_summary.py's tables and targets, timing_parity.py's pairs,
+The peers' git revision (scripts/peers/common.py; no torch needed). fa2_grid_summary.py's ratios, fa3_grid_summary.py's (grid_summary.py), decode_summary.py's and variants_summary.py's tables and targets, timing_parity.py's pairs,
 ncu_kernels.py's attribution of kernels to rows, fa3_job.sh's dry run. compute_sanitizer.sh's choice of implementations,
 pyproject.toml and the scripts as modules (python3 -m scripts.X), a closed stdout (SIGPIPE, scripts/entry.py),
 the peers' sliding windows and soft caps (PeersWindowSoftcap: FA4's arguments, FlexAttention's mask and
@@ -345,6 +345,56 @@ class DecodeSummary(unittest.TestCase):
             p = run(os.path.join(ROOT, "scripts", "decode_summary.py"), g, t)
             self.assertEqual(p.returncode, 2)
             self.assertIn("not an attnbench results file", p.stderr)
+
+
+class VariantsSummary(unittest.TestCase):
+    """Issue 30's tables and targets: windows against their own dense rows, FA4 and cuDNN."""
+
+    def test_tables_and_targets(self):
+        def r(impl, ps, tflops, case="w", status="pass", options=None, **prob):
+            p = {"head_dim": 128, "causal": False, "seq_q": 4096}
+            p.update(prob)
+            return {"impl": impl, "case": case, "pass": ps, "status": status, "tflops": tflops,
+                    "options": options or {}, "problem": p}
+        win = dict(window_left=0, window_right=128)  # a window_left of 0 is a window
+        run_res = results_file([r("cuda.flash_fwd_wgmma", "fwd", 500.0, **win), r("cuda.flash_fwd_mma", "fwd", 300.0, **win),
+                                r("cuda.cudnn_sdpa", "fwd", 450.0, **win), r("cuda.flash_bwd_mma", "bwd", 200.0, **win),
+                                r("cuda.cudnn_sdpa", "bwd", 250.0, **win),
+                                r("cuda.flash_fwd_wgmma", "fwd", 700.0, case="v", seq_q=3000, seqlens_q=[1000, 3000]),
+                                r("cuda.flash_fwd_wgmma", "fwd", 999.0, case="f", status="fail", **win)])
+        peers = results_file([r("fa4.flash_attn", "fwd", 400.0, **win),
+                              r("fa4.flash_attn", "fwd", 800.0, case="v", seq_q=3000, seqlens_q=[1000, 3000]),
+                              r("fa4.flash_attn", "bwd", 300.0, options={"deterministic": 1}, **win)])
+        dense = results_file([r("cuda.flash_fwd_wgmma", "fwd", 600.0, case="d"),
+                              r("cuda.flash_fwd_wgmma", "fwd", 650.0, case="d2", seq_q=2048),
+                              r("cuda.flash_bwd_mma", "bwd", 220.0, case="d")])
+        with tempfile.TemporaryDirectory() as tmp:
+            g, t, d = (os.path.join(tmp, n) for n in ("window.json", "t.json", "dense.json"))
+            write(g, json.dumps(run_res))
+            write(t, json.dumps(peers))
+            write(d, json.dumps(dense))
+            script = os.path.join(ROOT, "scripts", "variants_summary.py")
+            p = run(script, "--dense", d, g, t)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            out = p.stdout
+            self.assertIn("**window.json, fwd**", out)
+            self.assertIn("| w | 500 (`flash_fwd_wgmma`) | 600 | 0.83× | 400 | 1.25× | 450 | - | 1.11× |", out)
+            # varlen: the dense seq is the largest not above the mean length (2000): 2048 is above, none.
+            self.assertIn("| v | 700 (`flash_fwd_wgmma`) | - | - | 800 | 0.88× |", out)
+            self.assertIn("| f | - | - | - |", out)  # a failed row is not a result
+            # bwd: the deterministic FA4 row is not FA4's plain one.
+            self.assertIn("| w | 200 (`flash_bwd_mma`) | 220 | 0.91× | - | - | 250 | - | 0.80× |", out)
+            self.assertIn("window forward (`flash_fwd_wgmma`, seq >= 4k) >= 0.9× its dense rows: 0 of 1 cases; "
+                          "missed by w (0.83)", out)
+            self.assertIn("window forward >= FA4: 1 of 1 cases", out)
+            self.assertIn("varlen forward >= FA4: 0 of 1 cases; missed by v (0.88×)", out)
+            self.assertIn("window backward >= cuDNN: 0 of 1 cases; missed by w (0.80×)", out)
+            self.assertEqual(run(script, "--dense", d, g).returncode, 2)  # not a pair
+            rd = os.path.join(tmp, "README.md")
+            write(rd, "<!-- variants_summary:begin x -->\nold\n<!-- variants_summary:end -->\n")
+            self.assertEqual(run(script, "--dense", d, g, t, "--readme", rd).returncode, 0)
+            with open(rd, encoding="utf-8") as f:
+                self.assertIn("| w | 500 (`flash_fwd_wgmma`) |", f.read())
 
 
 class Fa3GridSummary(unittest.TestCase):

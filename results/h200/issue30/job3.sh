@@ -53,4 +53,6 @@ if [ -n "${FLEX:-}" ]; then
       --attnbench $B --out $W/$c.flex.json > $W/logs/$c.flex.txt 2>&1; el "flex $c rc=$?"
   done
 fi
+args=(); for c in ${CONFIGS:-softcap window varlen}; do [ -f $W/$c.json ] && [ -f $W/$c.peers.json ] && args+=($W/$c.json $W/$c.peers.json); done
+[ -f $W/dense.json ] && [ ${#args[@]} -gt 0 ] && python3 scripts/variants_summary.py --dense $W/dense.json "${args[@]}" > $W/variants_summary.md 2>&1
 el "job done"
