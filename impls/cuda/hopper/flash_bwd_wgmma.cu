@@ -70,7 +70,7 @@ struct BwdCfg {
   static constexpr int kOffV = kKVBytes, kOffQ = 2 * kKVBytes;
   static constexpr int kOffDs = kOffQ + 2 * kStages * kQBytes;
   static constexpr int kOffDq = kOffDs + kDsBytes;
-  // Per stage: kBlockM floats of LSE·log2e, then kBlockM of D.
+  // Per stat buffer: kBlockM floats of LSE·log2e, then kBlockM of D.
   static constexpr int kStatBytes = 2 * kBlockM * 4;
   static constexpr int kOffStat = kOffDq + kDqBytes;  // two buffers: this tile's, the next's
   static constexpr int kOffBar = kOffStat + 2 * kStatBytes;
