@@ -72,3 +72,19 @@ attn_build() {
   for t in "$@"; do targets+=(--target "$t"); done
   cmake --build "$ATTN_BUILD" -j "$jobs" "${targets[@]}" >&2
 }
+
+# For a GPU job script (results/h200/*/job*.sh), after attn_cudnn_from_wheel: sets B to the
+# attnbench binary to run. B as given (default build/attnbench: the gate's build when the job runs
+# right after it on the same warm machine) when it and libattnbench_capi.so beside it exist; else
+# this tree is built for the H200 in build-gpu/ (attnbench and the C API), its log in LOG.
+# Returns 3 when there is no binary after that.
+attn_job_build() {
+  local log="$1"
+  B="${B:-build/attnbench}"
+  if [ ! -x "$B" ] || [ ! -e "$(dirname "$B")/libattnbench_capi.so" ]; then
+    ( cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DATTNBENCH_CUDA_GENCODE="$ATTN_GPU_GENCODE" \
+        "${ATTN_CMAKE_ARGS[@]}" && time cmake --build build-gpu -j "$(nproc)" --target attnbench attnbench_capi ) >"$log" 2>&1
+    B=build-gpu/attnbench
+  fi
+  [ -x "$B" ] || return 3
+}

@@ -31,6 +31,7 @@ import sys
 if not __package__:  # run as a file: the repository root on the path, for the `scripts` package
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from scripts.entry import run  # noqa: E402
+from scripts.readme_block import replace_block  # noqa: E402
 from scripts.results_io import load_results  # noqa: E402
 
 NOT_OURS = {"cuda.cudnn_sdpa", "cuda.naive_3pass", "cuda.standard_cublas"}
@@ -188,21 +189,7 @@ def main(argv=None):
     if not a.readme:
         sys.stdout.write(text)
         return 0
-    try:
-        with open(a.readme, encoding="utf-8") as f:
-            doc = f.read()
-    except OSError as e:
-        fail(f"--readme {a.readme}: {e.strerror}")
-    begin, end = "<!-- variants_summary:begin", "<!-- variants_summary:end -->"
-    i, j = doc.find(begin), doc.find(end)
-    if i < 0 or j < i:
-        fail(f"--readme {a.readme}: no '{begin} ... -->' ... '{end}' markers")
-    i = doc.index("\n", i) + 1
-    doc = doc[:i] + text.rstrip("\n") + "\n" + doc[j:]
-    tmp = a.readme + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(doc)
-    os.replace(tmp, a.readme)
+    replace_block(a.readme, "variants_summary", text, fail)
     print(f"variants_summary: {a.readme}: rewritten")
     return 0
 

@@ -482,7 +482,7 @@ __global__ void __launch_bounds__(128) flash_decode_combine_kernel(const DecodeP
           float w = 0.f;
 #pragma unroll
           for (int j = 0; j < kLseRegs; ++j) {
-            const float x = shfl_idx_f(lse_s[j], s & 31);
+            const float x = shfl_idx(lse_s[j], s & 31);
             if ((s >> 5) == j) w = x;
           }
           o0 += w * v[u].x;

@@ -205,11 +205,9 @@ __device__ __forceinline__ bool warp_any(bool p) {
   return __any_sync(0xffffffffu, p);
 }
 
-// Lane src's x, in every lane of the (fully active) warp.
-__device__ __forceinline__ int shfl_idx(int x, int src) {
-  return __shfl_sync(0xffffffffu, x, src);
-}
-__device__ __forceinline__ float shfl_idx_f(float x, int src) {
+// Lane src's x (an int or a float), in every lane of the (fully active) warp.
+template <class V>
+__device__ __forceinline__ V shfl_idx(V x, int src) {
   return __shfl_sync(0xffffffffu, x, src);
 }
 

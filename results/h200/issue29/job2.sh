@@ -22,12 +22,7 @@ set -uo pipefail
 W=${W:-/tmp/j29}; mkdir -p $W/logs
 source scripts/common.sh; attn_cudnn_from_wheel
 t0=$(date +%s); el() { echo "$(( $(date +%s) - t0 )) s: $*" | tee -a $W/progress.txt; }
-B=${B:-build/attnbench}
-if [ ! -x "$B" ] || [ ! -e "$(dirname $B)/libattnbench_capi.so" ]; then
-  ( cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DATTNBENCH_CUDA_GENCODE="$ATTN_GPU_GENCODE" "${ATTN_CMAKE_ARGS[@]}" && time cmake --build build-gpu -j 16 --target attnbench attnbench_capi ) > $W/logs/build.txt 2>&1
-  B=build-gpu/attnbench
-fi
-[ -x $B ] || { el "build FAILED"; tail -30 $W/logs/build.txt; exit 3; }; el "build: $B"
+attn_job_build $W/logs/build.txt || { el "build FAILED"; tail -30 $W/logs/build.txt; exit 3; }; el "build: $B"
 timeout 300 $B check --impl cuda.flash_decode -q > $W/check_decode.txt 2>&1; el "check cuda.flash_decode rc=$?"
 python3 - "$W/flash_decoding_splits.json" <<'PY'
 import json, sys

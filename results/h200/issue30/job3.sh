@@ -21,12 +21,7 @@ source scripts/common.sh; attn_cudnn_from_wheel
 t0=$(date +%s); el() { echo "$(( $(date +%s) - t0 )) s: $*" | tee -a $W/progress.txt; }
 # The build: the gate's (GATE_BUILD=$PWD/build, every target, Release, WERROR), when this runs
 # right after it on the same warm machine; else this tree is built here.
-B=${B:-build/attnbench}
-if [ ! -x "$B" ] || [ ! -e "$(dirname $B)/libattnbench_capi.so" ]; then
-  ( cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DATTNBENCH_CUDA_GENCODE="$ATTN_GPU_GENCODE" "${ATTN_CMAKE_ARGS[@]}" && time cmake --build build-gpu -j 16 --target attnbench attnbench_capi ) > $W/logs/build.txt 2>&1
-  B=build-gpu/attnbench
-fi
-[ -x $B ] || { el "build FAILED"; tail -30 $W/logs/build.txt; exit 3; }; el "build: $B"
+attn_job_build $W/logs/build.txt || { el "build FAILED"; tail -30 $W/logs/build.txt; exit 3; }; el "build: $B"
 if [ -n "${CHECK:-}" ]; then
   timeout 300 $B check --impl 'cuda.*' --case '*_wl*' --case '*_wr*' --case '*_softcap*' --case '*_varlen_*' -q > $W/check_variants.txt 2>&1
   el "check variants rc=$?"

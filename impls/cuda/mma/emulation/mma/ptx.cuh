@@ -381,16 +381,11 @@ inline float shfl_xor(float x, int m) {
   emu::exchange_out();
   return y;
 }
-inline int shfl_idx(int x, int src) {
+template <class V>
+inline V shfl_idx(V x, int src) {
+  static_assert(sizeof(V) == 4, "a 4-byte lane value");
   emu::exchange_in(&x, 4);
-  int y;
-  std::memcpy(&y, emu::slot(src & 31), 4);
-  emu::exchange_out();
-  return y;
-}
-inline float shfl_idx_f(float x, int src) {
-  emu::exchange_in(&x, 4);
-  float y;
+  V y;
   std::memcpy(&y, emu::slot(src & 31), 4);
   emu::exchange_out();
   return y;
