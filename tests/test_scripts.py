@@ -310,13 +310,14 @@ class DecodeSummary(unittest.TestCase):
         run_res["context"]["ceilings"] = {"read_tbps": 4.5}
         # Peer rows without hbm_bytes take the run's for the same case.
         peers = results_file([r("torch.sdpa_cudnn", 64, 8192, 0.0009, hbm=False),
-                              r("flashinfer.batch_decode", 64, 8192, 0.002, 16, hbm=False),
                               r("torch.sdpa_flash", 1, 32768, 0.001, status="fail")])
+        flashinfer = results_file([r("flashinfer.batch_decode", 64, 8192, 0.002, 16, hbm=False)])  # a file of its own
         with tempfile.TemporaryDirectory() as tmp:
-            g, t = os.path.join(tmp, "g.json"), os.path.join(tmp, "t.json")
+            g, t, fi = os.path.join(tmp, "g.json"), os.path.join(tmp, "t.json"), os.path.join(tmp, "fi.json")
             write(g, json.dumps(run_res))
             write(t, json.dumps(peers))
-            p = run(os.path.join(ROOT, "scripts", "decode_summary.py"), g, t)
+            write(fi, json.dumps(flashinfer))
+            p = run(os.path.join(ROOT, "scripts", "decode_summary.py"), g, t, fi)
             self.assertEqual(p.returncode, 0, p.stderr)
             out = p.stdout
             self.assertIn("Read ceiling of the run: 4500 GB/s", out)
@@ -332,7 +333,7 @@ class DecodeSummary(unittest.TestCase):
             self.assertIn("FlashInfer: 0 of 2 cells", out)
             rd = os.path.join(tmp, "README.md")
             write(rd, "# x\n<!-- decode_summary:begin (generated) -->\nold\n<!-- decode_summary:end -->\ntail\n")
-            p = run(os.path.join(ROOT, "scripts", "decode_summary.py"), g, t, "--readme", rd)
+            p = run(os.path.join(ROOT, "scripts", "decode_summary.py"), g, t, fi, "--readme", rd)
             self.assertEqual(p.returncode, 0, p.stderr)
             with open(rd, encoding="utf-8") as f:
                 doc = f.read()

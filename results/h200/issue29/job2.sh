@@ -13,9 +13,10 @@
 #      contiguous rows;
 #   3. configs/decode_grid.json (63 cases, about 12 GiB of K and V per layout), cuda.flash_decode
 #      and cuda.cudnn_sdpa, verification auto;
-#   4. its peers in one process: FlashInfer (paged cells), FA4 (page_table / seqused_k, all
-#      cells), PyTorch SDPA's cuDNN and flash backends (contiguous cells; the math backend is 45
-#      GB/s and ran out of memory at 256 x 4k in job1), verification auto.
+#   4. its peers: FA4 (page_table / seqused_k, all cells) and PyTorch SDPA's cuDNN and flash
+#      backends (contiguous cells; the math backend is 45 GB/s and ran out of memory at 256 x 4k
+#      in job1) in decode_grid.peers.json, then FlashInfer (paged cells; JIT) in
+#      decode_grid.flashinfer.json, verification auto; scripts/decode_summary.py's tables of all.
 # About 7 minutes on the H200 (estimate from job1's rates). Progress in $W/progress.txt;
 # everything under $W (default /tmp/j29).
 set -uo pipefail
@@ -35,9 +36,16 @@ timeout 300 $B run $W/flash_decoding_splits.json --impl cuda.flash_decode --impl
 el "flash_decoding rc=$?"
 timeout 420 $B run configs/decode_grid.json --impl cuda.flash_decode --impl cuda.cudnn_sdpa \
   --out $W/decode_grid.json > $W/logs/decode_grid.txt 2>&1; el "decode_grid rc=$?"
-timeout 420 python3 scripts/peers/peers.py configs/decode_grid.json --peers flashinfer,fa4,torch_sdpa \
+timeout 300 python3 scripts/peers/peers.py configs/decode_grid.json --peers fa4,torch_sdpa \
   --backend cudnn,flash --fa4-site /tmp/fa4site --attnbench $B --out $W/decode_grid.peers.json \
-  > $W/logs/decode_grid.peers.txt 2>&1; el "peers decode_grid rc=$?"
-python3 scripts/decode_summary.py $W/decode_grid.json $W/decode_grid.peers.json > $W/decode_summary.md 2>&1
+  > $W/logs/decode_grid.peers.txt 2>&1; el "peers decode_grid (FA4, SDPA) rc=$?"
+# FlashInfer last and in a file of its own: it compiles its decode kernels just in time (nvcc on
+# the GPU machine; one module per head_dim, minutes not measured yet), so a slow compile cannot
+# cost the other peers' rows.
+timeout 420 python3 scripts/peers/peers.py configs/decode_grid.json --peers flashinfer \
+  --attnbench $B --out $W/decode_grid.flashinfer.json > $W/logs/decode_grid.flashinfer.txt 2>&1
+el "peers decode_grid (FlashInfer) rc=$?"
+fi_file=(); [ -f $W/decode_grid.flashinfer.json ] && fi_file=($W/decode_grid.flashinfer.json)
+python3 scripts/decode_summary.py $W/decode_grid.json $W/decode_grid.peers.json "${fi_file[@]}" > $W/decode_summary.md 2>&1
 python3 scripts/decode_summary.py $W/flash_decoding.json $W/flash_decoding.json > $W/flash_decoding_summary.md 2>&1
 el "job done"
