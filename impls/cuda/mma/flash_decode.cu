@@ -54,7 +54,8 @@ namespace attn_mma {
 namespace {
 
 constexpr float kNegInf = -__builtin_huge_valf();
-constexpr int kMaxSplits = 128;  // key ranges per sequence at most (the combine holds their LSEs in registers)
+// Key ranges per sequence at most (the combine holds their LSEs in registers).
+constexpr int kMaxSplits = 128;
 
 using DecodeHeadDims = attnbench::cuda::HeadDims<64, 128, 256>;
 
@@ -249,8 +250,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) flash_decode_kernel(const Dec
 #pragma unroll
   for (int i = 0; i < S - 1; ++i) {
     if (i < my_tiles)
-      load_kv_tile<T, Tr, kPadded, kPaged>(p, sq, tile_rows<Tr, kPaged>(p, b, tile_n0(i), k_end, lane),
-                                           kvh, dh, tile_n0(i), k_end, ring + i * Tr::kStageBytes, lane);
+      load_kv_tile<T, Tr, kPadded, kPaged>(p, sq,
+                                           tile_rows<Tr, kPaged>(p, b, tile_n0(i), k_end, lane),
+                                           kvh, dh, tile_n0(i), k_end, ring + i * Tr::kStageBytes,
+                                           lane);
     cp_async_commit();
   }
   TileRows<Tr> next_rows{};
@@ -287,7 +290,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) flash_decode_kernel(const Dec
       if (ip < my_tiles) {
         load_kv_tile<T, Tr, kPadded, kPaged>(p, sq, next_rows, kvh, dh, tile_n0(ip), k_end,
                                              ring + (ip % S) * Tr::kStageBytes, lane);
-        if (ip + 1 < my_tiles) next_rows = tile_rows<Tr, kPaged>(p, b, tile_n0(ip + 1), k_end, lane);
+        if (ip + 1 < my_tiles)
+          next_rows = tile_rows<Tr, kPaged>(p, b, tile_n0(ip + 1), k_end, lane);
       }
       cp_async_commit();
     }
@@ -503,7 +507,6 @@ using attnbench::Pass;
 using attnbench::Problem;
 using attnbench::Support;
 
-
 // The split plan of a problem: the number of key ranges per (sequence, kv head, row tile), forced
 // or chosen, and the keys per range. Chosen: one block per SM fits (192 KiB of rings), so what
 // matters is how evenly the blocks fill whole waves of SMs; of the counts that leave each warp at
@@ -565,8 +568,10 @@ class FlashDecode final : public attnbench::Implementation {
   }
 
   Support supports_extra(const Problem& p, Pass) const override {
-    if (p.paged() && static_cast<int64_t>(p.num_pages) * p.page_size > INT32_MAX)
-      return Support::no("a pool of more than 2^31 - 1 rows (num_pages x page_size): the kernel's pool rows are int");
+    if (p.paged() && static_cast<int64_t>(p.num_pages) * p.page_size > INT32_MAX) {
+      return Support::no("a pool of more than 2^31 - 1 rows (num_pages x page_size): the "
+                         "kernel's pool rows are int");
+    }
     if (p.seq_q > attnbench::kMaxDecodeQueries) {
       return Support::no("decode runs up to " + std::to_string(attnbench::kMaxDecodeQueries) +
                          " new tokens per sequence, not seq_q " + std::to_string(p.seq_q) +
@@ -657,8 +662,9 @@ class FlashDecode final : public attnbench::Implementation {
       p.block_table = a.block_table;
       p.page_size = pr.page_size;
       p.pages_per_seq = pr.pages_per_seq;
-      p.page_shift = (pr.page_size & (pr.page_size - 1)) == 0 ? __builtin_ctz(static_cast<unsigned>(pr.page_size)) : -1;
-
+      p.page_shift = (pr.page_size & (pr.page_size - 1)) == 0
+                         ? __builtin_ctz(static_cast<unsigned>(pr.page_size))
+                         : -1;
     }
     p.splits = s.splits;
     p.chunk = s.chunk;
