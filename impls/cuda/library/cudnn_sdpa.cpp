@@ -85,9 +85,10 @@ int current_device() {
 
 // The problem as the graph is built for it: with one query row (decode), a right bound (causal, or
 // window_right) excludes no key, because that row's diagonal is the last key; without a left bound
-// the graph then has no mask at all. Exact, and cuDNN 9.19 runs a masked decode graph at a fifth
-// of the unmasked one's speed (the first H200 decode job, 2026-12-03: 226 against PyTorch's cuDNN
-// backend's 2354 GB/s at batch 1, 32:8 heads, 32k context; results/h200/issue29/README.md).
+// the graph then has no mask at all. Exact; and the masked decode graph ran at a fifth of
+// PyTorch's cuDNN backend on the same cuDNN 9.19 (the first H200 decode job, 2026-12-03: 226
+// against 2354 GB/s at batch 1, 32:8 heads, 32k; results/h200/issue29/README.md). Whether the
+// mask was the cause is not measured yet.
 Problem as_graphed(Problem p) {
   if (p.seq_q == 1 && p.window_left < 0) {
     p.causal = false;

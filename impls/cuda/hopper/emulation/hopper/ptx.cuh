@@ -14,7 +14,6 @@
 //   the wgmma_wait that retires its group, reading shared memory and the A registers then and
 //   writing the accumulators then (so reading them early, or reusing a stage too soon, shows);
 //   all 128 threads of a warpgroup must issue the same operations with the same descriptors;
-// - bulk copies global -> shared (cp.async.bulk with an mbarrier): as TMA loads, unswizzled;
 // - bulk reduce-add (cp.reduce.async.bulk .add.f32): applied to global memory at issue;
 // - named barriers with thread counts.
 // Not kept: timing, register limits (setmaxnreg is a no-op), the async proxy's ordering beyond
@@ -331,15 +330,6 @@ inline void tma_load_4d(uint32_t dst, const void* tmap, uint32_t bar, int c0, in
   emu_h::box_walk(m, c, [&](uint32_t so, int64_t g, bool in) {
     if (in) std::memcpy(&l.bytes[so], m.base + g, esz);
   });
-  emu_h::landings.push_back(std::move(l));
-  if (emu_h::eager_landing()) emu_h::land_all();
-}
-inline void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-  if (bytes % 16 || dst % 16 || reinterpret_cast<uintptr_t>(src) % 16)
-    EMU_FAIL("bulk copy: 16-byte alignment and size");
-  emu_h::bar_at(bar);  // must exist
-  emu_h::Landing l{bar, dst, std::vector<unsigned char>(bytes, 0)};
-  std::memcpy(l.bytes.data(), src, bytes);  // read at issue, like a TMA load
   emu_h::landings.push_back(std::move(l));
   if (emu_h::eager_landing()) emu_h::land_all();
 }
