@@ -74,10 +74,7 @@ def variant(p):
         return "varlen"
     if p.get("softcap"):
         return "softcap"
-    def bound(k):
-        v = p.get(k)
-        return -1 if v is None else v
-    if bound("window_left") >= 0 or bound("window_right") >= 0:
+    if any((p.get(k) if p.get(k) is not None else -1) >= 0 for k in ("window_left", "window_right")):
         return "window"
     return "dense"
 
@@ -108,10 +105,7 @@ def summary(pairs, dense):
         cases = {}
         for r in rows:
             cases.setdefault((r["case"], r["pass"]), []).append(r)
-        order = []
-        for r in run_res["rows"]:
-            if (r["case"], r["pass"]) not in order:
-                order.append((r["case"], r["pass"]))
+        order = list(dict.fromkeys((r["case"], r["pass"]) for r in run_res["rows"]))
         for ps in ("fwd", "bwd", "fwd_bwd"):
             keys = [k for k in order if k[1] == ps]
             if not keys:
