@@ -91,8 +91,8 @@ def summary(run_res, peer_results):
         head += [c for c, _ in PEERS] + ["ours / best of PyTorch cuDNN, FlashInfer"]
         print("| " + " | ".join(head) + " |")
         print("|---|---|---|---|" + "---:|" * (len(head) - 4))
-        for hq, hkv, d, b, ctx in cells:
-            cell = (hq, hkv, d, b, ctx)
+        for cell in cells:
+            hq, hkv, d, b, ctx = cell
             ours = t.get(("ours", ps, cell))
             frac = ours / ceiling if ours and ceiling else None
             best = max((t[(i, ps, cell)] for i in TARGET_PEERS if (i, ps, cell) in t), default=None)
