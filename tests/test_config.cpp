@@ -536,6 +536,13 @@ TEST(ConfigParse, ShippedConfigsParse) {
       ASSERT_TRUE(std::holds_alternative<Config>(r))
           << name << ": " << std::get<ConfigError>(r).text();
       EXPECT_EQ(std::get<Config>(r).case_count(), cases) << name;
+      // CUDA-only in every group, so the CPU-only build's "nothing to run" holds (checked here
+      // too: the CPU-only build runs only under sanitize.sh, in CI).
+      for (const ConfigGroup& group : std::get<Config>(r).groups) {
+        for (const ImplRun& run : group.impls) {
+          EXPECT_EQ(run.impl->device(), Device::cuda) << name << ": " << run.impl->name();
+        }
+      }
     } else {
       ASSERT_TRUE(std::holds_alternative<ConfigError>(r)) << name;
       EXPECT_NE(std::get<ConfigError>(r).message.find("nothing to run"), std::string::npos) << name;
