@@ -117,6 +117,11 @@ int main() {
       {1, 1, 1, 1, 17, 128, false, hf, nrm},     // seq_q 1
       {1, 2, 2, 260, 130, 64, false, bf, out},   // 3 query tiles of 128 at d64
       {1, 2, 1, 64, 100, 64, true, bf, nrm, 1e8},  // large logits (LSE·log2e near 1e9)
+      // d256: the consumers split dK/dV by columns, 64-key blocks, one Q/dO stage.
+      {1, 2, 2, 130, 150, 256, false, bf, nrm},  // tails, 3 key blocks, 3 query tiles
+      {2, 4, 1, 70, 129, 256, true, hf, out},    // GQA 4:1 (MQA), causal seq_q < seq_kv
+      {1, 2, 2, 150, 65, 256, true, bf, nrm},    // causal seq_q > seq_kv: rows see nothing
+      {1, 1, 1, 1, 17, 200, false, hf, nrm},     // seq_q 1, padded head_dim 200 -> 256
   };
   int failed = 0, runs = 0;
   for (const Case& c : fwd_cases) {

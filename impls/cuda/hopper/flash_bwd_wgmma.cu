@@ -6,10 +6,11 @@
 //     and beside it LSE·log2e, +inf past seq_q and where LSE = -inf (so that P = exp2(s·scale·log2e
 //     − LSE·log2e) is exactly 0 there without a test); the float32 dQ accumulator
 //     [B, Hq, Sq_pad, d_pad] is zeroed (cudaMemsetAsync) before it;
-//  2. main: a block owns kBlockN = 128 keys of one (batch, kv head) and walks every query head
-//     of its GQA group and every query tile of kBlockM rows that sees one of its keys (causal:
-//     from the diagonal on). Warpgroup 0 is the producer: one thread loads K and V once and then
-//     each query tile's Q and dO into a 2-stage ring of 128B-swizzled stages (TMA, mbarriers).
+//  2. main: a block owns kBlockN = 128 keys (d256: 64) of one (batch, kv head) and walks every
+//     query head of its GQA group and every query tile of kBlockM rows that sees one of its keys
+//     (causal: from the diagonal on). Warpgroup 0 is the producer: one thread loads K and V once
+//     and then each query tile's Q and dO into a 2-stage (d256: 1) ring of 128B-swizzled stages
+//     (TMA, mbarriers).
 //     The tile's LSE·log2e and D rows come one tile ahead into a double buffer in shared memory
 //     (cp.async from one consumer warp, landed before the consumers' per-tile barrier), so the
 //     consumers read them from shared memory, not from L2 after their GEMMs. Not through the
@@ -27,14 +28,16 @@
 //     in registers, are written once at the end: no atomics on dK/dV, so GQA/MQA need no
 //     second pass.
 //  3. postprocess: dQ = scale · accumulator, in the dtype and BSHD layout.
+//     At d256 (tile 64 x 64, one Q/dO stage) the consumers split the columns of dK/dV instead
+//     of the keys: each computes Sᵀ and dPᵀ for half of the tile's queries, writes Pᵀ and dSᵀ to
+//     shared memory, and runs dV += Pᵀ dO and dK += dSᵀ Q as SS-wgmma on its 128 columns.
 // Shapes: any seq >= 1 (TMA zero-fills tails; masks cover them); head_dim any multiple of 8 up to
-// 128, on the 64 or 128 tile (zero-filled columns). Causal is bottom-right aligned.
+// 256, on the 64, 128 or 256 tile (zero-filled columns). Causal is bottom-right aligned.
 // Extra memory: 8 B · B · Hq · Sq_pad (D, LSE·log2e) + 4 B · B · Hq · Sq_pad · d_pad (the dQ
 // accumulator).
 // Option deterministic=1: key blocks add into each query tile's dQ in their order (a turn counter
 // per 64 query rows), so dQ is the same bit for bit on every run; default 0, any order.
-// Limits: f16/bf16; sm_90a only; head_dim 256 is a SKIP (dK + dV of 64 keys × 256 would take 256
-// registers per thread: FlashAttention-3 swaps the dK/dV GEMM's operands there).
+// Limits: f16/bf16; sm_90a only.
 // Not yet overlapped: the next query tile's GEMMs wait for this tile's softmax and dQ (see
 // docs/tuning_flash_wgmma.md).
 #include <cmath>
@@ -54,14 +57,22 @@
 namespace attn_hopper {
 namespace bwd_wgmma {
 
-// kBlockM query rows per step, kBlockN keys per block (64 per consumer), a 2-stage Q/dO ring.
+// kBlockM query rows per step, kBlockN keys per block, a kStages-deep Q/dO ring.
+// kBlockN = 128: each consumer owns 64 of the keys (all head_dim columns of their dK and dV).
+// kBlockN = 64 (kSplitCols, d256): both consumers work on the same 64 keys, consumer c owning
+// columns [D/2 c, D/2 (c+1)) of dK and dV (64 keys x 256 columns of both would be 256 registers a
+// thread); each computes Sᵀ and dPᵀ for half of the tile's queries, and Pᵀ and dSᵀ meet in
+// shared memory for the SS-wgmma dV and dK GEMMs.
 // kSplitM: the dQ tile is split between the consumers by rows (kBlockM = 128) instead of columns.
-template <int D_, int kBlockM_, int kStages_>
+template <int D_, int kBlockM_, int kBlockN_, int kStages_>
 struct BwdCfg {
-  static constexpr int D = D_, kBlockM = kBlockM_, kBlockN = 128, kStages = kStages_;
+  static constexpr int D = D_, kBlockM = kBlockM_, kBlockN = kBlockN_, kStages = kStages_;
   static constexpr int kConsumers = 2, kThreads = 384;
+  static constexpr bool kSplitCols = kBlockN == 64;
   static constexpr bool kSplitM = kBlockM == 128;
-  static constexpr int kDqN = kSplitM ? D : D / 2;  // dQ columns per consumer
+  static constexpr int kDqN = kSplitM ? D : D / 2;     // dQ columns per consumer
+  static constexpr int kDkvN = kSplitCols ? D / 2 : D;  // dK and dV columns per consumer
+  static constexpr int kSN = kSplitCols ? kBlockM / 2 : kBlockM;  // Sᵀ columns (queries) per consumer
   static constexpr int kPanels = D / 64;
   static constexpr int kKVBytes = kBlockN * D * 2;
   static constexpr int kQBytes = kBlockM * D * 2;  // one Q or dO stage
@@ -69,7 +80,8 @@ struct BwdCfg {
   static constexpr int kDqBytes = kBlockM * D * 4;
   static constexpr int kOffV = kKVBytes, kOffQ = 2 * kKVBytes;
   static constexpr int kOffDs = kOffQ + 2 * kStages * kQBytes;
-  static constexpr int kOffDq = kOffDs + kDsBytes;
+  // kSplitCols: Pᵀ beside dSᵀ (the dV GEMM's A operand); otherwise Pᵀ stays in registers.
+  static constexpr int kOffDq = kOffDs + (kSplitCols ? 2 : 1) * kDsBytes;
   // Per stat buffer: kBlockM floats of LSE·log2e, then kBlockM of D.
   static constexpr int kStatBytes = 2 * kBlockM * 4;
   static constexpr int kOffStat = kOffDq + kDqBytes;  // two buffers: this tile's, the next's
@@ -77,19 +89,29 @@ struct BwdCfg {
   static constexpr int kSmemBytes = kOffBar + 8 * (1 + 2 * kStages) + 1024;
   static_assert(kSmemBytes <= 232448, "shared memory per block on sm_90");
   static_assert(kSplitM || D >= 128, "a column half of dQ must be whole 64-column panels");
+  static_assert(!kSplitCols || (kBlockM == 64 && D >= 128), "column halves of whole panels");
+  static_assert(kSplitCols || kBlockN == 128, "64 keys per consumer");
 };
 
 // d64: 128 x 128 (Sᵀ and dPᵀ 64 registers each, dK/dV 32 each); d128: 64 x 128 (Sᵀ/dPᵀ 32,
-// dK/dV 64 each): FlashAttention-3's tiles.
+// dK/dV 64 each): FlashAttention-3's tiles. d256: 64 x 64 as FlashAttention-3, with the columns
+// of dK/dV split between the consumers (Sᵀ/dPᵀ 16 registers each, dK/dV 64 each, dQ 64), and one
+// Q/dO stage: K, V 32 KiB each, the stage 64 KiB, Pᵀ and dSᵀ 16 KiB and the float32 dQ tile 64 KiB
+// make 208 KiB of 227; a second stage would need 64 KiB more. The stage is released as soon as the
+// dV and dK GEMMs have read it, so the next tile's loads overlap the dQ GEMM and its reduce-add.
 template <int D>
 struct BwdTile;
 template <>
 struct BwdTile<64> {
-  using type = BwdCfg<64, 128, 2>;
+  using type = BwdCfg<64, 128, 128, 2>;
 };
 template <>
 struct BwdTile<128> {
-  using type = BwdCfg<128, 64, 2>;
+  using type = BwdCfg<128, 64, 128, 2>;
+};
+template <>
+struct BwdTile<256> {
+  using type = BwdCfg<256, 64, 64, 1>;
 };
 
 // Query rows of the D and dQ workspaces per (batch, head): seq_q rounded up to 128.
@@ -178,6 +200,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                            const __grid_constant__ TensorMap tdo, const BwdParams p) {
 #if ATTN_HOPPER_DEVICE
   constexpr int D = Cfg::D, BM = Cfg::kBlockM, BN = Cfg::kBlockN, S = Cfg::kStages;
+  constexpr bool kSplitCols = Cfg::kSplitCols;
+  constexpr int SN = Cfg::kSN, DKV = Cfg::kDkvN;
   const int n_block = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
   const int n0 = n_block * BN;
   // Query tiles that see a key of this block: causal starts at the first one reaching key n0.
@@ -191,6 +215,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   auto sq = [&](int s) { return base + Cfg::kOffQ + 2 * s * Cfg::kQBytes; };
   auto sdo = [&](int s) { return base + Cfg::kOffQ + (2 * s + 1) * Cfg::kQBytes; };
   const uint32_t sds = base + Cfg::kOffDs, sdq = base + Cfg::kOffDq;
+  const uint32_t spt = sds + Cfg::kDsBytes;  // kSplitCols: Pᵀ, [key][query] like dSᵀ
   auto slse = [&](int buf) { return base + Cfg::kOffStat + buf * Cfg::kStatBytes; };
   auto sdelta = [&](int buf) { return slse(buf) + 4 * BM; };
   const uint32_t bars = base + Cfg::kOffBar;
@@ -237,12 +262,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const int c = wg - 1;
   const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
   const bool signals = tid == 0;
-  const int krow_local = 64 * c + 16 * warp + lane / 4;  // this thread's keys: +0 and +8
+  // This thread's keys: +0 and +8 (kSplitCols: both consumers hold the same 64 keys).
+  const int krow_local = (kSplitCols ? 0 : 64 * c) + 16 * warp + lane / 4;
   const int krow = n0 + krow_local;
+  // kSplitCols: this consumer's queries of the tile (Sᵀ columns) and dK/dV columns start here.
+  const int q_local0 = kSplitCols ? SN * c : 0;
+  const int col0 = kSplitCols ? DKV * c : 0;
 
-  float dv[D / 2], dk[D / 2];
+  float dv[DKV / 2], dk[DKV / 2];
 #pragma unroll
-  for (int i = 0; i < D / 2; ++i) dv[i] = dk[i] = 0.f;
+  for (int i = 0; i < DKV / 2; ++i) dv[i] = dk[i] = 0.f;
 
   // The rows of LSE·log2e and D of iteration `it`'s tile (padded to seq_q_pad: whole tiles,
   // 16-byte aligned) into stat buffer it % 2, by cp.async from warp 0 of consumer 0 (BM / 2
@@ -275,21 +304,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (stat_loader && it + 1 < n_iters) load_stats(it + 1);
     qdo_pipe.consumer_wait(it);
 
-    // Sᵀ = K Qᵀ, dPᵀ = V dOᵀ: this consumer's 64 keys x BM queries, D/16 k-steps each.
-    float st[BM / 2], dpt[BM / 2];
+    // Sᵀ = K Qᵀ, dPᵀ = V dOᵀ: this consumer's 64 keys x SN queries (kSplitCols: the same 64 keys,
+    // queries q_local0 ...; else its own keys, every query), D/16 k-steps each.
+    float st[SN / 2], dpt[SN / 2];
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t off = (kk / 4) * BN * 128 + 64 * c * 128 + (kk % 4) * 32;
-      const uint32_t qoff = (kk / 4) * BM * 128 + (kk % 4) * 32;
-      Wgmma<T, BM>::template ss<0, 0>(st, desc_k_major(sk + off), desc_k_major(sq(s) + qoff),
+      const uint32_t off = (kk / 4) * BN * 128 + (kSplitCols ? 0 : 64 * c * 128) + (kk % 4) * 32;
+      const uint32_t qoff = (kk / 4) * BM * 128 + q_local0 * 128 + (kk % 4) * 32;
+      Wgmma<T, SN>::template ss<0, 0>(st, desc_k_major(sk + off), desc_k_major(sq(s) + qoff),
                                       kk > 0);
     }
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t off = (kk / 4) * BN * 128 + 64 * c * 128 + (kk % 4) * 32;
-      const uint32_t qoff = (kk / 4) * BM * 128 + (kk % 4) * 32;
-      Wgmma<T, BM>::template ss<0, 0>(dpt, desc_k_major(sv + off), desc_k_major(sdo(s) + qoff),
+      const uint32_t off = (kk / 4) * BN * 128 + (kSplitCols ? 0 : 64 * c * 128) + (kk % 4) * 32;
+      const uint32_t qoff = (kk / 4) * BM * 128 + q_local0 * 128 + (kk % 4) * 32;
+      Wgmma<T, SN>::template ss<0, 0>(dpt, desc_k_major(sv + off), desc_k_major(sdo(s) + qoff),
                                       kk > 0);
     }
     wgmma_commit();
@@ -301,10 +331,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     // rows whose LSE is -inf have LSE·log2e = +inf in the stage: their P is exp2(-inf) = 0.
     const bool need_mask = n0 + BN > p.seq_kv || (kCausal && n0 + BN - 1 > m0 + p.causal_offset);
 #pragma unroll
-    for (int g = 0; g < BM / 8; ++g)
+    for (int g = 0; g < SN / 8; ++g)
 #pragma unroll
       for (int e1 = 0; e1 < 2; ++e1) {
-        const int ql = 8 * g + 2 * (lane % 4) + e1, q = m0 + ql;
+        const int ql = q_local0 + 8 * g + 2 * (lane % 4) + e1, q = m0 + ql;
         const float lse2 = attn_mma::ld_shared_f32(slse(it % 2) + 4 * ql);
         const float delta = attn_mma::ld_shared_f32(sdelta(it % 2) + 4 * ql);  // zero past seq_q
 #pragma unroll
@@ -322,45 +352,67 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         }
       }
     // As A fragments (k = queries): query groups 2kk and 2kk+1 of the accumulators.
-    uint32_t pa[BM / 16][4], dsa[BM / 16][4];
+    uint32_t pa[SN / 16][4], dsa[SN / 16][4];
 #pragma unroll
-    for (int kk = 0; kk < BM / 16; ++kk)
+    for (int kk = 0; kk < SN / 16; ++kk)
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         pa[kk][r] = Elem<T>::pack2(st[8 * kk + 2 * r], st[8 * kk + 2 * r + 1]);
         dsa[kk][r] = Elem<T>::pack2(dpt[8 * kk + 2 * r], dpt[8 * kk + 2 * r + 1]);
       }
-      // dSᵀ to shared memory, [key][query] in 64-query panels, for this tile's dQ.
+    // dSᵀ (kSplitCols: and Pᵀ) to shared memory, [key][query] in 64-query panels (128-byte
+    // swizzle), for this tile's dQ (and the dV and dK GEMMs).
 #pragma unroll
-    for (int g = 0; g < BM / 8; ++g)
+    for (int g = 0; g < SN / 8; ++g)
 #pragma unroll
       for (int e2 = 0; e2 < 2; ++e2) {
-        const int r = krow_local + 8 * e2;
-        const uint32_t chunk = static_cast<uint32_t>((g % 8) ^ (r % 8));
-        attn_mma::st_shared_b32(sds + (g / 8) * BN * 128 + r * 128 + chunk * 16 + (lane % 4) * 4,
-                                dsa[g / 2][(g % 2) * 2 + e2]);
+        const int r = krow_local + 8 * e2, gq = q_local0 / 8 + g;  // gq: 8-query group of the tile
+        const uint32_t chunk = static_cast<uint32_t>((gq % 8) ^ (r % 8));
+        const uint32_t addr = (gq / 8) * BN * 128 + r * 128 + chunk * 16 + (lane % 4) * 4;
+        attn_mma::st_shared_b32(sds + addr, dsa[g / 2][(g % 2) * 2 + e2]);
+        if constexpr (kSplitCols) attn_mma::st_shared_b32(spt + addr, pa[g / 2][(g % 2) * 2 + e2]);
       }
     fence_proxy_async();
 
-    // dV += Pᵀ dO, dK += dSᵀ Q: k = queries (16 per step, 2 KiB of a panel), N = D.
-    fence_regs(dv);
-    fence_regs(dk);
-    fence_regs(pa);
-    fence_regs(dsa);
-    wgmma_fence();
+    if constexpr (!kSplitCols) {
+      // dV += Pᵀ dO, dK += dSᵀ Q: k = queries (16 per step, 2 KiB of a panel), N = D.
+      fence_regs(dv);
+      fence_regs(dk);
+      fence_regs(pa);
+      fence_regs(dsa);
+      wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < BM / 16; ++kk)
-      Wgmma<T, D>::template rs<1>(dv, pa[kk], desc_mn_major(sdo(s) + kk * 2048, BM * 128), 1);
+      for (int kk = 0; kk < BM / 16; ++kk)
+        Wgmma<T, D>::template rs<1>(dv, pa[kk], desc_mn_major(sdo(s) + kk * 2048, BM * 128), 1);
 #pragma unroll
-    for (int kk = 0; kk < BM / 16; ++kk)
-      Wgmma<T, D>::template rs<1>(dk, dsa[kk], desc_mn_major(sq(s) + kk * 2048, BM * 128), 1);
-    wgmma_commit();
+      for (int kk = 0; kk < BM / 16; ++kk)
+        Wgmma<T, D>::template rs<1>(dk, dsa[kk], desc_mn_major(sq(s) + kk * 2048, BM * 128), 1);
+      wgmma_commit();
+    }
 
-    // Both consumers' dSᵀ are in shared memory (and the last tile's dQ reduction has read its
-    // shared memory: the thread that issued it waited before arriving here); the next tile's
+    // Both consumers' dSᵀ (and Pᵀ) are in shared memory (and the last tile's dQ reduction has read
+    // its shared memory: the thread that issued it waited before arriving here); the next tile's
     // LSE·log2e and D rows have landed in their buffer, and this tile's were read.
     if (stat_loader) attn_mma::cp_async_wait<0>();
     named_bar_sync(1, 256);
+
+    if constexpr (kSplitCols) {
+      // dV[:, col0 ...] += Pᵀ dO[:, col0 ...], dK likewise with dSᵀ and Q: A = Pᵀ / dSᵀ (64 keys x
+      // BM queries, K-major), B = dO / Q MN-major, this consumer's DKV / 64 column panels.
+      fence_regs(dv);
+      fence_regs(dk);
+      wgmma_fence();
+      const uint32_t panel0 = (col0 / 64) * BM * 128;
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; ++kk)
+        Wgmma<T, DKV>::template ss<0, 1>(dv, desc_k_major(spt + kk * 32),
+                                         desc_mn_major(sdo(s) + panel0 + kk * 2048, BM * 128), 1);
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; ++kk)
+        Wgmma<T, DKV>::template ss<0, 1>(dk, desc_k_major(sds + kk * 32),
+                                         desc_mn_major(sq(s) + panel0 + kk * 2048, BM * 128), 1);
+      wgmma_commit();
+    }
 
     // dQ_tile (BM x D) = dS K: A = dS, read M-major from dSᵀ; B = K, MN-major (k = keys).
     float dq[Cfg::kDqN / 2];
@@ -373,11 +425,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                                              desc_mn_major(bk, BN * 128), kk > 0);
     }
     wgmma_commit();
-    wgmma_wait<0>();  // dV, dK and dQ have landed: the stage and dSᵀ are free
+    if constexpr (kSplitCols) {
+      // The dV and dK GEMMs have read the Q/dO stage: the producer may load the next tile's
+      // while the dQ GEMM runs.
+      wgmma_wait<1>();
+      fence_regs(dv);
+      fence_regs(dk);
+      if (signals) qdo_pipe.consumer_release(it);
+      wgmma_wait<0>();
+    } else {
+      wgmma_wait<0>();  // dV, dK and dQ have landed: the stage and dSᵀ are free
+      fence_regs(dv);
+      fence_regs(dk);
+      if (signals) qdo_pipe.consumer_release(it);
+    }
     fence_regs(dq);
-    fence_regs(dv);
-    fence_regs(dk);
-    if (signals) qdo_pipe.consumer_release(it);
 
       // The dQ tile to shared memory (float32, row-major [BM][D] like the accumulator) ...
 #pragma unroll
@@ -411,13 +473,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
   }
 
-  // dK = scale · dSᵀ Q, dV: this consumer's 64 keys, columns below head_dim, rows below seq_kv.
+  // dK = scale · dSᵀ Q, dV: this consumer's 64 keys and DKV columns, those below head_dim and
+  // seq_kv.
   T* dk_out = static_cast<T*>(p.dk);
   T* dv_out = static_cast<T*>(p.dv);
 #pragma unroll
-  for (int i = 0; i < D / 2; i += 2) {
+  for (int i = 0; i < DKV / 2; i += 2) {
     const int key = krow + ((i & 2) ? 8 : 0);
-    const int col = 8 * (i / 4) + 2 * (lane % 4);
+    const int col = col0 + 8 * (i / 4) + 2 * (lane % 4);
     if (key < p.seq_kv && col < p.head_dim) {
       const int64_t off =
           ((static_cast<int64_t>(b) * p.seq_kv + key) * p.heads_kv + kvh) * p.head_dim + col;
@@ -440,7 +503,7 @@ using attnbench::Problem;
 using attnbench::Support;
 
 // The head_dim tiles (a head_dim runs in the smallest that holds it, zero-padded).
-using BwdHeadDims = attnbench::cuda::HeadDims<64, 128>;
+using BwdHeadDims = attnbench::cuda::HeadDims<64, 128, 256>;
 
 // f(main kernel, Cfg{}, TypeTag) for the problem's (dtype, head_dim tile, causal) and mode: the
 // one static switch (common/dispatch.hpp).
