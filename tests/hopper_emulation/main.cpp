@@ -122,6 +122,29 @@ int main() {
       {2, 4, 1, 70, 129, 256, true, hf, out},    // GQA 4:1 (MQA), causal seq_q < seq_kv
       {1, 2, 2, 150, 65, 256, true, bf, nrm},    // causal seq_q > seq_kv: rows see nothing
       {1, 1, 1, 1, 17, 200, false, hf, nrm},     // seq_q 1, padded head_dim 200 -> 256
+      // Windows (issue 30): query tiles skipped on both sides of a key block, edges crossing
+      // tiles, rows that see nothing, causal folded in, seq_q != seq_kv both ways, GQA and MQA;
+      // deterministic: the first key block to add into a tile is the window's, not block 0.
+      {1, 2, 2, 300, 300, 128, false, bf, nrm, 0, 70, 40},  // both sides
+      {2, 8, 2, 150, 400, 64, true, hf, nrm, 0, 100, -1},   // causal + left window, GQA 8:2
+      {1, 3, 1, 260, 90, 128, true, bf, out, 0, 0, -1},     // window 0: the diagonal only, MQA
+      {1, 2, 2, 90, 260, 256, false, bf, nrm, 0, -1, 1},    // right window only, d256
+      {1, 2, 2, 200, 120, 64, false, hf, out, 0, 5, 3},     // narrow window, seq_q > seq_kv
+      {1, 1, 1, 70, 70, 128, false, bf, nrm, 0, 500, 500},  // window wider than the sequence
+      {1, 2, 2, 300, 300, 256, true, bf, nrm, 0, 100, -1},  // causal + left window, d256
+      // Soft cap (the 1 - t^2 factor), alone and with masks; outliers and a large scale.
+      {1, 2, 2, 130, 200, 128, false, bf, out, 0, -1, -1, 30},
+      {2, 8, 2, 70, 300, 64, true, hf, nrm, 0, -1, -1, 50},
+      {1, 2, 1, 65, 170, 256, true, bf, out, 1e4, -1, -1, 30},
+      {1, 2, 2, 150, 150, 128, true, hf, nrm, 0, 64, -1, 20},  // soft cap + window
+      // Varlen (packed THD): sequences without queries or keys, key blocks past their sequence,
+      // tiles whose rows run into the next sequence's, causal bottom-right per sequence.
+      {0, 2, 1, 0, 0, 64, false, bf, nrm, 0, -1, -1, 0, {50, 25, 0, 33}, {20, 0, 17, 40}},
+      {0, 2, 1, 0, 0, 64, true, hf, out, 0, -1, -1, 0, {50, 25, 0, 33}, {20, 0, 17, 40}},
+      {0, 8, 2, 0, 0, 128, true, bf, nrm, 0, -1, -1, 0, {130, 1, 70, 200}, {200, 70, 0, 129}},
+      {0, 3, 1, 0, 0, 256, true, bf, out, 0, -1, -1, 0, {65, 17}, {170, 80}},  // MQA, d256
+      {0, 2, 2, 0, 0, 96, false, hf, nrm, 0, 20, 10, 0, {100, 40, 0}, {120, 60, 33}},  // window
+      {0, 2, 2, 0, 0, 128, false, bf, out, 0, -1, -1, 30, {80, 0, 33}, {90, 45, 40}},  // soft cap
   };
   int failed = 0, runs = 0;
   for (const Case& c : fwd_cases) {

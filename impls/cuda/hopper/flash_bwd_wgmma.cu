@@ -33,10 +33,20 @@
 //     shared memory, and runs dV += Pᵀ dO and dK += dSᵀ Q as SS-wgmma on its 128 columns.
 // Shapes: any seq >= 1 (TMA zero-fills tails; masks cover them); head_dim any multiple of 8 up to
 // 256, on the 64, 128 or 256 tile (zero-filled columns). Causal is bottom-right aligned.
-// Extra memory: 8 B · B · Hq · Sq_pad (D, LSE·log2e) + 4 B · B · Hq · Sq_pad · d_pad (the dQ
-// accumulator).
+// Sliding windows, soft caps and varlen batches (issue 30) run in variant instantiations (kLocal,
+// kSoftcap; common/dispatch.hpp's dispatch_variant), the dense and causal kernels unchanged: a
+// key block visits only the query tiles that see one of its keys and masks the tiles crossing a
+// window edge; the soft cap takes t = tanh(q.k · scale / softcap) before the mask and multiplies
+// dS by 1 − t²; a varlen batch (packed THD, cu_seqlens) gives each block its sequence's lengths
+// and first rows (common/shape.hpp's seq_of), and each sequence its own 128-row-padded rows in
+// the workspaces (StatLayout), so a query tile never adds into another sequence's dQ rows. A
+// sequence without queries gets dK = dV = 0, one without keys dQ = 0.
+// Extra memory: 8 B per StatLayout row (D, LSE·log2e) + 4 B · d_pad per row (the dQ accumulator)
+// + 4 B per 64 rows (turn counters); rows: B · Hq · Sq_pad, varlen Hq · 128 · (⌊total_q / 128⌋ +
+// B + 1).
 // Option deterministic=1: key blocks add into each query tile's dQ in their order (a turn counter
-// per 64 query rows), so dQ is the same bit for bit on every run; default 0, any order.
+// per 64 query rows; the first is the first block the tile's rows see), so dQ is the same bit for
+// bit on every run; default 0, any order.
 // Limits: f16/bf16; sm_90a only.
 // Not yet overlapped: the next query tile's GEMMs wait for this tile's softmax and dQ (see
 // docs/tuning_flash_wgmma.md).
@@ -125,36 +135,75 @@ namespace {
 
 using attn_mma::Elem;
 
+// Where the rows of (sequence b, query head h) start in the float32 workspaces (D, LSE·log2e, the
+// dQ accumulator, the deterministic turn counters), each sequence's rows padded to whole 128-row
+// tiles, so that a query tile never reaches another sequence's rows:
+//  - dense: [B, Hq, Sq_pad], (b, h) at (b·Hq + h)·Sq_pad;
+//  - varlen (cu_q set): [Hq, pad_total], (b, h) at h·pad_total + 128·(⌊cu_q[b] / 128⌋ + b). From
+//    one sequence to the next that grows by 128·(⌊cu_q[b+1] / 128⌋ − ⌊cu_q[b] / 128⌋ + 1) ≥
+//    128·⌈len_b / 128⌉ rows: room for its padded rows, without a table of offsets.
+struct StatLayout {
+  const int* cu_q;  // varlen: the query prefix sums; null when dense
+  int batch, heads_q;
+  int seq_q, seq_q_pad;  // dense
+  int total_q;           // varlen: packed query rows
+  int64_t pad_total;     // varlen: rows per head
+  __device__ int64_t seq_base(int b) const {
+    return cu_q ? 128 * (static_cast<int64_t>(cu_q[b] / 128) + b)
+                : static_cast<int64_t>(b) * heads_q * seq_q_pad;
+  }
+  __device__ int64_t head_stride() const { return cu_q ? pad_total : seq_q_pad; }
+  __device__ int64_t row(int b, int h) const { return seq_base(b) + h * head_stride(); }
+};
+
 // The shape (common/shape.hpp) at the head, then this kernel's tensors and sizes.
 struct BwdParams : attnbench::cuda::AttnShape {
-  const float* lse2;   // [B, Hq, Sq_pad]: LSE·log2e, +inf past seq_q and for LSE = -inf
-  const float* delta;  // [B, Hq, Sq_pad]
-  float* dq_accum;    // [B, Hq, Sq_pad, D]
-  int* dq_turn;       // deterministic: [B, Hq, Sq_pad / 64], the key block whose dQ goes next
-  void* dk;           // [B, Skv, Hkv, head_dim]
+  const float* lse2;   // StatLayout rows: LSE·log2e, +inf past seq_q and for LSE = -inf
+  const float* delta;  // StatLayout rows
+  float* dq_accum;    // StatLayout rows x D
+  int* dq_turn;       // deterministic: one per 64 StatLayout rows, the key block whose dQ goes next
+  void* dk;           // [B, Skv, Hkv, head_dim] (varlen: [total_kv, Hkv, head_dim])
   void* dv;
-  int seq_q_pad;
-  int num_m_blocks;
+  StatLayout stats;
   float scale;
+  attnbench::cuda::AttnVariant var;  // window, soft cap, varlen (kLocal, kSoftcap): common/shape.hpp
 };
 
 // D = rowsum(dO ∘ O) and LSE·log2e (+inf where P must be 0: past seq_q, LSE = -inf) for every
-// padded row; one warp per row. grid-stride over B * Hq * Sq_pad.
+// StatLayout row; one warp per row, grid-stride. Varlen: the row's sequence by binary search over
+// the padded starts (rows between two sequences' padding belong to the first, past its length).
 template <class T>
 __global__ void __launch_bounds__(256)
     bwd_preprocess_wgmma_kernel(const T* o, const T* dout, const float* lse, float* delta,
-                                float* lse2, int seq_q, int seq_q_pad, int heads_q, int head_dim,
-                                int64_t rows) {
+                                float* lse2, const StatLayout L, int head_dim, int64_t rows) {
   const int lane = threadIdx.x % 32;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
   for (int64_t r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; r < rows; r += warps) {
-    const int i = static_cast<int>(r % seq_q_pad);
-    const int64_t bh = r / seq_q_pad;
-    const int h = static_cast<int>(bh % heads_q);
-    const int64_t b = bh / heads_q;
+    int i, h, len;
+    int64_t tok0, lse_at;  // the sequence's first token row; the LSE of its row 0 for head h
+    if (L.cu_q != nullptr) {
+      h = static_cast<int>(r / L.pad_total);
+      const int64_t pr = r % L.pad_total;
+      int lo = 0, hi = L.batch - 1;  // the last sequence whose padded rows start at or before pr
+      while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (L.seq_base(mid) <= pr) lo = mid; else hi = mid - 1;
+      }
+      i = static_cast<int>(pr - L.seq_base(lo));
+      len = L.cu_q[lo + 1] - L.cu_q[lo];
+      tok0 = L.cu_q[lo];
+      lse_at = static_cast<int64_t>(h) * L.total_q + tok0;
+    } else {
+      i = static_cast<int>(r % L.seq_q_pad);
+      const int64_t bh = r / L.seq_q_pad;
+      h = static_cast<int>(bh % L.heads_q);
+      len = L.seq_q;
+      tok0 = bh / L.heads_q * L.seq_q;
+      lse_at = bh * L.seq_q;
+    }
     float acc = 0.f;
-    if (i < seq_q) {
-      const int64_t base = ((b * seq_q + i) * heads_q + h) * head_dim;
+    if (i < len) {
+      const int64_t base = ((tok0 + i) * L.heads_q + h) * head_dim;
       for (int d = 2 * lane; d < head_dim; d += 64) {
         const float2 x = Elem<T>::unpack2(*reinterpret_cast<const uint32_t*>(o + base + d));
         const float2 y = Elem<T>::unpack2(*reinterpret_cast<const uint32_t*>(dout + base + d));
@@ -164,35 +213,54 @@ __global__ void __launch_bounds__(256)
     acc = attn_mma::group_sum<32>(acc);
     if (lane == 0) {
       delta[r] = acc;
-      const float l = i < seq_q ? lse[bh * seq_q + i] : -__builtin_huge_valf();
+      const float l = i < len ? lse[lse_at + i] : -__builtin_huge_valf();
       lse2[r] = l == -__builtin_huge_valf() ? __builtin_huge_valf() : l * attnbench::cuda::kLog2e;
     }
   }
 }
 
-// dQ = scale · accumulator; one thread per element pair, grid-stride over B * Sq * Hq * head_dim/2.
+// dQ = scale · accumulator; one thread per element pair, grid-stride over the packed rows
+// (B · Sq, or total_q) x Hq x head_dim / 2. Varlen: the token's sequence by binary search over
+// cu_q.
 template <class T>
 __global__ void __launch_bounds__(256)
-    bwd_postprocess_wgmma_kernel(const float* dq_accum, T* dq, int seq_q, int seq_q_pad,
-                                 int heads_q, int head_dim, int d_pad, float scale, int64_t pairs) {
+    bwd_postprocess_wgmma_kernel(const float* dq_accum, T* dq, const StatLayout L, int head_dim,
+                                 int d_pad, float scale, int64_t pairs) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < pairs;
        e += stride) {
     const int d = static_cast<int>(e % (head_dim / 2)) * 2;
-    const int64_t rest = e / (head_dim / 2);  // (b * seq_q + i) * heads_q + h
-    const int h = static_cast<int>(rest % heads_q);
-    const int64_t bi = rest / heads_q;
-    const int i = static_cast<int>(bi % seq_q);
-    const int64_t b = bi / seq_q;
-    const float* src = dq_accum + ((b * heads_q + h) * seq_q_pad + i) * d_pad + d;
+    const int64_t rest = e / (head_dim / 2);  // token * heads_q + h
+    const int h = static_cast<int>(rest % L.heads_q);
+    const int64_t tok = rest / L.heads_q;
+    int b, i;
+    if (L.cu_q != nullptr) {
+      int lo = 0, hi = L.batch - 1;  // the last sequence starting at or before tok
+      while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (L.cu_q[mid] <= tok) lo = mid; else hi = mid - 1;
+      }
+      b = lo;
+      i = static_cast<int>(tok - L.cu_q[lo]);
+    } else {
+      b = static_cast<int>(tok / L.seq_q);
+      i = static_cast<int>(tok % L.seq_q);
+    }
+    const float* src = dq_accum + (L.row(b, h) + i) * d_pad + d;
     *reinterpret_cast<uint32_t*>(dq + rest * head_dim + d) =
         Elem<T>::pack2(src[0] * scale, src[1] * scale);
   }
 }
 
-// grid (ceil(Skv / 128), Hkv, B), Cfg::kThreads threads, Cfg::kSmemBytes of dynamic smem.
-// tq/tdo: [B, Sq, Hq, head_dim], boxes of kBlockM rows; tk/tv: [B, Skv, Hkv, head_dim], 128 rows.
-template <class T, class Cfg, bool kCausal, bool kDeterministic>
+// grid (ceil(Skv / kBlockN), Hkv, B), Cfg::kThreads threads, Cfg::kSmemBytes of dynamic smem.
+// tq/tdo: [B, Sq, Hq, head_dim], boxes of kBlockM rows; tk/tv: [B, Skv, Hkv, head_dim], kBlockN
+// rows (varlen: the packed tensors as one sequence, a block's rows offset by its sequence's).
+// kLocal: a sliding window (p.var; causal folded into its right side, kCausal false): a block
+// visits only the query tiles that see one of its keys, and the tiles crossing an edge are
+// masked. A varlen batch runs here too. kSoftcap: P from t = tanh(q.k · softcap_in) with
+// softcap · log2(e), and dS carries the capped logit's derivative factor 1 − t² (scale is applied
+// to dQ and dK as always).
+template <class T, class Cfg, bool kCausal, bool kLocal, bool kSoftcap, bool kDeterministic>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     flash_bwd_wgmma_kernel(const __grid_constant__ TensorMap tq,
                            const __grid_constant__ TensorMap tk,
@@ -204,10 +272,34 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   constexpr int SN = Cfg::kSN, DKV = Cfg::kDkvN;
   const int n_block = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
   const int n0 = n_block * BN;
-  // Query tiles that see a key of this block: causal starts at the first one reaching key n0.
-  int m_start = 0;
-  if (kCausal) m_start = max(0, (n0 - p.causal_offset) / BM);
-  const int m_count = max(0, p.num_m_blocks - m_start);
+  // The block's sequence: the shape's, or (varlen, kLocal only) its own lengths and first rows in
+  // the packed tensors, which the TMA maps see as one sequence (batch coordinate 0).
+  int seq_q = p.seq_q, seq_kv = p.seq_kv, coff = p.causal_offset;
+  int q_tma0 = 0, kv_tma0 = 0, tma_b = b;  // TMA row offsets and batch coordinate
+  int64_t kv_row0 = static_cast<int64_t>(b) * p.seq_kv;  // dK/dV rows
+  if constexpr (kLocal) {
+    if (p.var.cu_seqlens_q != nullptr) {
+      const attnbench::cuda::SeqView seq = attnbench::cuda::seq_of(p, p.var, b);
+      seq_q = seq.seq_q;
+      seq_kv = seq.seq_kv;
+      coff = seq.causal_offset;
+      q_tma0 = static_cast<int>(seq.q_start);
+      kv_tma0 = static_cast<int>(seq.kv_start);
+      kv_row0 = seq.kv_start;
+      tma_b = 0;
+      if (n0 >= seq_kv) return;  // past the sequence's keys: no dK/dV row (the whole block)
+    }
+  }
+  // Query tiles that see a key of this block: causal starts at the first one reaching key n0; a
+  // window (rows i with j − coff − window_right ≤ i ≤ j − coff + window_left for a key j of the
+  // block) ends too.
+  int m_start = 0, m_end = (seq_q + BM - 1) / BM;
+  if (kCausal) m_start = max(0, (n0 - coff) / BM);
+  if constexpr (kLocal) {
+    m_start = max(0, n0 - coff - p.var.window_right) / BM;
+    m_end = (max(0, min(seq_q, n0 + BN - coff + p.var.window_left)) + BM - 1) / BM;
+  }
+  const int m_count = max(0, m_end - m_start);
   const int n_iters = p.group * m_count;
 
   const uint32_t base = (attn_mma::smem_u32(attn_mma::dynamic_smem()) + 1023u) & ~1023u;
@@ -241,16 +333,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (threadIdx.x == 0 && n_iters > 0) {
       mbar_arrive_expect_tx(kv_full, 2 * Cfg::kKVBytes);
       for (int pn = 0; pn < Cfg::kPanels; ++pn) {
-        tma_load_4d(sk + pn * BN * 128, &tk, kv_full, 64 * pn, kvh, n0, b);
-        tma_load_4d(sv + pn * BN * 128, &tv, kv_full, 64 * pn, kvh, n0, b);
+        tma_load_4d(sk + pn * BN * 128, &tk, kv_full, 64 * pn, kvh, kv_tma0 + n0, tma_b);
+        tma_load_4d(sv + pn * BN * 128, &tv, kv_full, 64 * pn, kvh, kv_tma0 + n0, tma_b);
       }
       for (int it = 0; it < n_iters; ++it) {
         const int s = qdo_pipe.stage(it);
         const int h = kvh * p.group + it / m_count, m0 = (m_start + it % m_count) * BM;
         const uint32_t full = qdo_pipe.producer_acquire(it, 2 * Cfg::kQBytes);
         for (int pn = 0; pn < Cfg::kPanels; ++pn) {
-          tma_load_4d(sq(s) + pn * BM * 128, &tq, full, 64 * pn, h, m0, b);
-          tma_load_4d(sdo(s) + pn * BM * 128, &tdo, full, 64 * pn, h, m0, b);
+          tma_load_4d(sq(s) + pn * BM * 128, &tq, full, 64 * pn, h, q_tma0 + m0, tma_b);
+          tma_load_4d(sdo(s) + pn * BM * 128, &tdo, full, 64 * pn, h, q_tma0 + m0, tma_b);
         }
       }
     }
@@ -281,7 +373,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const bool stat_loader = c == 0 && warp == 0;
   auto load_stats = [&](int it) {
     const int h = kvh * p.group + it / m_count, m0 = (m_start + it % m_count) * BM;
-    const int64_t row0 = (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q_pad + m0;
+    const int64_t row0 = p.stats.row(b, h) + m0;
 #pragma unroll
     for (int j = lane; j < BM / 2; j += 32) {
       const bool is_lse = j < BM / 4;
@@ -329,7 +421,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
     // Pᵀ and dSᵀ in place; masked (or past seq_q / seq_kv) entries are 0. Rows past seq_q and
     // rows whose LSE is -inf have LSE·log2e = +inf in the stage: their P is exp2(-inf) = 0.
-    const bool need_mask = n0 + BN > p.seq_kv || (kCausal && n0 + BN - 1 > m0 + p.causal_offset);
+    bool need_mask = n0 + BN > seq_kv || (kCausal && n0 + BN - 1 > m0 + coff);
+    if constexpr (kLocal) {
+      need_mask = need_mask ||
+                  attnbench::cuda::window_crosses(p.var, m0 + coff, m0 + BM - 1 + coff, n0, BN);
+    }
+    const float sl2 = kSoftcap ? p.var.softcap_log2 : p.scale_log2;
 #pragma unroll
     for (int g = 0; g < SN / 8; ++g)
 #pragma unroll
@@ -342,13 +439,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           const int i = 4 * g + 2 * e2 + e1;
           const int key = krow + 8 * e2;
           bool ok = true;
-          if (need_mask) ok = key < p.seq_kv && (!kCausal || key <= q + p.causal_offset);
+          if (need_mask) {
+            ok = key < seq_kv && (!kCausal || key <= q + coff);
+            if constexpr (kLocal) ok = ok && !attnbench::cuda::window_hides(p.var, q + coff, key);
+          }
+          float x = st[i], dcap = 1.f;  // soft cap: t = tanh(q.k softcap_in), dt/ds ∝ 1 − t²
+          if constexpr (kSoftcap) {
+            x = attn_mma::tanh_approx(x * p.var.softcap_in);
+            dcap = 1.f - x * x;
+          }
           // The exponent is <= 0 in exact arithmetic; clamped so that rounding at huge scales
           // cannot push P past 1 (or to inf).
-          const float pv =
-              ok ? attn_mma::exp2_approx(fminf(fmaf(st[i], p.scale_log2, -lse2), 0.f)) : 0.f;
+          const float pv = ok ? attn_mma::exp2_approx(fminf(fmaf(x, sl2, -lse2), 0.f)) : 0.f;
           st[i] = pv;
-          dpt[i] = pv * (dpt[i] - delta);
+          dpt[i] = kSoftcap ? pv * (dpt[i] - delta) * dcap : pv * (dpt[i] - delta);
         }
       }
     // As A fragments (k = queries): query groups 2kk and 2kk+1 of the accumulators.
@@ -454,13 +558,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     named_bar_sync(2, 256);
     // ... and added into the accumulator by one bulk reduction.
     if (c == 0 && signals) {
-      float* dst = p.dq_accum + ((static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q_pad + m0) * D;
+      const int64_t row = p.stats.row(b, h) + m0;
+      float* dst = p.dq_accum + row * D;
       if constexpr (kDeterministic) {
-        // Key blocks add into a query tile in their order 0, 1, 2, ... (every block from 0 up to
-        // the last one reaching the tile visits it), so the float32 sums are the same every run.
-        int* turn =
-            p.dq_turn + (static_cast<int64_t>(b) * p.heads_q + h) * (p.seq_q_pad / 64) + m0 / 64;
-        wait_turn(turn, n_block);
+        // Key blocks add into a query tile in their order first, first + 1, ... (every block from
+        // the first one whose keys the tile's rows see, 0 without a window, up to the last one
+        // reaching the tile visits it), so the float32 sums are the same every run.
+        int first = 0;
+        if constexpr (kLocal) first = max(0, m0 + coff - p.var.window_left) / BN;
+        int* turn = p.dq_turn + row / 64;
+        wait_turn(turn, n_block - first);
         bulk_reduce_add_f32(dst, sdq, Cfg::kDqBytes);
         tma_store_commit();
         bulk_wait_complete();  // the sums are in global memory, not only read from shared memory
@@ -481,9 +588,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   for (int i = 0; i < DKV / 2; i += 2) {
     const int key = krow + ((i & 2) ? 8 : 0);
     const int col = col0 + 8 * (i / 4) + 2 * (lane % 4);
-    if (key < p.seq_kv && col < p.head_dim) {
-      const int64_t off =
-          ((static_cast<int64_t>(b) * p.seq_kv + key) * p.heads_kv + kvh) * p.head_dim + col;
+    if (key < seq_kv && col < p.head_dim) {
+      const int64_t off = ((kv_row0 + key) * p.heads_kv + kvh) * p.head_dim + col;
       *reinterpret_cast<uint32_t*>(dk_out + off) =
           Elem<T>::pack2(dk[i] * p.scale, dk[i + 1] * p.scale);
       *reinterpret_cast<uint32_t*>(dv_out + off) = Elem<T>::pack2(dv[i], dv[i + 1]);
@@ -505,16 +611,20 @@ using attnbench::Support;
 // The head_dim tiles (a head_dim runs in the smallest that holds it, zero-padded).
 using BwdHeadDims = attnbench::cuda::HeadDims<64, 128, 256>;
 
-// f(main kernel, Cfg{}, TypeTag) for the problem's (dtype, head_dim tile, causal) and mode: the
-// one static switch (common/dispatch.hpp).
+// f(main kernel, Cfg{}, TypeTag) for the problem's (dtype, head_dim tile, causal, window or
+// varlen, soft cap) and mode: the one static switch (common/dispatch.hpp). A window, a varlen
+// batch or a soft cap selects a variant kernel; dense and causal problems keep theirs.
 template <class F>
 void dispatch(const Problem& pr, bool deterministic, F&& f) {
   using attnbench::cuda::dispatch_bool;
   attnbench::cuda::dispatch_problem<BwdHeadDims>(pr, [&](auto tag, auto d, auto causal) {
     using T = typename decltype(tag)::type;
     using Cfg = typename bwd_wgmma::BwdTile<decltype(d)::value>::type;
-    dispatch_bool(deterministic, [&](auto det) {
-      f(flash_bwd_wgmma_kernel<T, Cfg, decltype(causal)::value, decltype(det)::value>, Cfg{}, tag);
+    attnbench::cuda::dispatch_variant<decltype(causal)::value>(pr, [&](auto c, auto l, auto sc) {
+      constexpr bool C = decltype(c)::value, L = decltype(l)::value, SC = decltype(sc)::value;
+      dispatch_bool(deterministic, [&](auto det) {
+        f(flash_bwd_wgmma_kernel<T, Cfg, C, L, SC, decltype(det)::value>, Cfg{}, tag);
+      });
     });
   });
 }
@@ -523,8 +633,28 @@ bool deterministic_option(const Options* o) {
   return attnbench::option_or(o, "deterministic", 0) != 0;
 }
 
+// Varlen: the StatLayout's rows per head (its sequences' padded rows, with the slack of its
+// offset formula) and the layout the kernels read; dense: [B, Hq, Sq_pad].
+int64_t pad_total(const Problem& p) {
+  return 128 * (p.total_q() / 128 + p.batch + 1);
+}
+StatLayout stat_layout(const Problem& p, const int* cu_q) {
+  StatLayout L{};
+  L.cu_q = p.varlen() ? cu_q : nullptr;
+  L.batch = p.batch;
+  L.heads_q = p.heads_q;
+  L.seq_q = p.seq_q;
+  L.seq_q_pad = bwd_wgmma::seq_q_pad(p.seq_q);
+  L.total_q = static_cast<int>(p.total_q());
+  L.pad_total = pad_total(p);
+  return L;
+}
+int64_t stat_rows(const Problem& p) {
+  return p.varlen() ? p.heads_q * pad_total(p)
+                    : static_cast<int64_t>(p.batch) * p.heads_q * bwd_wgmma::seq_q_pad(p.seq_q);
+}
 std::size_t dsum_bytes(const Problem& p) {
-  return static_cast<std::size_t>(p.batch) * p.heads_q * bwd_wgmma::seq_q_pad(p.seq_q) * 4;
+  return static_cast<std::size_t>(stat_rows(p)) * 4;
 }
 std::size_t dq_accum_bytes(const Problem& p) {
   return dsum_bytes(p) * BwdHeadDims::tile(p.head_dim);
@@ -555,6 +685,9 @@ class FlashBwdWgmma final : public attnbench::Implementation {
     Capabilities c = attnbench::cuda::tensor_core_capabilities<BwdHeadDims>(false, true);
     c.fwd_partner = "cuda.flash_fwd_wgmma";
     c.options = {"deterministic"};
+    c.window = true;
+    c.softcap = true;
+    c.varlen = true;
     return c;
   }
 
@@ -565,6 +698,10 @@ class FlashBwdWgmma final : public attnbench::Implementation {
   Support supports_extra(const Problem& p, Pass) const override {
     if (p.heads_kv > 65535 || p.batch > 65535) {
       return Support::no("heads_kv and batch must be <= 65535 (grid y/z)");
+    }
+    if (p.varlen() && (p.total_q() >= (int64_t{1} << 31) - 128 * (p.batch + 2) ||
+                       p.total_kv() >= (int64_t{1} << 31))) {
+      return Support::no("varlen: more than 2^31 packed rows");
     }
     std::string why;
     dispatch(p, false, [&](auto kernel, auto, auto) { why = sm90a_missing(kernel); });
@@ -600,7 +737,6 @@ class FlashBwdWgmma final : public attnbench::Implementation {
                                   std::to_string(need));
     }
     const bool bf16 = pr.dtype == DType::bf16;
-    const int sq_pad = bwd_wgmma::seq_q_pad(pr.seq_q);
     const int d_pad = BwdHeadDims::tile(pr.head_dim);
     auto* ws = static_cast<unsigned char*>(a.workspace);
     float* delta = reinterpret_cast<float*>(ws);
@@ -610,39 +746,49 @@ class FlashBwdWgmma final : public attnbench::Implementation {
     dispatch(pr, deterministic_option(a.options), [&](auto kernel, auto cfg, auto tag) {
       using Cfg = decltype(cfg);
       using T = typename decltype(tag)::type;
+      BwdParams p = attnbench::cuda::with_shape<BwdParams>(pr);
+      p.var = attnbench::cuda::make_variant(a);
+      p.stats = stat_layout(pr, p.var.cu_seqlens_q);
       launch_memset_zero(dq_accum, zeroed_bytes(pr), a.stream);
-      const int64_t rows = static_cast<int64_t>(pr.batch) * pr.heads_q * sq_pad;
+      const int64_t rows = stat_rows(pr);
       const int pre_blocks = static_cast<int>(std::min<int64_t>((rows + 7) / 8, 65535));
       attn_hopper::launch(bwd_preprocess_wgmma_kernel<T>, dim3(pre_blocks), dim3(256), 0, a.stream,
                           static_cast<const T*>(a.o), static_cast<const T*>(a.dout), a.lse, delta,
-                          lse2, pr.seq_q, sq_pad, pr.heads_q, pr.head_dim, rows);
-      const TensorMap tq =
-          make_bshd_map(a.q, bf16, pr.batch, pr.seq_q, pr.heads_q, pr.head_dim, Cfg::kBlockM);
+                          lse2, p.stats, pr.head_dim, rows);
+      // Varlen: the packed tensors as one sequence of all their rows (at least one, for a batch
+      // without queries or keys, whose blocks load none); each block offsets its rows by its
+      // sequence's.
+      const int bt = pr.varlen() ? 1 : pr.batch;
+      const int sq = pr.varlen() ? std::max<int>(1, static_cast<int>(pr.total_q())) : pr.seq_q;
+      const int skv = pr.varlen() ? std::max<int>(1, static_cast<int>(pr.total_kv())) : pr.seq_kv;
+      const TensorMap tq = make_bshd_map(a.q, bf16, bt, sq, pr.heads_q, pr.head_dim, Cfg::kBlockM);
       const TensorMap tdo =
-          make_bshd_map(a.dout, bf16, pr.batch, pr.seq_q, pr.heads_q, pr.head_dim, Cfg::kBlockM);
+          make_bshd_map(a.dout, bf16, bt, sq, pr.heads_q, pr.head_dim, Cfg::kBlockM);
       const TensorMap tk =
-          make_bshd_map(a.k, bf16, pr.batch, pr.seq_kv, pr.heads_kv, pr.head_dim, Cfg::kBlockN);
+          make_bshd_map(a.k, bf16, bt, skv, pr.heads_kv, pr.head_dim, Cfg::kBlockN);
       const TensorMap tv =
-          make_bshd_map(a.v, bf16, pr.batch, pr.seq_kv, pr.heads_kv, pr.head_dim, Cfg::kBlockN);
-      BwdParams p = attnbench::cuda::with_shape<BwdParams>(pr);
+          make_bshd_map(a.v, bf16, bt, skv, pr.heads_kv, pr.head_dim, Cfg::kBlockN);
       p.lse2 = lse2;
       p.delta = delta;
       p.dq_accum = dq_accum;
       p.dq_turn = dq_turn;
       p.dk = a.dk;
       p.dv = a.dv;
-      p.seq_q_pad = sq_pad;
-      p.num_m_blocks = (pr.seq_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
       p.scale = static_cast<float>(pr.effective_scale());
+      // Varlen: as many key blocks as the longest sequence has (blocks past their own sequence's
+      // keys return at once).
       const dim3 grid((pr.seq_kv + Cfg::kBlockN - 1) / Cfg::kBlockN, pr.heads_kv, pr.batch);
-      attn_hopper::launch(kernel, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, a.stream, tq, tk, tv,
-                          tdo, p);
-      const int64_t pairs =
-          static_cast<int64_t>(pr.batch) * pr.seq_q * pr.heads_q * (pr.head_dim / 2);
+      if (grid.x > 0) {
+        attn_hopper::launch(kernel, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, a.stream, tq, tk,
+                            tv, tdo, p);
+      }
+      const int64_t pairs = pr.total_q() * pr.heads_q * (pr.head_dim / 2);
       const int post_blocks = static_cast<int>(std::min<int64_t>((pairs + 255) / 256, 65535));
-      attn_hopper::launch(bwd_postprocess_wgmma_kernel<T>, dim3(post_blocks), dim3(256), 0,
-                          a.stream, dq_accum, static_cast<T*>(a.dq), pr.seq_q, sq_pad, pr.heads_q,
-                          pr.head_dim, d_pad, p.scale, pairs);
+      if (pairs > 0) {
+        attn_hopper::launch(bwd_postprocess_wgmma_kernel<T>, dim3(post_blocks), dim3(256), 0,
+                            a.stream, dq_accum, static_cast<T*>(a.dq), p.stats, pr.head_dim, d_pad,
+                            p.scale, pairs);
+      }
     });
   }
 };

@@ -29,7 +29,7 @@ fi
 # The implementations that declare the variants, not the naive baseline: it stays the
 # verification baseline, but timing it at these sizes (seconds a call) took 7 of the first run's
 # 8.5 minutes on window.json (2026-12-02, job3/progress.txt).
-IMPLS=(--impl cuda.flash_fwd_wgmma --impl cuda.flash_fwd_mma --impl cuda.flash_bwd_mma --impl cuda.cudnn_sdpa)
+IMPLS=(--impl cuda.flash_fwd_wgmma --impl cuda.flash_fwd_mma --impl cuda.flash_bwd_mma --impl cuda.flash_bwd_wgmma --impl cuda.cudnn_sdpa)
 # Per config: our kernels, then FA4 (and SDPA's SKIP rows) on the same cases, so that a job cut
 # short by the device budget still leaves same-job pairs; softcap and window first (varlen's own
 # rows were measured in the first job3). Then the dense rows; FlexAttention (a compile per case)
@@ -39,7 +39,7 @@ for c in ${CONFIGS:-softcap window varlen}; do
   timeout 600 python3 scripts/peers/peers.py configs/$c.json --peers fa4,torch_sdpa --fa4-site /tmp/fa4site \
     --attnbench $B --out $W/$c.peers.json > $W/logs/$c.peers.txt 2>&1; el "peers $c rc=$?"
 done
-timeout 180 $B run configs/fa3_grid.json --impl cuda.flash_fwd_wgmma --impl cuda.flash_fwd_mma --impl cuda.flash_bwd_mma --impl cuda.cudnn_sdpa \
+timeout 180 $B run configs/fa3_grid.json --impl cuda.flash_fwd_wgmma --impl cuda.flash_fwd_mma --impl cuda.flash_bwd_mma --impl cuda.flash_bwd_wgmma --impl cuda.cudnn_sdpa \
   --pass fwd --pass bwd --case '*_sq2048_*d128*' --case '*_sq4096_*d128*' --case '*_sq8192_*d128*' --case '*_sq16384_*d128*' \
   --case '*_sq2048_*d256*' --case '*_sq8192_*d256*' --case '*_sq16384_*d256*' --verify off --out $W/dense.json > $W/logs/dense.txt 2>&1; el "dense rc=$?"
 if [ -n "${FLEX:-}" ]; then
