@@ -28,7 +28,10 @@ timeout 300 $B check --impl cuda.flash_decode -q > $W/check_decode.txt 2>&1; el 
 python3 - "$W/flash_decoding_splits.json" <<'PY'
 import json, sys
 c = json.load(open("configs/flash_decoding.json"))
-c["options"] = {"cuda.flash_decode": {"splits": [0, 1]}}
+# Automatic, one split, and forced counts around the automatic choice (batch 1: 8 or 32 kv heads,
+# so 16 splits fill 128 of 132 SMs at 32:8): is the batch-1 GQA miss (0.55 of the ceiling at
+# 32:8 32k in job1, a ~26 us fixed cost per call) the split count, the wave's tail or neither?
+c["options"] = {"cuda.flash_decode": {"splits": [0, 1, 8, 16, 32, 64, 128]}}
 json.dump(c, open(sys.argv[1], "w"), indent=1)
 PY
 timeout 300 $B run $W/flash_decoding_splits.json --impl cuda.flash_decode --impl cuda.flash_fwd_wgmma \
@@ -48,4 +51,17 @@ el "peers decode_grid (FlashInfer) rc=$?"
 fi_file=(); [ -f $W/decode_grid.flashinfer.json ] && fi_file=($W/decode_grid.flashinfer.json)
 python3 scripts/decode_summary.py $W/decode_grid.json $W/decode_grid.peers.json "${fi_file[@]}" > $W/decode_summary.md 2>&1
 python3 scripts/decode_summary.py $W/flash_decoding.json $W/flash_decoding.json > $W/flash_decoding_summary.md 2>&1
+# The splits sweep: GB/s of cuda.flash_decode per (case, splits), median times.
+python3 - $W/flash_decoding.json > $W/splits_sweep.md 2>&1 <<'PY'
+import json, sys
+rows = [r for r in json.load(open(sys.argv[1]))["rows"]
+        if r.get("impl") == "cuda.flash_decode" and r.get("gbps")]
+cases = sorted({r["case"] for r in rows}, key=lambda c: [r["case"] for r in rows].index(c))
+splits = sorted({(r.get("options") or {}).get("splits", 0) for r in rows})
+print("| case | " + " | ".join("auto" if s == 0 else str(s) for s in splits) + " |")
+print("|---" * (len(splits) + 1) + "|")
+for c in cases:
+    g = {(r.get("options") or {}).get("splits", 0): r["gbps"] for r in rows if r["case"] == c}
+    print(f"| {c} | " + " | ".join(f"{g[s]:.0f}" if s in g else "" for s in splits) + " |")
+PY
 el "job done"
