@@ -18,16 +18,21 @@
 //     ordered by the stage's mbarriers, which compute-sanitizer's racecheck does not model (the
 //     gate of 6f1c2d3 reported 180392 WAR hazards), and racecheck must stay at 0 hazards.
 //     Each of the 2 consumer warpgroups owns 64 of the keys and, per query tile, computes
-//       Sᵀ = K Qᵀ and dPᵀ = V dOᵀ       (SS-wgmma, keys as rows),
-//       Pᵀ = exp2(scale·log2e·Sᵀ − LSE·log2e), dSᵀ = Pᵀ ∘ (dPᵀ − D)   (registers),
-//       dV += Pᵀ dO and dK += dSᵀ Q     (RS-wgmma: Pᵀ, dSᵀ from registers; dO, Q MN-major),
-//     writes dSᵀ to shared memory, and after a barrier of both consumers computes its part of
+//       Sᵀ = K Qᵀ, then dPᵀ = V dOᵀ    (SS-wgmma, keys as rows; two groups),
+//       Pᵀ = exp2(scale·log2e·Sᵀ − LSE·log2e)   (registers, while the dPᵀ GEMM runs),
+//       dSᵀ = Pᵀ ∘ (dPᵀ − D), written to shared memory (two buffers by tile parity),
+//       dV += Pᵀ dO                     (RS-wgmma, running through the consumers' barrier),
+//     and after that barrier (both dSᵀ halves in shared memory) its part of
 //       dQ_tile = dS K                  (SS-wgmma, A = dS from dSᵀ read M-major),
-//     which goes through shared memory into the dQ accumulator with one bulk reduce-add
-//     (cp.reduce.async.bulk .add.f32) per tile. dK (times scale) and dV, summed over the group
-//     in registers, are written once at the end: no atomics on dK/dV, so GQA/MQA need no
-//     second pass.
-//  3. postprocess: dQ = scale · accumulator, in the dtype and BSHD layout.
+//       dK += dSᵀ Q                     (RS-wgmma, running while dQ is stored),
+//     the dQ part going to the consumer's own region of shared memory, from which a writer warp
+//     of the producer warpgroup (one per consumer, synchronised by named barriers) adds it into
+//     the dQ accumulator with one bulk reduce-add (cp.reduce.async.bulk .add.f32): the consumers
+//     neither wait for each other's dQ nor for L2. dK (times scale) and dV, summed over the group
+//     in registers, are written once at the end: no atomics on dK/dV, so GQA/MQA need no second
+//     pass. (FlashAttention-3's order and dQ writer, learnt from its hopper/ mainloop.)
+//  3. postprocess: dQ = scale · accumulator (tile-blocked: per query tile, the two consumers'
+//     chunks), in the dtype and BSHD layout.
 //     At d256 (tile 64 x 64, one Q/dO stage) the consumers split the columns of dK/dV instead
 //     of the keys: each computes Sᵀ and dPᵀ for half of the tile's queries, writes Pᵀ and dSᵀ to
 //     shared memory, and runs dV += Pᵀ dO and dK += dSᵀ Q as SS-wgmma on its 128 columns.
@@ -45,11 +50,13 @@
 // + 4 B per 64 rows (turn counters); rows: B · Hq · Sq_pad, varlen Hq · 128 · (⌊total_q / 128⌋ +
 // B + 1).
 // Option deterministic=1: key blocks add into each query tile's dQ in their order (a turn counter
-// per 64 query rows; the first is the first block the tile's rows see), so dQ is the same bit for
-// bit on every run; default 0, any order.
+// per query tile, two steps per block: its chunk 0, then 1; the first block is the first one the
+// tile's rows see), so dQ is the same bit for bit on every run; default 0, any order.
+// Registers: the producer warpgroup keeps 40 (the TMA thread and the dQ writers' loops), the
+// consumers 232 (40 · 128 + 2 · 232 · 128 = 64512 of 65536).
 // Limits: f16/bf16; sm_90a only.
-// Not yet overlapped: the next query tile's GEMMs wait for this tile's softmax and dQ (see
-// docs/tuning_flash_wgmma.md).
+// Not yet overlapped: the next query tile's Sᵀ/dPᵀ GEMMs wait for this tile's dK GEMM, and the
+// consumers' barrier keeps their element-wise work in step (docs/tuning_flash_wgmma.md).
 #include <cmath>
 #include <cstdint>
 #include <hopper/host.cuh>
@@ -90,8 +97,14 @@ struct BwdCfg {
   static constexpr int kDqBytes = kBlockM * D * 4;
   static constexpr int kOffV = kKVBytes, kOffQ = 2 * kKVBytes;
   static constexpr int kOffDs = kOffQ + 2 * kStages * kQBytes;
-  // kSplitCols: Pᵀ beside dSᵀ (the dV GEMM's A operand); otherwise Pᵀ stays in registers.
-  static constexpr int kOffDq = kOffDs + (kSplitCols ? 2 : 1) * kDsBytes;
+  // dSᵀ (kSplitCols: and Pᵀ beside it, the dV GEMM's A operand; otherwise Pᵀ stays in
+  // registers) in two buffers, by iteration parity: a consumer may write the next tile's while
+  // the other's dQ GEMM still reads this tile's (the consumers' barrier 1 keeps them within one
+  // iteration of each other).
+  static constexpr int kDsBufBytes = (kSplitCols ? 2 : 1) * kDsBytes;
+  // The dQ tile in shared memory: one region of kDqBytes / 2 per consumer (its rows, kSplitM, or
+  // its columns, row-major within), reduce-added by that consumer's writer warp as one chunk.
+  static constexpr int kOffDq = kOffDs + 2 * kDsBufBytes;
   // Per stat buffer: kBlockM floats of LSE·log2e, then kBlockM of D.
   static constexpr int kStatBytes = 2 * kBlockM * 4;
   static constexpr int kOffStat = kOffDq + kDqBytes;  // two buffers: this tile's, the next's
@@ -221,11 +234,13 @@ __global__ void __launch_bounds__(256)
 
 // dQ = scale · accumulator; one thread per element pair, grid-stride over the packed rows
 // (B · Sq, or total_q) x Hq x head_dim / 2. Varlen: the token's sequence by binary search over
-// cu_q.
+// cu_q. The accumulator holds each query tile of bm rows as the main kernel's two consumer chunks
+// of bm x d_pad / 2 floats: split_m, rows [0, 64) then [64, 128), each row-major over d_pad
+// columns; else columns [0, d_pad / 2) then the rest, each row-major over its d_pad / 2.
 template <class T>
 __global__ void __launch_bounds__(256)
     bwd_postprocess_wgmma_kernel(const float* dq_accum, T* dq, const StatLayout L, int head_dim,
-                                 int d_pad, float scale, int64_t pairs) {
+                                 int d_pad, int bm, bool split_m, float scale, int64_t pairs) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < pairs;
        e += stride) {
@@ -246,7 +261,10 @@ __global__ void __launch_bounds__(256)
       b = static_cast<int>(tok / L.seq_q);
       i = static_cast<int>(tok % L.seq_q);
     }
-    const float* src = dq_accum + (L.row(b, h) + i) * d_pad + d;
+    const int r = i % bm, half = d_pad / 2;
+    const int64_t chunk = split_m ? static_cast<int64_t>(r / 64) * 64 * d_pad + (r % 64) * d_pad + d
+                                  : static_cast<int64_t>(d / half) * bm * half + r * half + d % half;
+    const float* src = dq_accum + (L.row(b, h) + i - r) * d_pad + chunk;
     *reinterpret_cast<uint32_t*>(dq + rest * head_dim + d) =
         Elem<T>::pack2(src[0] * scale, src[1] * scale);
   }
@@ -306,8 +324,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const uint32_t sk = base, sv = base + Cfg::kOffV;
   auto sq = [&](int s) { return base + Cfg::kOffQ + 2 * s * Cfg::kQBytes; };
   auto sdo = [&](int s) { return base + Cfg::kOffQ + (2 * s + 1) * Cfg::kQBytes; };
-  const uint32_t sds = base + Cfg::kOffDs, sdq = base + Cfg::kOffDq;
-  const uint32_t spt = sds + Cfg::kDsBytes;  // kSplitCols: Pᵀ, [key][query] like dSᵀ
+  auto sds = [&](int buf) { return base + Cfg::kOffDs + buf * Cfg::kDsBufBytes; };
+  auto spt = [&](int buf) { return sds(buf) + Cfg::kDsBytes; };  // kSplitCols: Pᵀ, like dSᵀ
+  auto sdq = [&](int cons) { return base + Cfg::kOffDq + cons * (Cfg::kDqBytes / 2); };
   auto slse = [&](int buf) { return base + Cfg::kOffStat + buf * Cfg::kStatBytes; };
   auto sdelta = [&](int buf) { return slse(buf) + 4 * BM; };
   const uint32_t bars = base + Cfg::kOffBar;
@@ -327,9 +346,28 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   }
   __syncthreads();
 
+  // Named barriers: 1, the two consumers (both dSᵀ halves in shared memory before the dQ GEMM);
+  // per consumer c, kDqFull + c (its dQ region written: 128 consumer threads arrive, its writer
+  // warp waits) and kDqEmpty + c (the region's last reduce-add has read it: the writer arrives,
+  // the consumer waits before writing it again). Barriers with bar.sync / bar.arrive, not
+  // mbarriers, so that compute-sanitizer's racecheck sees the ordering of the region's reuse.
+  constexpr int kDqFull = 3, kDqEmpty = 5, kDqBarThreads = 128 + 32;
+  // The dQ accumulator's chunk of consumer c for the tile at StatLayout row `row`: the tile's
+  // BM x D floats are two chunks of BM x D / 2, each the consumer's region as it is in shared
+  // memory (kSplitM: its 64 rows, row-major; else its D / 2 columns, row-major over them); the
+  // postprocess reads it back in that order.
+  // Deterministic: the tile's turn counter goes up twice per key block (its chunk 0, then 1), the
+  // first block whose keys the tile's rows see going first (0 without a window).
+  auto turn_of = [&](int m0) {
+    int first = 0;
+    if constexpr (kLocal) first = max(0, m0 + coff - p.var.window_left) / BN;
+    return 2 * (n_block - first);
+  };
+
   if (wg == 0) {
     // ---- producer -------------------------------------------------------------------------------
-    setmaxnreg_dec<24>();
+    setmaxnreg_dec<40>();
+    const int pwarp = threadIdx.x / 32;
     if (threadIdx.x == 0 && n_iters > 0) {
       mbar_arrive_expect_tx(kv_full, 2 * Cfg::kKVBytes);
       for (int pn = 0; pn < Cfg::kPanels; ++pn) {
@@ -345,12 +383,39 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           tma_load_4d(sdo(s) + pn * BM * 128, &tdo, full, 64 * pn, h, q_tma0 + m0, tma_b);
         }
       }
+    } else if (pwarp == 1 || pwarp == 2) {
+      // The dQ writers: warp 1 + c adds consumer c's dQ chunk of each tile into the accumulator
+      // (one bulk reduce-add), so the consumers never wait for L2.
+      const int cw = pwarp - 1;
+      const int64_t row_b = p.stats.seq_base(b), head_stride = p.stats.head_stride();
+      for (int it = 0; it < n_iters; ++it) {
+        const int h = kvh * p.group + it / m_count, m0 = (m_start + it % m_count) * BM;
+        named_bar_sync(kDqFull + cw, kDqBarThreads);
+        if (threadIdx.x % 32 == 0) {
+          const int64_t row = row_b + h * head_stride + m0;
+          float* dst = p.dq_accum + row * D + cw * (BM * D / 2);
+          if constexpr (kDeterministic) {
+            int* turn = p.dq_turn + row / 64;
+            wait_turn(turn, turn_of(m0) + cw);
+            bulk_reduce_add_f32(dst, sdq(cw), Cfg::kDqBytes / 2);
+            tma_store_commit();
+            bulk_wait_complete();  // the sums are in global memory, not only read from shared
+            pass_turn_on(turn);
+          } else {
+            bulk_reduce_add_f32(dst, sdq(cw), Cfg::kDqBytes / 2);
+            tma_store_commit();
+            tma_store_wait_read();
+          }
+        }
+        __syncwarp();
+        if (it + 1 < n_iters) named_bar_arrive(kDqEmpty + cw, kDqBarThreads);
+      }
     }
     return;
   }
 
   // ---- consumers --------------------------------------------------------------------------------
-  setmaxnreg_inc<240>();
+  setmaxnreg_inc<232>();
   const int c = wg - 1;
   const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
   const bool signals = tid == 0;
@@ -365,11 +430,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 #pragma unroll
   for (int i = 0; i < DKV / 2; ++i) dv[i] = dk[i] = 0.f;
 
-  // The rows of LSE·log2e and D of iteration `it`'s tile (padded to seq_q_pad: whole tiles,
-  // 16-byte aligned) into stat buffer it % 2, by cp.async from warp 0 of consumer 0 (BM / 2
-  // chunks of 16 bytes). That warp waits for them before the consumers' barrier 1 of the
-  // iteration that issued them, and every consumer reads them after it: the next iteration's.
-  // Buffer it % 2 is written again two iterations on, after the barrier 1 that follows its reads.
+  // The rows of LSE·log2e and D of iteration `it`'s tile (padded: whole tiles, 16-byte aligned)
+  // into stat buffer it % 2, by cp.async from warp 0 of consumer 0 (BM / 2 chunks of 16 bytes).
+  // That warp waits for them before the consumers' barrier 1 of the iteration that issued them,
+  // and every consumer reads them after it: the next iteration's. Buffer it % 2 is written again
+  // two iterations on, after the barrier 1 that follows its reads.
   const bool stat_loader = c == 0 && warp == 0;
   auto load_stats = [&](int it) {
     const int h = kvh * p.group + it / m_count, m0 = (m_start + it % m_count) * BM;
@@ -391,13 +456,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
   if (n_iters > 0) mbar_wait(kv_full, 0);
   for (int it = 0; it < n_iters; ++it) {
-    const int s = qdo_pipe.stage(it);
-    const int h = kvh * p.group + it / m_count, m0 = (m_start + it % m_count) * BM;
+    const int s = qdo_pipe.stage(it), buf = it % 2;
+    const int m0 = (m_start + it % m_count) * BM;
     if (stat_loader && it + 1 < n_iters) load_stats(it + 1);
     qdo_pipe.consumer_wait(it);
 
-    // Sᵀ = K Qᵀ, dPᵀ = V dOᵀ: this consumer's 64 keys x SN queries (kSplitCols: the same 64 keys,
-    // queries q_local0 ...; else its own keys, every query), D/16 k-steps each.
+    // Sᵀ = K Qᵀ, then dPᵀ = V dOᵀ, in two groups: this consumer's 64 keys x SN queries
+    // (kSplitCols: the same 64 keys, queries q_local0 ...; else its own keys, every query), D/16
+    // k-steps each. P is computed while the dPᵀ GEMM runs.
     float st[SN / 2], dpt[SN / 2];
     wgmma_fence();
 #pragma unroll
@@ -407,6 +473,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       Wgmma<T, SN>::template ss<0, 0>(st, desc_k_major(sk + off), desc_k_major(sq(s) + qoff),
                                       kk > 0);
     }
+    wgmma_commit();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint32_t off = (kk / 4) * BN * 128 + (kSplitCols ? 0 : 64 * c * 128) + (kk % 4) * 32;
@@ -415,12 +482,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                                       kk > 0);
     }
     wgmma_commit();
-    wgmma_wait<0>();
+    // Sᵀ has landed; dPᵀ may still run. Soft cap: both, so that dS's factor 1 − t² is used where
+    // t is computed (kept until dPᵀ lands, it would not fit the registers at d64).
+    wgmma_wait<kSoftcap ? 0 : 1>();
     fence_regs(st);
-    fence_regs(dpt);
+    if constexpr (kSoftcap) fence_regs(dpt);
 
-    // Pᵀ and dSᵀ in place; masked (or past seq_q / seq_kv) entries are 0. Rows past seq_q and
-    // rows whose LSE is -inf have LSE·log2e = +inf in the stage: their P is exp2(-inf) = 0.
+    // Pᵀ in place; masked (or past seq_q / seq_kv) entries are 0. Rows past seq_q and rows whose
+    // LSE is -inf have LSE·log2e = +inf in the stage: their P is exp2(-inf) = 0. Soft cap: dSᵀ =
+    // Pᵀ ∘ (dPᵀ − D) ∘ (1 − t²) here too.
     bool need_mask = n0 + BN > seq_kv || (kCausal && n0 + BN - 1 > m0 + coff);
     if constexpr (kLocal) {
       need_mask = need_mask ||
@@ -432,8 +502,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 #pragma unroll
       for (int e1 = 0; e1 < 2; ++e1) {
         const int ql = q_local0 + 8 * g + 2 * (lane % 4) + e1, q = m0 + ql;
-        const float lse2 = attn_mma::ld_shared_f32(slse(it % 2) + 4 * ql);
-        const float delta = attn_mma::ld_shared_f32(sdelta(it % 2) + 4 * ql);  // zero past seq_q
+        const float lse2 = attn_mma::ld_shared_f32(slse(buf) + 4 * ql);
+        [[maybe_unused]] float delta = 0.f;
+        if constexpr (kSoftcap) delta = attn_mma::ld_shared_f32(sdelta(buf) + 4 * ql);
 #pragma unroll
         for (int e2 = 0; e2 < 2; ++e2) {
           const int i = 4 * g + 2 * e2 + e1;
@@ -443,29 +514,45 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
             ok = key < seq_kv && (!kCausal || key <= q + coff);
             if constexpr (kLocal) ok = ok && !attnbench::cuda::window_hides(p.var, q + coff, key);
           }
-          float x = st[i], dcap = 1.f;  // soft cap: t = tanh(q.k softcap_in), dt/ds ∝ 1 − t²
-          if constexpr (kSoftcap) {
-            x = attn_mma::tanh_approx(x * p.var.softcap_in);
-            dcap = 1.f - x * x;
-          }
+          float x = st[i];  // soft cap: t = tanh(q.k softcap_in)
+          if constexpr (kSoftcap) x = attn_mma::tanh_approx(x * p.var.softcap_in);
           // The exponent is <= 0 in exact arithmetic; clamped so that rounding at huge scales
           // cannot push P past 1 (or to inf).
-          const float pv = ok ? attn_mma::exp2_approx(fminf(fmaf(x, sl2, -lse2), 0.f)) : 0.f;
-          st[i] = pv;
-          dpt[i] = kSoftcap ? pv * (dpt[i] - delta) * dcap : pv * (dpt[i] - delta);
+          st[i] = ok ? attn_mma::exp2_approx(fminf(fmaf(x, sl2, -lse2), 0.f)) : 0.f;
+          if constexpr (kSoftcap) dpt[i] = st[i] * (dpt[i] - delta) * (1.f - x * x);
         }
       }
-    // As A fragments (k = queries): query groups 2kk and 2kk+1 of the accumulators.
+    // Pᵀ as A fragments (k = queries): query groups 2kk and 2kk+1 of the accumulator.
     uint32_t pa[SN / 16][4], dsa[SN / 16][4];
 #pragma unroll
     for (int kk = 0; kk < SN / 16; ++kk)
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        pa[kk][r] = Elem<T>::pack2(st[8 * kk + 2 * r], st[8 * kk + 2 * r + 1]);
+      for (int r = 0; r < 4; ++r) pa[kk][r] = Elem<T>::pack2(st[8 * kk + 2 * r], st[8 * kk + 2 * r + 1]);
+
+    if constexpr (!kSoftcap) {
+      wgmma_wait<0>();  // dPᵀ has landed
+      fence_regs(dpt);
+      // dSᵀ = Pᵀ ∘ (dPᵀ − D).
+#pragma unroll
+      for (int g = 0; g < SN / 8; ++g)
+#pragma unroll
+        for (int e1 = 0; e1 < 2; ++e1) {
+          const int ql = q_local0 + 8 * g + 2 * (lane % 4) + e1;
+          const float delta = attn_mma::ld_shared_f32(sdelta(buf) + 4 * ql);  // zero past seq_q
+#pragma unroll
+          for (int e2 = 0; e2 < 2; ++e2) {
+            const int i = 4 * g + 2 * e2 + e1;
+            dpt[i] = st[i] * (dpt[i] - delta);
+          }
+        }
+    }
+#pragma unroll
+    for (int kk = 0; kk < SN / 16; ++kk)
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
         dsa[kk][r] = Elem<T>::pack2(dpt[8 * kk + 2 * r], dpt[8 * kk + 2 * r + 1]);
-      }
-    // dSᵀ (kSplitCols: and Pᵀ) to shared memory, [key][query] in 64-query panels (128-byte
-    // swizzle), for this tile's dQ (and the dV and dK GEMMs).
+    // dSᵀ (kSplitCols: and Pᵀ) to shared memory buffer `buf`, [key][query] in 64-query panels
+    // (128-byte swizzle), for this tile's dQ (and the dV and dK GEMMs).
 #pragma unroll
     for (int g = 0; g < SN / 8; ++g)
 #pragma unroll
@@ -473,30 +560,27 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         const int r = krow_local + 8 * e2, gq = q_local0 / 8 + g;  // gq: 8-query group of the tile
         const uint32_t chunk = static_cast<uint32_t>((gq % 8) ^ (r % 8));
         const uint32_t addr = (gq / 8) * BN * 128 + r * 128 + chunk * 16 + (lane % 4) * 4;
-        attn_mma::st_shared_b32(sds + addr, dsa[g / 2][(g % 2) * 2 + e2]);
-        if constexpr (kSplitCols) attn_mma::st_shared_b32(spt + addr, pa[g / 2][(g % 2) * 2 + e2]);
+        attn_mma::st_shared_b32(sds(buf) + addr, dsa[g / 2][(g % 2) * 2 + e2]);
+        if constexpr (kSplitCols) {
+          attn_mma::st_shared_b32(spt(buf) + addr, pa[g / 2][(g % 2) * 2 + e2]);
+        }
       }
     fence_proxy_async();
 
     if constexpr (!kSplitCols) {
-      // dV += Pᵀ dO, dK += dSᵀ Q: k = queries (16 per step, 2 KiB of a panel), N = D.
+      // dV += Pᵀ dO (k = queries, 16 per step, 2 KiB of a panel; N = D), running through the
+      // barrier below.
       fence_regs(dv);
-      fence_regs(dk);
       fence_regs(pa);
-      fence_regs(dsa);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < BM / 16; ++kk)
         Wgmma<T, D>::template rs<1>(dv, pa[kk], desc_mn_major(sdo(s) + kk * 2048, BM * 128), 1);
-#pragma unroll
-      for (int kk = 0; kk < BM / 16; ++kk)
-        Wgmma<T, D>::template rs<1>(dk, dsa[kk], desc_mn_major(sq(s) + kk * 2048, BM * 128), 1);
       wgmma_commit();
     }
 
-    // Both consumers' dSᵀ (and Pᵀ) are in shared memory (and the last tile's dQ reduction has read
-    // its shared memory: the thread that issued it waited before arriving here); the next tile's
-    // LSE·log2e and D rows have landed in their buffer, and this tile's were read.
+    // Both consumers' dSᵀ (and Pᵀ) of this tile are in shared memory; the next tile's LSE·log2e
+    // and D rows have landed in their buffer, and this tile's were read.
     if (stat_loader) attn_mma::cp_async_wait<0>();
     named_bar_sync(1, 256);
 
@@ -509,11 +593,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       const uint32_t panel0 = (col0 / 64) * BM * 128;
 #pragma unroll
       for (int kk = 0; kk < BM / 16; ++kk)
-        Wgmma<T, DKV>::template ss<0, 1>(dv, desc_k_major(spt + kk * 32),
+        Wgmma<T, DKV>::template ss<0, 1>(dv, desc_k_major(spt(buf) + kk * 32),
                                          desc_mn_major(sdo(s) + panel0 + kk * 2048, BM * 128), 1);
 #pragma unroll
       for (int kk = 0; kk < BM / 16; ++kk)
-        Wgmma<T, DKV>::template ss<0, 1>(dk, desc_k_major(sds + kk * 32),
+        Wgmma<T, DKV>::template ss<0, 1>(dk, desc_k_major(sds(buf) + kk * 32),
                                          desc_mn_major(sq(s) + panel0 + kk * 2048, BM * 128), 1);
       wgmma_commit();
     }
@@ -523,7 +607,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
-      const uint32_t a = sds + (Cfg::kSplitM ? c * BN * 128 : 0) + kk * 2048;
+      const uint32_t a = sds(buf) + (Cfg::kSplitM ? c * BN * 128 : 0) + kk * 2048;
       const uint32_t bk = sk + (Cfg::kSplitM ? 0 : c * (Cfg::kDqN / 64) * BN * 128) + kk * 2048;
       Wgmma<T, Cfg::kDqN>::template ss<1, 1>(dq, desc_mn_major(a, BN * 128),
                                              desc_mn_major(bk, BN * 128), kk > 0);
@@ -538,45 +622,36 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       if (signals) qdo_pipe.consumer_release(it);
       wgmma_wait<0>();
     } else {
-      wgmma_wait<0>();  // dV, dK and dQ have landed: the stage and dSᵀ are free
-      fence_regs(dv);
+      // dK += dSᵀ Q behind the dQ GEMM; wait for dV and dQ only, dK runs while dQ is stored.
       fence_regs(dk);
-      if (signals) qdo_pipe.consumer_release(it);
+      fence_regs(dsa);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; ++kk)
+        Wgmma<T, D>::template rs<1>(dk, dsa[kk], desc_mn_major(sq(s) + kk * 2048, BM * 128), 1);
+      wgmma_commit();
+      wgmma_wait<1>();
+      fence_regs(dv);
     }
     fence_regs(dq);
 
-      // The dQ tile to shared memory (float32, row-major [BM][D] like the accumulator) ...
+    // The dQ tile to this consumer's region (float32; kSplitM: its 64 rows x D, else BM rows x its
+    // kDqN columns, row-major), once its writer has read the last one; the writer adds it.
+    if (it > 0) named_bar_sync(kDqEmpty + c, kDqBarThreads);
 #pragma unroll
     for (int i = 0; i < Cfg::kDqN / 2; i += 2) {
-      const int row = (Cfg::kSplitM ? 64 * c : 0) + 16 * warp + lane / 4 + ((i & 2) ? 8 : 0);
-      const int col = (Cfg::kSplitM ? 0 : c * Cfg::kDqN) + 8 * (i / 4) + 2 * (lane % 4);
-      const uint32_t addr = sdq + static_cast<uint32_t>(row * D + col) * 4;
+      const int row = 16 * warp + lane / 4 + ((i & 2) ? 8 : 0);
+      const int col = 8 * (i / 4) + 2 * (lane % 4);
+      const uint32_t addr = sdq(c) + static_cast<uint32_t>(row * Cfg::kDqN + col) * 4;
       attn_mma::st_shared_f32(addr, dq[i]);
       attn_mma::st_shared_f32(addr + 4, dq[i + 1]);
     }
     fence_proxy_async();
-    named_bar_sync(2, 256);
-    // ... and added into the accumulator by one bulk reduction.
-    if (c == 0 && signals) {
-      const int64_t row = p.stats.row(b, h) + m0;
-      float* dst = p.dq_accum + row * D;
-      if constexpr (kDeterministic) {
-        // Key blocks add into a query tile in their order first, first + 1, ... (every block from
-        // the first one whose keys the tile's rows see, 0 without a window, up to the last one
-        // reaching the tile visits it), so the float32 sums are the same every run.
-        int first = 0;
-        if constexpr (kLocal) first = max(0, m0 + coff - p.var.window_left) / BN;
-        int* turn = p.dq_turn + row / 64;
-        wait_turn(turn, n_block - first);
-        bulk_reduce_add_f32(dst, sdq, Cfg::kDqBytes);
-        tma_store_commit();
-        bulk_wait_complete();  // the sums are in global memory, not only read from shared memory
-        pass_turn_on(turn);
-      } else {
-        bulk_reduce_add_f32(dst, sdq, Cfg::kDqBytes);
-        tma_store_commit();
-        tma_store_wait_read();
-      }
+    named_bar_arrive(kDqFull + c, kDqBarThreads);
+    if constexpr (!kSplitCols) {
+      wgmma_wait<0>();  // dK has read the stage
+      fence_regs(dk);
+      if (signals) qdo_pipe.consumer_release(it);
     }
   }
 
@@ -787,7 +862,7 @@ class FlashBwdWgmma final : public attnbench::Implementation {
       if (pairs > 0) {
         attn_hopper::launch(bwd_postprocess_wgmma_kernel<T>, dim3(post_blocks), dim3(256), 0,
                             a.stream, dq_accum, static_cast<T*>(a.dq), p.stats, pr.head_dim, d_pad,
-                            p.scale, pairs);
+                            Cfg::kBlockM, Cfg::kSplitM, p.scale, pairs);
       }
     });
   }

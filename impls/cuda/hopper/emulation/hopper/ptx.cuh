@@ -384,13 +384,19 @@ inline int atomic_add_i32(int* p, int v) {
   return old;
 }
 
-// Blocks run in launch order here, one at a time: the turn must already be ours.
+// Blocks run in launch order here, one at a time: a turn that has passed (or that only a later
+// block could pass) would deadlock; one that another thread of this block passes (a writer warp
+// after another's chunk) is waited for, the scheduler's no-progress check catching the rest.
 inline void wait_turn(const int* turn, int mine) {
-  if (*turn != mine)
-    EMU_FAIL("turn counter at %d, block %d waits for it: would deadlock", *turn, mine);
+  while (*turn != mine) {
+    if (*turn > mine)
+      EMU_FAIL("turn counter at %d, block %d waits for it: would deadlock", *turn, mine);
+    emu::yield();
+  }
 }
 inline void pass_turn_on(int* turn) {
   ++*turn;
+  ++emu::progress;
 }
 inline void bulk_wait_complete() {}
 
