@@ -3,11 +3,12 @@
 // accept the graphs (attribute names, types, shapes, strides, the pattern itself).
 //
 // A developer tool, in no CMake target: docs/peers.md has the command that builds it (with
-// -DATTNBENCH_CUDNN_OFFLINE_CHECK, without which this file is empty) from impls/cuda/library/cudnn/.
-// It needs cuDNN >= 9.8 (device descriptions) and libcuda.so.1 resolvable: the CUDA toolkit's stub library is enough, since the
-// check stops where cuDNN, having compiled an engine's kernel with NVRTC, tries to load it onto
-// the GPU. A configuration that fails only there (CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER) passed
-// every support check; any other failure is reported with cuDNN's message.
+// -DATTNBENCH_CUDNN_OFFLINE_CHECK, without which this file is empty) from
+// impls/cuda/library/cudnn/. It needs cuDNN >= 9.8 (device descriptions) and libcuda.so.1
+// resolvable: the CUDA toolkit's stub library is enough, since the check stops where cuDNN, having
+// compiled an engine's kernel with NVRTC, tries to load it onto the GPU. A configuration that fails
+// only there (CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER) passed every support check; any other
+// failure is reported with cuDNN's message.
 #if defined(ATTNBENCH_CUDNN_OFFLINE_CHECK) && defined(ATTNBENCH_HAVE_CUDNN_HEADERS)
 
 #include <algorithm>
@@ -72,6 +73,7 @@ struct VarlenCase {
 };
 
 const std::vector<VarlenCase>& varlen_cases() {
+  // clang-format off
   static const std::vector<VarlenCase> cases = {
       {{50, 25, 9, 33}, {60, 30, 17, 40}, 2, 2, 64, false, CUDNN_DATA_BFLOAT16},  // normal lengths
       {{50, 25, 9, 33}, {60, 30, 17, 40}, 2, 2, 64, true, CUDNN_DATA_HALF},       // causal
@@ -85,6 +87,7 @@ const std::vector<VarlenCase>& varlen_cases() {
       {{4096, 64, 2000, 3000, 1024, 4096, 2104}, {4096, 64, 2000, 3000, 1024, 4096, 2104}, 16,
        16, 128, true, CUDNN_DATA_BFLOAT16},
   };
+  // clang-format on
   return cases;
 }
 
@@ -188,16 +191,15 @@ int main(int argc, char** argv) {
       s.total_kv = std::accumulate(c.kv.begin(), c.kv.end(), std::int64_t{0});
       const SdpaFlags f = sdpa_flags(v, s);
       for (const bool bwd : {false, true}) {
+        const std::string window =
+            c.window_left >= 0 || c.window_right >= 0
+                ? " wl" + std::to_string(c.window_left) + " wr" + std::to_string(c.window_right)
+                : "";
         char what[240];
         std::snprintf(what, sizeof what, "%s varlen q[%s] kv[%s] hq%lld hkv%lld d%lld %s%s %s",
                       bwd ? "bwd" : "fwd", join(c.q).c_str(), join(c.kv).c_str(),
                       static_cast<long long>(c.hq), static_cast<long long>(c.hkv),
-                      static_cast<long long>(c.d), c.causal ? "causal" : "full",
-                      c.window_left >= 0 || c.window_right >= 0
-                          ? (" wl" + std::to_string(c.window_left) + " wr" +
-                             std::to_string(c.window_right))
-                                .c_str()
-                          : "",
+                      static_cast<long long>(c.d), c.causal ? "causal" : "full", window.c_str(),
                       name(c.io));
         bad += !check(what, s, f, bwd, prop.get());
       }

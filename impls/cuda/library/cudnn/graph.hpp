@@ -1,8 +1,9 @@
 // A small owner for cuDNN backend-API graphs (cuda.cudnn_sdpa's helpers): descriptors with RAII,
-// tensors named by unique id (optionally ragged: per-batch start offsets), the four operation kinds the SDPA graphs use (pointwise, matmul,
-// reduction, reshape), plan selection through the engine heuristics, and execution with a cached
-// variant pack. Every call goes through the dlsym'd table in loader.hpp and every status is
-// checked; a failure throws std::runtime_error naming the call and cuDNN's message.
+// tensors named by unique id (optionally ragged: per-batch start offsets), the four operation
+// kinds the SDPA graphs use (pointwise, matmul, reduction, reshape), plan selection through the
+// engine heuristics, and execution with a cached variant pack. Every call goes through the dlsym'd
+// table in loader.hpp and every status is checked; a failure throws std::runtime_error naming the
+// call and cuDNN's message.
 #pragma once
 
 #ifdef ATTNBENCH_HAVE_CUDNN_HEADERS

@@ -63,8 +63,8 @@ Dims rows_strides(const SdpaShape& s) {
 
 // The graph's inputs that only varlen has: per-sequence lengths and the ragged offsets.
 struct Varlen {
-  Id seq_q = -1, seq_kv = -1;       // [b,1,1,1] int32 lengths (also the dense padding workaround)
-  Id off_q = -1, off_kv = -1;       // [b+1,1,1,1] int32 element offsets
+  Id seq_q = -1, seq_kv = -1;  // [b,1,1,1] int32 lengths (also the dense padding workaround)
+  Id off_q = -1, off_kv = -1;  // [b+1,1,1,1] int32 element offsets
   Id off_stats = -1;
 };
 
@@ -94,8 +94,8 @@ Id stats_tensor(Graph& g, const SdpaShape& s, const Varlen& v) {
     return g.tensor("Stats", rows_dims(s), rows_strides(s), CUDNN_DATA_FLOAT, Storage::device,
                     kStats);
   }
-  return g.tensor("Stats", rows_dims(s), {s.sq, s.total_q, 1, 1}, CUDNN_DATA_FLOAT,
-                  Storage::device, kStats, v.off_stats);
+  return g.tensor("Stats", rows_dims(s), {s.sq, s.total_q, 1, 1}, CUDNN_DATA_FLOAT, Storage::device,
+                  kStats, v.off_stats);
 }
 
 // The sliding-window / causal mask: a diagonal band of at most two halves, each a node of its own
