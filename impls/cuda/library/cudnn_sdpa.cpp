@@ -5,15 +5,23 @@
 // kernels on sm90), reached through the cuDNN *backend* graph API. The forward graph is
 // matmul(Q, Kᵀ) → ×scale → [causal / window mask] → softmax with statistics → matmul(P, V); the
 // backward graph recomputes P from the LSE and produces dQ, dK, dV (graphs in
-// cudnn/sdpa_graph.cpp).
+// cudnn/sdpa_graph.cpp). Varlen (packed THD) batches add cuDNN's padding mask (per-sequence
+// lengths) and ragged offsets, the pattern cudnn-frontend lowers padding_mask + ragged offsets to.
 // Passes over HBM (as cuDNN's engines do them): forward reads Q, K, V once per query tile and
 // writes O and LSE; backward reads Q, K, V, O, dO, LSE, writes a float32 D = rowsum(dO ∘ O) and a
 // float32 dQ accumulator, then dQ, dK, dV.
 // Writes: o, lse (forward); dq, dk, dv (backward). LSE is cuDNN's "Stats" tensor, which is
 // max + log Σ exp(S − max) of the *scaled* scores, i.e. exactly attnbench's natural-log LSE, so
-// cuDNN writes it directly into the harness's [b, hq, sq] buffer: no conversion pass.
+// cuDNN writes it directly into the harness's [b, hq, sq] buffer: no conversion pass. Varlen: the
+// [hq, total_q] LSE is a ragged Stats tensor (head stride total_q, sequence b at cu_seqlens_q[b]),
+// which cuDNN 9.19 accepts for the H200, forward and backward (docs/peers.md, the offline check),
+// so again no copy and no scratch LSE (the frontend refuses a ragged LSE in the backward on sm8x
+// and sm12x only: SKIP there).
 // Extra memory: the plan's own workspace (often 0 for the forward) plus, for the backward,
-// b·hq·sq floats (D) and b·hq·sq·d floats (dQ accumulator) — O(seq), as for FlashAttention.
+// b·hq·sq floats (D) and b·hq·sq·d floats (dQ accumulator) — O(seq), as for FlashAttention
+// (varlen: padded to the longest sequence, b·hq·max_seq, as cudnn-frontend does by default);
+// varlen also 5 int32 arrays of b + 1 (lengths and offsets, written by cudnn/ragged.cu's one small
+// kernel on the call's stream from the harness's cu_seqlens before each call).
 // Limits: f16/bf16 only; head_dim a multiple of 8 up to 256 (Hopper; 128 on other GPUs for the
 // backward and on Ampere for cuDNN ≤ 9.9); sm80+. Causal with seq_q > seq_kv is a SKIP (cuDNN's
 // bottom-right mask needs seq_q ≤ seq_kv), and with seq_q < seq_kv it needs cuDNN ≥ 9.6 unless
@@ -21,7 +29,11 @@
 // causal) need seq_q <= seq_kv (else a SKIP, as in cudnn-frontend); before cuDNN 9.10.2 a
 // window_left needs a right bound (causal or window_right), before 9.6 a window_left with a right
 // bound needs seq_q == seq_kv, and 9.14.0 refuses a window_left without a right bound past 1024
-// keys (a known cuDNN bug). Soft-capping and varlen (ragged) batches are not in these graphs: SKIP.
+// keys (a known cuDNN bug). Soft-capping is not in these graphs: SKIP. Varlen needs cuDNN >= 9.6
+// and sm90+ (sm80 with >= 9.18.1, forward only); with causal or a window every sequence needs
+// seq_q <= seq_kv (rows without a key are a SKIP, as for dense problems); a zero-length sequence
+// is a SKIP before cuDNN 9.25 (NaN rows: cudnn-frontend's own gate); offsets past 2^31 elements
+// are a SKIP (int32 offsets).
 // Anything else cuDNN rejects becomes a SKIP row carrying cuDNN's own message (no engine
 // configuration finalized).
 //
@@ -41,7 +53,9 @@
 // node). Causal and windows: bottom-right aligned as attnbench defines it, as cuDNN's diagonal
 // band (right bound R = 0 under causal, else window_right; left bound L = window_left + 1, the keys
 // up to and including the diagonal) — with seq_q == seq_kv the plain top-left pattern; otherwise
-// the indices are shifted by seq_kv − seq_q inside the graph.
+// the indices are shifted by seq_kv − seq_q inside the graph (varlen: always, per sequence, by the
+// length tensors). Varlen tensors are the same [b, h, s, d] views with s the longest sequence, b
+// the sequence count and each sequence starting at a ragged offset (cu_seqlens · h · d elements).
 // Plans: built once per (problem, pass, device) — in workspace_bytes(), supports_extra() or
 // prepare(), whichever comes first — and cached for the process; forward()/backward() only bind
 // pointers (a cached variant pack) and call cudnnBackendExecute on the harness's stream.
@@ -66,6 +80,7 @@
 
 #include "library/cudnn/graph.hpp"
 #include "library/cudnn/loader.hpp"
+#include "library/cudnn/ragged.hpp"
 #include "library/cudnn/sdpa_graph.hpp"
 #include "common/workspace.hpp"
 #endif
@@ -98,17 +113,21 @@ Problem as_graphed(Problem p) {
 }
 
 cudnn::SdpaShape shape_of(const Problem& p) {
-  return {p.batch,
-          p.heads_q,
-          p.heads_kv,
-          p.seq_q,
-          p.seq_kv,
-          p.head_dim,
-          p.causal,
-          static_cast<float>(p.effective_scale()),
-          p.dtype == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF,
-          p.window_left,
-          p.window_right};
+  cudnn::SdpaShape s{p.batch,
+                     p.heads_q,
+                     p.heads_kv,
+                     p.seq_q,
+                     p.seq_kv,
+                     p.head_dim,
+                     p.causal,
+                     static_cast<float>(p.effective_scale()),
+                     p.dtype == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF,
+                     p.window_left,
+                     p.window_right};
+  s.varlen = p.varlen();  // then batch is the sequence count, seq_q/seq_kv the longest
+  s.total_q = p.total_q();
+  s.total_kv = p.total_kv();
+  return s;
 }
 
 // One built (or failed) plan. Device-side per-batch sequence lengths exist only for the backward
@@ -121,7 +140,9 @@ struct Entry {
   std::int32_t* seq_lens = nullptr;  // [2 * b]: seq_q for each batch, then seq_kv
 };
 
-using Key = std::tuple<int, bool, int, int, int, int, int, int, bool, double, int, int, int>;
+// (The varlen lengths are part of the key: the LSE's head stride is total_q.)
+using Key = std::tuple<int, bool, int, int, int, int, int, int, bool, double, int, int, int,
+                       std::vector<int>, std::vector<int>>;
 
 // Process-wide cuDNN state: handles per device and plans per problem. Never destroyed, because
 // cuDNN and the CUDA runtime may already be torn down when static destructors run.
@@ -154,7 +175,9 @@ class State {
                   p.effective_scale(),
                   static_cast<int>(p.dtype),
                   p.window_left,
-                  p.window_right};
+                  p.window_right,
+                  p.seqlens_q,
+                  p.seqlens_kv};
     auto it = entries_.find(key);
     if (it != entries_.end()) return it->second;
     Entry& e = entries_[key];
@@ -191,11 +214,77 @@ State& state() {
   return *s;
 }
 
-// Workspace of one pass: the plan's, then (backward) D and the dQ accumulator.
+// Workspace of one pass: the plan's, then (backward) D and the dQ accumulator, then (varlen) the
+// per-sequence lengths and ragged offsets (cudnn/ragged.hpp), each 256-byte aligned.
+std::int64_t ragged_metadata_offset(const Entry& e, bool bwd) {
+  const std::int64_t plan = align_up(e.plan->workspace_bytes());
+  return bwd ? plan + cudnn::sdpa_bwd_extra_bytes(e.shape) : plan;
+}
+
 std::int64_t pass_workspace(const Entry& e, bool bwd) {
   if (!e.plan) return 0;
-  if (!bwd) return e.plan->workspace_bytes();
-  return align_up(e.plan->workspace_bytes()) + cudnn::sdpa_bwd_extra_bytes(e.shape);
+  if (!e.shape.varlen) {
+    return bwd ? ragged_metadata_offset(e, bwd) : e.plan->workspace_bytes();
+  }
+  return ragged_metadata_offset(e, bwd) + cudnn::ragged_metadata_bytes(e.shape.b);
+}
+
+// Varlen: builds the lengths and offsets the graph reads (in the workspace, on the call's stream)
+// from the harness's device cu_seqlens, and returns them.
+cudnn::RaggedMetadata ragged_metadata(const Entry& e, bool bwd, const Problem& p, void* workspace,
+                                      const std::int32_t* cu_q, const std::int32_t* cu_kv,
+                                      cudaStream_t stream) {
+  if (!cu_q || !cu_kv) {
+    throw std::runtime_error("cuda.cudnn_sdpa: varlen problem " + p.label() +
+                             " called without cu_seqlens_q / cu_seqlens_kv");
+  }
+  const cudnn::RaggedMetadata m = cudnn::ragged_metadata_at(
+      static_cast<char*>(workspace) + ragged_metadata_offset(e, bwd), e.shape.b);
+  cudnn::build_ragged_metadata(m, cu_q, cu_kv, e.shape.b,
+                               static_cast<std::int32_t>(e.shape.hq * e.shape.d),
+                               static_cast<std::int32_t>(e.shape.hkv * e.shape.d), stream);
+  return m;
+}
+
+// Varlen (packed THD) checks: what cuDNN documents or is known to get wrong, per sequence.
+Support varlen_support(const Problem& p, bool bwd, int major, std::size_t v) {
+  if (v < 90600) {
+    return Support::no(
+        "cuDNN < 9.6 supports ragged (THD) batches without GQA only, and bottom-right masks only "
+        "for lengths that are multiples of 64");
+  }
+  if (major < 9 && v < 91801) {
+    return Support::no("cuDNN < 9.18.1 supports ragged (THD) batches only on sm90 and newer");
+  }
+  if (bwd && (major == 8 || major == 12)) {
+    return Support::no("cuDNN's SDPA backward does not read a ragged (packed) LSE on sm" +
+                       std::to_string(major) + "x");
+  }
+  // Offsets are int32 element counts (cudnn/ragged.hpp).
+  constexpr std::int64_t kMax = std::int64_t{1} << 31;
+  if (p.total_q() * p.heads_q * p.head_dim >= kMax ||
+      p.total_kv() * p.heads_kv * p.head_dim >= kMax) {
+    return Support::no("ragged offsets past 2^31 elements (total tokens x heads x head_dim)");
+  }
+  for (int b = 0; b < p.batch; ++b) {
+    const int sq = p.seq_q_of(b), skv = p.seq_kv_of(b);
+    const std::string which = "sequence " + std::to_string(b) + " has seq_q " + std::to_string(sq) +
+                              ", seq_kv " + std::to_string(skv);
+    if ((sq == 0 || skv == 0) && v < 92500) {
+      return Support::no(
+          "cuDNN < 9.25 does not support zero-length sequences in a ragged batch (NaN rows; "
+          "cudnn-frontend gates them at 9.25.0): " +
+          which);
+    }
+    // As for dense problems: with queries past the keys, rows that see no key (O = 0, LSE = -inf)
+    // are outside what cuDNN's bottom-right band documents.
+    if ((p.causal || p.has_window()) && sq > skv) {
+      return Support::no(std::string("cuDNN's bottom-right ") +
+                         (p.causal ? "causal mask" : "sliding window") +
+                         " needs seq_q <= seq_kv in every sequence: " + which);
+    }
+  }
+  return Support::yes();
 }
 
 // Checks that cuDNN's fused SDPA documents as unsupported, so the SKIP reason is specific
@@ -212,6 +301,9 @@ Support static_support(const Problem& problem, Pass pass, std::size_t v) {
     return Support::no("no usable CUDA device");
   }
   if (major < 8) return Support::no("cuDNN fused SDPA needs sm80 or newer");
+  if (p.varlen()) {
+    if (Support s = varlen_support(p, bwd, major, v); !s) return s;
+  }
   if (major == 8 && p.head_dim > 128 && v <= 90900) {
     return Support::no("cuDNN <= 9.9 supports head_dim <= 128 on Ampere");
   }
@@ -280,7 +372,8 @@ class CudnnSdpa final : public Implementation {
     c.head_dim_multiple = 8;
     c.causal = true;
     c.gqa = true;
-    c.window = true;  // seq_q <= seq_kv (static_support); soft cap and varlen: not in these graphs
+    c.window = true;  // seq_q <= seq_kv (static_support); soft cap: not in these graphs
+    c.varlen = true;  // cuDNN >= 9.6, sm90+ (static_support); no zero-length sequence before 9.25
     c.forward = true;
     c.backward = true;
     // cuDNN's own bug, reported by `check` and asserted to still fail (conformance.hpp): the
@@ -355,22 +448,31 @@ class CudnnSdpa final : public Implementation {
   }
 
   // q: [B, Sq, Hq, D], k/v: [B, Skv, Hkv, D] -> o: [B, Sq, Hq, D], lse: [B, Hq, Sq]
+  // varlen: q [total_q, Hq, D], k/v [total_kv, Hkv, D] -> o like q, lse [Hq, total_q]
   void forward(const FwdArgs& a) const override {
     std::lock_guard lock(state().mu);
     Entry& e = ready(a.p, false, a.workspace_bytes);
     cudnnHandle_t h = state().handle(current_device());
-    ATTN_CHECK(cudnn::api().SetStream(h, static_cast<cudaStream_t>(a.stream)));
-    const std::array<cudnn::Plan::Binding, 5> buffers{{
+    const auto stream = static_cast<cudaStream_t>(a.stream);
+    ATTN_CHECK(cudnn::api().SetStream(h, stream));
+    std::array<cudnn::Plan::Binding, 10> buffers{{
         {cudnn::kQ, const_cast<void*>(a.q)},
         {cudnn::kK, const_cast<void*>(a.k)},
         {cudnn::kV, const_cast<void*>(a.v)},
         {cudnn::kO, a.o},
         {cudnn::kStats, a.lse},
     }};
-    e.plan->execute(h, buffers, a.workspace);
+    std::size_t n = 5;
+    if (e.shape.varlen) {
+      const cudnn::RaggedMetadata m =
+          ragged_metadata(e, false, a.p, a.workspace, a.cu_seqlens_q, a.cu_seqlens_kv, stream);
+      n = bind_ragged(buffers, n, m);
+    }
+    e.plan->execute(h, std::span<const cudnn::Plan::Binding>(buffers.data(), n), a.workspace);
   }
 
   // q, o, dout: [B, Sq, Hq, D], k/v: [B, Skv, Hkv, D], lse: [B, Hq, Sq] -> dq, dk, dv like q, k, v
+  // (varlen: THD tensors and lse [Hq, total_q], as forward)
   void backward(const BwdArgs& a) const override {
     std::lock_guard lock(state().mu);
     Entry& e = ready(a.p, true, a.workspace_bytes);
@@ -385,7 +487,7 @@ class CudnnSdpa final : public Implementation {
           static_cast<std::size_t>(e.shape.b * e.shape.hq * e.shape.sq * e.shape.d) * 4;
       ATTN_CHECK(cudaMemsetAsync(dq_accum, 0, bytes, stream));
     }
-    std::array<cudnn::Plan::Binding, 13> buffers{{
+    std::array<cudnn::Plan::Binding, 16> buffers{{
         {cudnn::kQ, const_cast<void*>(a.q)},
         {cudnn::kK, const_cast<void*>(a.k)},
         {cudnn::kV, const_cast<void*>(a.v)},
@@ -397,14 +499,33 @@ class CudnnSdpa final : public Implementation {
         {cudnn::kdV, a.dv},
         {cudnn::kSoftmaxSum, extra},
         {cudnn::kdQAccum, dq_accum},
-        {cudnn::kSeqLenQ, e.seq_lens},
-        {cudnn::kSeqLenKV, e.seq_lens ? e.seq_lens + a.p.batch : nullptr},
     }};
-    const std::size_t n = e.seq_lens ? buffers.size() : buffers.size() - 2;
+    std::size_t n = 11;
+    if (e.seq_lens) {  // the dense padding workaround
+      buffers[n++] = {cudnn::kSeqLenQ, e.seq_lens};
+      buffers[n++] = {cudnn::kSeqLenKV, e.seq_lens + a.p.batch};
+    } else if (e.shape.varlen) {
+      const cudnn::RaggedMetadata m =
+          ragged_metadata(e, true, a.p, a.workspace, a.cu_seqlens_q, a.cu_seqlens_kv, stream);
+      n = bind_ragged(buffers, n, m);
+    }
     e.plan->execute(h, std::span<const cudnn::Plan::Binding>(buffers.data(), n), a.workspace);
   }
 
  private:
+  // Appends the varlen graph's five metadata tensors to buffers[n...]; returns the new count.
+  template <std::size_t N>
+  static std::size_t bind_ragged(std::array<cudnn::Plan::Binding, N>& buffers, std::size_t n,
+                                 const cudnn::RaggedMetadata& m) {
+    for (const cudnn::Plan::Binding& b : {cudnn::Plan::Binding{cudnn::kSeqLenQ, m.seq_q},
+                                          cudnn::Plan::Binding{cudnn::kSeqLenKV, m.seq_kv},
+                                          cudnn::Plan::Binding{cudnn::kRaggedQ, m.off_q},
+                                          cudnn::Plan::Binding{cudnn::kRaggedKV, m.off_kv},
+                                          cudnn::Plan::Binding{cudnn::kRaggedStats, m.off_stats}})
+      buffers.at(n++) = b;
+    return n;
+  }
+
   // The cached plan for this call; throws if it could not be built or the workspace is short.
   static Entry& ready(const Problem& p, bool bwd, std::size_t workspace_bytes) {
     Entry& e = state().entry(p, bwd);

@@ -69,7 +69,7 @@ const Graph::Tensor& Graph::find(Id id) const {
 
 Graph::Id Graph::tensor(const char* name, std::vector<std::int64_t> dims,
                         std::vector<std::int64_t> strides, cudnnDataType_t type, Storage storage,
-                        Id uid) {
+                        Id uid, Id ragged) {
   if (dims.size() != strides.size()) throw std::logic_error("cudnn graph: dims/strides rank");
   if (uid < 0) uid = next_uid_++;
   tensors_.emplace_back(Tensor{uid, name, std::move(dims), std::move(strides), type, storage,
@@ -86,13 +86,18 @@ Graph::Id Graph::tensor(const char* name, std::vector<std::int64_t> dims,
   ATTN_CUDNN_SET(t.desc, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual);
   if (by_value)
     ATTN_CUDNN_SET(t.desc, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value);
+  if (ragged >= 0) {
+    cudnnBackendDescriptor_t r = raw(ragged);
+    ATTN_CUDNN_SET(t.desc, CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                   &r);
+  }
   t.desc.finalize(name);
   return uid;
 }
 
 Graph::Id Graph::virt(std::vector<std::int64_t> dims, std::vector<std::int64_t> strides,
-                      cudnnDataType_t type) {
-  return tensor("virtual", std::move(dims), std::move(strides), type, Storage::virt);
+                      cudnnDataType_t type, Id ragged) {
+  return tensor("virtual", std::move(dims), std::move(strides), type, Storage::virt, -1, ragged);
 }
 
 Graph::Id Graph::virt_like(Id like, cudnnDataType_t type) {

@@ -1,8 +1,9 @@
 // A small owner for cuDNN backend-API graphs (cuda.cudnn_sdpa's helpers): descriptors with RAII,
-// tensors named by unique id, the four operation kinds the SDPA graphs use (pointwise, matmul,
-// reduction, reshape), plan selection through the engine heuristics, and execution with a cached
-// variant pack. Every call goes through the dlsym'd table in loader.hpp and every status is
-// checked; a failure throws std::runtime_error naming the call and cuDNN's message.
+// tensors named by unique id (optionally ragged: per-batch start offsets), the four operation
+// kinds the SDPA graphs use (pointwise, matmul, reduction, reshape), plan selection through the
+// engine heuristics, and execution with a cached variant pack. Every call goes through the dlsym'd
+// table in loader.hpp and every status is checked; a failure throws std::runtime_error naming the
+// call and cuDNN's message.
 #pragma once
 
 #ifdef ATTNBENCH_HAVE_CUDNN_HEADERS
@@ -63,11 +64,14 @@ class Graph {
   using Id = std::int64_t;  // the tensor's cuDNN unique id
 
   // A tensor with an explicit id (the graph's inputs and outputs) or the next free one (< 0).
+  // `ragged`: the id of a [b + 1, 1, 1, 1] int32 tensor of element offsets where each batch entry
+  // starts (CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC; a packed varlen batch), or -1.
   Id tensor(const char* name, std::vector<std::int64_t> dims, std::vector<std::int64_t> strides,
-            cudnnDataType_t type, Storage storage, Id uid = -1);
+            cudnnDataType_t type, Storage storage, Id uid = -1, Id ragged = -1);
   // A virtual tensor shaped like `like`.
   Id virt_like(Id like, cudnnDataType_t type);
-  Id virt(std::vector<std::int64_t> dims, std::vector<std::int64_t> strides, cudnnDataType_t type);
+  Id virt(std::vector<std::int64_t> dims, std::vector<std::int64_t> strides, cudnnDataType_t type,
+          Id ragged = -1);
   // Pass-by-value scalars, broadcast as [1, 1, 1, 1]; the value lives in the graph.
   Id scalar_f32(float v);
   Id scalar_i32(std::int32_t v);

@@ -33,14 +33,18 @@ Dims bshd_as_bhds(std::int64_t h, std::int64_t s, std::int64_t d) {
 }
 
 // An io-typed device tensor of BSHD storage with h heads and seq rows, seen as [b, h, seq, d],
-// or transposed as [b, h, d, seq] (K^T, V^T).
+// or transposed as [b, h, d, seq] (K^T, V^T). Varlen: THD storage, the same strides within a
+// sequence, and `ragged` (kRaggedQ or kRaggedKV) says where each sequence starts; the batch
+// stride is then unused.
 Id bshd_tensor(Graph& g, const char* name, const SdpaShape& s, std::int64_t h, std::int64_t seq,
-               Id uid) {
-  return g.tensor(name, {s.b, h, seq, s.d}, bshd_as_bhsd(h, seq, s.d), s.io, Storage::device, uid);
+               Id uid, Id ragged) {
+  return g.tensor(name, {s.b, h, seq, s.d}, bshd_as_bhsd(h, seq, s.d), s.io, Storage::device, uid,
+                  ragged);
 }
 Id bshd_tensor_t(Graph& g, const char* name, const SdpaShape& s, std::int64_t h, std::int64_t seq,
-                 Id uid) {
-  return g.tensor(name, {s.b, h, s.d, seq}, bshd_as_bhds(h, seq, s.d), s.io, Storage::device, uid);
+                 Id uid, Id ragged) {
+  return g.tensor(name, {s.b, h, s.d, seq}, bshd_as_bhds(h, seq, s.d), s.io, Storage::device, uid,
+                  ragged);
 }
 
 Dims scores_dims(const SdpaShape& s) {
@@ -55,6 +59,43 @@ Dims rows_dims(const SdpaShape& s) {
 // Packed [b, hq, sq, 1]: attnbench's LSE layout [b, hq, sq] exactly.
 Dims rows_strides(const SdpaShape& s) {
   return {s.hq * s.sq, s.sq, 1, 1};
+}
+
+// The graph's inputs that only varlen has: per-sequence lengths and the ragged offsets.
+struct Varlen {
+  Id seq_q = -1, seq_kv = -1;  // [b,1,1,1] int32 lengths (also the dense padding workaround)
+  Id off_q = -1, off_kv = -1;  // [b+1,1,1,1] int32 element offsets
+  Id off_stats = -1;
+};
+
+Id lengths_tensor(Graph& g, const char* name, const SdpaShape& s, Id uid) {
+  return g.tensor(name, {s.b, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_INT32, Storage::device, uid);
+}
+
+Varlen varlen_inputs(Graph& g, const SdpaShape& s) {
+  Varlen v;
+  if (!s.varlen) return v;
+  v.seq_q = lengths_tensor(g, "seq_len_q", s, kSeqLenQ);
+  v.seq_kv = lengths_tensor(g, "seq_len_kv", s, kSeqLenKV);
+  const auto offsets = [&](const char* name, Id uid) {
+    return g.tensor(name, {s.b + 1, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_INT32, Storage::device, uid);
+  };
+  v.off_q = offsets("ragged_offset_q", kRaggedQ);
+  v.off_kv = offsets("ragged_offset_kv", kRaggedKV);
+  v.off_stats = offsets("ragged_offset_stats", kRaggedStats);
+  return v;
+}
+
+// The Stats (LSE) tensor. Dense: [b, hq, sq] packed. Varlen: attnbench's [hq, total_q] (FA2/3's
+// varlen LSE) as a ragged tensor: head stride total_q, row stride 1, sequence b starting at
+// element cu_seqlens_q[b], so cuDNN writes (and the backward reads) the harness's buffer as is.
+Id stats_tensor(Graph& g, const SdpaShape& s, const Varlen& v) {
+  if (!s.varlen) {
+    return g.tensor("Stats", rows_dims(s), rows_strides(s), CUDNN_DATA_FLOAT, Storage::device,
+                    kStats);
+  }
+  return g.tensor("Stats", rows_dims(s), {s.sq, s.total_q, 1, 1}, CUDNN_DATA_FLOAT, Storage::device,
+                  kStats, v.off_stats);
 }
 
 // The sliding-window / causal mask: a diagonal band of at most two halves, each a node of its own
@@ -76,8 +117,8 @@ Dims rows_strides(const SdpaShape& s) {
 // skipping) differently from an arbitrary pointwise mask, so it follows the frontend's lowering
 // for the same cuDNN version (operations, order, types, index axes) rather than any equivalent
 // form. cuDNN 9.19 also compiles other, equivalent forms (docs/peers.md, the offline check).
-// seq_q/seq_kv are the per-batch length tensors when the graph has them (the backward's padding
-// workaround), else -1 and the sizes enter as pass-by-value scalars.
+// seq_q/seq_kv are the per-batch length tensors when the graph has them (varlen, or the backward's
+// padding workaround), else -1 and the sizes enter as pass-by-value scalars.
 
 // Right half: keeps x where c(i) + right >= j. With seq_q == seq_kv the shift is zero and the plain
 // (top-left) pattern is used: right == 0 is then cuDNN's plain causal mask.
@@ -164,8 +205,8 @@ Id band_mask(Graph& g, const SdpaShape& s, const SdpaFlags& f, Id x, Id seq_q, I
   return x;
 }
 
-// Keeps x where row < seq_q[b] and col < seq_kv[b] (the backward workaround; every row and column
-// is valid here because the lengths equal the tensor extents).
+// Keeps x where row < seq_q[b] and col < seq_kv[b]: varlen's per-sequence lengths, or the dense
+// backward's workaround (where every row and column is valid: the lengths equal the extents).
 Id padding_mask(Graph& g, const SdpaFlags& f, Id x, Id seq_q, Id seq_kv) {
   const Id row = g.virt_like(x, CUDNN_DATA_INT32);
   g.pointwise("pad_row_index", CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, x, -1, -1, row, 2);
@@ -206,28 +247,31 @@ SdpaFlags sdpa_flags(std::size_t v, const SdpaShape& s) {
   SdpaFlags f{};
   f.masked_value =
       v < 91000 ? std::numeric_limits<float>::lowest() : -std::numeric_limits<float>::infinity();
-  f.bwd_padding_mask = v <= 91500 && s.skv % 128 != 0;
-  f.bwd_double_padding = f.bwd_padding_mask && v >= 90000 && v < 91000;
+  f.bwd_padding_mask = !s.varlen && v <= 91500 && s.skv % 128 != 0;
+  f.bwd_double_padding = v >= 90000 && v < 91000;
   f.zero_dq_accum = v < 90600;
   return f;
 }
 
 Graph build_sdpa_fwd(const SdpaShape& s, const SdpaFlags& f) {
   Graph g;
-  const Id q = bshd_tensor(g, "Q", s, s.hq, s.sq, kQ);
-  const Id kt = bshd_tensor_t(g, "K^T", s, s.hkv, s.skv, kK);
-  const Id v = bshd_tensor(g, "V", s, s.hkv, s.skv, kV);
-  const Id o = bshd_tensor(g, "O", s, s.hq, s.sq, kO);
-  const Id stats =
-      g.tensor("Stats", rows_dims(s), rows_strides(s), CUDNN_DATA_FLOAT, Storage::device, kStats);
+  const Varlen vl = varlen_inputs(g, s);
+  const Id q = bshd_tensor(g, "Q", s, s.hq, s.sq, kQ, vl.off_q);
+  const Id kt = bshd_tensor_t(g, "K^T", s, s.hkv, s.skv, kK, vl.off_kv);
+  const Id v = bshd_tensor(g, "V", s, s.hkv, s.skv, kV, vl.off_kv);
+  const Id o = bshd_tensor(g, "O", s, s.hq, s.sq, kO, vl.off_q);
+  const Id stats = stats_tensor(g, s, vl);
 
-  // S = scale * Q K^T (GQA: the matmul broadcasts the hkv heads over groups of hq).
+  // S = scale * Q K^T (GQA: the matmul broadcasts the hkv heads over groups of hq). Varlen: the
+  // GEMM's M and N are each sequence's lengths, and the padding mask hides the rest of the
+  // [sq, skv] tile, before the band (cudnn-frontend's order).
   const Id qk = g.virt(scores_dims(s), scores_strides(s), CUDNN_DATA_FLOAT);
-  g.matmul("bmm1_q_kt", q, kt, qk);
+  g.matmul("bmm1_q_kt", q, kt, qk, vl.seq_q, vl.seq_kv, -1);
   Id scores = g.virt_like(qk, CUDNN_DATA_FLOAT);
   g.pointwise("attn_scale", CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, qk, g.scalar_f32(s.scale), -1,
               scores);
-  scores = band_mask(g, s, f, scores, -1, -1);
+  if (s.varlen) scores = padding_mask(g, f, scores, vl.seq_q, vl.seq_kv);
+  scores = band_mask(g, s, f, scores, vl.seq_q, vl.seq_kv);
 
   // Softmax with statistics: Stats = max + log(sum exp(S - max)), i.e. the natural-log LSE of the
   // scaled scores, which is attnbench's LSE convention: written straight into the LSE buffer.
@@ -247,29 +291,28 @@ Graph build_sdpa_fwd(const SdpaShape& s, const SdpaFlags& f) {
   const Id p = g.virt_like(scores, s.io);
   g.pointwise("softmax_div", CUDNN_POINTWISE_DIV, CUDNN_DATA_FLOAT, e, row_sum, -1, p);
 
-  g.matmul("bmm2_p_v", p, v, o);
+  g.matmul("bmm2_p_v", p, v, o, vl.seq_q, -1, vl.seq_kv);
   return g;
 }
 
 Graph build_sdpa_bwd(const SdpaShape& s, const SdpaFlags& f) {
   Graph g;
-  const Id q = bshd_tensor(g, "Q", s, s.hq, s.sq, kQ);
-  const Id kt = bshd_tensor_t(g, "K^T", s, s.hkv, s.skv, kK);
-  const Id vt = bshd_tensor_t(g, "V^T", s, s.hkv, s.skv, kV);
-  const Id o = bshd_tensor(g, "O", s, s.hq, s.sq, kO);
-  const Id stats =
-      g.tensor("Stats", rows_dims(s), rows_strides(s), CUDNN_DATA_FLOAT, Storage::device, kStats);
-  const Id dout = bshd_tensor(g, "dO", s, s.hq, s.sq, kdO);
-  const Id dq = bshd_tensor(g, "dQ", s, s.hq, s.sq, kdQ);
-  const Id dk = bshd_tensor(g, "dK", s, s.hkv, s.skv, kdK);
-  const Id dv = bshd_tensor(g, "dV", s, s.hkv, s.skv, kdV);
-  Id seq_q = -1, seq_kv = -1;
+  Varlen vl = varlen_inputs(g, s);
+  const Id q = bshd_tensor(g, "Q", s, s.hq, s.sq, kQ, vl.off_q);
+  const Id kt = bshd_tensor_t(g, "K^T", s, s.hkv, s.skv, kK, vl.off_kv);
+  const Id vt = bshd_tensor_t(g, "V^T", s, s.hkv, s.skv, kV, vl.off_kv);
+  const Id o = bshd_tensor(g, "O", s, s.hq, s.sq, kO, vl.off_q);
+  const Id stats = stats_tensor(g, s, vl);
+  const Id dout = bshd_tensor(g, "dO", s, s.hq, s.sq, kdO, vl.off_q);
+  const Id dq = bshd_tensor(g, "dQ", s, s.hq, s.sq, kdQ, vl.off_q);
+  const Id dk = bshd_tensor(g, "dK", s, s.hkv, s.skv, kdK, vl.off_kv);
+  const Id dv = bshd_tensor(g, "dV", s, s.hkv, s.skv, kdV, vl.off_kv);
   if (f.bwd_padding_mask) {
-    seq_q = g.tensor("seq_len_q", {s.b, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_INT32, Storage::device,
-                     kSeqLenQ);
-    seq_kv = g.tensor("seq_len_kv", {s.b, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_INT32, Storage::device,
-                      kSeqLenKV);
+    vl.seq_q = lengths_tensor(g, "seq_len_q", s, kSeqLenQ);
+    vl.seq_kv = lengths_tensor(g, "seq_len_kv", s, kSeqLenKV);
   }
+  const Id seq_q = vl.seq_q, seq_kv = vl.seq_kv;
+  const bool padded = seq_q >= 0;  // varlen, or the dense workaround
   const Id scale = g.scalar_f32(s.scale);
   const bool gqa = s.hq != s.hkv;
 
@@ -287,14 +330,14 @@ Graph build_sdpa_bwd(const SdpaShape& s, const SdpaFlags& f) {
   // P = exp(scale * Q K^T - LSE), recomputed.
   const Id qk = g.virt(scores_dims(s), scores_strides(s), CUDNN_DATA_FLOAT);
   g.matmul("matmul_q_kt", q, kt, qk, seq_q, seq_kv, -1);
-  const Id scaled = g.virt_like(qk, CUDNN_DATA_FLOAT);
+  Id scaled = g.virt_like(qk, CUDNN_DATA_FLOAT);
   g.pointwise("mul_s_attn_scale", CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, qk, scale, -1, scaled);
+  // The padding mask goes before the stats are subtracted, and (cuDNN 9.0-9.9) once more after,
+  // as cudnn-frontend lowers it; then the band.
+  if (padded) scaled = padding_mask(g, f, scaled, seq_q, seq_kv);
   Id logits = g.virt_like(qk, CUDNN_DATA_FLOAT);
   g.pointwise("sub_s_stats", CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, scaled, stats, -1, logits);
-  if (f.bwd_padding_mask) {
-    logits = padding_mask(g, f, logits, seq_q, seq_kv);
-    if (f.bwd_double_padding) logits = padding_mask(g, f, logits, seq_q, seq_kv);
-  }
+  if (padded && f.bwd_double_padding) logits = padding_mask(g, f, logits, seq_q, seq_kv);
   logits = band_mask(g, s, f, logits, seq_q, seq_kv);
   const Id p = g.virt_like(qk, CUDNN_DATA_FLOAT);
   g.pointwise("exp_s", CUDNN_POINTWISE_EXP, CUDNN_DATA_FLOAT, logits, -1, -1, p);
@@ -337,7 +380,8 @@ Graph build_sdpa_bwd(const SdpaShape& s, const SdpaFlags& f) {
   }
 
   // dQ = dS K, accumulated in float32 in the workspace, then converted into dQ.
-  const Id k = g.virt({s.b, s.hkv, s.skv, s.d}, bshd_as_bhsd(s.hkv, s.skv, s.d), s.io);
+  // (Varlen: the view of K keeps K's ragged offsets.)
+  const Id k = g.virt({s.b, s.hkv, s.skv, s.d}, bshd_as_bhsd(s.hkv, s.skv, s.d), s.io, vl.off_kv);
   g.reshape("reshape_k", kt, k);
   const Id dq_accum =
       g.tensor("dQ_accum", {s.b, s.hq, s.sq, s.d}, {s.hq * s.sq * s.d, s.sq * s.d, s.d, 1},
