@@ -567,17 +567,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       }
     fence_proxy_async();
 
-    if constexpr (!kSplitCols) {
-      // dV += Pᵀ dO (k = queries, 16 per step, 2 KiB of a panel; N = D), running through the
-      // barrier below.
-      fence_regs(dv);
-      fence_regs(pa);
+    // acc += A B, one commit group: A = Pᵀ or dSᵀ from registers (k = queries, 16 per step, 2 KiB
+    // of a panel), B = dO or Q of the stage, MN-major; N = D (not kSplitCols).
+    auto rs_dkv = [&](auto& acc, auto& a, uint32_t b_stage) {
+      fence_regs(acc);
+      fence_regs(a);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < BM / 16; ++kk)
-        Wgmma<T, D>::template rs<1>(dv, pa[kk], desc_mn_major(sdo(s) + kk * 2048, BM * 128), 1);
+        Wgmma<T, D>::template rs<1>(acc, a[kk], desc_mn_major(b_stage + kk * 2048, BM * 128), 1);
       wgmma_commit();
-    }
+    };
+    if constexpr (!kSplitCols) rs_dkv(dv, pa, sdo(s));  // dV += Pᵀ dO, through the barrier below
 
     // Both consumers' dSᵀ (and Pᵀ) of this tile are in shared memory; the next tile's LSE·log2e
     // and D rows have landed in their buffer, and this tile's were read.
@@ -623,13 +624,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       wgmma_wait<0>();
     } else {
       // dK += dSᵀ Q behind the dQ GEMM; wait for dV and dQ only, dK runs while dQ is stored.
-      fence_regs(dk);
-      fence_regs(dsa);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < BM / 16; ++kk)
-        Wgmma<T, D>::template rs<1>(dk, dsa[kk], desc_mn_major(sq(s) + kk * 2048, BM * 128), 1);
-      wgmma_commit();
+      rs_dkv(dk, dsa, sq(s));
       wgmma_wait<1>();
       fence_regs(dv);
     }
