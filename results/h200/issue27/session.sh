@@ -1,37 +1,93 @@
 #!/usr/bin/env bash
-# The next GPU session's whole device work in one chain (written 2026-12-03, after a session
-# with no device time): start it under setsid in the FIRST device call, right after copying FA4's
-# first wheel part; later calls only bring the other parts, unpack FA4 and collect.
+# A GPU session's device work for issue 27 (and, if time is left, 30) as one chain. Start it under
+# setsid in the FIRST device call, right after copying FA4's first wheel part to /tmp; the second
+# call brings the other part, unpacks FA4 into /tmp/fa4site and touches /tmp/fa4site/.ready; every
+# later call only waits and collects, back to back (the machine goes back after 30 s idle, and
+# /tmp with it: 2026-12-03 lost a gate and, later, a grid's timing phase that way).
 #
-#   1. the gate of this revision (scripts/gpu_gate.sh, its own build with WERROR in build/):
-#      the first GPU run of the d256 backward, the variant (window / soft cap / varlen) backward
-#      kernels, backward step 4's dQ writer warps and named barriers, and cuDNN's varlen graphs;
-#   2. issue 27's measurement, once /tmp/fa4site/.ready exists (touch it after unpacking FA4):
-#      the FA3 grid's bwd and fwd_bwd rows of cuda.flash_bwd_wgmma and cuda.flash_bwd_mma
-#      beside FA4 (and its deterministic mode) and PyTorch's cuDNN, one job
-#      (scripts/fa3_job.sh's peers, grid and report parts, with the gate's build);
-#   3. if time is left (JOB3=1): issue 30's job3 on varlen and window (the first verified run of
-#      cuda.cudnn_sdpa's varlen graphs, and the wgmma backward's variants beside FA4).
-# Everything under $W (default /tmp/sess): progress.txt, gate/ (the gate's summary .md,
-# check.txt, logs.tar.gz), fa3/ (fa3_grid.json, fa3_grid.peers.json, report.md), j3/.
-#   setsid nohup bash results/h200/issue27/session.sh > /tmp/sess.log 2>&1 < /dev/null &
-# Collect with back-to-back calls: cp -r /tmp/sess "$OUT/" (the machine must stay warm).
+#   results/h200/issue27/session.sh                 the chain (in the background: setsid nohup ... &)
+#   results/h200/issue27/session.sh --wait S        wait up to S seconds for 'session done', print progress
+#   results/h200/issue27/session.sh --collect DIR   DIR/session.tgz (everything under $W, no .ncu-rep)
+#                                                   and DIR/progress.txt; --wait S --collect DIR: both
+#
+# The chain:
+#   0. it copies the tree to $WT (default /tmp/wt) and runs there: a later device call re-sends the
+#      working tree into the repository root, and a build running in it saw a header vanish for a
+#      moment (2026-12-03: 'attnbench/config.hpp: No such file or directory', a false build FAIL);
+#   1. GATE=1 (default): the gate of this revision (scripts/gpu_gate.sh, WERROR build in build/);
+#      GATE=0 when results/h200/gate/ already holds this revision's gate: a plain build instead;
+#   2. our grid: the FA3 grid's bwd and fwd_bwd rows of cuda.flash_bwd_wgmma and cuda.flash_bwd_mma
+#      (scripts/fa3_job.sh's grid part), before anything that waits for FA4;
+#   3. once /tmp/fa4site/.ready exists: the peers on the same rows (FA4 and its deterministic mode,
+#      PyTorch cuDNN) and the report (scripts/fa3_grid_summary.py: ours against them, cell by cell);
+#   4. NCU=1: results/h200/issue27/ncu_job.sh (our two backwards and FA4's under Nsight Compute);
+#   5. JOB3=1: issue 30's job3 on CONFIGS (default "varlen window").
+# Everything under $W (default /tmp/sess): progress.txt, gate/, fa3/, ncu/, j3/.
 # Export ATTNBENCH_GIT_REVISION (the full sha) and ATTNBENCH_GIT_DIRTY=0 first: the copied tree's
 # .git is not this checkout's.
 set -uo pipefail
-W=${W:-/tmp/sess}; mkdir -p $W/gate $W/fa3
-t0=$(date +%s); el() { echo "$(( $(date +%s) - t0 )) s: $*" | tee -a $W/progress.txt; }
-el "session.sh at ${ATTNBENCH_GIT_REVISION:-unknown revision}"
-GATE_BUILD=$PWD/build scripts/gpu_gate.sh $W/gate > $W/gate.log 2>&1
-el "gate rc=$?"
+W=${W:-/tmp/sess}
+WAIT_S=""; COLLECT=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --wait) WAIT_S="${2:?--wait SECONDS}"; shift ;;
+    --collect) COLLECT="${2:?--collect DIR}"; shift ;;
+    *) echo "session.sh: unknown argument '$1' (--wait SECONDS, --collect DIR)" >&2; exit 2 ;;
+  esac
+  shift
+done
+if [ -n "$WAIT_S$COLLECT" ]; then
+  if [ -n "$WAIT_S" ]; then
+    end=$(( $(date +%s) + WAIT_S ))
+    while [ "$(date +%s)" -lt "$end" ] && ! grep -q 'session done' "$W/progress.txt" 2>/dev/null; do sleep 5; done
+  fi
+  cat "$W/progress.txt" 2>/dev/null || echo "session.sh: no $W/progress.txt (a fresh machine? /tmp is lost with the old one)"
+  if [ -n "$COLLECT" ] && [ -d "$W" ]; then
+    mkdir -p "$COLLECT"
+    cp "$W/progress.txt" "$COLLECT/" 2>/dev/null
+    tar -C "$(dirname "$W")" -czf "$COLLECT/session.tgz" --exclude='*.ncu-rep' "$(basename "$W")"
+    ls -l "$COLLECT"
+  fi
+  exit 0
+fi
+
+if [ "${SESSION_IN_COPY:-0}" != 1 ]; then
+  WT=${WT:-/tmp/wt}
+  rm -rf "$WT" && mkdir -p "$WT" || exit 2
+  tar --exclude=./build --exclude='./build-*' -cf - . | tar -C "$WT" -xf - || exit 2
+  cd "$WT" && SESSION_IN_COPY=1 exec bash results/h200/issue27/session.sh
+fi
+
+mkdir -p "$W"
+t0=$(date +%s); el() { echo "$(( $(date +%s) - t0 )) s: $*" | tee -a "$W/progress.txt"; }
+el "session.sh at ${ATTNBENCH_GIT_REVISION:-unknown revision}, in $PWD (GATE=${GATE:-1} NCU=${NCU:-0} JOB3=${JOB3:-0})"
+if [ "${GATE:-1}" = 1 ]; then
+  mkdir -p "$W/gate"
+  GATE_BUILD=$PWD/build scripts/gpu_gate.sh "$W/gate" > "$W/gate.log" 2>&1
+  el "gate rc=$?"
+  B=$PWD/build/attnbench
+else
+  source scripts/common.sh; attn_cudnn_from_wheel
+  B=""; attn_job_build "$W/build.log"; brc=$?
+  el "build rc=$brc: $B"
+  [ $brc -eq 0 ] || { el "session done (no build)"; exit 3; }
+  B=$PWD/$B
+fi
+BUILD=$(dirname "$B")
+export BUILD IMPLS="cuda.flash_bwd_wgmma cuda.flash_bwd_mma" PASSES=bwd,fwd_bwd TORCH_BACKENDS=cudnn \
+  FA4_SITE=/tmp/fa4site
+scripts/fa3_job.sh "$W/fa3" grid > "$W/fa3.grid.log" 2>&1
+el "our bwd grid rc=$?"
 for _ in $(seq 1 120); do [ -f /tmp/fa4site/.ready ] && break; sleep 5; done
 [ -f /tmp/fa4site/.ready ] && el "FA4 site ready" || el "no /tmp/fa4site/.ready after 10 min: FA4 rows will SKIP"
-BUILD=$PWD/build IMPLS="cuda.flash_bwd_wgmma cuda.flash_bwd_mma" PASSES=bwd,fwd_bwd \
-  TORCH_BACKENDS=cudnn FA4_SITE=/tmp/fa4site scripts/fa3_job.sh $W/fa3 peers grid report \
-  > $W/fa3.log 2>&1
-el "fa3 bwd grid rc=$?"
-if [ -n "${JOB3:-}" ]; then
-  CONFIGS="varlen window" W=$W/j3 bash results/h200/issue30/job3.sh > $W/j3.log 2>&1
+scripts/fa3_job.sh "$W/fa3" peers report > "$W/fa3.peers.log" 2>&1
+el "peers + report rc=$?"
+if [ "${NCU:-0}" = 1 ]; then
+  W="$W/ncu" B="$B" bash results/h200/issue27/ncu_job.sh > "$W/ncu.log" 2>&1
+  el "ncu rc=$?"
+fi
+if [ "${JOB3:-0}" = 1 ]; then
+  CONFIGS="${CONFIGS:-varlen window}" W="$W/j3" B="$B" bash results/h200/issue30/job3.sh > "$W/j3.log" 2>&1
   el "job3 rc=$?"
 fi
 el "session done"
