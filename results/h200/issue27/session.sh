@@ -21,8 +21,10 @@
 #   3. once /tmp/fa4site/.ready exists: the peers on the same rows (FA4 and its deterministic mode,
 #      PyTorch cuDNN) and the report (scripts/fa3_grid_summary.py: ours against them, cell by cell);
 #   4. NCU=1: results/h200/issue27/ncu_job.sh (our two backwards and FA4's under Nsight Compute);
-#   5. JOB3=1: issue 30's job3 on CONFIGS (default "varlen window").
-# Everything under $W (default /tmp/sess): progress.txt, gate/, fa3/, ncu/, j3/.
+#   5. ISSUE29=1: issue 29's job2 (decode grid, FlashInfer once /tmp/fisite/.ready exists: its
+#      part, from scripts/peers/flashinfer_wheels.sh, needs a call of its own, 41.6 MB);
+#   6. JOB3=1: issue 30's job3 on CONFIGS (default "varlen window").
+# Everything under $W (default /tmp/sess): progress.txt, gate/, fa3/, ncu/, j29/, j3/.
 # Export ATTNBENCH_GIT_REVISION (the full sha) and ATTNBENCH_GIT_DIRTY=0 first: the copied tree's
 # .git is not this checkout's.
 set -uo pipefail
@@ -60,7 +62,7 @@ fi
 
 mkdir -p "$W"
 t0=$(date +%s); el() { echo "$(( $(date +%s) - t0 )) s: $*" | tee -a "$W/progress.txt"; }
-el "session.sh at ${ATTNBENCH_GIT_REVISION:-unknown revision}, in $PWD (GATE=${GATE:-1} NCU=${NCU:-0} JOB3=${JOB3:-0})"
+el "session.sh at ${ATTNBENCH_GIT_REVISION:-unknown revision}, in $PWD (GATE=${GATE:-1} NCU=${NCU:-0} ISSUE29=${ISSUE29:-0} JOB3=${JOB3:-0})"
 if [ "${GATE:-1}" = 1 ]; then
   mkdir -p "$W/gate"
   GATE_BUILD=$PWD/build scripts/gpu_gate.sh "$W/gate" > "$W/gate.log" 2>&1
@@ -85,6 +87,12 @@ el "peers + report rc=$?"
 if [ "${NCU:-0}" = 1 ]; then
   W="$W/ncu" B="$B" bash results/h200/issue27/ncu_job.sh > "$W/ncu.log" 2>&1
   el "ncu rc=$?"
+fi
+if [ "${ISSUE29:-0}" = 1 ]; then
+  for _ in $(seq 1 60); do [ -f /tmp/fisite/.ready ] && break; sleep 5; done
+  [ -f /tmp/fisite/.ready ] || el "no /tmp/fisite/.ready after 5 min: FlashInfer rows will SKIP"
+  W="$W/j29" B="$B" bash results/h200/issue29/job2.sh > "$W/j29.log" 2>&1
+  el "issue 29 job2 rc=$?"
 fi
 if [ "${JOB3:-0}" = 1 ]; then
   CONFIGS="${CONFIGS:-varlen window}" W="$W/j3" B="$B" bash results/h200/issue30/job3.sh > "$W/j3.log" 2>&1
