@@ -62,6 +62,12 @@ fi
 
 mkdir -p "$W"
 t0=$(date +%s); el() { echo "$(( $(date +%s) - t0 )) s: $*" | tee -a "$W/progress.txt"; }
+# wait_ready SITE SECONDS NAME: wait for SITE/.ready (a peer's unpacked site) and say how it went.
+wait_ready() {
+  local end=$(( $(date +%s) + $2 ))
+  while [ ! -f "$1/.ready" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 5; done
+  [ -f "$1/.ready" ] && el "$3 site ready" || el "no $1/.ready after $2 s: $3 rows will SKIP"
+}
 el "session.sh at ${ATTNBENCH_GIT_REVISION:-unknown revision}, in $PWD (GATE=${GATE:-1} NCU=${NCU:-0} ISSUE29=${ISSUE29:-0} JOB3=${JOB3:-0})"
 if [ "${GATE:-1}" = 1 ]; then
   mkdir -p "$W/gate"
@@ -80,8 +86,7 @@ export BUILD IMPLS="cuda.flash_bwd_wgmma cuda.flash_bwd_mma" PASSES=bwd,fwd_bwd 
   FA4_SITE=/tmp/fa4site
 scripts/fa3_job.sh "$W/fa3" grid > "$W/fa3.grid.log" 2>&1
 el "our bwd grid rc=$?"
-for _ in $(seq 1 120); do [ -f /tmp/fa4site/.ready ] && break; sleep 5; done
-[ -f /tmp/fa4site/.ready ] && el "FA4 site ready" || el "no /tmp/fa4site/.ready after 10 min: FA4 rows will SKIP"
+wait_ready /tmp/fa4site 600 FA4
 scripts/fa3_job.sh "$W/fa3" peers report > "$W/fa3.peers.log" 2>&1
 el "peers + report rc=$?"
 if [ "${NCU:-0}" = 1 ]; then
@@ -89,8 +94,7 @@ if [ "${NCU:-0}" = 1 ]; then
   el "ncu rc=$?"
 fi
 if [ "${ISSUE29:-0}" = 1 ]; then
-  for _ in $(seq 1 60); do [ -f /tmp/fisite/.ready ] && break; sleep 5; done
-  [ -f /tmp/fisite/.ready ] || el "no /tmp/fisite/.ready after 5 min: FlashInfer rows will SKIP"
+  wait_ready /tmp/fisite 300 FlashInfer
   W="$W/j29" B="$B" bash results/h200/issue29/job2.sh > "$W/j29.log" 2>&1
   el "issue 29 job2 rc=$?"
 fi
