@@ -110,8 +110,11 @@ fi
 source "$ROOT/scripts/common.sh"
 attn_cudnn_from_wheel
 CMAKE_EXTRA=("${ATTN_CMAKE_ARGS[@]}")
-export ATTNBENCH_FA4_SITE="$FA4_SITE"
-CASE_ARGS=(); for c in ${CASES:-}; do CASE_ARGS+=(--case "$c"); done
+# Only a site that exists: the peers refuse a named site folder that is missing (exit 2), and this job
+# promises SKIP rows for FA4 then (2026-12-04: a job without the site lost its cuDNN rows too).
+if [ -d "$FA4_SITE" ]; then export ATTNBENCH_FA4_SITE="$FA4_SITE"; else unset ATTNBENCH_FA4_SITE; fi
+# Split CASES on blanks without expanding its globs against the current folder (CASES="*" gave file names).
+CASE_ARGS=(); read -r -a _cases <<< "${CASES:-}"; for c in "${_cases[@]}"; do CASE_ARGS+=(--case "$c"); done
 PASS_ARGS=(); [ -n "${PASSES:-}" ] && PASS_ARGS=(--pass "$PASSES")
 
 # run NAME CMD...: a part's command, logged; its exit code is returned and noted.

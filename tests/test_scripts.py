@@ -593,6 +593,12 @@ class Fa3JobDryRun(unittest.TestCase):
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             self.assertEqual(q.returncode, 2)
             self.assertIn("unknown part", q.stderr)
+            # CASES="*" reaches attnbench as a glob, not as the names of the files in the current folder.
+            r = subprocess.run(["bash", os.path.join(ROOT, "scripts", "fa3_job.sh"), tmp, "--dry-run", "grid"],
+                               env=dict(env, CASES="*"), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("--case *", r.stdout)
+            self.assertNotIn("--case README.md", r.stdout)
 
 
 class PaperTables(unittest.TestCase):
