@@ -16,10 +16,15 @@
 #      moment (2026-12-03: 'attnbench/config.hpp: No such file or directory', a false build FAIL);
 #   1. GATE=1 (default): the gate of this revision (scripts/gpu_gate.sh, WERROR build in build/);
 #      GATE=0 when results/h200/gate/ already holds this revision's gate: a plain build instead;
-#   2. our grid: the FA3 grid's bwd and fwd_bwd rows of cuda.flash_bwd_wgmma and cuda.flash_bwd_mma
-#      (scripts/fa3_job.sh's grid part), before anything that waits for FA4;
-#   3. once /tmp/fa4site/.ready exists: the peers on the same rows (FA4 and its deterministic mode,
-#      PyTorch cuDNN) and the report (scripts/fa3_grid_summary.py: ours against them, cell by cell);
+#   1b. AB=1: a tuning step's A/B job (AB_JOB: a results/h200/ab/*/job.sh that reads AB_BASE_SRC and
+#      W) once /tmp/$AB_BASE_NAME.ready exists: the parent's sources, sent with the second call
+#      (`git archive PARENT -- . ':!results' | gzip`, 0.75 MB), copied to /tmp/$AB_BASE_NAME and
+#      then touched as /tmp/$AB_BASE_NAME.ready;
+#   2. GRID=1 (default): our grid: the FA3 grid's bwd and fwd_bwd rows of cuda.flash_bwd_wgmma and
+#      cuda.flash_bwd_mma (scripts/fa3_job.sh's grid part), before anything that waits for FA4;
+#   3. GRID=1, once /tmp/fa4site/.ready exists: the peers on the same rows (FA4 and its
+#      deterministic mode, PyTorch cuDNN) and the report (scripts/fa3_grid_summary.py: ours
+#      against them, cell by cell);
 #   4. NCU=1: results/h200/issue27/ncu_job.sh (our two backwards and FA4's under Nsight Compute);
 #   5. ISSUE29=1: issue 29's job2 (decode grid, FlashInfer once /tmp/fisite/.ready exists: its
 #      part, from scripts/peers/flashinfer_wheels.sh, needs a call of its own, 41.6 MB);
@@ -55,6 +60,10 @@ if [ -n "$WAIT_S$COLLECT" ]; then
   exit 0
 fi
 
+if [ "${AB:-0}" = 1 ] && { [ ! -f "${AB_JOB:-}" ] || [ -z "${AB_BASE_NAME:-}" ]; }; then
+  echo "session.sh: AB=1 needs AB_JOB (an existing results/h200/ab/*/job.sh reading AB_BASE_SRC and W; now '${AB_JOB:-}') and AB_BASE_NAME (now '${AB_BASE_NAME:-}')" >&2
+  exit 2
+fi
 if [ "${SESSION_IN_COPY:-0}" != 1 ]; then
   WT=${WT:-/tmp/wt}
   rm -rf "$WT" && mkdir -p "$WT" || exit 2
@@ -70,7 +79,7 @@ wait_ready() {
   while [ ! -f "$1/.ready" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 5; done
   [ -f "$1/.ready" ] && el "$3 site ready" || el "no $1/.ready after $2 s: $3 rows will SKIP"
 }
-el "session.sh at ${ATTNBENCH_GIT_REVISION:-unknown revision}, in $PWD (GATE=${GATE:-1} NCU=${NCU:-0} ISSUE29=${ISSUE29:-0} JOB3=${JOB3:-0})"
+el "session.sh at ${ATTNBENCH_GIT_REVISION:-unknown revision}, in $PWD (GATE=${GATE:-1} AB=${AB:-0} GRID=${GRID:-1} NCU=${NCU:-0} ISSUE29=${ISSUE29:-0} JOB3=${JOB3:-0})"
 if [ "${GATE:-1}" = 1 ]; then
   mkdir -p "$W/gate"
   GATE_BUILD=$PWD/build scripts/gpu_gate.sh "$W/gate" > "$W/gate.log" 2>&1
@@ -84,13 +93,27 @@ else
   B=$PWD/$B
 fi
 BUILD=$(dirname "$B")
+if [ "${AB:-0}" = 1 ]; then
+  # The tuning step's A/B against its parent: the parent's sources come as /tmp/$AB_BASE_NAME
+  # (sent with the second call's carry, beside FA4's second part).
+  end=$(( $(date +%s) + 300 ))
+  while [ ! -f "/tmp/$AB_BASE_NAME.ready" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 5; done
+  if [ -f "/tmp/$AB_BASE_NAME.ready" ]; then
+    ATTN_BUILD_DIR=$BUILD AB_BASE_SRC="/tmp/$AB_BASE_NAME" W="$W/ab" bash "$AB_JOB" > "$W/ab.log" 2>&1
+    el "A/B ($AB_JOB) rc=$?: $(grep -i 'all rows' "$W/ab/ab.md" 2>/dev/null | head -1)"
+  else
+    el "no /tmp/$AB_BASE_NAME.ready after 300 s: A/B skipped"
+  fi
+fi
 export BUILD IMPLS="cuda.flash_bwd_wgmma cuda.flash_bwd_mma" PASSES=bwd,fwd_bwd TORCH_BACKENDS=cudnn \
   FA4_SITE=/tmp/fa4site
-scripts/fa3_job.sh "$W/fa3" grid > "$W/fa3.grid.log" 2>&1
-el "our bwd grid rc=$?"
-wait_ready /tmp/fa4site 600 FA4
-scripts/fa3_job.sh "$W/fa3" peers report > "$W/fa3.peers.log" 2>&1
-el "peers + report rc=$?"
+if [ "${GRID:-1}" = 1 ]; then
+  scripts/fa3_job.sh "$W/fa3" grid > "$W/fa3.grid.log" 2>&1
+  el "our bwd grid rc=$?"
+  wait_ready /tmp/fa4site 600 FA4
+  scripts/fa3_job.sh "$W/fa3" peers report > "$W/fa3.peers.log" 2>&1
+  el "peers + report rc=$?"
+fi
 if [ "${NCU:-0}" = 1 ]; then
   W="$W/ncu" B="$B" bash results/h200/issue27/ncu_job.sh > "$W/ncu.log" 2>&1
   el "ncu rc=$?"
