@@ -25,7 +25,7 @@ for f in "${files[@]}"; do
   "$NVCC" "${ATTN_NVCC_FLAGS[@]}" $ATTN_GPU_GENCODE -c "$root/$f" -o "$tmp/k.o" 2> "$tmp/ptxas.txt" ||
     { cat "$tmp/ptxas.txt" >&2; exit 1; }
   # The functions ptxas serialized (C7512), by mangled name: the awk below marks them.
-  grep 'C7512' "$tmp/ptxas.txt" | sed -n "s/.*for the function '\([^']*\)'.*/\1/p" | sort -u > "$tmp/serial.txt"
+  { grep 'C7512' "$tmp/ptxas.txt" || true; } | sed -n "s/.*for the function '\([^']*\)'.*/\1/p" | sort -u > "$tmp/serial.txt"
   n_serial=$(wc -l < "$tmp/serial.txt")
   grep -v -e 'C7512' -e 'C7517' "$tmp/ptxas.txt" >&2 || true
   [ "$n_serial" -eq 0 ] || echo "hopper_sass: $f: ptxas serialized the wgmma of $n_serial kernel(s) (C7512; serial = yes below)" >&2
