@@ -63,6 +63,7 @@ struct AttnVariant {
   int window_left, window_right;
   float softcap_in;    // scale / softcap (0: no soft cap)
   float softcap_log2;  // softcap * log2(e)
+  float softcap_log2_inv;  // 1 / softcap_log2: t from P's exponent (flash_bwd_wgmma's dS)
   const int* cu_seqlens_q;
   const int* cu_seqlens_kv;
   int total_q;  // varlen: the packed query rows (the LSE's row count per head)
@@ -147,6 +148,7 @@ inline AttnVariant make_variant(const Problem& p) {
   if (p.softcap > 0) {
     v.softcap_in = static_cast<float>(p.effective_scale() / p.softcap);
     v.softcap_log2 = static_cast<float>(p.softcap * kLog2eD);
+    v.softcap_log2_inv = static_cast<float>(1.0 / (p.softcap * kLog2eD));
   }
   v.total_q = static_cast<int>(p.total_q());
   return v;

@@ -482,11 +482,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                                       kk > 0);
     }
     wgmma_commit();
-    // Sᵀ has landed; dPᵀ may still run. Soft cap: both, so that dS's factor 1 − t² is used where
-    // t is computed (kept until dPᵀ lands, it would not fit the registers at d64).
-    wgmma_wait<kSoftcap ? 0 : 1>();
+    // Sᵀ has landed; dPᵀ may still run.
+    wgmma_wait<1>();
     fence_regs(st);
-    if constexpr (kSoftcap) fence_regs(dpt);
 
     // Pᵀ in place; masked (or past seq_q / seq_kv) entries are 0. Rows past seq_q and rows whose
     // LSE is -inf have LSE·log2e = +inf in the stage: their P is exp2(-inf) = 0. Soft cap: dSᵀ =
@@ -503,8 +501,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       for (int e1 = 0; e1 < 2; ++e1) {
         const int ql = q_local0 + 8 * g + 2 * (lane % 4) + e1, q = m0 + ql;
         const float lse2 = attn_mma::ld_shared_f32(slse(buf) + 4 * ql);
-        [[maybe_unused]] float delta = 0.f;
-        if constexpr (kSoftcap) delta = attn_mma::ld_shared_f32(sdelta(buf) + 4 * ql);
 #pragma unroll
         for (int e2 = 0; e2 < 2; ++e2) {
           const int i = 4 * g + 2 * e2 + e1;
@@ -519,7 +515,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           // The exponent is <= 0 in exact arithmetic; clamped so that rounding at huge scales
           // cannot push P past 1 (or to inf).
           st[i] = ok ? attn_mma::exp2_approx(fminf(fmaf(x, sl2, -lse2), 0.f)) : 0.f;
-          if constexpr (kSoftcap) dpt[i] = st[i] * (dpt[i] - delta) * (1.f - x * x);
         }
       }
     // Pᵀ as A fragments (k = queries): query groups 2kk and 2kk+1 of the accumulator.
@@ -529,23 +524,32 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 #pragma unroll
       for (int r = 0; r < 4; ++r) pa[kk][r] = Elem<T>::pack2(st[8 * kk + 2 * r], st[8 * kk + 2 * r + 1]);
 
-    if constexpr (!kSoftcap) {
-      wgmma_wait<0>();  // dPᵀ has landed
-      fence_regs(dpt);
-      // dSᵀ = Pᵀ ∘ (dPᵀ − D).
+    wgmma_wait<0>();  // dPᵀ has landed
+    fence_regs(dpt);
+    // dSᵀ = Pᵀ ∘ (dPᵀ − D); soft cap: ∘ (1 − t²), with t taken back from P's exponent,
+    // t · softcap · log2(e) = log2(P) + LSE·log2e, clamped to [-1, 1] (P = 0 gives -inf, or NaN
+    // where LSE·log2e = +inf, and fmaxf returns -1 for both: dS = 0 as it must). Keeping t (or 1 − t²) from the loop above until dPᵀ lands made ptxas
+    // serialize these kernels' wgmma (C7512) for want of registers; one lg2 per score is cheaper.
 #pragma unroll
-      for (int g = 0; g < SN / 8; ++g)
+    for (int g = 0; g < SN / 8; ++g)
 #pragma unroll
-        for (int e1 = 0; e1 < 2; ++e1) {
-          const int ql = q_local0 + 8 * g + 2 * (lane % 4) + e1;
-          const float delta = attn_mma::ld_shared_f32(sdelta(buf) + 4 * ql);  // zero past seq_q
+      for (int e1 = 0; e1 < 2; ++e1) {
+        const int ql = q_local0 + 8 * g + 2 * (lane % 4) + e1;
+        const float delta = attn_mma::ld_shared_f32(sdelta(buf) + 4 * ql);  // zero past seq_q
+        [[maybe_unused]] float lse2 = 0.f;
+        if constexpr (kSoftcap) lse2 = attn_mma::ld_shared_f32(slse(buf) + 4 * ql);
 #pragma unroll
-          for (int e2 = 0; e2 < 2; ++e2) {
-            const int i = 4 * g + 2 * e2 + e1;
-            dpt[i] = st[i] * (dpt[i] - delta);
+        for (int e2 = 0; e2 < 2; ++e2) {
+          const int i = 4 * g + 2 * e2 + e1;
+          float ds = st[i] * (dpt[i] - delta);
+          if constexpr (kSoftcap) {
+            const float y = attn_mma::log2_approx(st[i]) + lse2;
+            const float t = fminf(fmaxf(y * p.var.softcap_log2_inv, -1.f), 1.f);
+            ds *= 1.f - t * t;
           }
+          dpt[i] = ds;
         }
-    }
+      }
 #pragma unroll
     for (int kk = 0; kk < SN / 16; ++kk)
 #pragma unroll

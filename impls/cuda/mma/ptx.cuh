@@ -179,6 +179,13 @@ __device__ __forceinline__ float exp2_approx(float x) {
   return y;
 }
 
+// log2(x) with the SFU (lg2.approx, flush-to-zero): log2(+0) = -inf.
+__device__ __forceinline__ float log2_approx(float x) {
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // tanh(x) from one ex2 and one fast division, 1 - 2 / (2^(2 x log2(e)) + 1): absolute error about
 // 1e-7 (tanh.approx.f32's is about 1e-3 relative, too coarse for a soft cap of 30 or 50), and
 // exactly -1 / +1 once 2^(2 x log2(e)) flushes to 0 / passes 2^126 (the division gives 0).

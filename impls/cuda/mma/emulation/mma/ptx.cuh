@@ -364,6 +364,9 @@ inline int tid_x_unhoisted() {
 inline float exp2_approx(float x) {
   return std::exp2(x);
 }
+inline float log2_approx(float x) {
+  return std::log2(x);
+}
 inline float tanh_fast(float x) {
   return 1.f - 2.f / (std::exp2(x * 2.885390081777927f) + 1.f);
 }
