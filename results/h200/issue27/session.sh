@@ -114,6 +114,10 @@ if [ "${GRID:-1}" = 1 ]; then
   scripts/fa3_job.sh "$W/fa3" peers report > "$W/fa3.peers.log" 2>&1
   el "peers + report rc=$?"
 fi
+# ncu and job3 time FA4 too: GRID=0 has not waited for its site yet.
+if { [ "${NCU:-0}" = 1 ] || [ "${JOB3:-0}" = 1 ]; } && [ ! -f /tmp/fa4site/.ready ]; then
+  wait_ready /tmp/fa4site 600 FA4
+fi
 if [ "${NCU:-0}" = 1 ]; then
   W="$W/ncu" B="$B" bash results/h200/issue27/ncu_job.sh > "$W/ncu.log" 2>&1
   el "ncu rc=$?"
