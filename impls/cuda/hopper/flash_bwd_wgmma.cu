@@ -487,8 +487,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     fence_regs(st);
 
     // Pᵀ in place; masked (or past seq_q / seq_kv) entries are 0. Rows past seq_q and rows whose
-    // LSE is -inf have LSE·log2e = +inf in the stage: their P is exp2(-inf) = 0. Soft cap: dSᵀ =
-    // Pᵀ ∘ (dPᵀ − D) ∘ (1 − t²) here too.
+    // LSE is -inf have LSE·log2e = +inf in the stage: their P is exp2(-inf) = 0. Soft cap: P from
+    // t = tanh(q.k · softcap_in).
     bool need_mask = n0 + BN > seq_kv || (kCausal && n0 + BN - 1 > m0 + coff);
     if constexpr (kLocal) {
       need_mask = need_mask ||
@@ -528,8 +528,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     fence_regs(dpt);
     // dSᵀ = Pᵀ ∘ (dPᵀ − D); soft cap: ∘ (1 − t²), with t taken back from P's exponent,
     // t · softcap · log2(e) = log2(P) + LSE·log2e, clamped to [-1, 1] (P = 0 gives -inf, or NaN
-    // where LSE·log2e = +inf, and fmaxf returns -1 for both: dS = 0 as it must). Keeping t (or 1 − t²) from the loop above until dPᵀ lands made ptxas
-    // serialize these kernels' wgmma (C7512) for want of registers; one lg2 per score is cheaper.
+    // where LSE·log2e = +inf, and fmaxf returns -1 for both: dS = 0 as it must). Keeping t (or
+    // 1 − t²) from the loop above until dPᵀ lands made ptxas serialize these kernels' wgmma
+    // (C7512) for want of registers; one lg2 per score is cheaper. Still serialized: d128 soft
+    // cap without a window (docs/tuning_flash_wgmma.md, backward step 6).
 #pragma unroll
     for (int g = 0; g < SN / 8; ++g)
 #pragma unroll
