@@ -23,6 +23,7 @@ not a results file, or a README without the markers.
 import os
 import argparse
 import sys
+from datetime import datetime
 
 if not __package__:  # run as a file: the repository root on the path, for the `scripts` package
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -69,7 +70,28 @@ def table(t, seqs, cells, ps, lines_of, title):
     print()
 
 
-def fa2(t):
+def same_job(run_res, peer_res, default):
+    """The tables' claim about the two files: `default` (e.g. "one GPU job"), unless their dates
+    (context.date, ISO 8601) lie more than 2 hours apart (a device session holds a machine for
+    at most 30 minutes): then "NOT one GPU job" with both dates. Files without dates keep the
+    claim. An incomplete peers' file is said too."""
+    def when(res):
+        d = (res.get("context") or {}).get("date")
+        try:
+            return datetime.fromisoformat(d.replace("Z", "+00:00")) if d else None
+        except (AttributeError, ValueError):
+            return None
+    a, b = when(run_res), when(peer_res)
+    if a and b and abs((a - b).total_seconds()) > 7200:
+        notes = [f"NOT one GPU job: ours from {a:%Y-%m-%d %H:%M}, the peers from {b:%Y-%m-%d %H:%M} UTC"]
+    else:
+        notes = [default]
+    if peer_res.get("complete") is False:
+        notes.append("the peers' file is incomplete")
+    return notes
+
+
+def fa2(t, notes):
     ours_of = {"fwd": "cuda.flash_fwd_mma", "fwd_bwd": "cuda.flash_bwd_mma"}
     cores_of = {"fwd": "cuda.flash_fwd", "fwd_bwd": "cuda.flash_bwd"}
     seqs = sorted({k[5] for k in t})
@@ -91,14 +113,14 @@ def fa2(t):
                 (f"`{ours}` / `cuda.standard_cublas`",
                  [ratio(get(ours, s), get("cuda.standard_cublas", s)) for s in seqs]),
             ]
-        table(t, seqs, cells, ps, lines, "TFLOP/s; PyTorch from the same GPU job")
+        table(t, seqs, cells, ps, lines, "; ".join(["TFLOP/s", *notes]))
 
 
 def short(impl):
     return impl.replace("cuda.", "")
 
 
-def fa3(t, own):
+def fa3(t, own, notes):
     seqs = sorted({k[5] for k in t})
     cells = sorted({(k[3], k[4]) for k in t})
     for ps in ("fwd", "bwd", "fwd_bwd"):
@@ -132,7 +154,7 @@ def fa3(t, own):
                 ("FA4 / cuDNN (PyTorch)", [ratio(f, g) for f, g in zip(fa4, cudnn)]),
             ]
             return out
-        table(t, seqs, cells, ps, lines, "TFLOP/s; one GPU job")
+        table(t, seqs, cells, ps, lines, "; ".join(["TFLOP/s", *notes]))
 
 
 def main(argv=None, grid=None):
@@ -144,12 +166,15 @@ def main(argv=None, grid=None):
     ap.add_argument("--readme", metavar="FILE", help="write the tables between FILE's markers instead of stdout")
     a = ap.parse_args(argv)
     which = grid or a.grid
-    run_rows = load_results(a.run, fail, "grid")["rows"]
+    run_res = load_results(a.run, fail, "grid")
+    peer_res = load_results(a.peers, fail, "peer")
+    run_rows = run_res["rows"]
     t = index(run_rows)
     own = {r["impl"] for r in run_rows if r["impl"].startswith("cuda.") and r["impl"] not in VENDOR}
-    t.update(index(load_results(a.peers, fail, "peer")["rows"]))
+    t.update(index(peer_res["rows"]))
+    notes = same_job(run_res, peer_res, "PyTorch from the same GPU job" if which == "fa2" else "one GPU job")
     generated(f"{which}_grid_summary", [a.run, a.peers], a.readme, fail,
-              lambda: fa2(t) if which == "fa2" else fa3(t, own))
+              lambda: fa2(t, notes) if which == "fa2" else fa3(t, own, notes))
     return 0
 
 

@@ -447,6 +447,29 @@ class Fa3GridSummary(unittest.TestCase):
             self.assertEqual(run(os.path.join(ROOT, "scripts", "fa3_grid_summary.py"), g, t, "--readme", rd).returncode, 2)
 
 
+    def test_peers_from_another_job_are_said(self):
+        row = {"impl": "cuda.flash_bwd_wgmma", "pass": "bwd", "status": "pass", "tflops": 400.0, "options": {},
+               "problem": {"head_dim": 128, "causal": False, "seq_q": 2048}}
+        peer = dict(row, impl="fa4.flash_attn", tflops=500.0)
+
+        def summary(run_date, peer_date, complete=True):
+            g_res, p_res = results_file([row]), results_file([peer])
+            g_res["context"]["date"], p_res["context"]["date"] = run_date, peer_date
+            p_res["complete"] = complete
+            with tempfile.TemporaryDirectory() as tmp:
+                g, t = os.path.join(tmp, "g.json"), os.path.join(tmp, "t.json")
+                write(g, json.dumps(g_res))
+                write(t, json.dumps(p_res))
+                p = run(os.path.join(ROOT, "scripts", "fa3_grid_summary.py"), g, t)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            return p.stdout.splitlines()[0]
+        self.assertEqual(summary("2026-12-04T02:50:36Z", "2026-12-04T02:56:12Z"), "**bwd** (TFLOP/s; one GPU job)")
+        self.assertEqual(summary("2026-12-04T02:50:36Z", "2026-12-03T23:25:14Z"),
+                         "**bwd** (TFLOP/s; NOT one GPU job: ours from 2026-12-04 02:50, the peers from 2026-12-03 23:25 UTC)")
+        self.assertEqual(summary("2026-12-04T02:50:36Z", "2026-12-04T02:56:12Z", complete=False),
+                         "**bwd** (TFLOP/s; one GPU job; the peers' file is incomplete)")
+
+
 class TimingParity(unittest.TestCase):
     def test_pairs_and_cudnn_table(self):
         def r(impl, ps, ms, case=CASE, method=None):
