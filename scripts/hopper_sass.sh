@@ -9,7 +9,10 @@
 #   scripts/hopper_sass.sh [FILE.cu ...]      (default impls/cuda/hopper/flash_fwd_wgmma.cu)
 #
 # Needs nvcc and cuobjdump (CUOBJDUMP=...; a CUDA toolkit without it can take PyPI's
-# nvidia-cuda-cuobjdump wheel: its nvidia/cu13/bin/cuobjdump reads sm_90a objects).
+# nvidia-cuda-cuobjdump wheel: its nvidia/cu13/bin/cuobjdump reads sm_90a objects), and nvdisasm on
+# the PATH for -sass (PyPI's nvidia-cuda-nvdisasm: nvidia/cu13/bin). On this project's CPU machine:
+#   pip download --no-deps nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm -d /tmp/w, unzip both, then
+#   PATH=<nvdisasm's bin>:$PATH CUOBJDUMP=<its bin>/cuobjdump scripts/hopper_sass.sh FILE.cu
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/common.sh"  # ATTN_NVCC_FLAGS, ATTN_GPU_GENCODE
