@@ -43,6 +43,15 @@ def results_file(rows):
     return {"schema": "attnbench.results/2", "complete": True, "context": {"config": {"timing": {}}}, "rows": rows}
 
 
+def run_summary(script, grid_res, peer_res):
+    """scripts/SCRIPT on the two results (written to temporary files), as run() returns it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        g, t = os.path.join(tmp, "g.json"), os.path.join(tmp, "t.json")
+        write(g, json.dumps(grid_res))
+        write(t, json.dumps(peer_res))
+        return run(os.path.join(ROOT, "scripts", script), g, t)
+
+
 def written_before_options(res):
     """res as a file of schema version 1: each row's "options" under its former name "params"."""
     old = json.loads(json.dumps(res))
@@ -227,11 +236,7 @@ class Fa2GridSummary(unittest.TestCase):
         grid = results_file([r("cuda.flash_fwd_mma", "fwd", 512, 300.0), r("cuda.standard_cublas", "fwd", 512, 50.0),
                              r("cuda.cudnn_sdpa", "fwd", 512, 400.0), r("cuda.flash_bwd_mma", "fwd_bwd", 512, 200.0)])
         peer = results_file([r("torch.sdpa_flash", "fwd", 512, 250.0), r("torch.sdpa_flash", "fwd_bwd", 512, 210.0)])
-        with tempfile.TemporaryDirectory() as tmp:
-            g, t = os.path.join(tmp, "g.json"), os.path.join(tmp, "t.json")
-            write(g, json.dumps(grid))
-            write(t, json.dumps(peer))
-            p = run(os.path.join(ROOT, "scripts", "fa2_grid_summary.py"), g, t)
+        p = run_summary("fa2_grid_summary.py", grid, peer)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("| `cuda.flash_fwd_mma` / PyTorch flash | 1.20× |", p.stdout)
         self.assertIn("| `cuda.flash_fwd_mma` / `cuda.standard_cublas` | 6.00× |", p.stdout)
@@ -414,11 +419,7 @@ class Fa3GridSummary(unittest.TestCase):
             r("fa4.flash_attn", "fwd", 550.0), r("torch.sdpa_cudnn", "fwd", 580.0),
             r("fa4.flash_attn", "fwd", 560.0, 1024), r("fa4.flash_attn", "fwd_bwd", 500.0),
             r("fa4.flash_attn", "fwd_bwd", 400.0, options={"deterministic": 1})]))
-        with tempfile.TemporaryDirectory() as tmp:
-            g, t = os.path.join(tmp, "g.json"), os.path.join(tmp, "t.json")
-            write(g, json.dumps(grid))
-            write(t, json.dumps(peer))
-            p = run(os.path.join(ROOT, "scripts", "fa3_grid_summary.py"), g, t)
+        p = run_summary("fa3_grid_summary.py", grid, peer)
         self.assertEqual(p.returncode, 0, p.stderr)
         out = p.stdout
         # cuda.cudnn_sdpa is cuDNN, not ours; a failed row (900) is not a result.
@@ -456,11 +457,7 @@ class Fa3GridSummary(unittest.TestCase):
             g_res, p_res = results_file([row]), results_file([peer])
             g_res["context"]["date"], p_res["context"]["date"] = run_date, peer_date
             p_res["complete"] = complete
-            with tempfile.TemporaryDirectory() as tmp:
-                g, t = os.path.join(tmp, "g.json"), os.path.join(tmp, "t.json")
-                write(g, json.dumps(g_res))
-                write(t, json.dumps(p_res))
-                p = run(os.path.join(ROOT, "scripts", "fa3_grid_summary.py"), g, t)
+            p = run_summary("fa3_grid_summary.py", g_res, p_res)
             self.assertEqual(p.returncode, 0, p.stderr)
             return p.stdout.splitlines()[0]
         self.assertEqual(summary("2026-12-04T02:50:36Z", "2026-12-04T02:56:12Z"), "**bwd** (TFLOP/s; one GPU job)")
