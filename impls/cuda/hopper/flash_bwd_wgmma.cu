@@ -24,7 +24,9 @@
 //       dV += Pᵀ dO                     (RS-wgmma, running through the consumers' barrier),
 //     and after that barrier (both dSᵀ halves in shared memory) its part of
 //       dQ_tile = dS K                  (SS-wgmma, A = dS from dSᵀ read M-major),
-//       dK += dSᵀ Q                     (RS-wgmma, running while dQ is stored),
+//       dK += dSᵀ Q                     (SS-wgmma, A = its rows of dSᵀ; in flight while dQ is
+//                                        stored and into the next tile, until that tile's Sᵀ
+//                                        has landed: groups retire in order),
 //     the dQ part going to the consumer's own region of shared memory, from which a writer warp
 //     of the producer warpgroup (one per consumer, synchronised by named barriers) adds it into
 //     the dQ accumulator with one bulk reduce-add (cp.reduce.async.bulk .add.f32): the consumers
@@ -55,8 +57,8 @@
 // Registers: the producer warpgroup keeps 40 (the TMA thread and the dQ writers' loops), the
 // consumers 232 (40 · 128 + 2 · 232 · 128 = 64512 of 65536).
 // Limits: f16/bf16; sm_90a only.
-// Not yet overlapped: the next query tile's Sᵀ/dPᵀ GEMMs wait for this tile's dK GEMM, and the
-// consumers' barrier keeps their element-wise work in step (docs/tuning_flash_wgmma.md).
+// Not yet overlapped: the consumers' barrier keeps their element-wise work in step, and the next
+// tile's element-wise work waits for this tile's dK GEMM (docs/tuning_flash_wgmma.md).
 #include <cmath>
 #include <cstdint>
 #include <hopper/host.cuh>
@@ -482,9 +484,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                                       kk > 0);
     }
     wgmma_commit();
-    // Sᵀ has landed; dPᵀ may still run.
+    // Sᵀ has landed; dPᵀ may still run. Groups retire in order: the last tile's dK GEMM, left in
+    // flight at its end, is done too, so its Q/dO stage goes back to the producer here.
     wgmma_wait<1>();
     fence_regs(st);
+    if constexpr (!kSplitCols) {
+      fence_regs(dk);
+      if (signals && it > 0) qdo_pipe.consumer_release(it - 1);
+    }
 
     // Pᵀ in place; masked (or past seq_q / seq_kv) entries are 0. Rows past seq_q and rows whose
     // LSE is -inf have LSE·log2e = +inf in the stage: their P is exp2(-inf) = 0. Soft cap: P from
@@ -573,18 +580,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       }
     fence_proxy_async();
 
-    // acc += A B, one commit group: A = Pᵀ or dSᵀ from registers (k = queries, 16 per step, 2 KiB
-    // of a panel), B = dO or Q of the stage, MN-major; N = D (not kSplitCols).
-    auto rs_dkv = [&](auto& acc, auto& a, uint32_t b_stage) {
-      fence_regs(acc);
-      fence_regs(a);
+    // dV += Pᵀ dO (not kSplitCols), one commit group running through the barrier below: A = Pᵀ
+    // from registers (k = queries, 16 per step, 2 KiB of a panel), B = dO of the stage, MN-major.
+    if constexpr (!kSplitCols) {
+      fence_regs(dv);
+      fence_regs(pa);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < BM / 16; ++kk)
-        Wgmma<T, D>::template rs<1>(acc, a[kk], desc_mn_major(b_stage + kk * 2048, BM * 128), 1);
+        Wgmma<T, D>::template rs<1>(dv, pa[kk], desc_mn_major(sdo(s) + kk * 2048, BM * 128), 1);
       wgmma_commit();
-    };
-    if constexpr (!kSplitCols) rs_dkv(dv, pa, sdo(s));  // dV += Pᵀ dO, through the barrier below
+    }
 
     // Both consumers' dSᵀ (and Pᵀ) of this tile are in shared memory; the next tile's LSE·log2e
     // and D rows have landed in their buffer, and this tile's were read.
@@ -630,7 +636,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       wgmma_wait<0>();
     } else {
       // dK += dSᵀ Q behind the dQ GEMM; wait for dV and dQ only, dK runs while dQ is stored.
-      rs_dkv(dk, dsa, sq(s));
+      // A = this consumer's 64 rows of dSᵀ from shared memory (K-major, the layout the dQ GEMM
+      // reads M-major), not from registers: dsa is dead once stored, 16 registers (d128) fewer
+      // across the dV, dQ and dK GEMMs (backward step 7).
+      fence_regs(dk);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; ++kk) {
+        const uint32_t a = sds(buf) + (kk / 4) * BN * 128 + 64 * c * 128 + (kk % 4) * 32;
+        Wgmma<T, D>::template ss<0, 1>(dk, desc_k_major(a),
+                                       desc_mn_major(sq(s) + kk * 2048, BM * 128), 1);
+      }
+      wgmma_commit();
       wgmma_wait<1>();
       fence_regs(dv);
     }
@@ -649,11 +666,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
     fence_proxy_async();
     named_bar_arrive(kDqFull + c, kDqBarThreads);
-    if constexpr (!kSplitCols) {
-      wgmma_wait<0>();  // dK has read the stage
-      fence_regs(dk);
-      if (signals) qdo_pipe.consumer_release(it);
-    }
+    // (not kSplitCols) The dK GEMM stays in flight into the next tile (backward step 8).
+  }
+  if constexpr (!kSplitCols) {
+    wgmma_wait<0>();  // the last tile's dK
+    fence_regs(dk);
+    if (signals && n_iters > 0) qdo_pipe.consumer_release(n_iters - 1);
   }
 
   // dK = scale · dSᵀ Q, dV: this consumer's 64 keys and DKV columns, those below head_dim and

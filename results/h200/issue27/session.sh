@@ -20,8 +20,9 @@
 #      W) once /tmp/$AB_BASE_NAME.ready exists: the parent's sources, sent with the second call
 #      (`git archive PARENT -- . ':!results' | gzip`, 0.75 MB), copied to /tmp/$AB_BASE_NAME and
 #      then touched as /tmp/$AB_BASE_NAME.ready;
-#   2. GRID=1 (default): our grid: the FA3 grid's bwd and fwd_bwd rows of cuda.flash_bwd_wgmma and
-#      cuda.flash_bwd_mma (scripts/fa3_job.sh's grid part), before anything that waits for FA4;
+#   2. GRID=1 (default): our grid: the FA3 grid's bwd and fwd_bwd rows of IMPLS (default
+#      cuda.flash_bwd_wgmma and cuda.flash_bwd_mma; scripts/fa3_job.sh's grid part), before
+#      anything that waits for FA4;
 #   3. GRID=1, once /tmp/fa4site/.ready exists: the peers on the same rows (FA4 and its
 #      deterministic mode, PyTorch cuDNN) and the report (scripts/fa3_grid_summary.py: ours
 #      against them, cell by cell);
@@ -105,7 +106,7 @@ if [ "${AB:-0}" = 1 ]; then
     el "no /tmp/$AB_BASE_NAME.ready after 300 s: A/B skipped"
   fi
 fi
-export BUILD IMPLS="cuda.flash_bwd_wgmma cuda.flash_bwd_mma" PASSES=bwd,fwd_bwd TORCH_BACKENDS=cudnn \
+export BUILD IMPLS="${IMPLS:-cuda.flash_bwd_wgmma cuda.flash_bwd_mma}" PASSES=bwd,fwd_bwd TORCH_BACKENDS=cudnn \
   FA4_SITE=/tmp/fa4site
 if [ "${GRID:-1}" = 1 ]; then
   scripts/fa3_job.sh "$W/fa3" grid > "$W/fa3.grid.log" 2>&1
