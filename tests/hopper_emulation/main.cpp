@@ -152,8 +152,11 @@ int main() {
     const CaseInputs in = make_inputs(p, 1234, c.dist);
     const Reference ref = compute_reference(in, VerifyMode::full, true, false, 1);
     // Both schedules (a block per tile; the persistent grid taking tiles from a counter), each
-    // with the threads in index order and shuffled every round.
-    for (const Options& opts : {Options{}, Options{{"persistent", 1}}})
+    // with the threads in index order and shuffled every round; a window also on the wide tiles
+    // (wide_tiles=1: a narrow window runs on 64 x 64 tiles by default, persistent=1 on the wide).
+    std::vector<Options> option_sets = {Options{}, Options{{"persistent", 1}}};
+    if (p.has_window()) option_sets.push_back(Options{{"wide_tiles", 1}});
+    for (const Options& opts : option_sets)
       for (const uint64_t seed : {uint64_t{0}, uint64_t{7}}) {
         ++runs;
         if (!check_emulated(*fwd, *naive, p, Pass::fwd, in, ref, opts, seed)) ++failed;

@@ -26,6 +26,8 @@
 // is tanh (the SFU's) of the raw score before the mask, with softcap * log2(e) as the exponent's
 // scale. Both schedules. Measured on the H200 against the dense kernel: window 4096 0.88-1.02x,
 // 512 0.49-0.70x, 128 0.17-0.33x (the short blocks: see docs/tuning_flash_wgmma.md, step 7).
+// So a window spanning at most 640 keys runs on 64 x 64 tiles, one consumer, two blocks per SM
+// (FwdNarrow; option wide_tiles=1 keeps the wide ones; step 8, not yet timed).
 // Varlen (packed THD, cu_seqlens; in the window instantiations, unbounded without a window): the
 // grid spans the longest sequence; a block reads its sequence's lengths and first rows, loads
 // through TMA maps over all the packed rows, masks the keys past its sequence (the next one's)
@@ -70,6 +72,9 @@ struct FwdCfg {
   static constexpr bool kPingpong = kPingpong_, kRescaleEarly = kRescaleEarly_;
   static constexpr int kBlockM = 64 * kConsumers;
   static constexpr int kThreads = 128 * (kConsumers + 1);
+  // Blocks per SM the launch bounds ask for: one consumer's tiles (the narrow-window ones) leave
+  // room for a second block, whose GEMMs cover this one's prologue and epilogue.
+  static constexpr int kMinBlocks = kConsumers == 1 ? 2 : 1;
   static constexpr int kPanels = D / 64;        // 64-column panels of a tile
   static constexpr int kQWgBytes = 64 * D * 2;  // one consumer's 64 Q rows
   static constexpr int kQBytes = kConsumers * kQWgBytes;
@@ -86,7 +91,9 @@ struct FwdCfg {
   // Registers per thread after setmaxnreg: the producer's drop pays for the consumers' rise.
   static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32;
   static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
-  static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536, "register file");
+  static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) * kMinBlocks <= 65536,
+                "register file");
+  static_assert((kSmemBytes + 1024) * kMinBlocks <= 233472, "shared memory per SM on sm_90");
   // Named barriers: 1..kConsumers for each consumer's epilogue, then one per consumer's turn.
   static constexpr int kTurnBar0 = 1 + kConsumers;
   static_assert(kTurnBar0 + kConsumers <= 16, "16 named barriers");
@@ -114,6 +121,20 @@ template <bool C>
 struct FwdTile<256, C> {
   using type = FwdCfg<256, 80, 2, 2, false, true>;
 };
+
+// Narrow windows (d64, d128; a window spanning at most kNarrowSpan keys, non-persistent): 64 x 64
+// tiles, one consumer, two blocks per SM (80 KiB of shared memory and 24.5 K registers each). A
+// 128-row block of a (128, 128) window computes 3 tiles of 128 keys for 257 useful ones (0.67),
+// and with 2-3 tiles a block its prologue and epilogue are not amortised (step 7: 0.30-0.33x of
+// dense); 64 rows waste less at the edges (320 keys: 0.80) and the second block's GEMMs run
+// under this one's prologue and epilogue. Option wide_tiles=1 keeps FwdTile's (the A/B).
+// (d256 names its wide window tiles here, never used: dispatch takes this only at d <= 128.)
+template <int D>
+struct FwdNarrow {
+  using type = std::conditional_t<(D <= 128), FwdCfg<D, 64, 1, 2, false, false>,
+                                  typename FwdTile<D, true>::type>;
+};
+constexpr long long kNarrowSpan = 640;
 
 }  // namespace fwd_wgmma
 
@@ -148,7 +169,7 @@ struct FwdParams : attnbench::cuda::AttnShape {
 // the tiles that cross either edge. kSoftcap: scores become tanh(q.k * softcap_in) before the
 // mask, and softcap * log2(e) replaces scale * log2(e) in the exponent and the LSE.
 template <class T, class Cfg, bool kCausal, bool kLocal, bool kSoftcap, bool kPersistent>
-__global__ void __launch_bounds__(Cfg::kThreads, 1)
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     flash_fwd_wgmma_kernel(const __grid_constant__ TensorMap tq,
                            const __grid_constant__ TensorMap tk,
                            const __grid_constant__ TensorMap tv,
@@ -569,17 +590,33 @@ using attnbench::Support;
 // The head_dim tiles (a head_dim runs in the smallest that holds it, zero-padded).
 using FwdHeadDims = attnbench::cuda::HeadDims<64, 128, 256>;
 
+// A window narrow enough for FwdNarrow's tiles: at most kNarrowSpan keys from a row's first
+// visible key to its last (causal: the left side and the diagonal).
+bool narrow_window(const Problem& pr) {
+  if (!pr.has_window()) return false;
+  const attnbench::cuda::AttnVariant v = attnbench::cuda::make_variant(pr);
+  return static_cast<long long>(v.window_left) + v.window_right + 1 <= fwd_wgmma::kNarrowSpan;
+}
+
 // f(kernel, Cfg{}) for the problem's (dtype, head_dim tile, causal, window, soft cap) and the
-// persistent option: the one static switch (common/dispatch.hpp). A window (on causal's tiles)
-// or a soft cap selects a variant kernel; dense and causal problems keep theirs.
+// options (persistent, wide_tiles): the one static switch (common/dispatch.hpp). A window (on
+// causal's tiles, or FwdNarrow's when it is narrow) or a soft cap selects a variant kernel; dense
+// and causal problems keep theirs.
 template <class F>
-void dispatch(const Problem& pr, bool persistent, F&& f) {
+void dispatch(const Problem& pr, bool persistent, bool wide, F&& f) {
   using attnbench::cuda::dispatch_bool;
   attnbench::cuda::dispatch_problem<FwdHeadDims>(pr, [&](auto tag, auto d, auto causal) {
     using T = typename decltype(tag)::type;
     constexpr int D = decltype(d)::value;
     attnbench::cuda::dispatch_variant<decltype(causal)::value>(pr, [&](auto c, auto l, auto sc) {
       constexpr bool C = decltype(c)::value, L = decltype(l)::value, SC = decltype(sc)::value;
+      if constexpr (L) {
+        if (D <= 128 && !persistent && !wide && narrow_window(pr)) {
+          using N = typename fwd_wgmma::FwdNarrow<D>::type;
+          f(flash_fwd_wgmma_kernel<T, N, C, L, SC, false>, N{});
+          return;
+        }
+      }
       using Cfg = typename fwd_wgmma::FwdTile<D, C || L>::type;
       dispatch_bool(persistent, [&](auto pers) {
         f(flash_fwd_wgmma_kernel<T, Cfg, C, L, SC, decltype(pers)::value>, Cfg{});
@@ -593,6 +630,10 @@ void dispatch(const Problem& pr, bool persistent, F&& f) {
 bool persistent_option(const Options* o) {
   return attnbench::option_or(o, "persistent", 0) != 0;
 }
+// The "wide_tiles" option: 0 (default) runs narrow windows on FwdNarrow's tiles, 1 on FwdTile's.
+bool wide_option(const Options* o) {
+  return attnbench::option_or(o, "wide_tiles", 0) != 0;
+}
 
 class FlashFwdWgmma final : public attnbench::Implementation {
  public:
@@ -603,7 +644,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   }
   Capabilities capabilities() const override {
     Capabilities c = attnbench::cuda::tensor_core_capabilities<FwdHeadDims>(true, false);
-    c.options = {"persistent"};
+    c.options = {"persistent", "wide_tiles"};
     c.window = true;
     c.softcap = true;
     c.varlen = true;
@@ -611,7 +652,8 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   }
 
   Support supports_options(const Problem&, Pass, const Options& o) const override {
-    return attnbench::cuda::check_flag_option(o, "persistent");
+    const Support s = attnbench::cuda::check_flag_option(o, "persistent");
+    return s.ok ? attnbench::cuda::check_flag_option(o, "wide_tiles") : s;
   }
 
   // Persistent: the tile counter, then two tile slots per block (kMaxPersistentBlocks at most).
@@ -629,12 +671,12 @@ class FlashFwdWgmma final : public attnbench::Implementation {
       return Support::no("more than 2^31 query tiles");
     }
     std::string why;
-    dispatch(p, false, [&](auto kernel, auto) { why = sm90a_missing(kernel); });
+    dispatch(p, false, false, [&](auto kernel, auto) { why = sm90a_missing(kernel); });
     if (!why.empty()) return Support::no(why);
     const int smem = attn_mma::max_smem_per_block(why);
     if (smem < 0) return Support::no(why);
     int need = 0;
-    dispatch(p, false, [&](auto, auto cfg) { need = decltype(cfg)::kSmemBytes; });
+    dispatch(p, false, false, [&](auto, auto cfg) { need = decltype(cfg)::kSmemBytes; });
     if (smem < need) {
       return Support::no("needs " + std::to_string(need) +
                          " bytes of shared memory per block, the device allows " +
@@ -644,8 +686,9 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   }
 
   void prepare(const Problem& p, Pass, const Options& o) const override {
-    dispatch(p, persistent_option(&o), [&](auto kernel, auto cfg) {
+    dispatch(p, persistent_option(&o), wide_option(&o), [&](auto kernel, auto cfg) {
       attn_mma::set_dynamic_smem(kernel, decltype(cfg)::kSmemBytes);
+      if constexpr (decltype(cfg)::kMinBlocks > 1) attn_mma::prefer_max_shared(kernel);
     });
   }
 
@@ -657,7 +700,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
       throw std::invalid_argument("cuda.flash_fwd_wgmma: persistent=1 needs its workspace");
     }
     if (pr.varlen() && pr.total_q() == 0) return;  // no query: nothing to write
-    dispatch(pr, persistent, [&](auto kernel, auto cfg) {
+    dispatch(pr, persistent, wide_option(a.options), [&](auto kernel, auto cfg) {
       using Sh = decltype(cfg);
       // Varlen: the packed tensors as one sequence of all their rows (at least one, for a batch
       // without keys, whose blocks load none); each block offsets its rows by its sequence's.

@@ -21,6 +21,15 @@ void set_dynamic_smem(void (*kernel)(KArgs...), int bytes) {
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
+// Asks for the largest shared-memory carveout for `kernel`, for a kernel meant to run several
+// blocks per SM whose shared memory together exceeds what the driver's own choice might leave.
+template <class... KArgs>
+void prefer_max_shared(void (*kernel)(KArgs...)) {
+  ATTN_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                                       cudaFuncAttributePreferredSharedMemoryCarveout,
+                                       cudaSharedmemCarveoutMaxShared));
+}
+
 // Opt-in shared memory per block of the current device, or -1 (and `why`) if it cannot be read.
 inline int max_smem_per_block(std::string& why) {
   int dev = 0, bytes = 0;

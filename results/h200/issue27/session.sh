@@ -20,6 +20,7 @@
 #      W) once /tmp/$AB_BASE_NAME.ready exists: the parent's sources, sent with the second call
 #      (`git archive PARENT -- . ':!results' | gzip`, 0.75 MB), copied to /tmp/$AB_BASE_NAME and
 #      then touched as /tmp/$AB_BASE_NAME.ready;
+#   1c. JOBS: other jobs on the same build (W=$W/jobs<N>, B), e.g. an option's A/B;
 #   2. GRID=1 (default): our grid: the FA3 grid's bwd and fwd_bwd rows of IMPLS (default
 #      cuda.flash_bwd_wgmma and cuda.flash_bwd_mma; scripts/fa3_job.sh's grid part), before
 #      anything that waits for FA4;
@@ -80,7 +81,7 @@ wait_ready() {
   while [ ! -f "$1/.ready" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 5; done
   [ -f "$1/.ready" ] && el "$3 site ready" || el "no $1/.ready after $2 s: $3 rows will SKIP"
 }
-el "session.sh at ${ATTNBENCH_GIT_REVISION:-unknown revision}, in $PWD (GATE=${GATE:-1} AB=${AB:-0} GRID=${GRID:-1} NCU=${NCU:-0} ISSUE29=${ISSUE29:-0} JOB3=${JOB3:-0})"
+el "session.sh at ${ATTNBENCH_GIT_REVISION:-unknown revision}, in $PWD (GATE=${GATE:-1} AB=${AB:-0} JOBS=${JOBS:-} GRID=${GRID:-1} NCU=${NCU:-0} ISSUE29=${ISSUE29:-0} JOB3=${JOB3:-0})"
 if [ "${GATE:-1}" = 1 ]; then
   mkdir -p "$W/gate"
   GATE_BUILD=$PWD/build scripts/gpu_gate.sh "$W/gate" > "$W/gate.log" 2>&1
@@ -106,6 +107,14 @@ if [ "${AB:-0}" = 1 ]; then
     el "no /tmp/$AB_BASE_NAME.ready after 300 s: A/B skipped"
   fi
 fi
+# JOBS="A/job.sh B/job.sh": other jobs on this build, each with B and W=$W/jobs<N> (e.g. an option
+# A/B such as results/h200/ab/2026-12-04-fwd-narrow-window/job.sh), before the grid.
+n_job=0
+for j in ${JOBS:-}; do
+  n_job=$((n_job + 1))
+  W="$W/jobs$n_job" B="$B" bash "$j" > "$W/jobs$n_job.log" 2>&1
+  el "job $j rc=$?: $(grep -h 'All rows' "$W/jobs$n_job"/*.md 2>/dev/null | head -2 | tr '\n' ' ')"
+done
 export BUILD IMPLS="${IMPLS:-cuda.flash_bwd_wgmma cuda.flash_bwd_mma}" PASSES=bwd,fwd_bwd TORCH_BACKENDS=cudnn \
   FA4_SITE=/tmp/fa4site
 if [ "${GRID:-1}" = 1 ]; then

@@ -18,6 +18,8 @@ void set_dynamic_smem(void (*kernel)(KArgs...), int bytes) {
   if (bytes > 232448) throw std::runtime_error("smem attribute too large");
   smem_attr()[reinterpret_cast<const void*>(kernel)] = bytes;
 }
+template <class... KArgs>
+void prefer_max_shared(void (*)(KArgs...)) {}
 inline int max_smem_per_block(std::string&) {
   return 232448;
 }
