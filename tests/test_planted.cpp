@@ -242,6 +242,11 @@ CheckRun check(std::vector<std::string> impls, std::vector<std::string> cases = 
   return {rc, out.str(), err.str()};
 }
 
+// Whether a line of out starts with prefix ("FAIL " must not match an "XFAIL " line).
+bool has_line(const std::string& out, const std::string& prefix) {
+  return out.rfind(prefix, 0) == 0 || out.find("\n" + prefix) != std::string::npos;
+}
+
 const std::vector<std::string> kCheckCases = {"b1_hq8_hkv2_sq65_skv65_d64_causal_f32",
                                               "b1_hq8_hkv2_sq65_skv65_d64_causal_bf16"};
 
@@ -270,6 +275,13 @@ TEST(PlantedCheck, CheckFailsTheWindowAndSoftcapBugs) {
     EXPECT_NE(r.out.find(std::string("FAIL ") + name + " "), std::string::npos) << name << "\n"
                                                                                 << r.out;
   }
+  // The soft cap's derivative forgotten in the backward: its backward rows (bwd, fwd_bwd) fail,
+  // its forward rows pass (the forward is right).
+  const CheckRun nd = check({"cpu.planted_softcap_no_derivative"}, kSoftcapCases);
+  EXPECT_EQ(nd.rc, 1) << nd.out << nd.err;
+  EXPECT_TRUE(has_line(nd.out, "FAIL cpu.planted_softcap_no_derivative bwd ")) << nd.out;
+  EXPECT_TRUE(has_line(nd.out, "FAIL cpu.planted_softcap_no_derivative fwd_bwd ")) << nd.out;
+  EXPECT_FALSE(has_line(nd.out, "FAIL cpu.planted_softcap_no_derivative fwd ")) << nd.out;
   // Every case of the group (93 with the passes), each dtype, right-only windows too: all run
   // and pass; only the backward of the paged group's windowed cache SKIPs (forward-only: 2
   // passes x 3 dtypes).
@@ -286,11 +298,6 @@ TEST(PlantedCheck, ControlPassesTheSameCases) {
   EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("attnbench check: PASS: 1 implementation, "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" 0 failed, 0 skipped; planted faults caught "), std::string::npos) << r.out;
-}
-
-// Whether a line of out starts with prefix ("FAIL " must not match an "XFAIL " line).
-bool has_line(const std::string& out, const std::string& prefix) {
-  return out.rfind(prefix, 0) == 0 || out.find("\n" + prefix) != std::string::npos;
 }
 
 // The conformance suite's variable-length batches (group varlen): a wrong sequence offset (sequence

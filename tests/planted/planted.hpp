@@ -26,6 +26,8 @@ enum class Bug {
   far_row,            // one row of O off by +0.5: (last batch, last head, row seq_q / 2)
   window_off_by_one,  // a sliding window one key too wide on the left (row i also sees lo - 1)
   softcap_ignored,    // the soft cap left out (forward and backward)
+  softcap_no_derivative,  // the backward's dS without the soft cap's factor 1 - tanh^2 (the
+                          // forward is right)
   varlen_wrong_offset,  // varlen: sequence b > 0 reads its keys and values at sequence b - 1's
                         // offset
   paged_wrong_page,     // paged: the block table ignored, logical page lp of sequence b read at

@@ -181,8 +181,10 @@ void simple_backward(const BwdArgs& a, Bug bug) {
             const double pj = std::exp(s[j] - m) / l;
             double dp = 0;
             for (int c = 0; c < d; ++c) dp += dorow[c] * kv(a.v, j, hk, c);
-            // Through the soft cap: d(cap * tanh(x / cap)) / dx = 1 - tanh^2 = 1 - (s / cap)^2.
-            const double ds = pj * (dp - dsum) * (cap > 0 ? 1 - (s[j] / cap) * (s[j] / cap) : 1.0);
+            // Through the soft cap: d(cap * tanh(x / cap)) / dx = 1 - tanh^2 = 1 - (s / cap)^2
+            // (the planted softcap_no_derivative forgets it).
+            const bool through_cap = cap > 0 && bug != Bug::softcap_no_derivative;
+            const double ds = pj * (dp - dsum) * (through_cap ? 1 - (s[j] / cap) * (s[j] / cap) : 1.0);
             for (int c = 0; c < d; ++c) {
               const std::size_t jc = static_cast<std::size_t>(j) * d + c;
               dq[c] += ds * kv(a.k, j, hk, c);
