@@ -43,17 +43,20 @@ for impl in cuda.flash_bwd_wgmma cuda.flash_bwd_mma; do
   ncu -i $W/$impl.ncu-rep --page details > $W/$impl.details.txt 2>&1
   stalls $W/$impl
 done
-timeout 400 ncu "${SECTIONS[@]}" --nvtx --nvtx-include "regex:fa4\.flash_attn:.*:bwd/" -o $W/fa4 -f \
-  python3 scripts/peers/peers.py $W/case.json --peers fa4 --fa4-site /tmp/fa4site --attnbench $B \
-  --profile --out $W/fa4.peers.json > $W/fa4.log 2>&1
+# fa4_profile LOG FILTER...: FA4's backward (peers.py, one call per row) under ncu with FILTER.
+fa4_profile() {
+  local log=$1; shift
+  timeout 400 ncu "${SECTIONS[@]}" "$@" -o $W/fa4 -f \
+    python3 scripts/peers/peers.py $W/case.json --peers fa4 --fa4-site /tmp/fa4site --attnbench $B \
+    --profile --out $W/fa4.peers.json > "$log" 2>&1
+}
+fa4_profile $W/fa4.log --nvtx --nvtx-include "regex:fa4\.flash_attn:.*:bwd/"
 el "ncu fa4 rc=$?"
 # 2026-12-04 (66605db): the NVTX filter above matched no kernel of FA4's ('No kernels were
 # profiled': PyTorch's default-domain ranges were not seen), so filter by kernel name instead:
 # every launch whose name says backward (FA4's pre/postprocess too, as ours), at most 12.
 if [ ! -f $W/fa4.ncu-rep ]; then
-  timeout 400 ncu "${SECTIONS[@]}" --kernel-name 'regex:(?i)(bwd|backward)' --launch-count 12 -o $W/fa4 -f \
-    python3 scripts/peers/peers.py $W/case.json --peers fa4 --fa4-site /tmp/fa4site --attnbench $B \
-    --profile --out $W/fa4.peers.json > $W/fa4.byname.log 2>&1
+  fa4_profile $W/fa4.byname.log --kernel-name 'regex:(?i)(bwd|backward)' --launch-count 12
   el "ncu fa4 by kernel name rc=$? ($(grep -c '==PROF== Profiling' $W/fa4.byname.log) kernels)"
 fi
 ncu -i $W/fa4.ncu-rep --page details > $W/fa4.details.txt 2>&1
