@@ -24,9 +24,10 @@
 //       dV += Pᵀ dO                     (RS-wgmma, running through the consumers' barrier),
 //     and after that barrier (both dSᵀ halves in shared memory) its part of
 //       dQ_tile = dS K                  (SS-wgmma, A = dS from dSᵀ read M-major),
-//       dK += dSᵀ Q                     (SS-wgmma, A = its rows of dSᵀ; in flight while dQ is
-//                                        stored and into the next tile, until that tile's Sᵀ
-//                                        has landed: groups retire in order),
+//       dK += dSᵀ Q                     (RS-wgmma, A = dSᵀ from registers, running while dQ is
+//                                        stored; soft cap: SS-wgmma, A = its rows of dSᵀ in
+//                                        shared memory, in flight into the next tile until that
+//                                        tile's Sᵀ has landed, groups retiring in order: kDkSmem),
 //     the dQ part going to the consumer's own region of shared memory, from which a writer warp
 //     of the producer warpgroup (one per consumer, synchronised by named barriers) adds it into
 //     the dQ accumulator with one bulk reduce-add (cp.reduce.async.bulk .add.f32): the consumers
@@ -58,7 +59,8 @@
 // consumers 232 (40 · 128 + 2 · 232 · 128 = 64512 of 65536).
 // Limits: f16/bf16; sm_90a only.
 // Not yet overlapped: the consumers' barrier keeps their element-wise work in step, and the next
-// tile's element-wise work waits for this tile's dK GEMM (docs/tuning_flash_wgmma.md).
+// tile's Sᵀ/dPᵀ GEMMs wait for this tile's dK GEMM (soft cap: its element-wise work does)
+// (docs/tuning_flash_wgmma.md).
 #include <cmath>
 #include <cstdint>
 #include <hopper/host.cuh>
@@ -290,6 +292,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   constexpr int D = Cfg::D, BM = Cfg::kBlockM, BN = Cfg::kBlockN, S = Cfg::kStages;
   constexpr bool kSplitCols = Cfg::kSplitCols;
   constexpr int SN = Cfg::kSN, DKV = Cfg::kDkvN;
+  // The dK GEMM's A operand (not kSplitCols): dSᵀ from shared memory, the GEMM left in flight
+  // into the next tile (backward steps 7 and 8), only in the soft-cap kernels. There it frees the
+  // registers whose lack made ptxas serialize the d128 kernels' wgmma, and measured 11-17% faster
+  // at d128; in the dense and causal kernels the same steps measured 0.5-6% slower (the 16 KiB of
+  // extra shared-memory reads per consumer and tile), so those keep dSᵀ in registers (RS-wgmma)
+  // and wait for the GEMM at the end of the tile (results/h200/ab/2026-12-04-bwd-step7-8).
+  constexpr bool kDkSmem = kSoftcap && !kSplitCols;
   const int n_block = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
   const int n0 = n_block * BN;
   // The block's sequence: the shape's, or (varlen, kLocal only) its own lengths and first rows in
@@ -484,11 +493,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                                       kk > 0);
     }
     wgmma_commit();
-    // Sᵀ has landed; dPᵀ may still run. Groups retire in order: the last tile's dK GEMM, left in
-    // flight at its end, is done too, so its Q/dO stage goes back to the producer here.
+    // Sᵀ has landed; dPᵀ may still run. Groups retire in order: kDkSmem, the last tile's dK GEMM,
+    // left in flight at its end, is done too, so its Q/dO stage goes back to the producer here.
     wgmma_wait<1>();
     fence_regs(st);
-    if constexpr (!kSplitCols) {
+    if constexpr (kDkSmem) {
       fence_regs(dk);
       if (signals && it > 0) qdo_pipe.consumer_release(it - 1);
     }
@@ -636,16 +645,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       wgmma_wait<0>();
     } else {
       // dK += dSᵀ Q behind the dQ GEMM; wait for dV and dQ only, dK runs while dQ is stored.
-      // A = this consumer's 64 rows of dSᵀ from shared memory (K-major, the layout the dQ GEMM
-      // reads M-major), not from registers: dsa is dead once stored, 16 registers (d128) fewer
-      // across the dV, dQ and dK GEMMs (backward step 7).
+      // B = Q of the stage, MN-major. A: kDkSmem, this consumer's 64 rows of dSᵀ from shared
+      // memory (K-major, the layout the dQ GEMM reads M-major): dsa is dead once stored, 16
+      // registers (d128) fewer across the dV, dQ and dK GEMMs (backward step 7); else dSᵀ from
+      // registers (k = queries, 16 per step).
       fence_regs(dk);
+      if constexpr (!kDkSmem) fence_regs(dsa);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < BM / 16; ++kk) {
-        const uint32_t a = sds(buf) + (kk / 4) * BN * 128 + 64 * c * 128 + (kk % 4) * 32;
-        Wgmma<T, D>::template ss<0, 1>(dk, desc_k_major(a),
-                                       desc_mn_major(sq(s) + kk * 2048, BM * 128), 1);
+        const uint64_t b = desc_mn_major(sq(s) + kk * 2048, BM * 128);
+        if constexpr (kDkSmem) {
+          const uint32_t a = sds(buf) + (kk / 4) * BN * 128 + 64 * c * 128 + (kk % 4) * 32;
+          Wgmma<T, D>::template ss<0, 1>(dk, desc_k_major(a), b, 1);
+        } else {
+          Wgmma<T, D>::template rs<1>(dk, dsa[kk], b, 1);
+        }
       }
       wgmma_commit();
       wgmma_wait<1>();
@@ -666,9 +681,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
     fence_proxy_async();
     named_bar_arrive(kDqFull + c, kDqBarThreads);
-    // (not kSplitCols) The dK GEMM stays in flight into the next tile (backward step 8).
+    if constexpr (!kSplitCols && !kDkSmem) {
+      wgmma_wait<0>();  // dK has read the stage
+      fence_regs(dk);
+      if (signals) qdo_pipe.consumer_release(it);
+    }
+    // kDkSmem: the dK GEMM stays in flight into the next tile (backward step 8).
   }
-  if constexpr (!kSplitCols) {
+  if constexpr (kDkSmem) {
     wgmma_wait<0>();  // the last tile's dK
     fence_regs(dk);
     if (signals && n_iters > 0) qdo_pipe.consumer_release(n_iters - 1);
