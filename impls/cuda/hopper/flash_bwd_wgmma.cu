@@ -118,6 +118,7 @@ struct BwdCfg {
   static_assert(kSplitM || D >= 128, "a column half of dQ must be whole 64-column panels");
   static_assert(!kSplitCols || (kBlockM == 64 && D >= 128), "column halves of whole panels");
   static_assert(kSplitCols || kBlockN == 128, "64 keys per consumer");
+  static_assert(kDqN % 64 == 0, "dq_swizzle's 8 groups of 8 floats within a chunk row");
 };
 
 // d64: 128 x 128 (Sᵀ and dPᵀ 64 registers each, dK/dV 32 each); d128: 64 x 128 (Sᵀ/dPᵀ 32,
@@ -140,6 +141,16 @@ template <>
 struct BwdTile<256> {
   using type = BwdCfg<256, 64, 64, 1>;
 };
+
+// Where column `col` of row `row` of a consumer's dQ chunk lives within that row (and so in the
+// accumulator, which holds the chunk as it is in shared memory): the 8-float groups XORed with
+// the row's low 3 bits. A warp's 64-bit stores of the wgmma accumulator (8 rows x 4 lanes x 2
+// floats, chunk rows 64, 128 or 256 floats apart, so every row starts in bank 0) then hit 32
+// different banks per half-warp instead of 4 (backward step 9). Chunk rows are at least 64
+// floats (BwdCfg::kDqN), so the XOR stays within the row.
+__host__ __device__ constexpr int dq_swizzle(int row, int col) {
+  return col ^ ((row & 7) << 3);
+}
 
 // Query rows of the D and dQ workspaces per (batch, head): seq_q rounded up to 128.
 inline int seq_q_pad(int seq_q) {
@@ -240,7 +251,8 @@ __global__ void __launch_bounds__(256)
 // (B · Sq, or total_q) x Hq x head_dim / 2. Varlen: the token's sequence by binary search over
 // cu_q. The accumulator holds each query tile of bm rows as the main kernel's two consumer chunks
 // of bm x d_pad / 2 floats: split_m, rows [0, 64) then [64, 128), each row-major over d_pad
-// columns; else columns [0, d_pad / 2) then the rest, each row-major over its d_pad / 2.
+// columns; else columns [0, d_pad / 2) then the rest, each row-major over its d_pad / 2; within
+// a chunk row, the columns placed by bwd_wgmma::dq_swizzle.
 template <class T>
 __global__ void __launch_bounds__(256)
     bwd_postprocess_wgmma_kernel(const float* dq_accum, T* dq, const StatLayout L, int head_dim,
@@ -266,8 +278,11 @@ __global__ void __launch_bounds__(256)
       i = static_cast<int>(tok % L.seq_q);
     }
     const int r = i % bm, half = d_pad / 2;
-    const int64_t chunk = split_m ? static_cast<int64_t>(r / 64) * 64 * d_pad + (r % 64) * d_pad + d
-                                  : static_cast<int64_t>(d / half) * bm * half + r * half + d % half;
+    const int64_t chunk =
+        split_m ? static_cast<int64_t>(r / 64) * 64 * d_pad + (r % 64) * d_pad +
+                      bwd_wgmma::dq_swizzle(r % 64, d)
+                : static_cast<int64_t>(d / half) * bm * half + r * half +
+                      bwd_wgmma::dq_swizzle(r, d % half);
     const float* src = dq_accum + (L.row(b, h) + i - r) * d_pad + chunk;
     *reinterpret_cast<uint32_t*>(dq + rest * head_dim + d) =
         Elem<T>::pack2(src[0] * scale, src[1] * scale);
@@ -669,15 +684,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     fence_regs(dq);
 
     // The dQ tile to this consumer's region (float32; kSplitM: its 64 rows x D, else BM rows x its
-    // kDqN columns, row-major), once its writer has read the last one; the writer adds it.
+    // kDqN columns, row-major, each row's columns placed by dq_swizzle), once its writer has read
+    // the last one; the writer adds it.
     if (it > 0) named_bar_sync(kDqEmpty + c, kDqBarThreads);
 #pragma unroll
     for (int i = 0; i < Cfg::kDqN / 2; i += 2) {
       const int row = 16 * warp + lane / 4 + ((i & 2) ? 8 : 0);
       const int col = 8 * (i / 4) + 2 * (lane % 4);
-      const uint32_t addr = sdq(c) + static_cast<uint32_t>(row * Cfg::kDqN + col) * 4;
-      attn_mma::st_shared_f32(addr, dq[i]);
-      attn_mma::st_shared_f32(addr + 4, dq[i + 1]);
+      const int at = row * Cfg::kDqN + bwd_wgmma::dq_swizzle(row, col);
+      attn_mma::st_shared_f32x2(sdq(c) + static_cast<uint32_t>(at) * 4, dq[i], dq[i + 1]);
     }
     fence_proxy_async();
     named_bar_arrive(kDqFull + c, kDqBarThreads);

@@ -252,6 +252,11 @@ inline void st_shared_f32(uint32_t addr, float v) {
   emu::check_smem(addr, 4, 4);
   std::memcpy(&emu::smem[addr], &v, 4);
 }
+inline void st_shared_f32x2(uint32_t addr, float lo, float hi) {
+  emu::check_smem(addr, 8, 8);
+  const float v[2] = {lo, hi};
+  std::memcpy(&emu::smem[addr], v, 8);
+}
 inline float ld_shared_f32(uint32_t addr) {
   emu::check_smem(addr, 4, 4);
   float v;
