@@ -3,7 +3,7 @@
 recover_timings.py (console-log times), paper_tables.py (Figure 2 table). No GPU, no ncu:
 tests/data/ncu_raw_probe.csv is ncu's raw page from an H200 run (columns trimmed to the ones read).
 The peers' git revision (scripts/peers/common.py; no torch needed). fa2_grid_summary.py's ratios, fa3_grid_summary.py's (grid_summary.py), decode_summary.py's and variants_summary.py's tables and targets, timing_parity.py's pairs,
-ncu_kernels.py's attribution of kernels to rows, fa3_job.sh's dry run. compute_sanitizer.sh's choice of implementations,
+ncu_kernels.py's attribution of kernels to rows, ncu_source.py's ranking of instructions, fa3_job.sh's dry run. compute_sanitizer.sh's choice of implementations,
 pyproject.toml and the scripts as modules (python3 -m scripts.X), a closed stdout (SIGPIPE, scripts/entry.py),
 the peers' sliding windows and soft caps (PeersWindowSoftcap: FA4's arguments, FlexAttention's mask and
 score_mod against attnbench's rule, counts and C API reference, the SDPA SKIPs),
@@ -519,6 +519,47 @@ class NcuKernels(unittest.TestCase):
                       p.stdout)
         self.assertIn("| torch | **sum: 1 kernels** | **1400.0** (196 TFLOP/s) |", p.stdout)
         self.assertIn("outside the rows' ranges", p.stdout)
+
+
+class NcuSource(unittest.TestCase):
+    """scripts/ncu_source.py: per kernel, the instructions with the most stall samples and excess
+    shared wavefronts, from ncu's source page (CSV, gzipped or not); a missing column is named."""
+
+    PAGE = ('"Kernel Name: main"\n'
+            '"# Address","Source","Warp Stall Sampling (All Samples)","L1 Wavefronts Shared Excessive"\n'
+            '"0x0010","STS.64 [R1], R2","100","384"\n'
+            '"0x0020","HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], R24","500","0"\n'
+            '"0x0030","BAR.SYNC 0x1","1,400","0"\n'
+            '"Kernel Name: post"\n'
+            '"# Address","Source","Warp Stall Sampling (All Samples)"\n'
+            '"0x0040","LDG.E R2, [R4]","7","x"\n')
+
+    def test_ranks_per_kernel(self):
+        import gzip
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "s.csv.gz")
+            with gzip.open(path, "wt") as f:
+                f.write(self.PAGE)
+            p = run(os.path.join(ROOT, "scripts", "ncu_source.py"), path, "--top", "2")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        out = p.stdout
+        self.assertIn("== Kernel Name: main: 3 instructions", out)
+        main = out[out.index("Kernel Name: main"):out.index("Kernel Name: post")]
+        stalls = main[main.index("warp stall samples"):main.index("excess shared")]
+        self.assertIn("total 2,000", stalls)
+        self.assertLess(stalls.index("BAR.SYNC"), stalls.index("HGMMA"))  # 1,400 ranks first
+        self.assertNotIn("STS.64", stalls)  # --top 2
+        self.assertRegex(main, r"100\.0% +384 +0x0010  STS\.64")
+        post = out[out.index("Kernel Name: post"):]
+        self.assertIn("excess shared wavefronts: no such column; the header is: # Address | Source", post)
+
+    def test_no_table(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "e.csv")
+            write(path, "==PROF== nothing\n")
+            p = run(os.path.join(ROOT, "scripts", "ncu_source.py"), path)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("no instruction table", p.stderr)
 
 
 BUILD = os.environ.get("ATTNBENCH_BUILD_DIR", "")

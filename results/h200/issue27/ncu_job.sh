@@ -7,6 +7,13 @@
 # default cache control. Run from the repository root under setsid after the gate (its build) and
 # with FA4 in /tmp/fa4site; everything under $W (default /tmp/j27): <side>.ncu-rep and
 # <side>.details.txt (ncu -i ... --page details). About 5 minutes.
+# Since 2026-12-04 (second profile) also:
+#  - PASSES (default "bwd fwd"): fwd profiles issue 28's forward the same way, cuda.flash_fwd_wgmma
+#    and FA4's forward at b1, seq 16384, d128 (16 heads) and d256 (8 heads), causal and not;
+#  - <side>.source.csv.gz (ncu --page source, SASS with per-instruction counters) and
+#    <side>.source.txt (scripts/ncu_source.py: the instructions with the most stall samples and
+#    excess shared wavefronts) for our kernels;
+#  - FA4 filtered by kernel name at once (its NVTX ranges matched nothing on 2026-12-04).
 set -uo pipefail
 W=${W:-/tmp/j27}; mkdir -p $W
 source scripts/common.sh; attn_cudnn_from_wheel
@@ -28,37 +35,55 @@ cols = [i for i, h in enumerate(head) if "issue_stalled" in h or h in ("Kernel N
 for r in rows[2:]:
     print(" | ".join(f"{head[i]}={r[i]}" for i in cols))' > "$1.stalls.txt" 2>&1
 }
-cat > $W/case.json <<'JSON'
-{"name": "issue27_ncu", "description": "issue 27's ncu case: b1, 16 heads, seq 16384, d128, bf16",
+PASSES=${PASSES:-bwd fwd}
+# case PASS FILE: the profiled rows of PASS (bwd: issue 27's d128 case; fwd: issue 28's d128 and
+# d256 cases), implementations chosen per side on the command line.
+case_json() {
+  if [ "$1" = bwd ]; then
+    echo '{"name": "issue27_ncu", "description": "issue 27 ncu case: b1, 16 heads, seq 16384, d128, bf16",
  "problem": {"batch": 1, "heads_q": 16, "heads_kv": 16, "seq_q": 16384, "seq_kv": 16384,
              "head_dim": 128, "dtype": "bf16"},
  "sweep": {"product": {"causal": [false, true]}},
  "implementations": ["cuda.flash_bwd_wgmma", "cuda.flash_bwd_mma"], "passes": ["bwd"],
- "verify": {"mode": "off"}}
-JSON
-for impl in cuda.flash_bwd_wgmma cuda.flash_bwd_mma; do
-  timeout 300 ncu "${SECTIONS[@]}" --nvtx --nvtx-include "regex:attnbench@${impl//./\\.}:.*:bwd/" \
-    -o $W/$impl -f $B run $W/case.json --impl $impl --profile --verify off -q > $W/$impl.log 2>&1
-  el "ncu $impl rc=$?"
-  ncu -i $W/$impl.ncu-rep --page details > $W/$impl.details.txt 2>&1
-  stalls $W/$impl
-done
-# fa4_profile LOG FILTER...: FA4's backward (peers.py, one call per row) under ncu with FILTER.
-fa4_profile() {
-  local log=$1; shift
-  timeout 400 ncu "${SECTIONS[@]}" "$@" -o $W/fa4 -f \
-    python3 scripts/peers/peers.py $W/case.json --peers fa4 --fa4-site /tmp/fa4site --attnbench $B \
-    --profile --out $W/fa4.peers.json > "$log" 2>&1
+ "verify": {"mode": "off"}}' > "$2"
+  else
+    echo '{"name": "issue28_ncu", "description": "issue 28 ncu cases: b1, seq 16384, d128 (16 heads) and d256 (8 heads), bf16",
+ "problem": {"batch": 1, "seq_q": 16384, "seq_kv": 16384, "dtype": "bf16"},
+ "sweep": {"zip": [{"head_dim": [128, 256], "heads_q": [16, 8], "heads_kv": [16, 8]}],
+           "product": {"causal": [false, true]}},
+ "implementations": ["cuda.flash_fwd_wgmma"], "passes": ["fwd"],
+ "verify": {"mode": "off"}}' > "$2"
+  fi
 }
-fa4_profile $W/fa4.log --nvtx --nvtx-include "regex:fa4\.flash_attn:.*:bwd/"
-el "ncu fa4 rc=$?"
-# 2026-12-04 (66605db): the NVTX filter above matched no kernel of FA4's ('No kernels were
-# profiled': PyTorch's default-domain ranges were not seen), so filter by kernel name instead:
-# every launch whose name says backward (FA4's pre/postprocess too, as ours), at most 12.
-if [ ! -f $W/fa4.ncu-rep ]; then
-  fa4_profile $W/fa4.byname.log --kernel-name 'regex:(?i)(bwd|backward)' --launch-count 12
-  el "ncu fa4 by kernel name rc=$? ($(grep -c '==PROF== Profiling' $W/fa4.byname.log) kernels)"
-fi
-ncu -i $W/fa4.ncu-rep --page details > $W/fa4.details.txt 2>&1
-stalls $W/fa4
+# source BASE: BASE.source.csv.gz and its summary BASE.source.txt.
+source_page() {
+  ncu -i "$1.ncu-rep" --page source --csv --print-source sass 2> "$1.source.err" | gzip > "$1.source.csv.gz"
+  python3 scripts/ncu_source.py "$1.source.csv.gz" > "$1.source.txt" 2>&1
+}
+# fa4_profile PASS LOG FILTER...: FA4's PASS (peers.py, one call per row) under ncu with FILTER.
+fa4_profile() {
+  local pass=$1 log=$2; shift 2
+  timeout 400 ncu "${SECTIONS[@]}" "$@" -o $W/fa4.$pass -f \
+    python3 scripts/peers/peers.py $W/$pass.json --peers fa4 --fa4-site /tmp/fa4site --attnbench $B \
+    --profile --out $W/fa4.$pass.peers.json > "$log" 2>&1
+}
+for pass in $PASSES; do
+  case_json $pass $W/$pass.json
+  if [ $pass = bwd ]; then impls="cuda.flash_bwd_wgmma cuda.flash_bwd_mma"; re='(?i)(bwd|backward)'; n=12
+  else impls="cuda.flash_fwd_wgmma"; re='(?i)(fwd|forward)'; n=8; fi
+  for impl in $impls; do
+    side=$impl; [ $pass = fwd ] && side=$impl.fwd
+    timeout 300 ncu "${SECTIONS[@]}" --nvtx --nvtx-include "regex:attnbench@${impl//./\\.}:.*:$pass/" \
+      -o $W/$side -f $B run $W/$pass.json --impl $impl --pass $pass --profile --verify off -q > $W/$side.log 2>&1
+    el "ncu $side rc=$?"
+    ncu -i $W/$side.ncu-rep --page details > $W/$side.details.txt 2>&1
+    stalls $W/$side
+    source_page $W/$side
+  done
+  # FA4's kernels by name: its forward and backward (and their pre/postprocess), at most n.
+  fa4_profile $pass $W/fa4.$pass.log --kernel-name "regex:$re" --launch-count $n
+  el "ncu fa4 $pass rc=$? ($(grep -c '==PROF== Profiling' $W/fa4.$pass.log) kernels)"
+  ncu -i $W/fa4.$pass.ncu-rep --page details > $W/fa4.$pass.details.txt 2>&1
+  stalls $W/fa4.$pass
+done
 el "done"

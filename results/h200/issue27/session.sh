@@ -27,7 +27,8 @@
 #   3. GRID=1, once /tmp/fa4site/.ready exists: the peers on the same rows (FA4 and its
 #      deterministic mode, PyTorch cuDNN) and the report (scripts/fa3_grid_summary.py: ours
 #      against them, cell by cell);
-#   4. NCU=1: results/h200/issue27/ncu_job.sh (our two backwards and FA4's under Nsight Compute);
+#   4. NCU=1: results/h200/issue27/ncu_job.sh (our two backwards, our forward and FA4's, under
+#      Nsight Compute; NCU_PASSES="bwd" for the backward only);
 #   5. ISSUE29=1: issue 29's job2 (decode grid, FlashInfer once /tmp/fisite/.ready exists: its
 #      part, from scripts/peers/flashinfer_wheels.sh, needs a call of its own, 41.6 MB);
 #   6. JOB3=1: issue 30's job3 on CONFIGS (default "varlen window").
@@ -129,7 +130,7 @@ if { [ "${NCU:-0}" = 1 ] || [ "${JOB3:-0}" = 1 ]; } && [ ! -f /tmp/fa4site/.read
   wait_ready /tmp/fa4site 600 FA4
 fi
 if [ "${NCU:-0}" = 1 ]; then
-  W="$W/ncu" B="$B" bash results/h200/issue27/ncu_job.sh > "$W/ncu.log" 2>&1
+  W="$W/ncu" B="$B" PASSES="${NCU_PASSES:-bwd fwd}" bash results/h200/issue27/ncu_job.sh > "$W/ncu.log" 2>&1
   el "ncu rc=$?"
 fi
 if [ "${ISSUE29:-0}" = 1 ]; then
