@@ -6,7 +6,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +40,14 @@ class CaseSelection {
  private:
   std::vector<std::pair<int, int>> ranges_;
 };
+
+// Bytes by which run_on_host's backward misaligns O and dQ (0: as allocated). A kernel that reads
+// O or writes dQ 16 bytes at a time must check the alignment and fall back (dO, Q, K and V go
+// through TMA, which needs 16-byte aligned tensors anyway).
+inline std::size_t& bwd_misalign() {
+  static std::size_t bytes = 0;
+  return bytes;
+}
 
 // Calls impl's pass on host buffers (the emulator's and the CPU's device memory is host memory).
 // For the backward, O and LSE come from the reference's forward, as check_impl does.
@@ -92,7 +102,23 @@ inline Outputs run_on_host(const Implementation& impl, const Problem& p, Pass pa
   a.options = &opts;
   a.cu_seqlens_q = meta_at(meta.cu_seqlens_q);
   a.cu_seqlens_kv = meta_at(meta.cu_seqlens_kv);
+  const std::size_t mis = bwd_misalign();
+  std::vector<std::uint8_t> o_buf, dq_buf;  // 16-byte aligned starts + mis
+  auto shifted = [&](std::vector<std::uint8_t>& buf, std::size_t n) {
+    buf.assign(n + 16 + mis, 0);
+    const auto at = reinterpret_cast<std::uintptr_t>(buf.data());
+    return buf.data() + (16 - at % 16) % 16 + mis;
+  };
+  if (mis != 0) {
+    std::uint8_t* o = shifted(o_buf, ref.o_in.nbytes());
+    std::memcpy(o, ref.o_in.data(), ref.o_in.nbytes());
+    a.o = o;
+    std::uint8_t* dq = shifted(dq_buf, out.dq.nbytes());
+    std::memcpy(dq, out.dq.data(), out.dq.nbytes());  // the poison
+    a.dq = dq;
+  }
   impl.backward(a);
+  if (mis != 0) std::memcpy(out.dq.data(), a.dq, out.dq.nbytes());
   return out;
 }
 

@@ -12,6 +12,7 @@
 // "cuda.flash_fwd_wgmma" itself, and attn_impls_cuda must not be linked as well.
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "attnbench/implementation.hpp"
@@ -171,6 +172,27 @@ int main() {
       if (!check_emulated(*bwd, *naive, p, Pass::bwd, in, ref, opts, 11)) ++failed;
     }
   }
+  // O and dQ 4 bytes off 16-byte alignment (a caller's slices): the preprocess and postprocess
+  // fall back from 16-byte to 4-byte accesses: d40 (5 groups of 8 columns), d200 (25), varlen.
+  attnbench::test::bwd_misalign() = 4;
+  auto first = [&](auto pred) {
+    for (const Case& c : bwd_cases)
+      if (pred(c)) return c;
+    std::fprintf(stderr, "no such backward case\n");
+    std::exit(2);
+  };
+  const Case misaligned[] = {first([](const Case& c) { return c.d == 40; }),
+                             first([](const Case& c) { return c.d == 200; }),
+                             first([](const Case& c) { return !c.lq.empty() && c.d == 128; })};
+  for (const Case& c : misaligned) {
+    const Problem p = problem(c);
+    const CaseInputs in = make_inputs(p, 4321, c.dist);
+    const Reference ref = compute_reference(in, VerifyMode::full, true, true, 1);
+    std::printf("(O and dQ misaligned by 4 bytes)\n");
+    ++runs;
+    if (!check_emulated(*bwd, *naive, p, Pass::bwd, in, ref, Options{}, 11)) ++failed;
+  }
+  attnbench::test::bwd_misalign() = 0;
   std::printf("%d of %d emulated runs failed\n", failed, runs);
   return failed;
 }

@@ -197,18 +197,28 @@ struct BwdParams : attnbench::cuda::AttnShape {
   attnbench::cuda::AttnVariant var;  // window, soft cap, varlen (kLocal, kSoftcap): common/shape.hpp
 };
 
-// D = rowsum(dO ∘ O) and LSE·log2e (+inf where P must be 0: past seq_q, LSE = -inf) for every
-// StatLayout row; one warp per row, grid-stride. Varlen: the row's sequence by binary search over
-// the padded starts (rows between two sequences' padding belong to the first, past its length).
+// Σ x·y over the two elements of each packed pair.
 template <class T>
+__device__ __forceinline__ float dot2(uint32_t x, uint32_t y) {
+  const float2 a = Elem<T>::unpack2(x), b = Elem<T>::unpack2(y);
+  return a.x * b.x + a.y * b.y;
+}
+
+// D = rowsum(dO ∘ O) and LSE·log2e (+inf where P must be 0: past seq_q, LSE = -inf) for every
+// StatLayout row. kLanes lanes per row (a power of two, at least head_dim / 8), each reading 8
+// elements (16 bytes; kVec16, else 2 elements, when O or dO is not 16-byte aligned) of O and dO
+// at a time; 256 / kLanes rows per block. Varlen: the row's sequence by binary search over the
+// padded starts (rows between two sequences' padding belong to the first, past its length).
+// (Backward step 10: one warp per row with 4-byte loads ran at about a third of HBM bandwidth.)
+template <class T, int kLanes, bool kVec16>
 __global__ void __launch_bounds__(256)
     bwd_preprocess_wgmma_kernel(const T* o, const T* dout, const float* lse, float* delta,
                                 float* lse2, const StatLayout L, int head_dim, int64_t rows) {
-  const int lane = threadIdx.x % 32;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
-  for (int64_t r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; r < rows; r += warps) {
-    int i, h, len;
-    int64_t tok0, lse_at;  // the sequence's first token row; the LSE of its row 0 for head h
+  const int sub = threadIdx.x % kLanes;
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * (256 / kLanes) + threadIdx.x / kLanes;
+  int i = 0, h = 0, len = 0;
+  int64_t tok0 = 0, lse_at = 0;  // the sequence's first token row; the LSE of its row 0 for head h
+  if (r < rows) {
     if (L.cu_q != nullptr) {
       h = static_cast<int>(r / L.pad_total);
       const int64_t pr = r % L.pad_total;
@@ -229,41 +239,46 @@ __global__ void __launch_bounds__(256)
       tok0 = bh / L.heads_q * L.seq_q;
       lse_at = bh * L.seq_q;
     }
-    float acc = 0.f;
-    if (i < len) {
-      const int64_t base = ((tok0 + i) * L.heads_q + h) * head_dim;
-      for (int d = 2 * lane; d < head_dim; d += 64) {
-        const float2 x = Elem<T>::unpack2(*reinterpret_cast<const uint32_t*>(o + base + d));
-        const float2 y = Elem<T>::unpack2(*reinterpret_cast<const uint32_t*>(dout + base + d));
-        acc += x.x * y.x + x.y * y.y;
+  }
+  float acc = 0.f;
+  if (i < len) {  // (false past rows: len 0)
+    const int64_t base = ((tok0 + i) * L.heads_q + h) * head_dim;
+    if constexpr (kVec16) {
+      for (int d = 8 * sub; d < head_dim; d += 8 * kLanes) {
+        const uint4 x = *reinterpret_cast<const uint4*>(o + base + d);
+        const uint4 y = *reinterpret_cast<const uint4*>(dout + base + d);
+        acc += dot2<T>(x.x, y.x) + dot2<T>(x.y, y.y) + dot2<T>(x.z, y.z) + dot2<T>(x.w, y.w);
+      }
+    } else {
+      for (int d = 2 * sub; d < head_dim; d += 2 * kLanes) {
+        acc += dot2<T>(*reinterpret_cast<const uint32_t*>(o + base + d),
+                       *reinterpret_cast<const uint32_t*>(dout + base + d));
       }
     }
-    acc = attn_mma::group_sum<32>(acc);
-    if (lane == 0) {
-      delta[r] = acc;
-      const float l = i < len ? lse[lse_at + i] : -__builtin_huge_valf();
-      lse2[r] = l == -__builtin_huge_valf() ? __builtin_huge_valf() : l * attnbench::cuda::kLog2e;
-    }
+  }
+  acc = attn_mma::group_sum<kLanes>(acc);  // every lane takes part (whole groups share r)
+  if (sub == 0 && r < rows) {
+    delta[r] = acc;
+    const float l = i < len ? lse[lse_at + i] : -__builtin_huge_valf();
+    lse2[r] = l == -__builtin_huge_valf() ? __builtin_huge_valf() : l * attnbench::cuda::kLog2e;
   }
 }
 
-// dQ = scale · accumulator; one thread per element pair, grid-stride over the packed rows
-// (B · Sq, or total_q) x Hq x head_dim / 2. Varlen: the token's sequence by binary search over
-// cu_q. The accumulator holds each query tile of bm rows as the main kernel's two consumer chunks
-// of bm x d_pad / 2 floats: split_m, rows [0, 64) then [64, 128), each row-major over d_pad
-// columns; else columns [0, d_pad / 2) then the rest, each row-major over its d_pad / 2; within
-// a chunk row, the columns placed by bwd_wgmma::dq_swizzle.
-template <class T>
+// dQ = scale · accumulator. A block per query token (grid-stride over B · Sq, or total_q): its
+// sequence and position found once (varlen: binary search over cu_q), its threads over (head,
+// 8-column group), each reading one dq_swizzle group of the accumulator (8 contiguous floats, 32
+// bytes) and writing 16 bytes of dQ (kVec16; else four 4-byte stores, when dQ is not 16-byte
+// aligned). The accumulator holds each query tile of bm rows as the main kernel's two consumer
+// chunks of bm x d_pad / 2 floats: split_m, rows [0, 64) then [64, 128), each row-major over
+// d_pad columns; else columns [0, d_pad / 2) then the rest, each row-major over its d_pad / 2;
+// within a chunk row, the columns placed by bwd_wgmma::dq_swizzle. (Backward step 10: one thread
+// per element pair, with six 64-bit divisions each, ran at about a quarter of HBM bandwidth.)
+template <class T, bool kVec16>
 __global__ void __launch_bounds__(256)
     bwd_postprocess_wgmma_kernel(const float* dq_accum, T* dq, const StatLayout L, int head_dim,
-                                 int d_pad, int bm, bool split_m, float scale, int64_t pairs) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < pairs;
-       e += stride) {
-    const int d = static_cast<int>(e % (head_dim / 2)) * 2;
-    const int64_t rest = e / (head_dim / 2);  // token * heads_q + h
-    const int h = static_cast<int>(rest % L.heads_q);
-    const int64_t tok = rest / L.heads_q;
+                                 int d_pad, int bm, bool split_m, float scale, int64_t tokens) {
+  const int groups = head_dim / 8, half = d_pad / 2;
+  for (int64_t tok = blockIdx.x; tok < tokens; tok += gridDim.x) {
     int b, i;
     if (L.cu_q != nullptr) {
       int lo = 0, hi = L.batch - 1;  // the last sequence starting at or before tok
@@ -275,17 +290,33 @@ __global__ void __launch_bounds__(256)
       i = static_cast<int>(tok - L.cu_q[lo]);
     } else {
       b = static_cast<int>(tok / L.seq_q);
-      i = static_cast<int>(tok % L.seq_q);
+      i = static_cast<int>(tok - static_cast<int64_t>(b) * L.seq_q);
     }
-    const int r = i % bm, half = d_pad / 2;
-    const int64_t chunk =
-        split_m ? static_cast<int64_t>(r / 64) * 64 * d_pad + (r % 64) * d_pad +
-                      bwd_wgmma::dq_swizzle(r % 64, d)
-                : static_cast<int64_t>(d / half) * bm * half + r * half +
-                      bwd_wgmma::dq_swizzle(r, d % half);
-    const float* src = dq_accum + (L.row(b, h) + i - r) * d_pad + chunk;
-    *reinterpret_cast<uint32_t*>(dq + rest * head_dim + d) =
-        Elem<T>::pack2(src[0] * scale, src[1] * scale);
+    const int r = i % bm;
+    for (int j = threadIdx.x; j < L.heads_q * groups; j += blockDim.x) {
+      const int h = j / groups, d = 8 * (j - h * groups);
+      const int64_t chunk = split_m ? static_cast<int64_t>(r / 64) * 64 * d_pad +
+                                          (r % 64) * d_pad + bwd_wgmma::dq_swizzle(r % 64, d)
+                                    : static_cast<int64_t>(d / half) * bm * half + r * half +
+                                          bwd_wgmma::dq_swizzle(r, d % half);
+      const float* src = dq_accum + (L.row(b, h) + i - r) * d_pad + chunk;
+      const float4 lo4 = *reinterpret_cast<const float4*>(src);
+      const float4 hi4 = *reinterpret_cast<const float4*>(src + 4);
+      const uint32_t w0 = Elem<T>::pack2(lo4.x * scale, lo4.y * scale);
+      const uint32_t w1 = Elem<T>::pack2(lo4.z * scale, lo4.w * scale);
+      const uint32_t w2 = Elem<T>::pack2(hi4.x * scale, hi4.y * scale);
+      const uint32_t w3 = Elem<T>::pack2(hi4.z * scale, hi4.w * scale);
+      T* dst = dq + (tok * L.heads_q + h) * head_dim + d;
+      if constexpr (kVec16) {
+        *reinterpret_cast<uint4*>(dst) = uint4{w0, w1, w2, w3};
+      } else {
+        uint32_t* dst4 = reinterpret_cast<uint32_t*>(dst);
+        dst4[0] = w0;
+        dst4[1] = w1;
+        dst4[2] = w2;
+        dst4[3] = w3;
+      }
+    }
   }
 }
 
@@ -803,6 +834,35 @@ std::size_t zeroed_bytes(const Problem& p) {
   return dq_accum_bytes(p) + dq_turn_bytes(p);
 }
 
+bool aligned16(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
+// The preprocess with kLanes lanes per row (head_dim / 8 rounded up to a power of two, 4 to 32)
+// and 16-byte loads where O and dO allow them.
+template <class T>
+void launch_preprocess(const T* o, const T* dout, const float* lse, float* delta, float* lse2,
+                       const StatLayout& L, int head_dim, int64_t rows, void* stream) {
+  const bool vec = aligned16(o) && aligned16(dout);
+  auto go = [&](auto lanes) {
+    constexpr int kLanes = decltype(lanes)::value;
+    const int64_t blocks = (rows + 256 / kLanes - 1) / (256 / kLanes);
+    if (blocks == 0) return;
+    if (blocks > 0x7fffffff) {
+      throw std::invalid_argument("cuda.flash_bwd_wgmma: " + std::to_string(rows) +
+                                  " statistics rows are more than one preprocess launch covers");
+    }
+    auto kernel = vec ? bwd_preprocess_wgmma_kernel<T, kLanes, true>
+                      : bwd_preprocess_wgmma_kernel<T, kLanes, false>;
+    attn_hopper::launch(kernel, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, stream, o, dout,
+                        lse, delta, lse2, L, head_dim, rows);
+  };
+  if (head_dim <= 32) go(std::integral_constant<int, 4>{});
+  else if (head_dim <= 64) go(std::integral_constant<int, 8>{});
+  else if (head_dim <= 128) go(std::integral_constant<int, 16>{});
+  else go(std::integral_constant<int, 32>{});
+}
+
 class FlashBwdWgmma final : public attnbench::Implementation {
  public:
   std::string name() const override { return "cuda.flash_bwd_wgmma"; }
@@ -880,10 +940,8 @@ class FlashBwdWgmma final : public attnbench::Implementation {
       p.stats = stat_layout(pr, p.var.cu_seqlens_q);
       launch_memset_zero(dq_accum, zeroed_bytes(pr), a.stream);
       const int64_t rows = stat_rows(pr);
-      const int pre_blocks = static_cast<int>(std::min<int64_t>((rows + 7) / 8, 65535));
-      attn_hopper::launch(bwd_preprocess_wgmma_kernel<T>, dim3(pre_blocks), dim3(256), 0, a.stream,
-                          static_cast<const T*>(a.o), static_cast<const T*>(a.dout), a.lse, delta,
-                          lse2, p.stats, pr.head_dim, rows);
+      launch_preprocess<T>(static_cast<const T*>(a.o), static_cast<const T*>(a.dout), a.lse, delta,
+                           lse2, p.stats, pr.head_dim, rows, a.stream);
       // Varlen: the packed tensors as one sequence of all their rows (at least one, for a batch
       // without queries or keys, whose blocks load none); each block offsets its rows by its
       // sequence's.
@@ -911,12 +969,17 @@ class FlashBwdWgmma final : public attnbench::Implementation {
         attn_hopper::launch(kernel, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, a.stream, tq, tk,
                             tv, tdo, p);
       }
-      const int64_t pairs = pr.total_q() * pr.heads_q * (pr.head_dim / 2);
-      const int post_blocks = static_cast<int>(std::min<int64_t>((pairs + 255) / 256, 65535));
-      if (pairs > 0) {
-        attn_hopper::launch(bwd_postprocess_wgmma_kernel<T>, dim3(post_blocks), dim3(256), 0,
-                            a.stream, dq_accum, static_cast<T*>(a.dq), p.stats, pr.head_dim, d_pad,
-                            Cfg::kBlockM, Cfg::kSplitM, p.scale, pairs);
+      const int64_t tokens = pr.total_q();
+      if (tokens > 0 && pr.heads_q > 0) {
+        auto post = aligned16(a.dq) ? bwd_postprocess_wgmma_kernel<T, true>
+                                    : bwd_postprocess_wgmma_kernel<T, false>;
+        const int post_blocks = static_cast<int>(std::min<int64_t>(tokens, 1 << 30));
+        // A thread per (head, 8-column group) of a token: 128 threads where that is enough (few
+        // heads), else 256.
+        const int post_threads = pr.heads_q * (pr.head_dim / 8) <= 128 ? 128 : 256;
+        attn_hopper::launch(post, dim3(post_blocks), dim3(post_threads), 0, a.stream, dq_accum,
+                            static_cast<T*>(a.dq), p.stats, pr.head_dim, d_pad, Cfg::kBlockM,
+                            Cfg::kSplitM, p.scale, tokens);
       }
     });
   }
