@@ -25,17 +25,22 @@ set -uo pipefail
 W=${W:-/tmp/abbwd9}; mkdir -p $W
 BASE=${AB_BASE_SRC:-build-ab/bwd-7c85667.tar.gz}
 export AB_BASE_REV=7c85667 AB_NEW_REV=${AB_NEW_REV:-${ATTNBENCH_GIT_REVISION:-HEAD}}
-scripts/gpu_ab.sh "$BASE" $W/dense --rounds 2 --verify-new -- \
-  configs/fa3_grid.json --impl cuda.flash_bwd_wgmma --pass bwd \
-  --case '*_sq2048_*' --case '*_sq8192_*' --case '*_sq16384_*'
-echo "dense ab rc=$?"
-scripts/gpu_ab.sh "$BASE" $W/softcap --rounds 2 --verify-new -- \
-  configs/softcap.json --impl cuda.flash_bwd_wgmma --pass bwd --case '*_softcap30'
-echo "softcap ab rc=$?"
-scripts/gpu_ab.sh "$BASE" $W/window --rounds 2 --verify-new -- \
-  configs/window.json --impl cuda.flash_bwd_wgmma --pass bwd --case 'b1_*_wl128_*' --case 'b1_*_wl512_*'
-echo "window ab rc=$?"
-{ echo "# Backward steps 9 and 10 against 7c85667"; echo
-  for part in dense softcap window; do echo "## $part"; echo; cat $W/$part/ab.md 2>/dev/null || echo "(no ab.md)"; echo; done
+PARTS=()
+# part NAME CONFIG CASE...: cuda.flash_bwd_wgmma's backward rows of CONFIG's CASEs, BASE against NEW.
+part() {
+  local name=$1 cfg=$2; shift 2
+  local args=()
+  for c in "$@"; do args+=(--case "$c"); done
+  scripts/gpu_ab.sh "$BASE" "$W/$name" --rounds 2 --verify-new -- \
+    "$cfg" --impl cuda.flash_bwd_wgmma --pass bwd "${args[@]}"
+  echo "$name ab rc=$?"
+  PARTS+=("$name")
+}
+part dense configs/fa3_grid.json '*_sq2048_*' '*_sq8192_*' '*_sq16384_*'
+part softcap configs/softcap.json '*_softcap30'
+part window configs/window.json 'b1_*_wl128_*' 'b1_*_wl512_*'
+{
+  echo "# Backward steps 9 and 10 against 7c85667"
+  for name in "${PARTS[@]}"; do printf '\n## %s\n\n' "$name"; cat "$W/$name/ab.md" 2>/dev/null || echo "(no ab.md)"; done
 } > $W/ab.md
 grep -i "all rows" $W/ab.md
