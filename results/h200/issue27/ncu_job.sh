@@ -69,8 +69,8 @@ fa4_profile() {
 }
 for pass in $PASSES; do
   case_json $pass $W/$pass.json
-  if [ $pass = bwd ]; then impls="cuda.flash_bwd_wgmma cuda.flash_bwd_mma"; re='(?i)(bwd|backward)'; n=12
-  else impls="cuda.flash_fwd_wgmma"; re='(?i)(fwd|forward)'; n=8; fi
+  if [ $pass = bwd ]; then impls="cuda.flash_bwd_wgmma cuda.flash_bwd_mma"; re='(bwd|Bwd|BWD|backward|Backward)'; n=12
+  else impls="cuda.flash_fwd_wgmma"; re='(fwd|Fwd|FWD|forward|Forward)'; n=8; fi
   for impl in $impls; do
     side=$impl; [ $pass = fwd ] && side=$impl.fwd
     timeout 300 ncu "${SECTIONS[@]}" --nvtx --nvtx-include "regex:attnbench@${impl//./\\.}:.*:$pass/" \
