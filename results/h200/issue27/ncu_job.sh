@@ -55,9 +55,14 @@ case_json() {
  "verify": {"mode": "off"}}' > "$2"
   fi
 }
-# source BASE: BASE.source.csv.gz and its summary BASE.source.txt.
+# source BASE: BASE.source.csv.gz and its summary BASE.source.txt, the main kernels only
+# (flash_*_kernel, not the pre/postprocess); unfiltered if ncu takes no filter on import.
 source_page() {
-  ncu -i "$1.ncu-rep" --page source --csv --print-source sass 2> "$1.source.err" | gzip > "$1.source.csv.gz"
+  ncu -i "$1.ncu-rep" --page source --csv --print-source sass --kernel-name 'regex:flash_.*_kernel' \
+    2> "$1.source.err" | gzip > "$1.source.csv.gz"
+  if ! zcat "$1.source.csv.gz" | grep -q Address; then
+    ncu -i "$1.ncu-rep" --page source --csv --print-source sass 2>> "$1.source.err" | gzip > "$1.source.csv.gz"
+  fi
   python3 scripts/ncu_source.py "$1.source.csv.gz" > "$1.source.txt" 2>&1
 }
 # fa4_profile PASS LOG FILTER...: FA4's PASS (peers.py, one call per row) under ncu with FILTER.
