@@ -3,7 +3,7 @@
 recover_timings.py (console-log times), paper_tables.py (Figure 2 table). No GPU, no ncu:
 tests/data/ncu_raw_probe.csv is ncu's raw page from an H200 run (columns trimmed to the ones read).
 The peers' git revision (scripts/peers/common.py; no torch needed). fa2_grid_summary.py's ratios, fa3_grid_summary.py's (grid_summary.py), decode_summary.py's and variants_summary.py's tables and targets, timing_parity.py's pairs,
-ncu_kernels.py's attribution of kernels to rows, ncu_source.py's ranking of instructions, fa3_job.sh's dry run. compute_sanitizer.sh's choice of implementations,
+ncu_kernels.py's attribution of kernels to rows, ncu_source.py's ranking of instructions, ncu_details.py's side-by-side kernels, fa3_job.sh's dry run. compute_sanitizer.sh's choice of implementations,
 pyproject.toml and the scripts as modules (python3 -m scripts.X), a closed stdout (SIGPIPE, scripts/entry.py),
 the peers' sliding windows and soft caps (PeersWindowSoftcap: FA4's arguments, FlexAttention's mask and
 score_mod against attnbench's rule, counts and C API reference, the SDPA SKIPs),
@@ -560,6 +560,50 @@ class NcuSource(unittest.TestCase):
             p = run(os.path.join(ROOT, "scripts", "ncu_source.py"), path)
         self.assertEqual(p.returncode, 1)
         self.assertIn("no instruction table", p.stderr)
+
+
+class NcuDetails(unittest.TestCase):
+    """scripts/ncu_details.py: the main kernels of ncu's details pages side by side, with the
+    excess wavefronts and sectors from SourceCounters' advice; files of one name told apart."""
+
+    PAGE = """[1665] attnbench@127.0.0.1
+  void unnamed>::bwd_preprocess_wgmma_kernel<__nv_bfloat16>(const T1 *, long) (32768, 1, 1)x(256, 1, 1), Context 1
+    Section: GPU Speed Of Light Throughput
+    Duration                         us        90.85
+  void unnamed>::flash_bwd_wgmma_kernel<__nv_bfloat16, bwd_wgmma::BwdCfg<128, 64, 128, 2>, 0>(CUtensorMap_st) (128, 16, 1)x(384, 1, 1), Context 1
+    Section: GPU Speed Of Light Throughput
+    Duration                         ms        {dur}
+    L1/TEX Cache Throughput           %        78.21
+    Registers Per Thread             register/thread             168
+    Grid Size                                                  2,048
+    OPT   This kernel has uncoalesced shared accesses resulting in a total of 402653184 excessive wavefronts (21% of
+          the total 1881145344 wavefronts).
+"""
+
+    def test_side_by_side(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = []
+            for sub, dur in (("a", "14.13"), ("b", "12.50")):
+                os.makedirs(os.path.join(tmp, sub))
+                paths.append(os.path.join(tmp, sub, "k.details.txt"))
+                write(paths[-1], self.PAGE.replace("{dur}", dur))
+            p = run(os.path.join(ROOT, "scripts", "ncu_details.py"), *paths)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("| metric | a/k#1 `flash_bwd_wgmma_kernel` | b/k#1 `flash_bwd_wgmma_kernel` |", p.stdout)
+            self.assertIn("| Duration | 14.13 ms | 12.50 ms |", p.stdout)
+            self.assertIn("| Registers Per Thread | 168 register/thread | 168 register/thread |", p.stdout)
+            self.assertIn("| Grid Size | 2,048 | 2,048 |", p.stdout)
+            self.assertIn("| excess shared wavefronts | 402653184 (21%) | 402653184 (21%) |", p.stdout)
+            self.assertIn("| DRAM Throughput | - | - |", p.stdout)
+            p = run(os.path.join(ROOT, "scripts", "ncu_details.py"), paths[0], "--kernel", "process",
+                    "--metric", "Duration")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("| Duration | 90.85 us |", p.stdout)
+            p = run(os.path.join(ROOT, "scripts", "ncu_details.py"), paths[0], "--kernel", "nothing")
+            self.assertEqual(p.returncode, 1)
+            self.assertIn("no kernel matches", p.stderr)
+            p = run(os.path.join(ROOT, "scripts", "ncu_details.py"), os.path.join(tmp, "missing.txt"))
+            self.assertEqual(p.returncode, 2)
 
 
 BUILD = os.environ.get("ATTNBENCH_BUILD_DIR", "")

@@ -13,7 +13,9 @@
 #  - <side>.source.csv.gz (ncu --page source, SASS with per-instruction counters) and
 #    <side>.source.txt (scripts/ncu_source.py: the instructions with the most stall samples and
 #    excess shared wavefronts) for our kernels;
-#  - FA4 filtered by kernel name at once (its NVTX ranges matched nothing on 2026-12-04).
+#  - FA4 filtered by kernel name at once (its NVTX ranges matched nothing on 2026-12-04);
+#  - compare.md: scripts/ncu_details.py's tables, ours beside FA4 per pass, and our backward's
+#    pre/postprocess.
 set -uo pipefail
 W=${W:-/tmp/j27}; mkdir -p $W
 source scripts/common.sh; attn_cudnn_from_wheel
@@ -91,4 +93,16 @@ for pass in $PASSES; do
   ncu -i $W/fa4.$pass.ncu-rep --page details > $W/fa4.$pass.details.txt 2>&1
   stalls $W/fa4.$pass
 done
+# Side by side (scripts/ncu_details.py): our main kernels and FA4's, per pass; our pre/postprocess.
+{
+  for pass in $PASSES; do
+    ours=$W/cuda.flash_bwd_wgmma.details.txt; [ $pass = fwd ] && ours=$W/cuda.flash_fwd_wgmma.fwd.details.txt
+    printf '## %s: ours and FA4 (main kernels, in the case order of %s.json)\n\n' $pass $pass
+    python3 scripts/ncu_details.py "$ours" $W/fa4.$pass.details.txt 2>&1
+    echo
+  done
+  printf '## our backward pre/postprocess\n\n'
+  python3 scripts/ncu_details.py $W/cuda.flash_bwd_wgmma.details.txt --kernel 'process' \
+    --metric Duration --metric 'Memory Throughput' --metric 'DRAM Throughput' 2>&1
+} > $W/compare.md
 el "done"
