@@ -29,7 +29,12 @@ fi
 # The implementations that declare the variants, not the naive baseline: it stays the
 # verification baseline, but timing it at these sizes (seconds a call) took 7 of the first run's
 # 8.5 minutes on window.json (2026-12-02, job3/progress.txt).
-IMPLS=(--impl cuda.flash_fwd_wgmma --impl cuda.flash_fwd_mma --impl cuda.flash_bwd_mma --impl cuda.flash_bwd_wgmma --impl cuda.cudnn_sdpa)
+# J3_IMPLS (names, space-separated) narrows them where device time is short, e.g. to the Hopper
+# kernels and cuDNN: J3_IMPLS="cuda.flash_fwd_wgmma cuda.flash_bwd_wgmma cuda.cudnn_sdpa".
+IMPLS=()
+for i in ${J3_IMPLS:-cuda.flash_fwd_wgmma cuda.flash_fwd_mma cuda.flash_bwd_mma cuda.flash_bwd_wgmma cuda.cudnn_sdpa}; do
+  IMPLS+=(--impl "$i")
+done
 # Per config: our kernels, then FA4 (and SDPA's SKIP rows) on the same cases, so that a job cut
 # short by the device budget still leaves same-job pairs; softcap and window first (varlen's own
 # rows were measured in the first job3). Then the dense rows; FlexAttention (a compile per case)
