@@ -218,10 +218,23 @@ __global__ void __launch_bounds__(256)
   const int64_t r = static_cast<int64_t>(blockIdx.x) * (256 / kLanes) + threadIdx.x / kLanes;
   int i = 0, h = 0, len = 0;
   int64_t tok0 = 0, lse_at = 0;  // the sequence's first token row; the LSE of its row 0 for head h
+  // q, rem = x / d, x % d, in 32 bits where both fit (a 64-bit division is a long subroutine,
+  // and every lane of a row does this).
+  auto divmod = [](int64_t x, int64_t d, int64_t& q, int64_t& rem) {
+    if (x <= 0x7fffffff && d <= 0x7fffffff) {
+      const uint32_t q32 = static_cast<uint32_t>(x) / static_cast<uint32_t>(d);
+      q = q32;
+      rem = x - static_cast<int64_t>(q32) * d;
+    } else {
+      q = x / d;
+      rem = x - q * d;
+    }
+  };
   if (r < rows) {
     if (L.cu_q != nullptr) {
-      h = static_cast<int>(r / L.pad_total);
-      const int64_t pr = r % L.pad_total;
+      int64_t hq, pr;
+      divmod(r, L.pad_total, hq, pr);
+      h = static_cast<int>(hq);
       int lo = 0, hi = L.batch - 1;  // the last sequence whose padded rows start at or before pr
       while (lo < hi) {
         const int mid = (lo + hi + 1) / 2;
@@ -232,11 +245,13 @@ __global__ void __launch_bounds__(256)
       tok0 = L.cu_q[lo];
       lse_at = static_cast<int64_t>(h) * L.total_q + tok0;
     } else {
-      i = static_cast<int>(r % L.seq_q_pad);
-      const int64_t bh = r / L.seq_q_pad;
-      h = static_cast<int>(bh % L.heads_q);
+      int64_t bh, i64, b, h64;
+      divmod(r, L.seq_q_pad, bh, i64);
+      divmod(bh, L.heads_q, b, h64);
+      i = static_cast<int>(i64);
+      h = static_cast<int>(h64);
       len = L.seq_q;
-      tok0 = bh / L.heads_q * L.seq_q;
+      tok0 = b * L.seq_q;
       lse_at = bh * L.seq_q;
     }
   }
@@ -288,8 +303,10 @@ __global__ void __launch_bounds__(256)
       }
       b = lo;
       i = static_cast<int>(tok - L.cu_q[lo]);
-    } else {
-      b = static_cast<int>(tok / L.seq_q);
+    } else {  // 32-bit division where the token fits (a 64-bit one is a long subroutine)
+      b = tok <= 0x7fffffff
+              ? static_cast<int>(static_cast<uint32_t>(tok) / static_cast<uint32_t>(L.seq_q))
+              : static_cast<int>(tok / L.seq_q);
       i = static_cast<int>(tok - static_cast<int64_t>(b) * L.seq_q);
     }
     const int r = i % bm;
