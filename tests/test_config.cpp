@@ -516,6 +516,8 @@ TEST(ConfigParse, ShippedConfigsParse) {
       {"fa2_grid.json", 24},  // 6 seq x 2 head_dim x 2 causal
       {"window.json", 18},    // 3 windows x 2 (symmetric, causal) x 3 seq
       {"softcap.json", 24},   // 2 softcaps x 2 causal x 2 head_dims x 3 seq
+      {"fp16_parity.json", 36},     // 2 causal x 2 dtypes x 3 head_dims x 3 seq
+      {"tune_bwd_wgmma.json", 18},  // 2 causal x 3 head_dims x 3 seq
   };
   {
     // CPU and CUDA implementations: its lengths are fixed by the seed, 16384 tokens in all.
