@@ -20,7 +20,8 @@
 #include "attnbench/tensors.hpp"
 #include "attnbench/verify.hpp"
 #include "emulated_call.hpp"
-// The emulator itself (emu::sched_seed): found first on this test's include path.
+// The emulator itself (emu::sched_seed, the SM count): found first on this test's include path.
+#include "hopper/host.cuh"
 #include "mma/ptx.cuh"
 
 using namespace attnbench;
@@ -172,6 +173,24 @@ int main() {
       if (!check_emulated(*bwd, *naive, p, Pass::bwd, in, ref, opts, 11)) ++failed;
     }
   }
+  // The backward's launch order (block_coords) on a device of 10 SMs: groups of several (kv head,
+  // sequence) pairs, key block by key block, the last group smaller (3 key blocks: groups of 3
+  // pairs, 4 pairs: 3 + 1); deterministic, every pair's lower key blocks must still add into dQ
+  // first, or the emulator's sequential blocks wait forever.
+  attn_hopper::emulated_multiprocessors() = 10;
+  for (const Case& c : bwd_cases) {
+    const bool several_blocks = c.lq.empty() && c.skv > (c.d == 256 ? 64 : 128);
+    if (!several_blocks || c.b * c.hkv < 2) continue;
+    const Problem p = problem(c);
+    const CaseInputs in = make_inputs(p, 4321, c.dist);
+    const Reference ref = compute_reference(in, VerifyMode::full, true, true, 1);
+    std::printf("(10 SMs: blocks grouped by key block)\n");
+    for (const Options& opts : {Options{}, Options{{"deterministic", 1}}}) {
+      ++runs;
+      if (!check_emulated(*bwd, *naive, p, Pass::bwd, in, ref, opts, 11)) ++failed;
+    }
+  }
+  attn_hopper::emulated_multiprocessors() = 3;
   // O and dQ 4 bytes off 16-byte alignment (a caller's slices): the preprocess and postprocess
   // fall back from 16-byte to 4-byte accesses: d40 (5 groups of 8 columns), d200 (25), varlen.
   attnbench::test::bwd_misalign() = 4;

@@ -39,8 +39,14 @@ inline TensorMap make_bshd_map(const void* base, bool, int batch, int seq, int h
 }
 
 // A small "device": a persistent grid of 3 blocks (the first takes every tile, see atomic_add_i32).
+// A test can set another count (emulated_multiprocessors() = 10): the backward's launch order
+// groups its blocks by it.
+inline int& emulated_multiprocessors() {
+  static int sms = 3;
+  return sms;
+}
 inline int multiprocessors() {
-  return 3;
+  return emulated_multiprocessors();
 }
 
 inline void launch_memset_zero(void* dst, std::size_t bytes, void*) {
