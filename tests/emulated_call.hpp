@@ -41,9 +41,9 @@ class CaseSelection {
   std::vector<std::pair<int, int>> ranges_;
 };
 
-// Bytes by which run_on_host's backward misaligns O and dQ (0: as allocated). A kernel that reads
-// O or writes dQ 16 bytes at a time must check the alignment and fall back (dO, Q, K and V go
-// through TMA, which needs 16-byte aligned tensors anyway).
+// Bytes by which run_on_host's backward misaligns O, dQ, dK and dV (0: as allocated). A kernel
+// that reads O or writes dQ, dK or dV 16 bytes at a time (or by TMA) must check the alignment and
+// fall back (dO, Q, K and V go through TMA, which needs 16-byte aligned tensors anyway).
 inline std::size_t& bwd_misalign() {
   static std::size_t bytes = 0;
   return bytes;
@@ -103,7 +103,7 @@ inline Outputs run_on_host(const Implementation& impl, const Problem& p, Pass pa
   a.cu_seqlens_q = meta_at(meta.cu_seqlens_q);
   a.cu_seqlens_kv = meta_at(meta.cu_seqlens_kv);
   const std::size_t mis = bwd_misalign();
-  std::vector<std::uint8_t> o_buf, dq_buf;  // 16-byte aligned starts + mis
+  std::vector<std::uint8_t> o_buf, dq_buf, dk_buf, dv_buf;  // 16-byte aligned starts + mis
   auto shifted = [&](std::vector<std::uint8_t>& buf, std::size_t n) {
     buf.assign(n + 16 + mis, 0);
     const auto at = reinterpret_cast<std::uintptr_t>(buf.data());
@@ -116,9 +116,19 @@ inline Outputs run_on_host(const Implementation& impl, const Problem& p, Pass pa
     std::uint8_t* dq = shifted(dq_buf, out.dq.nbytes());
     std::memcpy(dq, out.dq.data(), out.dq.nbytes());  // the poison
     a.dq = dq;
+    std::uint8_t* dk = shifted(dk_buf, out.dk.nbytes());
+    std::memcpy(dk, out.dk.data(), out.dk.nbytes());
+    a.dk = dk;
+    std::uint8_t* dv = shifted(dv_buf, out.dv.nbytes());
+    std::memcpy(dv, out.dv.data(), out.dv.nbytes());
+    a.dv = dv;
   }
   impl.backward(a);
-  if (mis != 0) std::memcpy(out.dq.data(), a.dq, out.dq.nbytes());
+  if (mis != 0) {
+    std::memcpy(out.dq.data(), a.dq, out.dq.nbytes());
+    std::memcpy(out.dk.data(), a.dk, out.dk.nbytes());
+    std::memcpy(out.dv.data(), a.dv, out.dv.nbytes());
+  }
   return out;
 }
 

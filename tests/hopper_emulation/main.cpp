@@ -191,8 +191,10 @@ int main() {
     }
   }
   attn_hopper::emulated_multiprocessors() = 3;
-  // O and dQ 4 bytes off 16-byte alignment (a caller's slices): the preprocess and postprocess
-  // fall back from 16-byte to 4-byte accesses: d40 (5 groups of 8 columns), d200 (25), varlen.
+  // O, dQ, dK and dV 4 bytes off 16-byte alignment (a caller's slices): the preprocess and
+  // postprocess fall back from 16-byte to 4-byte accesses, and a dense or causal problem runs in
+  // the kLocal kernel, which stores dK and dV from registers, not by TMA: d40 (5 groups of 8
+  // columns), d200 (25), varlen.
   attnbench::test::bwd_misalign() = 4;
   auto first = [&](auto pred) {
     for (const Case& c : bwd_cases)
@@ -207,7 +209,7 @@ int main() {
     const Problem p = problem(c);
     const CaseInputs in = make_inputs(p, 4321, c.dist);
     const Reference ref = compute_reference(in, VerifyMode::full, true, true, 1);
-    std::printf("(O and dQ misaligned by 4 bytes)\n");
+    std::printf("(O, dQ, dK and dV misaligned by 4 bytes)\n");
     ++runs;
     if (!check_emulated(*bwd, *naive, p, Pass::bwd, in, ref, Options{}, 11)) ++failed;
   }

@@ -364,9 +364,10 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-// grid (ceil(Skv / kBlockN), Hkv, B), Cfg::kThreads threads, Cfg::kSmemBytes of dynamic smem.
-// tq/tdo: [B, Sq, Hq, head_dim], boxes of kBlockM rows; tk/tv: [B, Skv, Hkv, head_dim], kBlockN
-// rows (varlen: the packed tensors as one sequence, a block's rows offset by its sequence's).
+// A 1-D grid of ceil(Skv / kBlockN) x Hkv x B blocks in block_coords' order, Cfg::kThreads
+// threads, Cfg::kSmemBytes of dynamic smem. tq/tdo: [B, Sq, Hq, head_dim], boxes of kBlockM rows;
+// tk/tv: [B, Skv, Hkv, head_dim], kBlockN rows (varlen: the packed tensors as one sequence, a
+// block's rows offset by its sequence's); tdk/tdv: dK and dV like tk/tv (used where p.dkv_tma).
 // kLocal: a sliding window (p.var; causal folded into its right side, kCausal false): a block
 // visits only the query tiles that see one of its keys, and the tiles crossing an edge are
 // masked. A varlen batch runs here too. kSoftcap: P from t = tanh(q.k · softcap_in) with
@@ -377,7 +378,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     flash_bwd_wgmma_kernel(const __grid_constant__ TensorMap tq,
                            const __grid_constant__ TensorMap tk,
                            const __grid_constant__ TensorMap tv,
-                           const __grid_constant__ TensorMap tdo, const BwdParams p) {
+                           const __grid_constant__ TensorMap tdo,
+                           const __grid_constant__ TensorMap tdk,
+                           const __grid_constant__ TensorMap tdv, const BwdParams p) {
 #if ATTN_HOPPER_DEVICE
   constexpr int D = Cfg::D, BM = Cfg::kBlockM, BN = Cfg::kBlockN, S = Cfg::kStages;
   constexpr bool kSplitCols = Cfg::kSplitCols;
@@ -786,19 +789,48 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (signals && n_iters > 0) qdo_pipe.consumer_release(n_iters - 1);
   }
 
-  // dK = scale · dSᵀ Q, dV: this consumer's 64 keys and DKV columns, those below head_dim and
-  // seq_kv.
-  T* dk_out = static_cast<T*>(p.dk);
-  T* dv_out = static_cast<T*>(p.dv);
+  // dK = scale · dSᵀ Q, dV: this consumer's keys and DKV columns.
+  if constexpr (!kLocal) {
+    // Through the K and V stages, in their swizzled panel layout, then one TMA store per panel
+    // (rows past seq_kv and columns past head_dim are dropped by the store): 16 KiB per panel in
+    // bulk instead of 4-byte stores, 4 lanes to a 16-byte row piece (backward step 12). Not in
+    // the kLocal kernels: a varlen block's rows run into the next sequence's, and the window
+    // kernels at d64 spilled 24-32 instructions with both paths in them (the host sends a dense
+    // problem whose dK or dV is not 16-byte aligned to those kernels too). First, every GEMM
+    // that reads K or V must be done in both consumers (the dQ GEMM reads both halves of K).
+    named_bar_sync(1, 256);
 #pragma unroll
-  for (int i = 0; i < DKV / 2; i += 2) {
-    const int key = krow + ((i & 2) ? 8 : 0);
-    const int col = col0 + 8 * (i / 4) + 2 * (lane % 4);
-    if (key < seq_kv && col < p.head_dim) {
-      const int64_t off = ((kv_row0 + key) * p.heads_kv + kvh) * p.head_dim + col;
-      *reinterpret_cast<uint32_t*>(dk_out + off) =
-          Elem<T>::pack2(dk[i] * p.scale, dk[i + 1] * p.scale);
-      *reinterpret_cast<uint32_t*>(dv_out + off) = Elem<T>::pack2(dv[i], dv[i + 1]);
+    for (int i = 0; i < DKV / 2; i += 2) {
+      const int r = krow_local + ((i & 2) ? 8 : 0), g = (col0 + 8 * (i / 4)) / 8;
+      const uint32_t addr = static_cast<uint32_t>((g / 8) * BN * 128 + r * 128) +
+                            static_cast<uint32_t>((g % 8) ^ (r % 8)) * 16 + (lane % 4) * 4;
+      attn_mma::st_shared_b32(sk + addr, Elem<T>::pack2(dk[i] * p.scale, dk[i + 1] * p.scale));
+      attn_mma::st_shared_b32(sv + addr, Elem<T>::pack2(dv[i], dv[i + 1]));
+    }
+    fence_proxy_async();
+    named_bar_sync(1, 256);
+    if (c == 0 && signals) {
+      for (int pn = 0; pn < Cfg::kPanels; ++pn) {
+        tma_store_4d(&tdk, sk + pn * BN * 128, 64 * pn, kvh, n0, b);
+        tma_store_4d(&tdv, sv + pn * BN * 128, 64 * pn, kvh, n0, b);
+      }
+      tma_store_commit();
+      tma_store_wait_read();
+    }
+  } else {
+    // From registers: those below head_dim and seq_kv.
+    T* dk_out = static_cast<T*>(p.dk);
+    T* dv_out = static_cast<T*>(p.dv);
+#pragma unroll
+    for (int i = 0; i < DKV / 2; i += 2) {
+      const int key = krow + ((i & 2) ? 8 : 0);
+      const int col = col0 + 8 * (i / 4) + 2 * (lane % 4);
+      if (key < seq_kv && col < p.head_dim) {
+        const int64_t off = ((kv_row0 + key) * p.heads_kv + kvh) * p.head_dim + col;
+        *reinterpret_cast<uint32_t*>(dk_out + off) =
+            Elem<T>::pack2(dk[i] * p.scale, dk[i + 1] * p.scale);
+        *reinterpret_cast<uint32_t*>(dv_out + off) = Elem<T>::pack2(dv[i], dv[i + 1]);
+      }
     }
   }
 #else
@@ -820,18 +852,27 @@ using BwdHeadDims = attnbench::cuda::HeadDims<64, 128, 256>;
 // f(main kernel, Cfg{}, TypeTag) for the problem's (dtype, head_dim tile, causal, window or
 // varlen, soft cap) and mode: the one static switch (common/dispatch.hpp). A window, a varlen
 // batch or a soft cap selects a variant kernel; dense and causal problems keep theirs.
+// local: the kLocal kernel even where the problem has no window and is not varlen (its window
+// unbounded, causal folded into its right side: make_variant), for dK or dV not 16-byte aligned,
+// which the other kernels store by TMA.
 template <class F>
-void dispatch(const Problem& pr, bool deterministic, F&& f) {
+void dispatch(const Problem& pr, bool deterministic, bool local, F&& f) {
   using attnbench::cuda::dispatch_bool;
   attnbench::cuda::dispatch_problem<BwdHeadDims>(pr, [&](auto tag, auto d, auto causal) {
     using T = typename decltype(tag)::type;
     using Cfg = typename bwd_wgmma::BwdTile<decltype(d)::value>::type;
-    attnbench::cuda::dispatch_variant<decltype(causal)::value>(pr, [&](auto c, auto l, auto sc) {
+    auto variant = [&](auto c, auto l, auto sc) {
       constexpr bool C = decltype(c)::value, L = decltype(l)::value, SC = decltype(sc)::value;
       dispatch_bool(deterministic, [&](auto det) {
         f(flash_bwd_wgmma_kernel<T, Cfg, C, L, SC, decltype(det)::value>, Cfg{}, tag);
       });
-    });
+    };
+    if (local) {
+      dispatch_bool(pr.softcap > 0,
+                    [&](auto sc) { variant(std::false_type{}, std::true_type{}, sc); });
+    } else {
+      attnbench::cuda::dispatch_variant<decltype(causal)::value>(pr, variant);
+    }
   });
 }
 
@@ -940,12 +981,12 @@ class FlashBwdWgmma final : public attnbench::Implementation {
       return Support::no("varlen: more than 2^31 packed rows");
     }
     std::string why;
-    dispatch(p, false, [&](auto kernel, auto, auto) { why = sm90a_missing(kernel); });
+    dispatch(p, false, false, [&](auto kernel, auto, auto) { why = sm90a_missing(kernel); });
     if (!why.empty()) return Support::no(why);
     const int smem = attn_mma::max_smem_per_block(why);
     if (smem < 0) return Support::no(why);
     int need = 0;
-    dispatch(p, false, [&](auto, auto cfg, auto) { need = decltype(cfg)::kSmemBytes; });
+    dispatch(p, false, false, [&](auto, auto cfg, auto) { need = decltype(cfg)::kSmemBytes; });
     if (smem < need) {
       return Support::no("needs " + std::to_string(need) +
                          " bytes of shared memory per block, the device allows " +
@@ -959,9 +1000,12 @@ class FlashBwdWgmma final : public attnbench::Implementation {
   }
 
   void prepare(const Problem& p, Pass, const Options& o) const override {
-    dispatch(p, deterministic_option(&o), [&](auto kernel, auto cfg, auto) {
-      attn_mma::set_dynamic_smem(kernel, decltype(cfg)::kSmemBytes);
-    });
+    // Both kernels a call may take: the problem's, and the kLocal one (dK or dV not aligned).
+    for (const bool local : {false, true}) {
+      dispatch(p, deterministic_option(&o), local, [&](auto kernel, auto cfg, auto) {
+        attn_mma::set_dynamic_smem(kernel, decltype(cfg)::kSmemBytes);
+      });
+    }
   }
 
   void backward(const attnbench::BwdArgs& a) const override {
@@ -979,7 +1023,9 @@ class FlashBwdWgmma final : public attnbench::Implementation {
     float* lse2 = reinterpret_cast<float*>(ws + lse2_offset(pr));
     float* dq_accum = reinterpret_cast<float*>(ws + dq_accum_offset(pr));
     int* dq_turn = reinterpret_cast<int*>(ws + dq_accum_offset(pr) + dq_accum_bytes(pr));
-    dispatch(pr, deterministic_option(a.options), [&](auto kernel, auto cfg, auto tag) {
+    const bool dkv_aligned = aligned16(a.dk) && aligned16(a.dv);
+    dispatch(pr, deterministic_option(a.options), !dkv_aligned, [&](auto kernel, auto cfg,
+                                                                     auto tag) {
       using Cfg = decltype(cfg);
       using T = typename decltype(tag)::type;
       BwdParams p = attnbench::cuda::with_shape<BwdParams>(pr);
@@ -1002,6 +1048,12 @@ class FlashBwdWgmma final : public attnbench::Implementation {
           make_bshd_map(a.k, bf16, bt, skv, pr.heads_kv, pr.head_dim, Cfg::kBlockN);
       const TensorMap tv =
           make_bshd_map(a.v, bf16, bt, skv, pr.heads_kv, pr.head_dim, Cfg::kBlockN);
+      // dK and dV, stored by TMA in the kernels that are not kLocal (backward step 12); the
+      // kLocal ones never read these maps (K's and V's where dK or dV is not 16-byte aligned).
+      const TensorMap tdk = make_bshd_map(dkv_aligned ? a.dk : a.k, bf16, bt, skv, pr.heads_kv,
+                                          pr.head_dim, Cfg::kBlockN);
+      const TensorMap tdv = make_bshd_map(dkv_aligned ? a.dv : a.v, bf16, bt, skv, pr.heads_kv,
+                                          pr.head_dim, Cfg::kBlockN);
       p.lse2 = lse2;
       p.delta = delta;
       p.dq_accum = dq_accum;
@@ -1017,7 +1069,7 @@ class FlashBwdWgmma final : public attnbench::Implementation {
       const dim3 grid(static_cast<unsigned>(int64_t{p.kv_blocks} * p.pairs));
       if (grid.x > 0) {
         attn_hopper::launch(kernel, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, a.stream, tq, tk,
-                            tv, tdo, p);
+                            tv, tdo, tdk, tdv, p);
       }
       const int64_t tokens = pr.total_q();
       if (tokens > 0 && pr.heads_q > 0) {

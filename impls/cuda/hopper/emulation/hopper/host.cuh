@@ -3,6 +3,7 @@
 // Hopper state (mbarriers, TMA loads and wgmma operations in flight) fresh for every block and
 // checked empty at its end.
 #pragma once
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -17,6 +18,9 @@ inline TensorMap make_bshd_map(const void* base, bool, int batch, int seq, int h
                                int box_rows) {
   if ((head_dim * 2) % 16 != 0)
     throw std::runtime_error("TMA: row stride not a multiple of 16 bytes");
+  // As cuTensorMapEncodeTiled: the global address 16-byte aligned.
+  if (reinterpret_cast<std::uintptr_t>(base) % 16 != 0)
+    throw std::runtime_error("TMA: global address not 16-byte aligned");
   if (box_rows < 1 || box_rows > 256) throw std::runtime_error("TMA: box rows out of range");
   TensorMap m;
   m.base = static_cast<unsigned char*>(const_cast<void*>(base));
