@@ -367,7 +367,8 @@ __global__ void __launch_bounds__(256)
 // A 1-D grid of ceil(Skv / kBlockN) x Hkv x B blocks in block_coords' order, Cfg::kThreads
 // threads, Cfg::kSmemBytes of dynamic smem. tq/tdo: [B, Sq, Hq, head_dim], boxes of kBlockM rows;
 // tk/tv: [B, Skv, Hkv, head_dim], kBlockN rows (varlen: the packed tensors as one sequence, a
-// block's rows offset by its sequence's); tdk/tdv: dK and dV like tk/tv (used where p.dkv_tma).
+// block's rows offset by its sequence's); tdk/tdv: dK and dV like tk/tv (stored by
+// TMA in the kernels that are not kLocal).
 // kLocal: a sliding window (p.var; causal folded into its right side, kCausal false): a block
 // visits only the query tiles that see one of its keys, and the tiles crossing an edge are
 // masked. A varlen batch runs here too. kSoftcap: P from t = tanh(q.k · softcap_in) with
