@@ -201,6 +201,7 @@ struct BwdParams : attnbench::cuda::AttnShape {
   int kv_blocks;   // key blocks per (kv head, sequence): the grid is kv_blocks x heads_kv x batch
   int head_group;  // (kv head, sequence) pairs per launch group (block_coords)
   int pairs;       // heads_kv x batch
+  int dkv_tma;     // kLocal kernels at d >= 128: dK/dV by TMA store (not varlen, both aligned)
 };
 
 // The launch order of the main kernel's blocks (a 1-D grid). The (kv head, sequence) pairs go in
@@ -212,6 +213,8 @@ struct BwdParams : attnbench::cuda::AttnShape {
 // block: in a list-scheduling model of 132 SMs that tail cost 5-7% of the time at causal d128
 // and d256, 2k-8k, against 0-2% in this order. A block's predecessors in the deterministic dQ
 // order (the same pair's lower key blocks) still come before it.
+// (sm_90a device code only, as its one caller: elsewhere nvcc warns that it is unused.)
+#if ATTN_HOPPER_DEVICE
 struct BlockCoords {
   int n_block, kvh, b;
 };
@@ -223,6 +226,7 @@ __device__ __forceinline__ BlockCoords block_coords(int linear, int kv_blocks, i
   const int n_block = r / size, pair = first + (r - n_block * size);
   return {n_block, pair % heads_kv, pair / heads_kv};
 }
+#endif
 
 // Σ x·y over the two elements of each packed pair.
 template <class T>
@@ -367,8 +371,8 @@ __global__ void __launch_bounds__(256)
 // A 1-D grid of ceil(Skv / kBlockN) x Hkv x B blocks in block_coords' order, Cfg::kThreads
 // threads, Cfg::kSmemBytes of dynamic smem. tq/tdo: [B, Sq, Hq, head_dim], boxes of kBlockM rows;
 // tk/tv: [B, Skv, Hkv, head_dim], kBlockN rows (varlen: the packed tensors as one sequence, a
-// block's rows offset by its sequence's); tdk/tdv: dK and dV like tk/tv (stored by
-// TMA in the kernels that are not kLocal).
+// block's rows offset by its sequence's); tdk/tdv: dK and dV like tk/tv (for the TMA stores of
+// the epilogue).
 // kLocal: a sliding window (p.var; causal folded into its right side, kCausal false): a block
 // visits only the query tiles that see one of its keys, and the tiles crossing an edge are
 // masked. A varlen batch runs here too. kSoftcap: P from t = tanh(q.k · softcap_in) with
@@ -791,14 +795,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   }
 
   // dK = scale · dSᵀ Q, dV: this consumer's keys and DKV columns.
+  // By TMA (backward step 12): always in the kernels that are not kLocal; in the kLocal ones at
+  // d >= 128 where p.dkv_tma says so (not varlen: a varlen block's rows run into the next
+  // sequence's; dK and dV 16-byte aligned: the host sends a dense problem whose dK or dV is not
+  // to the kLocal kernel); never in the kLocal ones at d64, which spilled 24-32 instructions with
+  // both paths in them.
+  bool dkv_tma = false;
   if constexpr (!kLocal) {
+    dkv_tma = true;
+  } else if constexpr (D >= 128) {
+    dkv_tma = p.dkv_tma != 0;
+  }
+  if (dkv_tma) {
     // Through the K and V stages, in their swizzled panel layout, then one TMA store per panel
     // (rows past seq_kv and columns past head_dim are dropped by the store): 16 KiB per panel in
-    // bulk instead of 4-byte stores, 4 lanes to a 16-byte row piece (backward step 12). Not in
-    // the kLocal kernels: a varlen block's rows run into the next sequence's, and the window
-    // kernels at d64 spilled 24-32 instructions with both paths in them (the host sends a dense
-    // problem whose dK or dV is not 16-byte aligned to those kernels too). First, every GEMM
-    // that reads K or V must be done in both consumers (the dQ GEMM reads both halves of K).
+    // bulk instead of 4-byte stores, 4 lanes to a 16-byte row piece. First, every GEMM that
+    // reads K or V must be done in both consumers (the dQ GEMM reads both halves of K).
     named_bar_sync(1, 256);
 #pragma unroll
     for (int i = 0; i < DKV / 2; i += 2) {
@@ -1049,12 +1061,14 @@ class FlashBwdWgmma final : public attnbench::Implementation {
           make_bshd_map(a.k, bf16, bt, skv, pr.heads_kv, pr.head_dim, Cfg::kBlockN);
       const TensorMap tv =
           make_bshd_map(a.v, bf16, bt, skv, pr.heads_kv, pr.head_dim, Cfg::kBlockN);
-      // dK and dV, stored by TMA in the kernels that are not kLocal (backward step 12); the
-      // kLocal ones never read these maps (K's and V's where dK or dV is not 16-byte aligned).
+      // dK and dV, stored by TMA in the kernels that are not kLocal and, where p.dkv_tma, in the
+      // kLocal ones at d >= 128 (backward step 12); K's and V's maps stand in where dK or dV is
+      // not 16-byte aligned (no kernel stores through them then).
       const TensorMap tdk = make_bshd_map(dkv_aligned ? a.dk : a.k, bf16, bt, skv, pr.heads_kv,
                                           pr.head_dim, Cfg::kBlockN);
       const TensorMap tdv = make_bshd_map(dkv_aligned ? a.dv : a.v, bf16, bt, skv, pr.heads_kv,
                                           pr.head_dim, Cfg::kBlockN);
+      p.dkv_tma = !pr.varlen() && dkv_aligned;
       p.lse2 = lse2;
       p.delta = delta;
       p.dq_accum = dq_accum;
