@@ -17,8 +17,9 @@
 # The results record each side's revision from AB_BASE_REV and AB_NEW_REV (environment; NEW
 # defaults to ATTNBENCH_GIT_REVISION, BASE to "unknown": the copied trees carry no git metadata).
 # Both builds are configured like scripts/gpu_run.sh (Release, sm_90a, cuDNN from PyTorch's wheel)
-# and built side by side (attnbench only): BASE in /tmp/attn-ab-base/build, NEW in
-# ATTN_BUILD_DIR (default build-gpu). The runs alternate, BASE NEW NEW BASE BASE NEW ..., so that a
+# and built side by side (attnbench only): a tarball's tree and build in /tmp/attn-ab-SIDE-KEY/
+# (KEY from its contents, so that each tarball keeps its own build), a folder's build in
+# /tmp/attn-ab-SIDE/build, NEW in ATTN_BUILD_DIR (default build-gpu). The runs alternate, BASE NEW NEW BASE BASE NEW ..., so that a
 # drift of the machine falls on both sides alike; --verify-new verifies NEW's first run (the
 # others, and BASE's, run with --verify off). N defaults to 2. Exit: 0, or 2 on a bad argument,
 # 1 when a build or a run fails (OUT keeps what finished).
@@ -48,24 +49,34 @@ pack() { tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$LOG"; }
 trap pack EXIT
 trap 'exit 143' TERM INT
 
-# A side's tree: a folder, or a tarball unpacked under /tmp/attn-ab-SIDE/src.
+# A side's tree: a folder, or a tarball unpacked once under /tmp/attn-ab-SIDE-KEY/src, KEY from
+# the tarball's contents, with its build beside it in ../build. A folder per tarball: a job that
+# A/Bs several pairs reuses each side's build, and never builds one tarball's tree in another's
+# build folder (git archive keeps the commit's mtimes, so make would take an older revision's
+# objects for up to date and time the wrong BASE).
 tree_of() {  # SRC SIDE -> prints the folder
   local src=$1 dir=$1
   if [ -f "$src" ]; then
-    dir=/tmp/attn-ab-$2/src
-    rm -rf "$dir" && mkdir -p "$dir" && tar -xf "$src" -C "$dir" ||
-      { echo "gpu_ab.sh: cannot unpack $src" >&2; return 2; }
+    dir=/tmp/attn-ab-$2-$(sha1sum "$src" | cut -c1-12)/src
+    if [ ! -f "$dir/../unpacked" ]; then
+      rm -rf "$dir" && mkdir -p "$dir" && tar -xf "$src" -C "$dir" && touch "$dir/../unpacked" ||
+        { echo "gpu_ab.sh: cannot unpack $src" >&2; return 2; }
+    fi
   fi
   [ -f "$dir/CMakeLists.txt" ] || { echo "gpu_ab.sh: $dir has no CMakeLists.txt" >&2; return 2; }
   echo "$dir"
 }
+# build_of ROOT SIDE: a tarball's build beside its tree; a folder's in /tmp/attn-ab-SIDE/build.
+build_of() {
+  case "$1" in /tmp/attn-ab-*/src) echo "$(dirname "$1")/build" ;; *) echo "/tmp/attn-ab-$2/build" ;; esac
+}
 BASE_ROOT=$(tree_of "$BASE_SRC" base) || exit 2
-BASE_BUILD=/tmp/attn-ab-base/build
+BASE_BUILD=$(build_of "$BASE_ROOT" base)
 NEW_ROOT="$ROOT"; NEW_BUILD="${ATTN_BUILD_DIR:-$ROOT/build-gpu}"
 if [ -n "$NEW_SRC" ]; then
   [ -e "$NEW_SRC" ] || { echo "gpu_ab.sh: NEW_SRC '$NEW_SRC' does not exist" >&2; exit 2; }
   NEW_ROOT=$(tree_of "$NEW_SRC" new) || exit 2
-  NEW_BUILD=/tmp/attn-ab-new/build
+  NEW_BUILD=$(build_of "$NEW_ROOT" new)
 fi
 
 build() {  # SRC BUILD NAME
