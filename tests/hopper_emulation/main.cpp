@@ -173,11 +173,23 @@ int main() {
       if (!check_emulated(*bwd, *naive, p, Pass::bwd, in, ref, opts, 11)) ++failed;
     }
   }
-  // The backward's launch order (block_coords) on a device of 10 SMs: groups of several (kv head,
-  // sequence) pairs, key block by key block, the last group smaller (3 key blocks: groups of 3
-  // pairs, 4 pairs: 3 + 1); deterministic, every pair's lower key blocks must still add into dQ
-  // first, or the emulator's sequential blocks wait forever.
+  // The launch orders on a device of 10 SMs: groups of several (head, sequence) pairs, block by
+  // block within a group, the last group smaller. The forward's decode (2 query blocks: groups of
+  // 5 pairs), both schedules; the backward's block_coords (3 key blocks: groups of 3 pairs, 4
+  // pairs: 3 + 1); deterministic, every pair's lower key blocks must still add into dQ first, or
+  // the emulator's sequential blocks wait forever.
   attn_hopper::emulated_multiprocessors() = 10;
+  for (const Case& c : fwd_cases) {
+    if (!c.lq.empty() || c.sq <= 128 || c.b * c.hq < 2) continue;
+    const Problem p = problem(c);
+    const CaseInputs in = make_inputs(p, 1234, c.dist);
+    const Reference ref = compute_reference(in, VerifyMode::full, true, false, 1);
+    std::printf("(10 SMs: tiles grouped by query block)\n");
+    for (const Options& opts : {Options{}, Options{{"persistent", 1}}}) {
+      ++runs;
+      if (!check_emulated(*fwd, *naive, p, Pass::fwd, in, ref, opts, 7)) ++failed;
+    }
+  }
   for (const Case& c : bwd_cases) {
     const bool several_blocks = c.lq.empty() && c.skv > (c.d == 256 ? 64 : 128);
     if (!several_blocks || c.b * c.hkv < 2) continue;
