@@ -27,6 +27,10 @@ set -uo pipefail
 W=${W:-/tmp/abbwd1112}; mkdir -p "$W"
 BASE=${AB_BASE_SRC:-build-ab/bwd-d79c984.tar.gz}
 MID=${AB_MID_SRC:-build-ab/bwd-08d0bf9.tar.gz}
+# A tarball not under build-ab/ here (results/h200/issue27/session.sh runs in a copy of the tree
+# without build folders) is taken from /tmp, where the device call copies it.
+[ -f "$BASE" ] || BASE=/tmp/$(basename "$BASE")
+[ -f "$MID" ] || MID=/tmp/$(basename "$MID")
 NEW_REV=${AB_NEW_REV:-${ATTNBENCH_GIT_REVISION:-HEAD}}
 PARTS=()
 # part NAME BASE_SRC BASE_REV NEW_SRC NEW_REV CONFIG ARGS...: cuda.flash_bwd_wgmma's backward rows.

@@ -16,6 +16,9 @@
 set -uo pipefail
 W=${W:-/tmp/abfwd9}; mkdir -p "$W"
 BASE=${AB_BASE_SRC:-build-ab/fwd-2a5af5d.tar.gz}
+# A tarball not under build-ab/ here (results/h200/issue27/session.sh runs in a copy of the tree
+# without build folders) is taken from /tmp, where the device call copies it.
+[ -f "$BASE" ] || BASE=/tmp/$(basename "$BASE")
 export AB_BASE_REV=2a5af5d AB_NEW_REV=${AB_NEW_REV:-${ATTNBENCH_GIT_REVISION:-HEAD}}
 scripts/gpu_ab.sh "$BASE" "$W/grid" --rounds 2 -- configs/fa3_grid.json --impl cuda.flash_fwd_wgmma \
   --pass fwd --case '*_sq2048_*' --case '*_sq4096_*' --case '*_sq8192_*' --case '*_sq16384_*'
