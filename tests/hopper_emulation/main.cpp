@@ -173,35 +173,32 @@ int main() {
       if (!check_emulated(*bwd, *naive, p, Pass::bwd, in, ref, opts, 11)) ++failed;
     }
   }
-  // The launch orders on a device of 10 SMs: groups of several (head, sequence) pairs, block by
-  // block within a group, the last group smaller. The forward's decode (2 query blocks: groups of
-  // 5 pairs), both schedules; the backward's block_coords (3 key blocks: groups of 3 pairs, 4
-  // pairs: 3 + 1); deterministic, every pair's lower key blocks must still add into dQ first, or
-  // the emulator's sequential blocks wait forever.
+  // The launch order (common/shape.hpp's grouped_order) on a device of 10 SMs: groups of
+  // several (head, sequence) pairs, block by block within a group, the last group smaller. The
+  // forward (2 query blocks: groups of 5 pairs), both schedules; the backward (3 key blocks:
+  // groups of 3 pairs, 4 pairs: 3 + 1); deterministic, every pair's lower key blocks must still
+  // add into dQ first, or the emulator's sequential blocks wait forever.
+  auto grouped = [&](const std::vector<Case>& cases, auto several_blocks, Pass pass,
+                     const Implementation& impl, const Options& option, uint64_t input_seed,
+                     uint64_t sched_seed) {
+    for (const Case& c : cases) {
+      if (!c.lq.empty() || !several_blocks(c) || c.b * (pass == Pass::fwd ? c.hq : c.hkv) < 2)
+        continue;
+      const Problem p = problem(c);
+      const CaseInputs in = make_inputs(p, input_seed, c.dist);
+      const Reference ref = compute_reference(in, VerifyMode::full, true, pass == Pass::bwd, 1);
+      std::printf("(10 SMs: blocks grouped)\n");
+      for (const Options& opts : {Options{}, option}) {
+        ++runs;
+        if (!check_emulated(impl, *naive, p, pass, in, ref, opts, sched_seed)) ++failed;
+      }
+    }
+  };
   attn_hopper::emulated_multiprocessors() = 10;
-  for (const Case& c : fwd_cases) {
-    if (!c.lq.empty() || c.sq <= 128 || c.b * c.hq < 2) continue;
-    const Problem p = problem(c);
-    const CaseInputs in = make_inputs(p, 1234, c.dist);
-    const Reference ref = compute_reference(in, VerifyMode::full, true, false, 1);
-    std::printf("(10 SMs: tiles grouped by query block)\n");
-    for (const Options& opts : {Options{}, Options{{"persistent", 1}}}) {
-      ++runs;
-      if (!check_emulated(*fwd, *naive, p, Pass::fwd, in, ref, opts, 7)) ++failed;
-    }
-  }
-  for (const Case& c : bwd_cases) {
-    const bool several_blocks = c.lq.empty() && c.skv > (c.d == 256 ? 64 : 128);
-    if (!several_blocks || c.b * c.hkv < 2) continue;
-    const Problem p = problem(c);
-    const CaseInputs in = make_inputs(p, 4321, c.dist);
-    const Reference ref = compute_reference(in, VerifyMode::full, true, true, 1);
-    std::printf("(10 SMs: blocks grouped by key block)\n");
-    for (const Options& opts : {Options{}, Options{{"deterministic", 1}}}) {
-      ++runs;
-      if (!check_emulated(*bwd, *naive, p, Pass::bwd, in, ref, opts, 11)) ++failed;
-    }
-  }
+  grouped(fwd_cases, [](const Case& c) { return c.sq > 128; }, Pass::fwd, *fwd,
+          Options{{"persistent", 1}}, 1234, 7);
+  grouped(bwd_cases, [](const Case& c) { return c.skv > (c.d == 256 ? 64 : 128); }, Pass::bwd,
+          *bwd, Options{{"deterministic", 1}}, 4321, 11);
   attn_hopper::emulated_multiprocessors() = 3;
   // O, dQ, dK and dV 4 bytes off 16-byte alignment (a caller's slices): the preprocess and
   // postprocess fall back from 16-byte to 4-byte accesses, and a dense or causal problem runs in

@@ -136,6 +136,33 @@ constexpr TileSpan window_key_tiles(int seq_kv, int causal_offset, const AttnVar
   return {first, end > begin ? (end + BN - 1) / BN - first : 0};
 }
 
+// The launch order of a grid of pairs x blocks: each (head, sequence) pair has `blocks` blocks
+// (the forward's query blocks, the backward's key blocks), numbered so that block 0 of a pair is
+// its longest under causal masking. The pairs go in groups of `group`; within a group, block by
+// block, each over the group's pairs. With group = launch_group (about one wave of blocks), a
+// group's pairs still read their shared inputs (the forward's K/V, the backward's Q/dO) from L2
+// at about the same time, as when each pair's blocks were adjacent, and the causal blocks run
+// longest first over the group, so that the grid no longer ends on a pair's longest block. With
+// one block per SM, that tail cost 5-14% of the time at causal 2k-8k on the FA3 grid in a
+// list-scheduling model, and 0-3% in this order (results/h200/issue27/block_order_model.py).
+// Every pair's lower blocks still come before its higher ones (the backward's deterministic dQ
+// order relies on it).
+struct GroupedIndex {
+  int block, pair;
+};
+constexpr GroupedIndex grouped_order(int linear, int blocks, int group, int pairs) {
+  const int per_group = group * blocks;
+  const int g = linear / per_group, r = linear - g * per_group;
+  const int first = g * group, size = std::min(group, pairs - first);
+  const int block = r / size;
+  return {block, first + (r - block * size)};
+}
+// grouped_order's group for a device of `sms` SMs: about one wave of blocks, at least 1 pair and at
+// most all of them.
+inline int launch_group(int sms, int blocks, int pairs) {
+  return std::clamp(sms / std::max(1, blocks), 1, std::max(1, pairs));
+}
+
 inline AttnVariant make_variant(const Problem& p) {
   const long long unbounded = std::min<long long>(static_cast<long long>(p.seq_q) + p.seq_kv,
                                                   std::numeric_limits<int>::max() / 4);

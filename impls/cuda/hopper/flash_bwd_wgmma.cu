@@ -8,9 +8,9 @@
 //     [B, Hq, Sq_pad, d_pad] is zeroed (cudaMemsetAsync) before it;
 //  2. main: a block owns kBlockN = 128 keys (d256: 64) of one (batch, kv head) and walks every
 //     query head of its GQA group and every query tile of kBlockM rows that sees one of its keys
-//     (causal: from the diagonal on). The blocks start in block_coords' order: pairs of (kv head,
-//     sequence) in groups of about a wave, key block by key block within a group (causal: the
-//     longest blocks first). Warpgroup 0 is the producer: one thread loads K and V once
+//     (causal: from the diagonal on). The blocks start in common/shape.hpp's grouped_order: pairs
+//     of (kv head, sequence) in groups of about a wave, key block by key block within a group
+//     (causal: the longest blocks first). Warpgroup 0 is the producer: one thread loads K and V once
 //     and then each query tile's Q and dO into a 2-stage (d256: 1) ring of 128B-swizzled stages
 //     (TMA, mbarriers).
 //     The tile's LSE·log2e and D rows come one tile ahead into a double buffer in shared memory
@@ -198,35 +198,11 @@ struct BwdParams : attnbench::cuda::AttnShape {
   StatLayout stats;
   float scale;
   attnbench::cuda::AttnVariant var;  // window, soft cap, varlen (kLocal, kSoftcap): common/shape.hpp
-  int kv_blocks;   // key blocks per (kv head, sequence): the grid is kv_blocks x heads_kv x batch
-  int head_group;  // (kv head, sequence) pairs per launch group (block_coords)
-  int pairs;       // heads_kv x batch
+  int kv_blocks;   // key blocks per (kv head, sequence): the grid is kv_blocks x pairs
+  int head_group;  // pairs per launch group (common/shape.hpp's grouped_order)
+  int pairs;       // (kv head, sequence) pairs: heads_kv x batch
   int dkv_tma;     // kLocal kernels at d >= 128: dK/dV by TMA store (not varlen, both aligned)
 };
-
-// The launch order of the main kernel's blocks (a 1-D grid). The (kv head, sequence) pairs go in
-// groups of head_group; within a group, key block by key block, each over the group's pairs. With
-// head_group about the SM count / kv_blocks, a group is about one wave of blocks: its pairs' Q and
-// dO are read from L2 by all their key blocks at about the same time, as when each pair's blocks
-// were adjacent. And the causal blocks run longest first within each group (key block 0 sees
-// every query tile, the last one the fewest), so the grid no longer ends on a pair's longest
-// block: in a list-scheduling model of 132 SMs that tail cost 5-7% of the time at causal d128
-// and d256, 2k-8k, against 0-2% in this order. A block's predecessors in the deterministic dQ
-// order (the same pair's lower key blocks) still come before it.
-// (sm_90a device code only, as its one caller: elsewhere nvcc warns that it is unused.)
-#if ATTN_HOPPER_DEVICE
-struct BlockCoords {
-  int n_block, kvh, b;
-};
-__device__ __forceinline__ BlockCoords block_coords(int linear, int kv_blocks, int head_group,
-                                                    int heads_kv, int pairs) {
-  const int per_group = head_group * kv_blocks;
-  const int group = linear / per_group, r = linear - group * per_group;
-  const int first = group * head_group, size = min(head_group, pairs - first);
-  const int n_block = r / size, pair = first + (r - n_block * size);
-  return {n_block, pair % heads_kv, pair / heads_kv};
-}
-#endif
 
 // Σ x·y over the two elements of each packed pair.
 template <class T>
@@ -368,7 +344,7 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-// A 1-D grid of ceil(Skv / kBlockN) x Hkv x B blocks in block_coords' order, Cfg::kThreads
+// A 1-D grid of ceil(Skv / kBlockN) x Hkv x B blocks in grouped_order, Cfg::kThreads
 // threads, Cfg::kSmemBytes of dynamic smem. tq/tdo: [B, Sq, Hq, head_dim], boxes of kBlockM rows;
 // tk/tv: [B, Skv, Hkv, head_dim], kBlockN rows (varlen: the packed tensors as one sequence, a
 // block's rows offset by its sequence's); tdk/tdv: dK and dV like tk/tv (for the TMA stores of
@@ -397,9 +373,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // extra shared-memory reads per consumer and tile), so those keep dSᵀ in registers (RS-wgmma)
   // and wait for the GEMM at the end of the tile (results/h200/ab/2026-12-04-bwd-step7-8).
   constexpr bool kDkSmem = kSoftcap && !kSplitCols;
-  const BlockCoords bc = block_coords(static_cast<int>(blockIdx.x), p.kv_blocks, p.head_group,
-                                      p.heads_kv, p.pairs);
-  const int n_block = bc.n_block, kvh = bc.kvh, b = bc.b;
+  const attnbench::cuda::GroupedIndex gi = attnbench::cuda::grouped_order(
+      static_cast<int>(blockIdx.x), p.kv_blocks, p.head_group, p.pairs);
+  const int n_block = gi.block, kvh = gi.pair % p.heads_kv, b = gi.pair / p.heads_kv;
   const int n0 = n_block * BN;
   // The block's sequence: the shape's, or (varlen, kLocal only) its own lengths and first rows in
   // the packed tensors, which the TMA maps see as one sequence (batch coordinate 0).
@@ -985,7 +961,7 @@ class FlashBwdWgmma final : public attnbench::Implementation {
   }
 
   Support supports_extra(const Problem& p, Pass) const override {
-    // The 1-D grid (block_coords): key blocks (64 keys or more each) x heads_kv x batch.
+    // The 1-D grid (grouped_order): key blocks (64 keys or more each) x heads_kv x batch.
     if ((int64_t{p.seq_kv} + 63) / 64 * p.heads_kv * p.batch >= (int64_t{1} << 31)) {
       return Support::no("seq_kv / 64 x heads_kv x batch must be below 2^31 (the grid's blocks)");
     }
@@ -1077,10 +1053,10 @@ class FlashBwdWgmma final : public attnbench::Implementation {
       p.dv = a.dv;
       p.scale = static_cast<float>(pr.effective_scale());
       // Varlen: as many key blocks as the longest sequence has (blocks past their own sequence's
-      // keys return at once). The order of the blocks: block_coords.
+      // keys return at once). The order of the blocks: grouped_order.
       p.kv_blocks = (pr.seq_kv + Cfg::kBlockN - 1) / Cfg::kBlockN;
       p.pairs = pr.heads_kv * pr.batch;
-      p.head_group = std::clamp(multiprocessors() / std::max(1, p.kv_blocks), 1, std::max(1, p.pairs));
+      p.head_group = attnbench::cuda::launch_group(multiprocessors(), p.kv_blocks, p.pairs);
       const dim3 grid(static_cast<unsigned>(int64_t{p.kv_blocks} * p.pairs));
       if (grid.x > 0) {
         attn_hopper::launch(kernel, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, a.stream, tq, tk,

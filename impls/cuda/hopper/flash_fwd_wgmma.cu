@@ -157,7 +157,7 @@ struct FwdParams : attnbench::cuda::AttnShape {
   int* tile_counter;            // persistent: the next tile to take (zeroed before the launch)
   int* tile_slots;              // persistent: [gridDim.x][2], the tile numbers a producer publishes
   int num_m_blocks, num_tiles;  // num_tiles = num_m_blocks * Hq * B
-  int pairs, head_group;        // Hq * B (head, sequence) pairs; pairs per launch group (decode)
+  int pairs, head_group;        // Hq * B (head, sequence) pairs; pairs per group (grouped_order)
   attnbench::cuda::AttnVariant var;  // window and soft cap (kLocal, kSoftcap): common/shape.hpp
 };
 
@@ -195,16 +195,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   int seq_q = p.seq_q, seq_kv = p.seq_kv, causal_offset = p.causal_offset;
   int q_row0 = 0, kv_row0 = 0, tb = 0;
   auto decode = [&](int t) {
-    // The (head, sequence) pairs in groups of head_group (about a wave of blocks: SMs / query
-    // blocks), query block by query block within a group, so that causal runs longest first over
-    // the group and the grid does not end on a pair's longest block; a group's pairs still read
-    // their K/V together (heads of a GQA group adjacent). In a list-scheduling model of 132 SMs
-    // the old order (a pair's blocks together, longest first) cost 5-7% at causal d128 2k-8k and
-    // 11-14% at d256, against 0-3% in this one (results/h200/issue27/block_order_model.py --fwd).
-    const int per_group = p.head_group * p.num_m_blocks;
-    const int group = t / per_group, r = t - group * per_group;
-    const int first = group * p.head_group, size = min(p.head_group, p.pairs - first);
-    const int mi = r / size, hb = first + (r - mi * size);
+    // common/shape.hpp's grouped_order: pairs in groups of about a wave, query block by query
+    // block within a group (causal: longest first over the group), heads of a GQA group adjacent.
+    const attnbench::cuda::GroupedIndex gi =
+        attnbench::cuda::grouped_order(t, p.num_m_blocks, p.head_group, p.pairs);
+    const int mi = gi.block, hb = gi.pair;
     m0 = (kCausal ? p.num_m_blocks - 1 - mi : mi) * Sh::kBlockM;
     h = hb % p.heads_q;
     b = hb / p.heads_q;
@@ -736,8 +731,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
       p.num_m_blocks = (pr.seq_q + Sh::kBlockM - 1) / Sh::kBlockM;
       p.num_tiles = p.num_m_blocks * pr.heads_q * pr.batch;
       p.pairs = pr.heads_q * pr.batch;
-      p.head_group = std::clamp(multiprocessors() / std::max(1, p.num_m_blocks), 1,
-                                std::max(1, p.pairs));
+      p.head_group = attnbench::cuda::launch_group(multiprocessors(), p.num_m_blocks, p.pairs);
       dim3 grid(p.num_m_blocks, pr.heads_q, pr.batch);
       if (persistent) {
         launch_memset_zero(p.tile_counter, 4, a.stream);
