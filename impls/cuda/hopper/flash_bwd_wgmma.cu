@@ -422,7 +422,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const uint32_t kv_full = bars;
   const Pipeline<S> qdo_pipe{bars + 8, bars + 8 * (1 + S)};
 
-  const int wg = threadIdx.x / 128;
+  const int wg = warp_uniform(threadIdx.x / 128);
   if (threadIdx.x == 0) {
     mbar_init(kv_full, 1);
     for (int s = 0; s < S; ++s) {
@@ -512,6 +512,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // kSplitCols: this consumer's queries of the tile (Sᵀ columns) and dK/dV columns start here.
   const int q_local0 = kSplitCols ? SN * c : 0;
   const int col0 = kSplitCols ? DKV * c : 0;
+  // The descriptors of this consumer's K and V operands, built once (desc_add steps through them):
+  // its 64 keys, K-major, in the Sᵀ and dPᵀ GEMMs (kSplitCols: the same 64 keys in both); K
+  // MN-major in the dQ GEMM, its column panels (kSplitM: every column).
+  const uint64_t d_k = desc_k_major(sk + (kSplitCols ? 0 : 64 * c * 128));
+  const uint64_t d_v = desc_k_major(sv + (kSplitCols ? 0 : 64 * c * 128));
+  const uint64_t d_k_mn =
+      desc_mn_major(sk + (Cfg::kSplitM ? 0 : c * (Cfg::kDqN / 64) * BN * 128), BN * 128);
 
   float dv[DKV / 2], dk[DKV / 2];
 #pragma unroll
@@ -552,21 +559,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     // (kSplitCols: the same 64 keys, queries q_local0 ...; else its own keys, every query), D/16
     // k-steps each. P is computed while the dPᵀ GEMM runs.
     float st[SN / 2], dpt[SN / 2];
+    // The stage's Q and dO descriptors, K-major (this consumer's queries) in the Sᵀ and dPᵀ GEMMs;
+    // the dV and dK GEMMs build their MN-major ones (k = queries) where they start.
+    const uint64_t d_q = desc_k_major(sq(s) + q_local0 * 128);
+    const uint64_t d_do = desc_k_major(sdo(s) + q_local0 * 128);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t off = (kk / 4) * BN * 128 + (kSplitCols ? 0 : 64 * c * 128) + (kk % 4) * 32;
-      const uint32_t qoff = (kk / 4) * BM * 128 + q_local0 * 128 + (kk % 4) * 32;
-      Wgmma<T, SN>::template ss<0, 0>(st, desc_k_major(sk + off), desc_k_major(sq(s) + qoff),
-                                      kk > 0);
+      const uint32_t off = (kk / 4) * BN * 128 + (kk % 4) * 32;
+      const uint32_t qoff = (kk / 4) * BM * 128 + (kk % 4) * 32;
+      Wgmma<T, SN>::template ss<0, 0>(st, desc_add(d_k, off), desc_add(d_q, qoff), kk > 0);
     }
     wgmma_commit();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t off = (kk / 4) * BN * 128 + (kSplitCols ? 0 : 64 * c * 128) + (kk % 4) * 32;
-      const uint32_t qoff = (kk / 4) * BM * 128 + q_local0 * 128 + (kk % 4) * 32;
-      Wgmma<T, SN>::template ss<0, 0>(dpt, desc_k_major(sv + off), desc_k_major(sdo(s) + qoff),
-                                      kk > 0);
+      const uint32_t off = (kk / 4) * BN * 128 + (kk % 4) * 32;
+      const uint32_t qoff = (kk / 4) * BM * 128 + (kk % 4) * 32;
+      Wgmma<T, SN>::template ss<0, 0>(dpt, desc_add(d_v, off), desc_add(d_do, qoff), kk > 0);
     }
     wgmma_commit();
     // Sᵀ has landed; dPᵀ may still run. Groups retire in order: kDkSmem, the last tile's dK GEMM,
@@ -671,9 +680,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       fence_regs(dv);
       fence_regs(pa);
       wgmma_fence();
+      const uint64_t d_do_mn = desc_mn_major(sdo(s), BM * 128);
 #pragma unroll
       for (int kk = 0; kk < BM / 16; ++kk)
-        Wgmma<T, D>::template rs<1>(dv, pa[kk], desc_mn_major(sdo(s) + kk * 2048, BM * 128), 1);
+        Wgmma<T, D>::template rs<1>(dv, pa[kk], desc_add(d_do_mn, kk * 2048), 1);
       wgmma_commit();
     }
 
@@ -689,26 +699,28 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       fence_regs(dk);
       wgmma_fence();
       const uint32_t panel0 = (col0 / 64) * BM * 128;
+      const uint64_t d_pt = desc_k_major(spt(buf)), d_dst = desc_k_major(sds(buf));
+      const uint64_t d_dop = desc_mn_major(sdo(s) + panel0, BM * 128);
+      const uint64_t d_qp = desc_mn_major(sq(s) + panel0, BM * 128);
 #pragma unroll
       for (int kk = 0; kk < BM / 16; ++kk)
-        Wgmma<T, DKV>::template ss<0, 1>(dv, desc_k_major(spt(buf) + kk * 32),
-                                         desc_mn_major(sdo(s) + panel0 + kk * 2048, BM * 128), 1);
+        Wgmma<T, DKV>::template ss<0, 1>(dv, desc_add(d_pt, kk * 32), desc_add(d_dop, kk * 2048),
+                                         1);
 #pragma unroll
       for (int kk = 0; kk < BM / 16; ++kk)
-        Wgmma<T, DKV>::template ss<0, 1>(dk, desc_k_major(sds(buf) + kk * 32),
-                                         desc_mn_major(sq(s) + panel0 + kk * 2048, BM * 128), 1);
+        Wgmma<T, DKV>::template ss<0, 1>(dk, desc_add(d_dst, kk * 32), desc_add(d_qp, kk * 2048),
+                                         1);
       wgmma_commit();
     }
 
     // dQ_tile (BM x D) = dS K: A = dS, read M-major from dSᵀ; B = K, MN-major (k = keys).
     float dq[Cfg::kDqN / 2];
+    const uint64_t d_ds_mn = desc_mn_major(sds(buf) + (Cfg::kSplitM ? c * BN * 128 : 0), BN * 128);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
-      const uint32_t a = sds(buf) + (Cfg::kSplitM ? c * BN * 128 : 0) + kk * 2048;
-      const uint32_t bk = sk + (Cfg::kSplitM ? 0 : c * (Cfg::kDqN / 64) * BN * 128) + kk * 2048;
-      Wgmma<T, Cfg::kDqN>::template ss<1, 1>(dq, desc_mn_major(a, BN * 128),
-                                             desc_mn_major(bk, BN * 128), kk > 0);
+      Wgmma<T, Cfg::kDqN>::template ss<1, 1>(dq, desc_add(d_ds_mn, kk * 2048),
+                                             desc_add(d_k_mn, kk * 2048), kk > 0);
     }
     wgmma_commit();
     if constexpr (kSplitCols) {
@@ -728,12 +740,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       fence_regs(dk);
       if constexpr (!kDkSmem) fence_regs(dsa);
       wgmma_fence();
+      const uint64_t d_q_mn = desc_mn_major(sq(s), BM * 128);
 #pragma unroll
       for (int kk = 0; kk < BM / 16; ++kk) {
-        const uint64_t b = desc_mn_major(sq(s) + kk * 2048, BM * 128);
+        const uint64_t b = desc_add(d_q_mn, kk * 2048);
         if constexpr (kDkSmem) {
-          const uint32_t a = sds(buf) + (kk / 4) * BN * 128 + 64 * c * 128 + (kk % 4) * 32;
-          Wgmma<T, D>::template ss<0, 1>(dk, desc_k_major(a), b, 1);
+          const uint64_t a =
+              desc_add(desc_k_major(sds(buf) + 64 * c * 128), (kk / 4) * BN * 128 + (kk % 4) * 32);
+          Wgmma<T, D>::template ss<0, 1>(dk, a, b, 1);
         } else {
           Wgmma<T, D>::template rs<1>(dk, dsa[kk], b, 1);
         }
@@ -748,12 +762,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     // kDqN columns, row-major, each row's columns placed by dq_swizzle), once its writer has read
     // the last one; the writer adds it.
     if (it > 0) named_bar_sync(kDqEmpty + c, kDqBarThreads);
+    // Element (row, col) is at float row * kDqN + dq_swizzle(row, col): this thread's rows are
+    // r0 = 16 warp + lane / 4 and r0 + 8 (r % 8 = lane / 4 for both), its columns 8 j + 2 (lane %
+    // 4). The swizzle XORs j's low 3 bits with lane / 4: bits 5-7 of the byte address, which are 0
+    // in the rest of it (rows of kDqN * 4 >= 256 bytes, a 256-byte aligned region). So the address
+    // is one per-thread value XOR a constant, plus a constant: 1 LOP3 a store. (16 addresses kept
+    // live across the iteration made ptxas spill them once the descriptors went to desc_add.)
+    static_assert(Cfg::kOffDq % 256 == 0 && (Cfg::kDqBytes / 2) % 256 == 0 && Cfg::kDqN * 4 >= 256,
+                  "the dQ region's rows and halves 256-byte aligned");
+    const uint32_t dq_at =
+        (sdq(c) + static_cast<uint32_t>((16 * warp + lane / 4) * Cfg::kDqN + 2 * (lane % 4)) * 4) |
+        static_cast<uint32_t>((lane / 4) << 5);
 #pragma unroll
     for (int i = 0; i < Cfg::kDqN / 2; i += 2) {
-      const int row = 16 * warp + lane / 4 + ((i & 2) ? 8 : 0);
-      const int col = 8 * (i / 4) + 2 * (lane % 4);
-      const int at = row * Cfg::kDqN + bwd_wgmma::dq_swizzle(row, col);
-      attn_mma::st_shared_f32x2(sdq(c) + static_cast<uint32_t>(at) * 4, dq[i], dq[i + 1]);
+      const int j = i / 4;
+      const uint32_t at = (dq_at ^ static_cast<uint32_t>((j & 7) << 5)) +
+                          static_cast<uint32_t>((j >> 3) * 256 + ((i & 2) ? 8 * Cfg::kDqN * 4 : 0));
+      attn_mma::st_shared_f32x2(at, dq[i], dq[i + 1]);
     }
     fence_proxy_async();
     named_bar_arrive(kDqFull + c, kDqBarThreads);

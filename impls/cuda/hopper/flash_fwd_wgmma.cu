@@ -245,7 +245,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // hazard, and racecheck must stay at 0 hazards to guard the kernels that have real ones.
   [[maybe_unused]] int* const tile_slot = kPersistent ? p.tile_slots + 2 * blockIdx.x : nullptr;
 
-  const int wg = threadIdx.x / 128;
+  const int wg = warp_uniform(threadIdx.x / 128);
   if (threadIdx.x == 0) {
     mbar_init(q_pipe.full_of(0), 1);
     mbar_init(q_pipe.empty_of(0), NC);
@@ -321,22 +321,25 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   float s[BN / 2];
   uint32_t pa[BN / 16][4];
 
-  // S = Q K_stage^T: D/16 k-steps of 16 columns; a 64-column panel holds 4 of them.
+  // S = Q K_stage^T: D/16 k-steps of 16 columns; a 64-column panel holds 4 of them. The
+  // descriptors: one per operand and stage, the k-steps by desc_add (ptx.cuh).
+  const uint64_t d_q = desc_k_major(sq_c);
   auto gemm_qk = [&](int stage) {
+    const uint64_t d_k = desc_k_major(sk(stage));
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint32_t koff = (kk % 4) * 32;
-      const uint64_t da = desc_k_major(sq_c + (kk / 4) * 64 * 128 + koff);
-      const uint64_t db = desc_k_major(sk(stage) + (kk / 4) * Sh::kKVPanelBytes + koff);
+      const uint64_t da = desc_add(d_q, (kk / 4) * 64 * 128 + koff);
+      const uint64_t db = desc_add(d_k, (kk / 4) * Sh::kKVPanelBytes + koff);
       Wgmma<T, BN>::template ss<0, 0>(s, da, db, kk > 0 ? 1 : 0);
     }
   };
   // O += P V_stage: BN/16 k-steps of 16 keys (2 KiB of a V panel each); V is MN-major.
   auto gemm_pv = [&](int stage) {
+    const uint64_t d_v = desc_mn_major(sv(stage), Sh::kKVPanelBytes);
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
-      const uint64_t db = desc_mn_major(sv(stage) + kk * 2048, Sh::kKVPanelBytes);
-      Wgmma<T, D>::template rs<1>(o, pa[kk], db, 1);
+      Wgmma<T, D>::template rs<1>(o, pa[kk], desc_add(d_v, kk * 2048), 1);
     }
   };
   // The soft cap: t = tanh(q.k * softcap_in), before the mask. tanh.approx.f32, one SFU op: the

@@ -47,6 +47,22 @@ __device__ __forceinline__ uint64_t desc_k_major(uint32_t addr) {
 __device__ __forceinline__ uint64_t desc_mn_major(uint32_t addr, uint32_t panel_bytes) {
   return make_desc(addr, panel_bytes, 1024);
 }
+// The descriptor of the operand `bytes` (a multiple of 16) past d's: bytes / 16 added to the start
+// address field (bits 0-13) in the low word alone. Exact for any shared address (< 2^18 bytes, so
+// the field cannot carry into the LBO's bits). A GEMM's k-steps take their descriptors this way
+// from one built per stage: with make_desc per k-step the compiler masked, shifted and merged
+// every address again, about 10 instructions per wgmma, over a quarter of the backward's
+// instructions per query tile (ncu of 2b4b482, docs/tuning_flash_wgmma.md).
+__device__ __forceinline__ uint64_t desc_add(uint64_t d, uint32_t bytes) {
+  const uint32_t lo = static_cast<uint32_t>(d) + (bytes >> 4);
+  return (d & 0xFFFFFFFF00000000ull) | lo;
+}
+// A warp-uniform copy of v (lane 0's), so that the compiler keeps what derives from it (the
+// consumer warpgroup's shared-memory offsets, its descriptors) in uniform registers instead of
+// computing them per thread and moving them over with R2UR before every wgmma.
+__device__ __forceinline__ int warp_uniform(int v) {
+  return __shfl_sync(0xffffffffu, v, 0);
+}
 
 // ---- mbarriers ----------------------------------------------------------------------------------
 

@@ -294,6 +294,17 @@ inline uint64_t desc_k_major(uint32_t addr) {
 inline uint64_t desc_mn_major(uint32_t addr, uint32_t panel_bytes) {
   return make_desc(addr, panel_bytes, 1024);
 }
+inline uint64_t desc_add(uint64_t d, uint32_t bytes) {
+  if (bytes % 16) EMU_FAIL("wgmma operand offset not a multiple of 16 bytes");
+  const uint32_t lo = static_cast<uint32_t>(d) + (bytes >> 4);
+  if ((lo & 0x3FFF) < (static_cast<uint32_t>(d) & 0x3FFF)) {
+    EMU_FAIL("wgmma descriptor: the start address field overflows");
+  }
+  return (d & 0xFFFFFFFF00000000ull) | lo;
+}
+inline int warp_uniform(int v) {
+  return attn_mma::shfl_idx(v, 0);
+}
 
 inline void mbar_init(uint32_t bar, uint32_t count) {
   emu::check_smem(bar, 8, 8);
