@@ -595,29 +595,54 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       need_mask = need_mask ||
                   attnbench::cuda::window_crosses(p.var, m0 + coff, m0 + BM - 1 + coff, n0, BN);
     }
+    // Two copies of the loop (backward step 14): the tiles that need no mask, most of them, run
+    // without the per-score predicates, the zeroing of masked scores and the scale reloaded per
+    // score, which ptxas otherwise applied to every tile. One copy, the form before step 14, in
+    // the d64 soft-cap kernels, where two made ptxas spill 19 values.
+    constexpr bool kTwoCopies = !(kSoftcap && D < 128);
     const float sl2 = kSoftcap ? p.var.softcap_log2 : p.scale_log2;
+    auto scores_to_p = [&](auto masked) {
 #pragma unroll
-    for (int g = 0; g < SN / 8; ++g)
+      for (int g = 0; g < SN / 8; ++g)
 #pragma unroll
-      for (int e1 = 0; e1 < 2; ++e1) {
-        const int ql = q_local0 + 8 * g + 2 * (lane % 4) + e1, q = m0 + ql;
-        const float lse2 = attn_mma::ld_shared_f32(slse(buf) + 4 * ql);
+        for (int e1 = 0; e1 < 2; ++e1) {
+          const int ql = q_local0 + 8 * g + 2 * (lane % 4) + e1, q = m0 + ql;
+          const float lse2 = attn_mma::ld_shared_f32(slse(buf) + 4 * ql);
 #pragma unroll
-        for (int e2 = 0; e2 < 2; ++e2) {
-          const int i = 4 * g + 2 * e2 + e1;
-          const int key = krow + 8 * e2;
-          bool ok = true;
-          if (need_mask) {
-            ok = key < seq_kv && (!kCausal || key <= q + coff);
-            if constexpr (kLocal) ok = ok && !attnbench::cuda::window_hides(p.var, q + coff, key);
+          for (int e2 = 0; e2 < 2; ++e2) {
+            const int i = 4 * g + 2 * e2 + e1;
+            const int key = krow + 8 * e2;
+            float x = st[i];  // soft cap: t = tanh(q.k softcap_in)
+            if constexpr (kSoftcap) x = attn_mma::tanh_approx(x * p.var.softcap_in);
+            auto visible = [&] {
+              const bool ok = key < seq_kv && (!kCausal || key <= q + coff);
+              if constexpr (kLocal) {
+                return ok && !attnbench::cuda::window_hides(p.var, q + coff, key);
+              } else {
+                return ok;
+              }
+            };
+            // The exponent is <= 0 in exact arithmetic; clamped so that rounding at huge scales
+            // cannot push P past 1 (or to inf).
+            if constexpr (!kTwoCopies) {
+              const bool ok = !need_mask || visible();
+              st[i] = ok ? attn_mma::exp2_approx(fminf(fmaf(x, sl2, -lse2), 0.f)) : 0.f;
+            } else {
+              const float pv = attn_mma::exp2_approx(fminf(fmaf(x, sl2, -lse2), 0.f));
+              if constexpr (decltype(masked)::value) {
+                st[i] = visible() ? pv : 0.f;
+              } else {
+                st[i] = pv;
+              }
+            }
           }
-          float x = st[i];  // soft cap: t = tanh(q.k softcap_in)
-          if constexpr (kSoftcap) x = attn_mma::tanh_approx(x * p.var.softcap_in);
-          // The exponent is <= 0 in exact arithmetic; clamped so that rounding at huge scales
-          // cannot push P past 1 (or to inf).
-          st[i] = ok ? attn_mma::exp2_approx(fminf(fmaf(x, sl2, -lse2), 0.f)) : 0.f;
         }
-      }
+    };
+    if (kTwoCopies && !need_mask) {
+      scores_to_p(std::false_type{});
+    } else {
+      scores_to_p(std::true_type{});
+    }
     // Pᵀ as A fragments (k = queries): query groups 2kk and 2kk+1 of the accumulator.
     uint32_t pa[SN / 16][4], dsa[SN / 16][4];
 #pragma unroll
