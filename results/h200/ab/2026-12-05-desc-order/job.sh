@@ -5,8 +5,8 @@
 #            (no window, not varlen), the old order elsewhere; host code only. Rows: the FA3 grid's
 #            18 forward rows at 2k-8k. Predicted time NEW / BASE: non-causal d128 and d256
 #            0.97-0.99 (step 9's loss back), causal d64 0.99-1.00, causal d128/d256 1.00.
-#   bwd, fwd (NEW = this tree, with forward step 12's CUDA code, against a69841c): backward step 13 /
-#            forward step 11 (c2804d1: the wgmma descriptors built once per operand and stage and
+#   bwd, fwd (NEW = this tree, with forward step 12's CUDA code, against a69841c): backward
+#            step 13 / forward step 11 (c2804d1: the wgmma descriptors built once per operand and stage and
 #            stepped by desc_add, the warpgroup index warp-uniform, the dQ store addresses by XOR)
 #            and backward step 14 (459f1ef: the scores-to-P loop without the mask's predicates on
 #            the tiles that need none). Rows: the FA3 grid's 24 backward and 24 forward rows at
