@@ -6,15 +6,16 @@
 #            18 forward rows at 2k-8k. Predicted time NEW / BASE: non-causal d128 and d256
 #            0.97-0.99 (step 9's loss back), causal d64 0.99-1.00, causal d128/d256 1.00.
 #   bwd, fwd (NEW = this tree, with forward step 12's CUDA code, against a69841c): backward
-#            step 13 / forward step 11 (c2804d1: the wgmma descriptors built once per operand and stage and
-#            stepped by desc_add, the warpgroup index warp-uniform, the dQ store addresses by XOR)
-#            and backward step 14 (459f1ef: the scores-to-P loop without the mask's predicates on
-#            the tiles that need none). Rows: the FA3 grid's 24 backward and 24 forward rows at
-#            2k-16k; and forward step 12 (O's rescale skipped where no row max moved). Predicted:
+#            step 13 / forward step 11 (c2804d1: the wgmma descriptors built once per operand and
+#            stage and stepped by desc_add, the warpgroup index warp-uniform, the dQ store
+#            addresses by XOR), backward step 14 (459f1ef: the scores-to-P loop without the mask's
+#            predicates on the tiles that need none) and forward step 12 (8bc5239: O's rescale
+#            skipped where no row max moved). Rows: the FA3 grid's 24 backward and 24 forward
+#            rows at 2k-16k. Predicted:
 #            backward (steps 13 + 14) d128 and d256 0.90-0.96, d64 0.93-0.98; forward (steps 11 +
 #            12) d256 0.94-0.98, d128 0.97-1.00, d64 0.99-1.00.
 #   det (DET=1): tune_bwd_wgmma.json's causal rows in both dQ modes, same pair (about 100 s more):
-#            deterministic d128 causal now reloads 19 spilled values (17 before).
+#            deterministic d128 causal's 17 spilled values are gone (step 14).
 # Run from the repository root on the GPU machine with the parents' trees as tarballs:
 #   git archive 2b4b482 -- . ':!results' | gzip > build-ab/ab-2b4b482.tar.gz
 #   git archive a69841c -- . ':!results' | gzip > build-ab/ab-a69841c.tar.gz
