@@ -104,24 +104,19 @@ inline Outputs run_on_host(const Implementation& impl, const Problem& p, Pass pa
   a.cu_seqlens_kv = meta_at(meta.cu_seqlens_kv);
   const std::size_t mis = bwd_misalign();
   std::vector<std::uint8_t> o_buf, dq_buf, dk_buf, dv_buf;  // 16-byte aligned starts + mis
-  auto shifted = [&](std::vector<std::uint8_t>& buf, std::size_t n) {
-    buf.assign(n + 16 + mis, 0);
+  // A copy of t in buf, starting mis bytes past a 16-byte boundary.
+  auto shifted = [&](std::vector<std::uint8_t>& buf, const auto& t) {
+    buf.assign(t.nbytes() + 16 + mis, 0);
     const auto at = reinterpret_cast<std::uintptr_t>(buf.data());
-    return buf.data() + (16 - at % 16) % 16 + mis;
+    std::uint8_t* start = buf.data() + (16 - at % 16) % 16 + mis;
+    std::memcpy(start, t.data(), t.nbytes());
+    return start;
   };
   if (mis != 0) {
-    std::uint8_t* o = shifted(o_buf, ref.o_in.nbytes());
-    std::memcpy(o, ref.o_in.data(), ref.o_in.nbytes());
-    a.o = o;
-    std::uint8_t* dq = shifted(dq_buf, out.dq.nbytes());
-    std::memcpy(dq, out.dq.data(), out.dq.nbytes());  // the poison
-    a.dq = dq;
-    std::uint8_t* dk = shifted(dk_buf, out.dk.nbytes());
-    std::memcpy(dk, out.dk.data(), out.dk.nbytes());
-    a.dk = dk;
-    std::uint8_t* dv = shifted(dv_buf, out.dv.nbytes());
-    std::memcpy(dv, out.dv.data(), out.dv.nbytes());
-    a.dv = dv;
+    a.o = shifted(o_buf, ref.o_in);
+    a.dq = shifted(dq_buf, out.dq);  // the poison
+    a.dk = shifted(dk_buf, out.dk);
+    a.dv = shifted(dv_buf, out.dv);
   }
   impl.backward(a);
   if (mis != 0) {

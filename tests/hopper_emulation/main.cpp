@@ -175,8 +175,8 @@ int main() {
   }
   // The launch order (common/shape.hpp's grouped_order) on a device of 10 SMs: groups of
   // several (head, sequence) pairs, block by block within a group, the last group smaller. The
-  // forward groups causal d > 64 without a window (2-3 query blocks: groups of 3-5 pairs; the
-  // other cases run a pair's blocks together, the order before), both schedules; the backward
+  // forward (causal d > 64 without a window; 2-3 query blocks: groups of 3-5 pairs), both
+  // schedules; the backward
   // (3 key blocks: groups of 3 pairs, 4 pairs: 3 + 1); deterministic, every pair's lower key
   // blocks must still add into dQ first, or the emulator's sequential blocks wait forever.
   auto grouped = [&](const std::vector<Case>& cases, auto several_blocks, Pass pass,
@@ -196,8 +196,10 @@ int main() {
     }
   };
   attn_hopper::emulated_multiprocessors() = 10;
-  grouped(fwd_cases, [](const Case& c) { return c.sq > 128; }, Pass::fwd, *fwd,
-          Options{{"persistent", 1}}, 1234, 7);
+  // The forward groups only causal problems with head_dim > 64 and no window (forward step 10).
+  grouped(fwd_cases,
+          [](const Case& c) { return c.sq > 128 && c.causal && c.d > 64 && c.wl < 0 && c.wr < 0; },
+          Pass::fwd, *fwd, Options{{"persistent", 1}}, 1234, 7);
   grouped(bwd_cases, [](const Case& c) { return c.skv > (c.d == 256 ? 64 : 128); }, Pass::bwd,
           *bwd, Options{{"deterministic", 1}}, 4321, 11);
   attn_hopper::emulated_multiprocessors() = 3;

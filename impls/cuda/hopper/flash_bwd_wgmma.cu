@@ -766,12 +766,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       if constexpr (!kDkSmem) fence_regs(dsa);
       wgmma_fence();
       const uint64_t d_q_mn = desc_mn_major(sq(s), BM * 128);
+      [[maybe_unused]] const uint64_t d_dst_c = desc_k_major(sds(buf) + 64 * c * 128);  // kDkSmem
 #pragma unroll
       for (int kk = 0; kk < BM / 16; ++kk) {
         const uint64_t b = desc_add(d_q_mn, kk * 2048);
         if constexpr (kDkSmem) {
-          const uint64_t a =
-              desc_add(desc_k_major(sds(buf) + 64 * c * 128), (kk / 4) * BN * 128 + (kk % 4) * 32);
+          const uint64_t a = desc_add(d_dst_c, (kk / 4) * BN * 128 + (kk % 4) * 32);
           Wgmma<T, D>::template ss<0, 1>(dk, a, b, 1);
         } else {
           Wgmma<T, D>::template rs<1>(dk, dsa[kk], b, 1);
