@@ -7,11 +7,11 @@
 # Predicted time NEW / BASE: d128 and d256 0.98-0.99, d64 1.00 (the FMNMX chain per row: 23 -> 9
 # at d128, 11 -> 6 at d256, 17 -> 7 at d64, where MUFU rather than latency limits the loop).
 # Steps: the two builds side by side (scripts/gpu_ab.sh, about 120 s); NEW's first run verified
-# (--verify-new); 2 rounds alternating on the FA3 grid's 24 forward rows at 2k-16k; then, on
-# NEW's build, `attnbench check --impl cuda.flash_fwd_wgmma` and the odd shapes
-# (configs/sanitize.json --verify full, normal and outlier inputs). About 330 s in all.
+# (--verify-new); 2 rounds alternating on the FA3 grid's 24 forward rows at 2k-16k; then the
+# gate's check and odd-shape steps on the patched tree (below). About 450 s in all.
 # Run from the repository root on the GPU machine; outputs in $W (default /tmp/abrowmax): grid/
-# (gpu_ab.sh's files), check.txt, odd_*.txt, ab.md, and ab.tgz (all of it in one file).
+# (gpu_ab.sh's files), gate/ (gpu_gate.sh's summary and logs), ab.md, and ab.tgz (all of it in
+# one file).
 set -uo pipefail
 HERE=results/h200/ab/2026-12-05-fwd-rowmax
 W=${W:-/tmp/abrowmax}; mkdir -p "$W"
@@ -26,18 +26,14 @@ scripts/gpu_ab.sh . "$W/grid" --rounds 2 --verify-new --new-src "$NEWT" -- confi
   --impl cuda.flash_fwd_wgmma --pass fwd \
   --case '*_sq2048_*' --case '*_sq4096_*' --case '*_sq8192_*' --case '*_sq16384_*'
 echo "grid ab rc=$?"
-NB=/tmp/attn-ab-new/build/attnbench
-if [ -x "$NB" ]; then
-  timeout 200 "$NB" check --impl cuda.flash_fwd_wgmma -q > "$W/check.txt" 2>&1; echo "check rc=$?"
-  tail -3 "$W/check.txt"
-  timeout 120 "$NB" run configs/sanitize.json --impl cuda.flash_fwd_wgmma --verify full \
-    --out "$W/odd_normal.json" > "$W/odd_normal.txt" 2>&1; echo "odd shapes (normal) rc=$?"
-  sed -e 's/"distribution": "normal"/"distribution": "outlier"/' -e 's/"name": "sanitize"/"name": "sanitize_outlier"/' \
-    configs/sanitize.json > "$W/sanitize_outlier.json"
-  timeout 120 "$NB" run "$W/sanitize_outlier.json" --impl cuda.flash_fwd_wgmma --verify full \
-    --out "$W/odd_outlier.json" > "$W/odd_outlier.txt" 2>&1; echo "odd shapes (outlier) rc=$?"
-  grep -h " pass, " "$W"/odd_*.txt | tail -2
-fi
+# The patched tree's correctness by the gate's own steps (scripts/gpu_gate.sh, GATE_STEPS "check
+# odd": `attnbench check --impl 'cuda.*'` and the odd shapes with normal and outlier inputs, every
+# CUDA implementation), on NEW's build folder (the gate reconfigures it with warnings as errors and
+# builds every target: about 100 s more). Its summary is named <date>-<rev>-dirty.md: a patched
+# tree, not a gate of a commit.
+( cd "$NEWT" && ATTNBENCH_GIT_REVISION="$REV" ATTNBENCH_GIT_DIRTY=1 GATE_STEPS="check odd" \
+    GATE_BUILD=/tmp/attn-ab-new/build scripts/gpu_gate.sh "$W/gate" > "$W/gate.txt" 2>&1 )
+echo "gate (check, odd shapes) of the patched tree rc=$?"; grep -h "^# GPU gate" "$W"/gate/*.md 2>/dev/null
 { echo "# Forward row max as four partial maxima (rowmax.patch) against this tree"; echo
   cat "$W/grid/ab.md" 2>/dev/null || echo "(no ab.md)"; } > "$W/ab.md"
 tar -C "$W" -czf /tmp/abrowmax.tgz --exclude=ab.tgz . && mv /tmp/abrowmax.tgz "$W/ab.tgz"
