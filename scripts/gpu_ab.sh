@@ -20,9 +20,10 @@
 # and built side by side (attnbench only): a tarball's tree and build in /tmp/attn-ab-SIDE-KEY/
 # (KEY from its contents, so that each tarball keeps its own build), a folder's build in
 # /tmp/attn-ab-SIDE/build, NEW in ATTN_BUILD_DIR (default build-gpu). The runs alternate, BASE
-# NEW NEW BASE BASE NEW ..., so that a drift of the machine falls on both sides alike; --verify-new verifies NEW's first run (the
-# others, and BASE's, run with --verify off). N defaults to 2. Exit: 0, or 2 on a bad argument,
-# 1 when a build or a run fails (OUT keeps what finished).
+# NEW NEW BASE BASE NEW ..., so that a drift of the machine falls on both sides alike;
+# --verify-new verifies NEW's first run (the others, and BASE's, run with --verify off). N
+# defaults to 2. Exit: 0, or 2 on a bad argument, 1 when a build or a run fails (OUT keeps what
+# finished).
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 usage="usage: scripts/gpu_ab.sh BASE_SRC OUT [--rounds N] [--verify-new] [--new-src NEW_SRC] -- RUN_ARGS..."

@@ -176,9 +176,9 @@ int main() {
   // The launch order (common/shape.hpp's grouped_order) on a device of 10 SMs: groups of
   // several (head, sequence) pairs, block by block within a group, the last group smaller. The
   // forward (causal d > 64 without a window; 2-3 query blocks: groups of 3-5 pairs), both
-  // schedules; the backward
-  // (3 key blocks: groups of 3 pairs, 4 pairs: 3 + 1); deterministic, every pair's lower key
-  // blocks must still add into dQ first, or the emulator's sequential blocks wait forever.
+  // schedules; the backward (3 key blocks: groups of 3 pairs, 4 pairs: 3 + 1); deterministic,
+  // every pair's lower key blocks must still add into dQ first, or the emulator's sequential
+  // blocks wait forever.
   auto grouped = [&](const std::vector<Case>& cases, auto several_blocks, Pass pass,
                      const Implementation& impl, const Options& option, uint64_t input_seed,
                      uint64_t sched_seed) {
