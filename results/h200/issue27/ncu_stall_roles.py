@@ -18,26 +18,15 @@ them (a stall is sampled on the instruction that waits to issue, after a BAR or 
 """
 import argparse
 import collections
-import csv
 import gzip
+import io
+import os
 import re
 import sys
 
-
-def kernels(path):
-    out, cur = [], None
-    with gzip.open(path, "rt") as f:
-        for r in csv.reader(f):
-            if not r:
-                continue
-            if r[0] == "Kernel Name":
-                cur = {"name": r[1], "header": None, "rows": []}
-                out.append(cur)
-            elif r[0] == "Address" and cur is not None:
-                cur["header"] = r
-            elif cur is not None and cur["header"] is not None:
-                cur["rows"].append(r)
-    return out
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(0, ROOT)
+from scripts.ncu_source import blocks  # noqa: E402  (the csv's kernel tables)
 
 
 def num(s):
@@ -57,7 +46,10 @@ def main():
     ap.add_argument("--top", type=int, default=6)
     ap.add_argument("--ops", action="store_true", help="the loop's opcodes and their samples")
     a = ap.parse_args()
-    ks = [k for k in kernels(a.csv) if a.kernel in k["name"]]
+    opener = gzip.open if a.csv.endswith(".gz") else open
+    with opener(a.csv, "rt", errors="replace") as f:
+        text = f.read()
+    ks = [{"name": t, "header": h, "rows": r} for t, h, r in blocks(io.StringIO(text)) if a.kernel in t]
     if not ks:
         sys.exit(f"ncu_stall_roles.py: no kernel matching '{a.kernel}' in {a.csv}")
     if not 0 <= a.index < len(ks):
