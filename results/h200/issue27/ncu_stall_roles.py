@@ -38,7 +38,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("csv", help="the kernel's source-level csv (.csv.gz) from ncu_job.sh")
     ap.add_argument("--kernel", required=True, help="a substring of the kernel's name")
-    ap.add_argument("--index", type=int, default=0, help="which matching kernel, in the csv's order (default 0)")
+    ap.add_argument("--index", type=int, default=0,
+                    help="which matching kernel, in the csv's order (default 0)")
     ap.add_argument("--loop-exec", type=int, default=0,
                     help="executions of each loop line (default: found from the counts)")
     ap.add_argument("--lines", metavar="REASON", help="print the loop lines with most samples of "
@@ -49,7 +50,8 @@ def main():
     opener = gzip.open if a.csv.endswith(".gz") else open
     with opener(a.csv, "rt", errors="replace") as f:
         text = f.read()
-    ks = [{"name": t, "header": h, "rows": r} for t, h, r in blocks(io.StringIO(text)) if a.kernel in t]
+    ks = [{"name": t, "header": h, "rows": r}
+          for t, h, r in blocks(io.StringIO(text)) if a.kernel in t]
     if not ks:
         sys.exit(f"ncu_stall_roles.py: no kernel matching '{a.kernel}' in {a.csv}")
     if not 0 <= a.index < len(ks):
@@ -96,7 +98,8 @@ def main():
             sys.exit(f"ncu_stall_roles.py: no column '{a.lines}' (columns: {', '.join(reasons)})")
         idx = [i for i, lp in enumerate(is_loop) if lp]
         for i in sorted(idx, key=lambda i: -num(rows[i][ri[a.lines]]))[:a.top]:
-            print(f"  --- {100 * num(rows[i][ri[a.lines]]) / total_loop:.1f}% of the loop's samples")
+            share = 100 * num(rows[i][ri[a.lines]]) / total_loop
+            print(f"  --- {share:.1f}% of the loop's samples")
             for j in range(max(0, i - 5), i + 1):
                 print(("  >> " if j == i else "     ") + rows[j][1].strip()[:100])
 

@@ -33,7 +33,8 @@ echo "grid ab rc=$?"
 # tree, not a gate of a commit.
 ( cd "$NEWT" && ATTNBENCH_GIT_REVISION="$REV" ATTNBENCH_GIT_DIRTY=1 GATE_STEPS="check odd" \
     GATE_BUILD=/tmp/attn-ab-new/build scripts/gpu_gate.sh "$W/gate" > "$W/gate.txt" 2>&1 )
-echo "gate (check, odd shapes) of the patched tree rc=$?"; grep -h "^# GPU gate" "$W"/gate/*.md 2>/dev/null
+echo "gate (check, odd shapes) of the patched tree rc=$?"
+grep -h "^# GPU gate" "$W"/gate/*.md 2>/dev/null
 { echo "# Forward row max as four partial maxima (rowmax.patch) against this tree"; echo
   cat "$W/grid/ab.md" 2>/dev/null || echo "(no ab.md)"; } > "$W/ab.md"
 tar -C "$W" -czf /tmp/abrowmax.tgz --exclude=ab.tgz . && mv /tmp/abrowmax.tgz "$W/ab.tgz"
