@@ -846,6 +846,43 @@ class FlashInferPure(unittest.TestCase):
         self.assertIn("not importable", flashinfer.FlashInfer("auto", {"error": "FlashInfer not importable (x)"})
                       .skip_reason(ok, "fwd"))
 
+    def test_lse_in_attnbench_layout(self):
+        """FlashInfer writes the LSE [tokens, hq] in base 2: the peer hands over attnbench's layout
+        ([b, hq, 1] dense, [hq, total_q] packed) in natural log; the H200 job of 2026-12-04 failed
+        every row on a [b, hq] LSE."""
+        from scripts.peers import flashinfer
+
+        class T:  # the tensor operations lse_natural uses, on (shape, values in row-major order)
+            def __init__(self, shape, vals):
+                self.shape, self.vals = tuple(shape), list(vals)
+
+            def __mul__(self, x):
+                return T(self.shape, [v * x for v in self.vals])
+
+            def t(self):
+                r, c = self.shape
+                return T((c, r), [self.vals[i * c + j] for j in range(c) for i in range(r)])
+
+            def reshape(self, shape):
+                if common.numel(shape) != len(self.vals):
+                    raise ValueError(f"reshape {self.shape} -> {shape}")
+                return T(shape, self.vals)
+
+            def contiguous(self):
+                return self
+
+        for p in (paged_problem(batch=3, heads_q=4),
+                  paged_problem(batch=3, heads_q=4, seqlens_q=[1, 1, 1], seqlens_kv=[17, 16, 300])):
+            case = {"problem": p}
+            case["inputs"] = {"layout": common.layout_shapes(case)}
+            lse2 = T((3, 4), [float(i) for i in range(12)])  # token b, head h: 4 b + h
+            out = flashinfer.lse_natural(lse2, case)
+            self.assertEqual(common.output_shape_error(case, "LSE", out.shape), "")
+            want = [(4 * b + h) * flashinfer.LN2 for b in range(3) for h in range(4)]  # [b, hq, 1]
+            if common.is_varlen(p):  # [hq, total_q]
+                want = [(4 * b + h) * flashinfer.LN2 for h in range(4) for b in range(3)]
+            self.assertEqual(out.vals, want)
+
     def test_rows_carry_hbm_bytes(self):
         """A memory-bound case's forward rows carry expand's hbm_bytes (GB/s beside attnbench's)."""
         import types

@@ -98,6 +98,17 @@ def plan_skip_reason(case, pass_name):
     return None
 
 
+def lse_natural(lse2, case):
+    """FlashInfer's LSE, [tokens, hq] in base 2, as attnbench's: natural log, in the case's LSE
+    layout ([b, hq, 1] dense, [hq, total_q] packed; one query per sequence either way). The dense
+    layout's trailing 1 is not optional: the H200 job of 2026-12-04 failed all 42 rows on a
+    [b, hq] LSE ("output not in attnbench's layout")."""
+    lse = lse2 * LN2
+    if common.is_varlen(case["problem"]):
+        lse = lse.t()
+    return lse.reshape(tuple(case["inputs"]["layout"][common.OUTPUT_LAYOUT["LSE"]])).contiguous()
+
+
 # ============================================================================ the peer
 
 
@@ -146,17 +157,15 @@ class FlashInfer(common.Backend):
         o3 = o.view(b, hq, d)
         # The LSE as FlashInfer writes it: [tokens, hq] float32, base 2 (flashinfer/utils.py:
         # "FlashInfer's kernels fold log2(e) into the softmax scale and emit base-2 LSE"; the
-        # decode wrapper's run() has no lse_base). attnbench's is natural-log, [b, hq, 1] dense or
-        # [hq, total_q] packed: converted after the call, outside the timed region.
+        # decode wrapper's run() has no lse_base); lse_natural converts it after the call, outside
+        # the timed region.
         lse2 = torch.empty((b, hq), dtype=torch.float32, device=dev.dev)
-        packed = common.is_varlen(p)
 
         def fn():
             w.run(q, kv, out=o3, lse=lse2, return_lse=True)
 
         def outputs():
-            lse = lse2 * LN2
-            return {"O": o, "LSE": (lse.t() if packed else lse).contiguous()}
+            return {"O": o, "LSE": lse_natural(lse2, case)}
 
         def validate():
             dev.poison(o)
