@@ -638,6 +638,57 @@ TEST(ReferenceProgress, LongReferenceSaysEachStepAndItsTime) {
   EXPECT_NE(lines[2].find("reference: full backward"), std::string::npos) << lines[2];
 }
 
+// Sampled mode copies to float64 only what its (sequence, kv head) pairs read (verify.cpp,
+// copy_pair): with the rest of the copies NaN, each sampled value is bitwise the full reference's
+// at its index, for dense, GQA and MQA problems (forward and backward) and paged ones (forward:
+// decode, and speculative decoding against a cache). A read of an element it did not copy gives
+// NaN there.
+TEST(ReferenceProgress, SampledReadsOnlyWhatItCopiesAndMatchesFull) {
+  struct Poison {
+    Poison() { detail::poison_float64_copies = true; }
+    ~Poison() { detail::poison_float64_copies = false; }
+  } poison;
+  auto paged = [](Problem p, int page_size) {
+    p.page_size = page_size;
+    p.page_order = PageOrder::shuffled;
+    p.make_block_table();
+    return p;
+  };
+  const std::vector<std::pair<Problem, bool>> cases = {
+      {make_problem(3, 4, 4, 40, 50, 16, false, DType::bf16), true},
+      {make_problem(2, 8, 2, 33, 17, 40, true, DType::f16), true},  // GQA 8:2, seq_q > seq_kv
+      {make_problem(2, 6, 1, 17, 70, 32, true, DType::f32), true},  // MQA, seq_q < seq_kv
+      {paged(make_problem(3, 8, 2, 1, 300, 64, true, DType::bf16), 16), false},
+      {paged(make_problem(2, 4, 1, 4, 129, 32, true, DType::bf16), 64), false},
+  };
+  const SampleSpec spec{2, 8};
+  for (const auto& [p, bwd] : cases) {
+    SCOPED_TRACE(p.label());
+    const CaseInputs in = make_inputs(p, kSeed);
+    const Reference s = compute_reference(in, VerifyMode::sampled, true, bwd, kSeed, spec);
+    const Reference f = compute_reference(in, VerifyMode::full, true, bwd, kSeed, spec);
+    ASSERT_EQ(s.mode, VerifyMode::sampled);
+    ASSERT_EQ(f.mode, VerifyMode::full);
+    std::vector<std::pair<const RefOutput*, const RefOutput*>> outs = {{&s.o, &f.o},
+                                                                        {&s.lse, &f.lse}};
+    if (bwd) outs.insert(outs.end(), {{&s.dq, &f.dq}, {&s.dk, &f.dk}, {&s.dv, &f.dv}});
+    for (const auto& [so, fo] : outs) {
+      ASSERT_FALSE(so->idx.empty());
+      ASSERT_EQ(so->idx.size(), so->val.size());
+      int bad = 0;
+      for (std::size_t i = 0; i < so->idx.size(); ++i) {
+        const double want = fo->val.at(static_cast<std::size_t>(so->idx[i]));
+        if (!(so->val[i] == want) && ++bad <= 3)
+          ADD_FAILURE() << "element " << so->idx[i] << ": sampled " << so->val[i] << ", full " << want;
+      }
+      EXPECT_EQ(bad, 0);
+    }
+    EXPECT_EQ(s.floor_dq, f.floor_dq);
+    EXPECT_EQ(s.floor_dk, f.floor_dk);
+    EXPECT_GT(s.lse_abs_max, 0.0);
+  }
+}
+
 // The host memory a case's inputs and reference need, asked before they are made, is at least
 // what they hold: the inputs, the float64 copies, and the reference's values.
 TEST(ReferenceProgress, HostMemoryEstimateCoversWhatTheReferenceHolds) {

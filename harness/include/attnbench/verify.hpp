@@ -88,6 +88,11 @@ Reference compute_reference(const CaseInputs& in, VerifyMode mode, bool need_fwd
                             std::uint64_t seed, SampleSpec spec = {},
                             const ReferenceProgress& progress = {});
 VerifyMode resolve_mode(const Problem& p, VerifyMode requested);
+namespace detail {
+// Tests only: fill compute_reference's float64 copies of the inputs with NaN before it copies
+// what it reads into them, so that a read of an element it did not copy shows in the results.
+extern bool poison_float64_copies;
+}  // namespace detail
 // Host memory of a case's inputs (make_inputs) and of compute_reference with these arguments:
 // the float64 copies of the inputs, and in full mode the float64 outputs and gradients. An
 // estimate from above, asked before either is made, so that a case that cannot fit is a SKIP at

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -13,6 +14,10 @@
 #include "attnbench/reference.hpp"
 
 namespace attnbench {
+
+namespace detail {
+bool poison_float64_copies = false;
+}  // namespace detail
 
 const char* to_string(VerifyMode m) {
   switch (m) {
@@ -44,18 +49,21 @@ std::int64_t reference_host_bytes(const Problem& p, VerifyMode requested, bool n
   long double bytes = (2 * q + 2 * kv) * ds;  // q, k, v, dout in the dtype
   const VerifyMode mode = resolve_mode(p, requested);
   if (mode != VerifyMode::off && (need_fwd || need_bwd)) {
-    bytes += 8 * (q + 2 * kv);         // q, k, v as float64
-    if (need_bwd) bytes += 2 * 8 * q;  // dout as float64 (the floors' copy and the backward's)
     if (mode == VerifyMode::full) {
+      bytes += 8 * (q + 2 * kv);                    // q, k, v as float64
+      if (need_bwd) bytes += 8 * q;                 // dout as float64
       bytes += 2 * 8 * (q + lse) + ds * q;          // o and lse, their RefOutput copies, o_in
       if (need_bwd) bytes += 2 * 8 * (q + 2 * kv);  // dq, dk, dv and their RefOutput copies
     } else {
-      // Index and value per sampled element: rows of spec.heads query heads, and the whole dq,
-      // dk, dv of spec.heads kv heads (with their query heads) and the scratch of one of them.
+      // The float64 copies hold only the sampled (sequence, kv head) pairs' q, dout, k and v
+      // (copy_pair; pages of the rest are never touched), at most 2 spec.heads pairs. Index and
+      // value per sampled element: rows of spec.heads query heads, and the whole dq, dk, dv of
+      // spec.heads kv heads (with their query heads) and the scratch of one of them.
       const long double hd = p.head_dim, heads = spec.heads;
-      bytes += 16 * heads * (spec.rows + 2) * (hd + 1);
       const long double kv_head =
           (static_cast<long double>(p.group()) * p.seq_q + 2.0L * p.seq_kv) * hd;
+      bytes += std::min<long double>(8 * (2 * q + 2 * kv), 2 * heads * 8 * (kv_head + p.group() * p.seq_q * hd));
+      bytes += 16 * heads * (spec.rows + 2) * (hd + 1);
       if (need_bwd) bytes += (16 * heads + 8) * kv_head;
     }
   }
@@ -84,30 +92,81 @@ std::vector<int> pick(int n, int count, std::mt19937_64& rng, std::vector<int> a
   return out;
 }
 
-// max over rows of the Euclidean norm of the head_dim-long rows of x (BSHD: every row of d).
-double max_row_norm(const std::vector<double>& x, int d) {
+// max over rows of the Euclidean norm of the head_dim-long rows of x (BSHD: every row of d), from
+// the dtype tensor itself (its values are exact in float64; no float64 copy of the whole needed).
+double max_row_norm(const HostTensor& x, int d) {
+  const std::int64_t rows = x.numel / d;
   double m = 0;
-  for (std::size_t r = 0; r + static_cast<std::size_t>(d) <= x.size();
-       r += static_cast<std::size_t>(d)) {
+#pragma omp parallel for schedule(static) reduction(max : m)
+  for (std::int64_t r = 0; r < rows; ++r) {
     double s = 0;
-    for (int c = 0; c < d; ++c)
-      s += x[r + static_cast<std::size_t>(c)] * x[r + static_cast<std::size_t>(c)];
+    for (int c = 0; c < d; ++c) {
+      const double e = x.get(r * d + c);
+      s += e * e;
+    }
     m = std::max(m, s);
   }
   return std::sqrt(m);
 }
 
-double max_abs(const std::vector<double>& x) {
+double max_abs(const HostTensor& x) {
   double m = 0;
-  for (double e : x) m = std::max(m, std::fabs(e));
+#pragma omp parallel for schedule(static) reduction(max : m)
+  for (std::int64_t i = 0; i < x.numel; ++i) m = std::max(m, std::fabs(static_cast<double>(x.get(i))));
   return m;
+}
+
+// A float64 copy of one input for the reference: the whole tensor (full mode), or only what the
+// sampled (sequence, kv head) pairs read (copy_pair). The buffer has the tensor's size but is not
+// value-initialised: in sampled mode the rest of it is never written, and for a large tensor
+// never faulted in. (A std::vector<double> of the whole was value-initialised by one thread, then
+// converted, for each of q, k, v and dout: 4 bytes of float64 zeroed serially per byte of bf16,
+// the larger part of a decode case's untimed phase.)
+class Float64Copy {
+ public:
+  explicit Float64Copy(const HostTensor& t)
+      : t_(&t), x_(new double[static_cast<std::size_t>(t.numel)]) {
+    if (detail::poison_float64_copies)
+      std::fill(x_.get(), x_.get() + t.numel, std::numeric_limits<double>::quiet_NaN());
+  }
+  void all() {
+    double* x = x_.get();
+    const HostTensor& t = *t_;
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < t.numel; ++i) x[i] = t.get(i);
+  }
+  void range(std::int64_t first, std::int64_t n) {
+    for (std::int64_t i = first; i < first + n; ++i) x_[static_cast<std::size_t>(i)] = t_->get(i);
+  }
+  const double* data() const { return x_.get(); }
+
+ private:
+  const HostTensor* t_;
+  std::unique_ptr<double[]> x_;
+};
+
+// What reference::forward_rows (any query head of kv head hk) and backward_kv_head read for
+// sequence b and kv head hk: the q (and dout) rows of the group's query heads, and the k and v
+// rows of the sequence's keys (through the block table when paged).
+void copy_pair(const Problem& p, int b, int hk, Float64Copy& q, Float64Copy& k, Float64Copy& v,
+               Float64Copy* dout) {
+  const int d = p.head_dim, g = p.group();
+  for (int i = 0; i < p.seq_q_of(b); ++i) {
+    const std::int64_t at = ((p.q_start(b) + i) * p.heads_q + std::int64_t{hk} * g) * d;
+    q.range(at, std::int64_t{g} * d);
+    if (dout) dout->range(at, std::int64_t{g} * d);
+  }
+  for (int j = 0; j < p.seq_kv_of(b); ++j) {
+    const std::int64_t at = (p.kv_row(b, j) * p.heads_kv + hk) * d;
+    k.range(at, d);
+    v.range(at, d);
+  }
 }
 
 // floor(dQ), floor(dK) of the absolute bound (verify.hpp): the rounding of dP - D,
 // (u + 2 d u_f32) |dO_i| max|v_j|, times what dQ and dK multiply dS by.
-void set_gradient_floors(const Problem& p, const std::vector<double>& q,
-                         const std::vector<double>& k, const std::vector<double>& v,
-                         const std::vector<double>& dout, Reference& ref) {
+void set_gradient_floors(const Problem& p, const HostTensor& q, const HostTensor& k,
+                         const HostTensor& v, const HostTensor& dout, Reference& ref) {
   const int d = p.head_dim;
   const double u = unit_roundoff(p.dtype) + 2.0 * d * unit_roundoff(DType::f32);
   const double residual = u * max_row_norm(dout, d) * max_row_norm(v, d);
@@ -169,8 +228,8 @@ class Steps {
 
 // Full mode: the whole forward (its O and LSE also the inputs of a standalone backward) and,
 // when asked, the whole backward.
-void full_reference(const CaseInputs& in, const std::vector<double>& q,
-                    const std::vector<double>& k, const std::vector<double>& v, bool need_fwd,
+void full_reference(const CaseInputs& in, const double* q, const double* k, const double* v,
+                    bool need_fwd,
                     bool need_bwd, double per_head, const ReferenceProgress& progress,
                     Reference& ref) {
   const Problem& p = in.p;
@@ -179,7 +238,7 @@ void full_reference(const CaseInputs& in, const std::vector<double>& q,
   std::vector<double> o(static_cast<std::size_t>(p.q_elems())),
       lse(static_cast<std::size_t>(p.lse_elems()));
   steps.step("full forward", heads * per_head * 2);
-  reference::forward(p, q.data(), k.data(), v.data(), o.data(), lse.data());
+  reference::forward(p, q, k, v, o.data(), lse.data());
   ref.o_in = HostTensor(p.dtype, p.q_elems());
   for (std::int64_t i = 0; i < p.q_elems(); ++i)
     ref.o_in.set(i, static_cast<float>(o[static_cast<std::size_t>(i)]));
@@ -193,19 +252,20 @@ void full_reference(const CaseInputs& in, const std::vector<double>& q,
   }
   if (need_bwd) {
     steps.step("full backward", heads * per_head * 5);
-    const std::vector<double> dout = in.dout.to_double();
+    Float64Copy dout(in.dout);
+    dout.all();
     ref.dq.val.resize(static_cast<std::size_t>(p.q_elems()));
     ref.dk.val.resize(static_cast<std::size_t>(p.kv_elems()));
     ref.dv.val.resize(static_cast<std::size_t>(p.kv_elems()));
-    reference::backward(p, q.data(), k.data(), v.data(), dout.data(), ref.dq.val.data(),
+    reference::backward(p, q, k, v, dout.data(), ref.dq.val.data(),
                         ref.dk.val.data(), ref.dv.val.data());
   }
 }
 
 // Sampled mode, forward: the sampled rows (first and last always in) of a seeded subset of
 // (batch, head) pairs, n_fwd of them.
-void sampled_forward(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
-                     const std::vector<double>& v, const SampleSpec& spec, std::mt19937_64& rng,
+void sampled_forward(const Problem& p, Float64Copy& q, Float64Copy& k, Float64Copy& v,
+                     const SampleSpec& spec, std::mt19937_64& rng,
                      int n_fwd, double rows_work, Steps& steps, Reference& ref) {
   const int d = p.head_dim;
   const int pairs_q = p.batch * p.heads_q;
@@ -216,6 +276,7 @@ void sampled_forward(const Problem& p, const std::vector<double>& q, const std::
     what << "sampled rows of (batch " << b << ", head " << h << "), " << ++n << "/" << n_fwd;
     steps.step(what.str(), rows_work);
     const std::vector<int> rows = pick(p.seq_q, spec.rows, rng, {0, p.seq_q - 1});
+    copy_pair(p, b, p.kv_head(h), q, k, v, nullptr);
     std::vector<double> o(rows.size() * static_cast<std::size_t>(d)), lse(rows.size());
     reference::forward_rows(p, q.data(), k.data(), v.data(), b, h, rows, o.data(), lse.data());
     for (std::size_t r = 0; r < rows.size(); ++r) {
@@ -234,13 +295,12 @@ void sampled_forward(const Problem& p, const std::vector<double>& q, const std::
 
 // Sampled mode, backward: dK and dV of a seeded subset of (batch, kv head) pairs, n_bwd of them,
 // and dQ of their query heads.
-void sampled_backward(const CaseInputs& in, const std::vector<double>& q,
-                      const std::vector<double>& k, const std::vector<double>& v,
+void sampled_backward(const CaseInputs& in, Float64Copy& q, Float64Copy& k, Float64Copy& v,
                       const SampleSpec& spec, std::mt19937_64& rng, int n_bwd, double kv_work,
                       Steps& steps, Reference& ref) {
   const Problem& p = in.p;
   const int d = p.head_dim;
-  const std::vector<double> dout = in.dout.to_double();
+  Float64Copy dout(in.dout);
   const int g = p.group();
   int n = 0;
   for (int bh : pick(p.batch * p.heads_kv, spec.heads, rng)) {
@@ -249,6 +309,7 @@ void sampled_backward(const CaseInputs& in, const std::vector<double>& q,
     what << "backward of (batch " << b << ", kv head " << hk << ") and its " << g
          << " query head(s), " << ++n << "/" << n_bwd;
     steps.step(what.str(), kv_work);
+    copy_pair(p, b, hk, q, k, v, &dout);
     std::vector<double> dq(static_cast<std::size_t>(g) * p.seq_q * d);
     std::vector<double> dk(static_cast<std::size_t>(p.seq_kv) * d), dv(dk.size());
     reference::backward_kv_head(p, q.data(), k.data(), v.data(), dout.data(), b, hk, dq.data(),
@@ -290,11 +351,14 @@ Reference compute_reference(const CaseInputs& in, VerifyMode requested, bool nee
   if (ref.mode == VerifyMode::off) return ref;
   // Multiply-adds of one (batch, head)'s scores: the forward is about 2 of them, the backward 5.
   const double per_head = static_cast<double>(p.seq_q) * p.seq_kv * p.head_dim;
-  const std::vector<double> q = in.q.to_double(), k = in.k.to_double(), v = in.v.to_double();
-  if (need_bwd) set_gradient_floors(p, q, k, v, in.dout.to_double(), ref);
+  if (need_bwd) set_gradient_floors(p, in.q, in.k, in.v, in.dout, ref);
+  Float64Copy q(in.q), k(in.k), v(in.v);
 
   if (ref.mode == VerifyMode::full) {
-    full_reference(in, q, k, v, need_fwd, need_bwd, per_head, progress, ref);
+    q.all();
+    k.all();
+    v.all();
+    full_reference(in, q.data(), k.data(), v.data(), need_fwd, need_bwd, per_head, progress, ref);
     return ref;
   }
 
