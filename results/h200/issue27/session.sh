@@ -32,8 +32,10 @@
 #   5. ISSUE29=1: issue 29's acceptance job, ISSUE29_JOB (default results/h200/issue29/job3.sh:
 #      decode grid and its peers, about 20-25 minutes; FlashInfer once /tmp/fisite/.ready exists:
 #      its site, from scripts/peers/flashinfer_wheels.sh, 41.6 MB, comes in two calls of its own);
+#   4b. NCU29=1: results/h200/issue29/ncu_decode.sh (batch-1 GQA decode's kernels under Nsight
+#      Compute, about 2 minutes; no peer needed);
 #   6. JOB3=1: issue 30's job3 on CONFIGS (default "varlen window").
-# Everything under $W (default /tmp/sess): progress.txt, gate/, fa3/, ncu/, j29/, j3/.
+# Everything under $W (default /tmp/sess): progress.txt, gate/, fa3/, ncu/, ncu29/, j29/, j3/.
 # Export ATTNBENCH_GIT_REVISION (the full sha) and ATTNBENCH_GIT_DIRTY=0 first: the copied tree's
 # .git is not this checkout's.
 set -uo pipefail
@@ -83,7 +85,7 @@ wait_ready() {
   while [ ! -f "$1/.ready" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 5; done
   [ -f "$1/.ready" ] && el "$3 site ready" || el "no $1/.ready after $2 s: $3 rows will SKIP"
 }
-el "session.sh at ${ATTNBENCH_GIT_REVISION:-unknown revision}, in $PWD (GATE=${GATE:-1} AB=${AB:-0} JOBS=${JOBS:-} GRID=${GRID:-1} NCU=${NCU:-0} ISSUE29=${ISSUE29:-0} JOB3=${JOB3:-0})"
+el "session.sh at ${ATTNBENCH_GIT_REVISION:-unknown revision}, in $PWD (GATE=${GATE:-1} AB=${AB:-0} JOBS=${JOBS:-} GRID=${GRID:-1} NCU=${NCU:-0} NCU29=${NCU29:-0} ISSUE29=${ISSUE29:-0} JOB3=${JOB3:-0})"
 if [ "${GATE:-1}" = 1 ]; then
   mkdir -p "$W/gate"
   GATE_BUILD=$PWD/build scripts/gpu_gate.sh "$W/gate" > "$W/gate.log" 2>&1
@@ -133,6 +135,10 @@ fi
 if [ "${NCU:-0}" = 1 ]; then
   W="$W/ncu" B="$B" PASSES="${NCU_PASSES:-bwd fwd}" bash results/h200/issue27/ncu_job.sh > "$W/ncu.log" 2>&1
   el "ncu rc=$?"
+fi
+if [ "${NCU29:-0}" = 1 ]; then
+  W="$W/ncu29" B="$B" bash results/h200/issue29/ncu_decode.sh > "$W/ncu29.log" 2>&1
+  el "issue 29 ncu_decode rc=$?"
 fi
 if [ "${ISSUE29:-0}" = 1 ]; then
   wait_ready /tmp/fisite 300 FlashInfer
