@@ -130,6 +130,8 @@ int main(int argc, char** argv) {
     emu::sched_seed = 1 + ci;
     ok = check_on_host(*dec, *naive, p, Pass::fwd, in, ref, {{"splits", 3}}) && ok;
     emu::sched_seed = 0;
+    // The combine launched plainly instead of as a dependent grid (option pdl=0).
+    ok = check_on_host(*dec, *naive, p, Pass::fwd, in, ref, {{"splits", 3}, {"pdl", 0}}) && ok;
     ++ran;
     failures += ok ? 0 : 1;
   }

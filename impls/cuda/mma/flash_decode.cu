@@ -12,7 +12,10 @@
 //   the option.
 //   With more than one split, each block writes its normalised O and LSE (float32) to the
 //   workspace and a combine kernel merges them: O = sum_s e^(lse_s - lse) O_s,
-//   lse = log sum_s e^(lse_s). With one split the block writes O and LSE itself.
+//   lse = log sum_s e^(lse_s). With one split the block writes O and LSE itself. The combine is
+//   a programmatic dependent launch on sm_90 (mma/host.cuh launch_dependent): its launch
+//   overlaps the split kernel's end instead of following it. Option pdl=0 launches it plainly
+//   (the A/B of that choice in one run).
 // - Inside a block the 4 warps take interleaved K/V tiles of the block's range, each through
 //   its own 3-stage cp.async ring (no block barrier in the loop), and merge their (max, sum, O)
 //   through shared memory at the end.
@@ -260,6 +263,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) flash_decode_kernel(const Dec
   if (S - 1 < my_tiles) next_rows = tile_rows<Tr, kPaged>(p, b, tile_n0(S - 1), k_end, lane);
   cp_async_wait<S - 1>();  // Q landed (for this thread)
   __syncthreads();         // ... and for every thread
+  // The combine (launched dependent on this grid) may start its blocks once every block here
+  // has come this far: they wait in grid_dependency_wait() for this grid's end, so what they
+  // save is the launch between the two kernels (a cost per call, seen at batch 1).
+  grid_launch_dependents();
 
   const LdsmPtr pq = ldsm_p1(sQ, 0, 0, lane);
   const LdsmPtr pk0 = ldsm_p2(KVTile{ring}, 0, 0, lane);
@@ -422,6 +429,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) flash_decode_kernel(const Dec
 template <class T, int BN>
 __global__ void __launch_bounds__(128) flash_decode_combine_kernel(const DecodeParams p) {
   constexpr int kLseRegs = (kMaxSplits + 31) / 32;
+  grid_dependency_wait();  // launched dependent on the split kernel: its partials are complete
   const int lane = threadIdx.x & 31;
   const int64_t rows = static_cast<int64_t>(p.total_q) * p.heads_q;
   const int64_t row_id = static_cast<int64_t>(blockIdx.x) * 4 + (threadIdx.x >> 5);
@@ -563,7 +571,7 @@ class FlashDecode final : public attnbench::Implementation {
     c.paged = true;
     c.window = true;
     c.softcap = true;
-    c.options = {"splits"};
+    c.options = {"splits", "pdl"};
     return c;
   }
 
@@ -599,7 +607,7 @@ class FlashDecode final : public attnbench::Implementation {
       return Support::no("splits must be 0 (automatic) to " + std::to_string(kMaxSplits) +
                          ", not " + std::to_string(it->second));
     }
-    return Support::yes();
+    return attnbench::cuda::check_flag_option(o, "pdl");
   }
 
   static SplitPlan plan(const Problem& p, const Options* o) {
@@ -684,7 +692,11 @@ class FlashDecode final : public attnbench::Implementation {
       launch(kernel, grid, dim3(Tr::kThreads), Tr::kSmemBytes, a.stream, p);
       if (s.splits > 1) {
         const long long rows = static_cast<long long>(p.total_q) * pr.heads_q;
-        launch(combine, dim3(static_cast<unsigned>((rows + 3) / 4)), dim3(128), 0, a.stream, p);
+        const dim3 cgrid(static_cast<unsigned>((rows + 3) / 4));
+        if (attnbench::option_or(a.options, "pdl", 1) != 0)
+          launch_dependent(combine, cgrid, dim3(128), 0, a.stream, p);
+        else
+          launch(combine, cgrid, dim3(128), 0, a.stream, p);
       }
     });
   }

@@ -68,4 +68,44 @@ void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, std::size_t smem, v
   ATTN_CHECK(cudaGetLastError());
 }
 
+// Compute capability major of the current device, read once per device (launch_dependent's
+// choice runs inside timed calls).
+inline int cc_major() {
+  constexpr int kDevices = 64;
+  static std::atomic<int> cache[kDevices] = {};
+  int dev = 0;
+  ATTN_CHECK(cudaGetDevice(&dev));
+  if (dev >= 0 && dev < kDevices) {
+    if (const int n = cache[dev].load(std::memory_order_relaxed); n > 0) return n;
+  }
+  int major = 0;
+  ATTN_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  if (dev >= 0 && dev < kDevices) cache[dev].store(major, std::memory_order_relaxed);
+  return major;
+}
+
+// As launch(), for a kernel that depends on the grid launched before it on the same stream: on
+// sm_90 and later with programmatic stream serialisation, so that its launch overlaps the end of
+// that grid (the kernel must call grid_dependency_wait() before reading what that grid wrote;
+// ptx.cuh). Elsewhere a plain launch.
+template <class... KArgs, class... Args>
+void launch_dependent(void (*kernel)(KArgs...), dim3 grid, dim3 block, std::size_t smem,
+                      void* stream, const Args&... args) {
+  if (cc_major() < 9) {
+    launch(kernel, grid, block, smem, stream, args...);
+    return;
+  }
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = static_cast<cudaStream_t>(stream);
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  ATTN_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
+}
+
 }  // namespace attn_mma

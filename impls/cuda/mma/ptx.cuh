@@ -130,6 +130,23 @@ __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
 
+// Programmatic dependent launch (sm_90; no-ops before it): a kernel started by
+// launch_dependent() (host.cuh) may begin before the grid ahead of it on the stream has
+// finished, and calls grid_dependency_wait() before it reads anything that grid writes (the wait
+// returns once that grid has completed and its writes are visible). grid_launch_dependents() in
+// the grid ahead lets the dependent grid's blocks start once every block has called it or
+// exited, instead of at the grid's end.
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 // Waits until at most kPending of this thread's committed groups are still in flight.
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {

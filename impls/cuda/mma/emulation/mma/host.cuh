@@ -49,4 +49,11 @@ void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, std::size_t smem, v
         emu::run_block(static_cast<int>(block.x));
       }
 }
+// launch_dependent (host.cuh): grids run in order here, which is what the dependent grid's
+// grid_dependency_wait() guarantees on the device.
+template <class... KArgs, class... Args>
+void launch_dependent(void (*kernel)(KArgs...), dim3 grid, dim3 block, std::size_t smem,
+                      void* stream, const Args&... args) {
+  launch(kernel, grid, block, smem, stream, args...);
+}
 }  // namespace attn_mma

@@ -292,6 +292,10 @@ inline void cp_async_16(uint32_t dst, const void* src, bool valid) {
 inline void cp_async_4(uint32_t dst, const void* src, bool valid) {
   cp_async_n(dst, src, valid, 4);
 }
+// Programmatic dependent launch: the emulator runs grids one after the other, so a dependent
+// grid always finds the grid ahead of it finished.
+inline void grid_dependency_wait() {}
+inline void grid_launch_dependents() {}
 inline void cp_async_commit() {
   emu::cur->groups.push_back(std::move(emu::cur->open));
   emu::cur->open.clear();
