@@ -11,16 +11,17 @@
 #   - FlashInfer compiled its decode modules (d128 and d64) in under a minute each and ran all 42
 #     paged rows, which failed on the LSE's layout ([b, hq] for [b, hq, 1]; fixed in
 #     scripts/peers/flashinfer.py since, test_peers covers it);
-#   - configs/flash_decoding.json and the splits sweep were measured (job2): not again here.
+#   - configs/flash_decoding.json and the splits sweep were measured (job2); here only the
+#     combine's dependent launch against the plain one (option pdl).
 # Since job2 the sampled reference copies to float64 only what it reads (harness/src/verify/
 # verify.cpp): a 2 GiB decode case's untimed phase 47.6 -> 30.1 s on a 2-core host. Step 1 below
 # measures the untimed phase on this host (verified and not), so that the rest of it (input
 # generation, uploads, the naive baseline) is known rather than guessed.
 # Steps: 1. the untimed phase of 3 cases (b64 x 8k, 2 GiB of K and V each, the three layouts),
-#    --profile, verify auto and off, under /usr/bin/time; 2. `attnbench check --impl
-#    cuda.flash_decode`; 3. decode_grid, cuda.flash_decode and cuda.cudnn_sdpa (resumed if cut);
-#    4. FlashInfer's paged rows (its own file, first: its rows are the ones never measured); 5.
-#    FA4 and PyTorch SDPA; 6. scripts/decode_summary.py's tables.
+#    --profile, verify auto and off, timed; 2. `attnbench check --impl cuda.flash_decode`, then
+#    flash_decoding.json with pdl 0 and 1 (pdl_ab.md); 3. decode_grid, cuda.flash_decode and
+#    cuda.cudnn_sdpa (resumed if cut); 4. FlashInfer's paged rows (its own file, first: its rows
+#    are the ones never measured); 5. FA4 and PyTorch SDPA; 6. scripts/decode_summary.py's tables.
 # Outputs under $W (default /tmp/j29); progress in $W/progress.txt.
 set -uo pipefail
 W=${W:-/tmp/j29}; mkdir -p $W/logs
@@ -35,6 +36,33 @@ for v in auto off; do  # bash's time: /usr/bin/time need not be installed there
   el "untimed phase, $(tail -1 $W/untimed_phase.txt)"
 done
 timeout 300 $B check --impl cuda.flash_decode -q > $W/check_decode.txt 2>&1; el "check cuda.flash_decode rc=$?"
+# The combine as a dependent launch (de67daf, option pdl, default 1) against the plain launch,
+# one run: configs/flash_decoding.json (batch 1, 8k-128k) with pdl 0 and 1 beside cuDNN.
+# Predicted: 1-3 us less per call with pdl=1 (32:8 32k: 51.0 -> 48-50 us in job2's terms).
+python3 - "$W/flash_decoding_pdl.json" <<'PY'
+import json, sys
+c = json.load(open("configs/flash_decoding.json"))
+c["options"] = {"cuda.flash_decode": {"pdl": [0, 1]}}
+json.dump(c, open(sys.argv[1], "w"), indent=1)
+PY
+timeout 300 $B run $W/flash_decoding_pdl.json --impl cuda.flash_decode --impl cuda.cudnn_sdpa \
+  --out $W/flash_decoding.json > $W/logs/flash_decoding.txt 2>&1; el "flash_decoding (pdl 0/1) rc=$?"
+python3 - $W/flash_decoding.json > $W/pdl_ab.md 2>&1 <<'PY'
+import json, sys
+rows = [r for r in json.load(open(sys.argv[1]))["rows"] if r.get("time") and r.get("hbm_bytes")]
+med = {}
+for r in rows:
+    key = "cudnn" if r["impl"] == "cuda.cudnn_sdpa" else f"pdl{(r.get('options') or {}).get('pdl', 1)}"
+    med[(r["case"], key)] = r["time"]["median_ms"] * 1e3
+print("| case | pdl=0 us | pdl=1 us | pdl1/pdl0 | cuDNN us | pdl=1 / cuDNN time |")
+print("|---|---:|---:|---:|---:|---:|")
+for case in dict.fromkeys(c for c, _ in med):
+    a, b, n = med.get((case, "pdl0")), med.get((case, "pdl1")), med.get((case, "cudnn"))
+    if a and b:
+        print(f"| {case} | {a:.1f} | {b:.1f} | {b / a:.3f} | {n:.1f} | {b / n:.3f} |" if n else
+              f"| {case} | {a:.1f} | {b:.1f} | {b / a:.3f} | - | - |")
+PY
+cat $W/pdl_ab.md
 timeout 900 $B run configs/decode_grid.json --impl cuda.flash_decode --impl cuda.cudnn_sdpa \
   --out $W/decode_grid.json > $W/logs/decode_grid.txt 2>&1; rc=$?; el "decode_grid rc=$rc"
 if [ $rc = 124 ] || [ $rc = 143 ]; then
