@@ -17,7 +17,8 @@
 # verify.cpp): a 2 GiB decode case's untimed phase 47.6 -> 30.1 s on a 2-core host. Step 1 below
 # measures the untimed phase on this host (verified and not), so that the rest of it (input
 # generation, uploads, the naive baseline) is known rather than guessed.
-# Steps: 1. the untimed phase of 3 cases (b64 x 8k, 2 GiB of K and V each, the three layouts),
+# Steps: 0. flush_probe.py (does the L2 flush's write-back make the batch-1 cost per call?);
+#    1. the untimed phase of 3 cases (b64 x 8k, 2 GiB of K and V each, the three layouts),
 #    --profile, verify auto and off, timed; 2. `attnbench check --impl cuda.flash_decode`, then
 #    flash_decoding.json with pdl 0 and 1 (pdl_ab.md); 3. decode_grid, cuda.flash_decode and
 #    cuda.cudnn_sdpa (resumed if cut); 4. FlashInfer's paged rows (its own file, first: its rows
@@ -28,6 +29,9 @@ W=${W:-/tmp/j29}; mkdir -p $W/logs
 source scripts/common.sh; attn_cudnn_from_wheel
 t0=$(date +%s); el() { echo "$(( $(date +%s) - t0 )) s: $*" | tee -a $W/progress.txt; }
 attn_job_build $W/logs/build.txt || { el "build FAILED"; tail -30 $W/logs/build.txt; exit 3; }; el "build: $B"
+# Is the flush's write-back the batch-1 cost per call? (flush_probe.py's header; PyTorch only)
+timeout 180 python3 results/h200/issue29/flush_probe.py --out $W/flush_probe.json > $W/flush_probe.md 2>&1
+el "flush_probe rc=$?"
 for v in auto off; do  # bash's time: /usr/bin/time need not be installed there
   TIMEFORMAT="verify $v: %R s wall, %U s user, %S s sys"
   { time $B run configs/decode_grid.json --case 'b64_hq64_hkv8_sq1_skv8192_d128_*' \
