@@ -357,6 +357,23 @@ TEST_F(Compare, HotAgainstColdTimingWarns) {
       << r.out;
 }
 
+// A write flush against a read flush (timing.flush): the times do not compare either. A file
+// without the field was timed after a write flush.
+TEST_F(Compare, WriteAgainstReadFlushWarns) {
+  json next = two_impls();
+  for (auto& r : next["rows"]) r["time"]["flush"] = "read";
+  const Outcome r = run(two_impls(), next);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("WARNING: 6 rows were timed after a write flush of L2 in one run and a read "
+                       "flush in the other"),
+            std::string::npos)
+      << r.out;
+  json same = two_impls();
+  for (auto& row : same["rows"]) row["time"]["flush"] = "write";
+  const Outcome s = run(two_impls(), same);
+  EXPECT_EQ(s.out.find("read flush"), std::string::npos) << s.out;
+}
+
 TEST_F(Compare, IncompleteRunWarns) {
   json next = two_impls();
   next["complete"] = false;

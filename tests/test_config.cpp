@@ -231,6 +231,13 @@ TEST_F(BadConfig, GroupsKeepSweepsInGroups) {
                  {"/groups/0/sweep/product/seq/1 = -1"});
 }
 
+// timing.flush: how L2 is emptied before each timed call (execute.hpp FlushMode).
+TEST_F(BadConfig, FlushIsWriteOrRead) {
+  expect_refused(R"({"implementations": ["cpu.*"], "timing": {"flush": "evict"}})",
+                 {"/timing/flush", "\"evict\"", "must be \"write\" or \"read\""});
+  expect_refused(R"({"implementations": ["cpu.*"], "timing": {"flush": true}})", {"/timing/flush"});
+}
+
 // ---- The parser as a function ----------------------------------------------------------------
 
 Config parse_ok(const std::string& text) {
@@ -448,6 +455,9 @@ TEST(ConfigParse, GroupsInheritDefaultsAndFilterDevices) {
   EXPECT_EQ(c.groups[1].timing.repetitions, 7);  // from the top level
   EXPECT_TRUE(c.groups[1].timing.hot);           // the group's own field
   EXPECT_FALSE(c.groups[0].timing.hot);
+  EXPECT_EQ(c.groups[0].timing.flush, FlushMode::write);  // the default
+  const Config r = parse_ok(R"({"implementations": ["cpu.naive_3pass"], "timing": {"flush": "read"}})");
+  EXPECT_EQ(r.groups.at(0).timing.flush, FlushMode::read);
   EXPECT_EQ(c.case_count(), 3u);
 }
 

@@ -49,7 +49,7 @@ ResultRow full_row() {
   o.ok = false;
   o.why = "5 element(s) NaN";
   r.outputs = {o};
-  r.time = TimeStats{1.5, 1.25, 1.625, 0.0625, 5, 20, true, {1.5, 1.25, 1.75, 1.5, 1.625}, 0.5};
+  r.time = TimeStats{1.5, 1.25, 1.625, 0.0625, 5, 20, true, {1.5, 1.25, 1.75, 1.5, 1.625}, 0.5, "read"};
   r.memory = MemoryStats{1 << 20, 4096, std::nullopt, "VmHWM-reset"};
   return r;
 }
@@ -90,6 +90,7 @@ TEST(Results, WrittenAndReadBackIsTheSameFile) {
   EXPECT_DOUBLE_EQ(*r.tflops(), r.flops / 1.5e-3 / 1e12);
   EXPECT_EQ(r.time->samples_ms, (std::vector<double>{1.5, 1.25, 1.75, 1.5, 1.625}));
   EXPECT_EQ(r.time->others_cores, 0.5);
+  EXPECT_EQ(r.time->flush, "read");
   EXPECT_FALSE(back.rows[1].verified);
   EXPECT_FALSE(back.rows[1].time.has_value());
 }

@@ -309,6 +309,7 @@ TEST_F(E2E, BadFlagsExit2NamingTheFlag) {
        {"--impl = \"nope*\"", "matches no registered implementation"}},
       {"run --seq 4 --pass sideways", {"--pass = \"sideways\""}},
       {"run --seq 4 --verify maybe", {"--verify = \"maybe\""}},
+      {"run --seq 4 --flush evict", {"--flush = \"evict\"", "must be \"write\" or \"read\""}},
       {"run --seq 4 --seed -3", {"--seed = -3"}},
       {"run --seq 4 --page-size -3", {"--page-size = -3", "integer >= 0"}},
       {"run --seq 4 --page-size 16 --page-order zigzag", {"--page-order = \"zigzag\""}},
@@ -507,7 +508,7 @@ TEST_F(E2E, ListAndHelp) {
   EXPECT_NE(l.output.find("cpu.naive_3pass"), std::string::npos) << l.output;
   const CliResult h = run_cli("run --help");
   EXPECT_EQ(h.code, 0);
-  for (const char* flag : {"--out", "--impl", "--verify", "--hot", "--profile", "--dump", "--quiet", "--seq", "--heads-kv"}) {
+  for (const char* flag : {"--out", "--impl", "--verify", "--hot", "--flush", "--profile", "--dump", "--quiet", "--seq", "--heads-kv"}) {
     EXPECT_NE(h.output.find(flag), std::string::npos) << flag;
   }
   const CliResult top = run_cli("--help");

@@ -7,8 +7,9 @@ only says how to call its kernels; the rest is here, and the facts themselves li
   inputs        libattnbench_capi's ab_case_inputs: the harness's own seeded tensors, bit for bit
   verification  ab_case_verify: the project's rule (harness/src/verify/verify.cpp) on the peer's outputs,
                 float64 reference (sampled as the harness samples), the same device's naive 3-pass
-  timing        CUDA graph of the call replayed between two events, the L2 flushed (memset of twice
-                its size) before the start event unless hot; warm-up, repetitions of enough calls to
+  timing        CUDA graph of the call replayed between two events, the L2 flushed (twice its size
+                written, or read with timing.flush "read") before the start event unless hot;
+                warm-up, repetitions of enough calls to
                 fill min_time_s, median/min/mean/cv, as harness/src/run/runner.cpp
   results       attnbench's schema (docs/results_schema.md), written atomically after every case
 
@@ -682,8 +683,13 @@ class TorchCuda:
         self.drv = cuda_driver_info(index)
         props = torch.cuda.get_device_properties(index)
         l2 = self.drv.get("l2_bytes") or getattr(props, "L2_cache_size", 0) or 64 << 20
-        # Twice the L2, as the harness's CudaOps::flush_cache: a memset of it evicts everything.
-        self.flush_buf = torch.empty(2 * l2, dtype=torch.uint8, device=self.dev)
+        # Twice the L2, as the harness's CudaOps::flush_cache: writing (or reading) all of it
+        # evicts everything.
+        self.flush_buf = torch.zeros(2 * l2, dtype=torch.uint8, device=self.dev)
+        # The read flush (timing.flush "read", as the harness's): a sum over the same bytes as
+        # int32 words, into a scalar; nothing dirty is left in L2 but the scalar.
+        self.flush_words = self.flush_buf.view(torch.int32)
+        self.flush_sink = torch.zeros((), dtype=torch.int64, device=self.dev)
         self.side = torch.cuda.Stream(self.dev)  # every call, event and flush; also the capture stream
         self.start = torch.cuda.Event(enable_timing=True)
         self.stop = torch.cuda.Event(enable_timing=True)
@@ -773,6 +779,7 @@ class TorchCuda:
         cannot be captured."""
         torch = self.torch
         hot = bool(timing["hot"])
+        flush = timing.get("flush") or "write"  # validated by attnbench's expand; older: write
         with torch.cuda.stream(self.side):  # each warm-up call waited for, as the harness does
             fn()
             torch.cuda.synchronize(self.dev)
@@ -797,7 +804,10 @@ class TorchCuda:
         def one():
             with torch.cuda.stream(self.side):
                 if not hot:
-                    self.flush_buf.zero_()
+                    if flush == "read":
+                        torch.sum(self.flush_words, out=self.flush_sink)
+                    else:
+                        self.flush_buf.zero_()
                 torch.cuda.nvtx.range_push(name)
                 self.start.record(self.side)
                 run()
@@ -808,7 +818,10 @@ class TorchCuda:
 
         one()
         per_rep, iters = repetitions(one, timing, one())
-        return Stats.of(per_rep, iters, hot, method)
+        stats = Stats.of(per_rep, iters, hot, method)
+        if not hot:
+            stats["flush"] = flush
+        return stats
 
 
 def cuda_driver_info(index):

@@ -43,6 +43,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attnbench/execute.hpp"
 #include "attnbench/implementation.hpp"
 #include "attnbench/tensors.hpp"
 #include "attnbench/verify.hpp"
@@ -51,6 +52,7 @@ namespace attnbench {
 
 struct TimingSettings {
   bool hot = false;          // true: no cache flush between timed calls
+  FlushMode flush = FlushMode::write;  // how the caches are flushed when not hot (execute.hpp)
   double min_time_s = 0.1;   // Google Benchmark's minimum time per repetition
   int repetitions = 3;       // repetitions; median, min, mean and cv are taken over them
   double warmup_s = 0.02;    // untimed warm-up before the first repetition

@@ -5,8 +5,10 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "attnbench/implementation.hpp"
 #include "attnbench/tensors.hpp"
@@ -18,6 +20,14 @@ struct OutOfMemory : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// How a timed call's caches are emptied before it (unless hot). write: zeros written over twice
+// the L2 (the L2 is left full of dirty lines, whose write-back the next call pays while it runs:
+// the flush of nvbench and Triton's do_bench); read: twice the L2 read (left full of clean lines;
+// the call pays only its own misses). CPU rows are timed hot either way (docs/cli.md).
+enum class FlushMode { write, read };
+const char* to_string(FlushMode m);
+std::optional<FlushMode> parse_flush_mode(std::string_view s);
+
 // Device-memory primitives for a Device (host memory for the CPU, cudaMalloc'd for CUDA).
 struct DeviceOps {
   virtual ~DeviceOps() = default;
@@ -28,7 +38,7 @@ struct DeviceOps {
   virtual void fill_nan(void* p, std::size_t numel, DType t) = 0;  // poison
   virtual void synchronize() = 0;
   virtual void* stream() = 0;  // cudaStream_t, or null
-  virtual void flush_cache() = 0;  // evict caches between timed calls (L2 on CUDA)
+  virtual void flush_cache(FlushMode mode) = 0;  // evict caches between timed calls (L2 on CUDA)
 };
 // One per device, created on first use. Throws std::runtime_error if the device is absent.
 DeviceOps& device_ops(Device d);

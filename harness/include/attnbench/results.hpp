@@ -45,6 +45,9 @@ struct TimeStats {
   // process, averaged over its timing): how much of the machine was not ours. Absent off Linux
   // and in older files.
   std::optional<double> others_cores;
+  // When not hot: how L2 was flushed before each call, "write" or "read" (FlushMode); empty in
+  // files written before it was recorded (they were written flushes).
+  std::string flush;
 };
 
 // median, min, mean, cv and repetitions of these samples (ms), and the samples themselves; the

@@ -143,6 +143,7 @@ struct RunArgs {
   std::string verify;
   std::string seed;
   bool hot = false, profile = false, quiet = false;
+  std::string flush;  // --flush: write or read (empty: the config's)
   std::string dump;
   std::string resume;
   std::string benchmark_out;                   // --benchmark_out=FILE: Google Benchmark's own file
@@ -364,6 +365,7 @@ bool apply_overrides(const RunArgs& a, const std::string& who, ojson& doc) {
   if (!a.passes.empty()) set_everywhere(doc, "passes", ojson(a.passes));
   if (a.verify_opt->count() > 0) set_field_everywhere(doc, "verify", "mode", a.verify);
   if (a.hot) set_field_everywhere(doc, "timing", "hot", true);
+  if (!a.flush.empty()) set_field_everywhere(doc, "timing", "flush", a.flush);
   if (a.seed_opt->count() > 0) {
     std::size_t used = 0;
     unsigned long long s = 0;
@@ -396,6 +398,8 @@ void report_config_error(const RunArgs& a, const std::string& who, const ConfigE
     flag = "--pass";
   else if (a.verify_opt->count() > 0 && e.path.size() >= 12 && e.path.ends_with("/verify/mode"))
     flag = "--verify";
+  else if (!a.flush.empty() && e.path.ends_with("/timing/flush"))
+    flag = "--flush";
   if (!flag.empty()) {
     err << who << flag << " = " << printable(e.value.empty() ? "?" : e.value) << ": "
         << printable(e.message) << "\n";
@@ -683,6 +687,11 @@ void add_case_flags(CLI::App* c, RunArgs& r) {
   r.seed_opt =
       c->add_option("--seed", r.seed, "Seed of the inputs (replaces the config's)")->type_name("N");
   c->add_flag("--hot", r.hot, "Do not flush the caches between timed calls");
+  c->add_option("--flush", r.flush,
+                "How the L2 is flushed before each timed call: write (default: zeros over twice "
+                "the L2, whose dirty lines the call then writes back) or read (twice the L2 read: "
+                "clean lines, the call pays only its own misses)")
+      ->type_name("MODE");
   const char* group =
       "A problem or a sweep (instead of a config; comma-separated values make a product)";
   for (const ProblemFlag& f : problem_flags()) {

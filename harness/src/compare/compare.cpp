@@ -646,11 +646,18 @@ void match_rows(Comparison& c) {
 // Time: the test over the family of rows with samples; the spread rule for the others.
 void judge_times(Comparison& c) {
   int hot_mismatch = 0;  // timed rows whose L2 flushing differs: their times do not compare
+  int flush_mismatch = 0;  // both flushed, one by writing and one by reading (FlushMode)
   std::vector<Judged*> timed;
   std::vector<double> min_p;
   for (Judged& j : c.judged) {
     if (!j.timed) continue;
-    if (j.b->time->hot != j.n->time->hot) ++hot_mismatch;
+    if (j.b->time->hot != j.n->time->hot) {
+      ++hot_mismatch;
+    } else if (!j.b->time->hot) {  // an older file's empty flush was a write
+      const std::string fb = j.b->time->flush.empty() ? "write" : j.b->time->flush;
+      const std::string fn = j.n->time->flush.empty() ? "write" : j.n->time->flush;
+      if (fb != fn) ++flush_mismatch;
+    }
     timed.push_back(&j);
     min_p.push_back(u_min_p(samples_of(*j.b).size(), samples_of(*j.n).size()));
   }
@@ -673,6 +680,12 @@ void judge_times(Comparison& c) {
   if (hot_mismatch > 0) {
     c.s.warnings.push_back(count_of(hot_mismatch, "row") + (hot_mismatch == 1 ? " was" : " were") +
                            " timed with hot caches in one run and flushed in the other");
+  }
+  if (flush_mismatch > 0) {
+    c.s.warnings.push_back(count_of(flush_mismatch, "row") +
+                           (flush_mismatch == 1 ? " was" : " were") +
+                           " timed after a write flush of L2 in one run and a read flush in the "
+                           "other (timing.flush)");
   }
 }
 

@@ -581,8 +581,13 @@ void parse_verify(const json& v, const std::string& path, VerifySettings& out) {
 
 void parse_timing(const json& v, const std::string& path, TimingSettings& out) {
   expect_object(v, path);
-  check_keys(v, path, {"hot", "min_time_s", "repetitions", "warmup_s"});
+  check_keys(v, path, {"hot", "flush", "min_time_s", "repetitions", "warmup_s"});
   if (v.contains("hot")) out.hot = expect_bool(v["hot"], at(path, "hot"));
+  if (v.contains("flush")) {
+    const auto m = parse_flush_mode(expect_string(v["flush"], at(path, "flush")));
+    if (!m) fail(at(path, "flush"), &v["flush"], "must be \"write\" or \"read\"");
+    out.flush = *m;
+  }
   if (v.contains("min_time_s")) {
     const double t = expect_number(v["min_time_s"], at(path, "min_time_s"));
     if (!(t > 0 && t <= 3600))

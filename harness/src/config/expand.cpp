@@ -145,6 +145,7 @@ ojson case_to_json(const Config& cfg, std::size_t group, const Problem& p, int c
                  {"sample_heads", g.verify.sample.heads},
                  {"sample_rows", g.verify.sample.rows}};
   j["timing"] = {{"hot", g.timing.hot},
+                 {"flush", to_string(g.timing.flush)},
                  {"min_time_s", g.timing.min_time_s},
                  {"repetitions", g.timing.repetitions},
                  {"warmup_s", g.timing.warmup_s}};

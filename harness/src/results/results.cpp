@@ -180,6 +180,7 @@ nlohmann::ordered_json row_to_json(const ResultRow& r) {
     t["repetitions"] = r.time->repetitions;
     t["iterations"] = r.time->iterations;
     t["hot"] = r.time->hot;
+    if (!r.time->flush.empty()) t["flush"] = r.time->flush;
     if (!r.time->samples_ms.empty()) {
       t["samples_ms"] = nlohmann::ordered_json::array();
       for (const double x : r.time->samples_ms) t["samples_ms"].push_back(num(x));

@@ -230,6 +230,9 @@ struct Reader {
     ts.repetitions = static_cast<int>(integer(t, "repetitions", tp, false));
     ts.iterations = integer(t, "iterations", tp, false);
     ts.hot = boolean(t, "hot", tp, false);
+    ts.flush = str(t, "flush", tp, false);
+    if (!ts.flush.empty() && ts.flush != "write" && ts.flush != "read")
+      bad(origin, tp + ".flush", "expected \"write\" or \"read\", got " + short_dump(t["flush"]));
     if (const ojson* s = find(t, "samples_ms"); s && !s->is_null()) {
       if (!s->is_array())
         bad(origin, tp + ".samples_ms", "expected an array, got " + short_dump(*s));

@@ -14,9 +14,21 @@
 
 #ifdef ATTNBENCH_WITH_CUDA
 #include <cuda_runtime.h>
+
+#include "read_ceiling.hpp"
 #endif
 
 namespace attnbench {
+
+const char* to_string(FlushMode m) {
+  return m == FlushMode::read ? "read" : "write";
+}
+
+std::optional<FlushMode> parse_flush_mode(std::string_view s) {
+  if (s == "write") return FlushMode::write;
+  if (s == "read") return FlushMode::read;
+  return std::nullopt;
+}
 
 namespace {
 
@@ -42,7 +54,7 @@ struct CpuOps final : DeviceOps {
   }
   void synchronize() override {}
   void* stream() override { return nullptr; }
-  void flush_cache() override {}  // CPU timings are hot-cache; documented in docs/cli.md
+  void flush_cache(FlushMode) override {}  // CPU timings are hot-cache; documented in docs/cli.md
 };
 
 #ifdef ATTNBENCH_WITH_CUDA
@@ -63,6 +75,7 @@ struct CudaOps final : DeviceOps {
   cudaStream_t stream_ = nullptr;
   void* flush_buf_ = nullptr;
   std::size_t flush_bytes_ = 0;
+  int sms_ = 0;
 
   CudaOps() {
     HARNESS_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -71,6 +84,9 @@ struct CudaOps final : DeviceOps {
     HARNESS_CUDA(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
     flush_bytes_ = 2 * static_cast<std::size_t>(l2 > 0 ? l2 : (64 << 20));
     HARNESS_CUDA(cudaMalloc(&flush_buf_, flush_bytes_));
+    // Written once, so that the read flush reads initialised memory (compute-sanitizer initcheck).
+    HARNESS_CUDA(cudaMemset(flush_buf_, 0, flush_bytes_));
+    HARNESS_CUDA(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, dev));
   }
   // Deliberately not freeing at exit: the CUDA context may already be torn down then.
   void* alloc(std::size_t bytes) override {
@@ -98,9 +114,14 @@ struct CudaOps final : DeviceOps {
     HARNESS_CUDA(cudaGetLastError());
   }
   void* stream() override { return stream_; }
-  // A memset of twice the L2 size evicts the previous call's data (PERF.md, How to measure).
-  void flush_cache() override {
-    HARNESS_CUDA(cudaMemsetAsync(flush_buf_, 0, flush_bytes_, stream_));
+  // Twice the L2 size written (a memset) or read evicts the previous call's data (PERF.md, How
+  // to measure; FlushMode).
+  void flush_cache(FlushMode mode) override {
+    if (mode == FlushMode::read) {
+      launch_read_flush(flush_buf_, flush_bytes_, sms_, stream_);
+    } else {
+      HARNESS_CUDA(cudaMemsetAsync(flush_buf_, 0, flush_bytes_, stream_));
+    }
   }
 };
 #endif

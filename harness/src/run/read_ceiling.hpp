@@ -13,4 +13,10 @@ namespace attnbench {
 // launch; throws std::runtime_error on an error.
 void launch_read_all(const void* buf, std::size_t bytes, unsigned* sink, int sms, cudaStream_t stream);
 
+// The read flush of timed calls (FlushMode::read): reads `bytes` (a multiple of 16) at `buf` with
+// ordinary L2-allocating loads, so that the L2 ends up holding `buf`'s clean lines and nothing
+// of the previous call; writes `buf`'s first word only if the XOR of everything read equals a
+// constant (a buffer of zeros never does). Checks the launch.
+void launch_read_flush(void* buf, std::size_t bytes, int sms, cudaStream_t stream);
+
 }  // namespace attnbench

@@ -608,7 +608,7 @@ std::function<void(benchmark::State&)> Runner::timed_body(const std::shared_ptr<
         CallTimer::warm_up(buf, row.pass, ts.warmup_s);
         *warmed = true;
       }
-      slot->timer.time(st, buf, dev, row.pass, ts.hot, row.name, counters, slowdown);
+      slot->timer.time(st, buf, dev, row.pass, ts.hot, ts.flush, row.name, counters, slowdown);
       buf.synchronize();
     } catch (const std::exception& e) {
       slot->buf.reset();

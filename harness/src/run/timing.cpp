@@ -61,7 +61,8 @@ void set_counters(benchmark::State& st, const CallCounters& c, double seconds) {
 }  // namespace
 
 void CallTimer::time(benchmark::State& st, CaseBuffers& buf, Device device, Pass pass, bool hot,
-                     const std::string& range, const CallCounters& counters, double slowdown) {
+                     FlushMode flush, const std::string& range, const CallCounters& counters,
+                     double slowdown) {
   DeviceOps& ops = buf.ops();
   double total_s = 0;
   if (device == Device::cuda) {
@@ -77,7 +78,7 @@ void CallTimer::time(benchmark::State& st, CaseBuffers& buf, Device device, Pass
     const auto start = static_cast<cudaEvent_t>(start_), stop = static_cast<cudaEvent_t>(stop_);
     const auto stream = static_cast<cudaStream_t>(ops.stream());
     for (auto _ : st) {
-      if (!hot) ops.flush_cache();
+      if (!hot) ops.flush_cache(flush);
       nvtx::Range r(range);
       if (cudaEventRecord(start, stream) != cudaSuccess) throw std::runtime_error("cudaEventRecord failed");
       buf.call(pass);
@@ -97,7 +98,7 @@ void CallTimer::time(benchmark::State& st, CaseBuffers& buf, Device device, Pass
   }
   using clock = std::chrono::steady_clock;
   for (auto _ : st) {
-    if (!hot) ops.flush_cache();
+    if (!hot) ops.flush_cache(flush);
     nvtx::Range r(range);
     const auto t0 = clock::now();
     buf.call(pass);
@@ -299,7 +300,8 @@ double run_ms(const BRun& r) {
   return r.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(r.time_unit) * 1e3;
 }
 
-std::optional<TimeStats> time_from(const Collected& c, bool hot) {
+std::optional<TimeStats> time_from(const Collected& c, const TimingSettings& ts) {
+  const bool hot = ts.hot;
   TimeStats t;
   t.hot = hot;
   std::vector<double> per_rep;
@@ -327,6 +329,7 @@ std::optional<TimeStats> time_from(const Collected& c, bool hot) {
     t.hot = hot;
     t.iterations = iterations;
   }
+  if (!hot) t.flush = to_string(ts.flush);
   if (!(t.median_ms > 0)) return std::nullopt;
   return t;
 }
@@ -341,10 +344,10 @@ std::string flag(const BenchmarkSettings& s, const char* name, const std::string
 std::map<std::string, TimingOutcome> run_benchmarks(
     const std::vector<TimedBenchmark>& benchmarks, const BenchmarkSettings& settings,
     const std::function<void(const std::string&, const TimingOutcome&)>& on_done) {
-  std::map<std::string, bool> hot;
+  std::map<std::string, TimingSettings> timing;
   std::set<std::string> failed;
   for (const TimedBenchmark& tb : benchmarks) {
-    hot[tb.name] = tb.timing.hot;
+    timing[tb.name] = tb.timing;
     benchmark::internal::Benchmark* b = nullptr;
     if (!tb.failed.empty()) {
       failed.insert(tb.name);
@@ -371,7 +374,7 @@ std::map<std::string, TimingOutcome> run_benchmarks(
     const Collected& c = collected[name];
     TimingOutcome o;
     o.error = c.error;
-    if (o.error.empty()) o.time = time_from(c, hot[name]);
+    if (o.error.empty()) o.time = time_from(c, timing[name]);
     return o;
   };
   // The console lines on the progress stream; the report --benchmark_format asked for on

@@ -67,6 +67,14 @@ for case in dict.fromkeys(c for c, _ in med):
               f"| {case} | {a:.1f} | {b:.1f} | {b / a:.3f} | - | - |")
 PY
 cat $W/pdl_ab.md
+# The same rows after a read flush of L2 instead of a write (timing.flush, --flush read): the
+# flush_probe hypothesis on our kernel and our cuDNN row, in attnbench's own timing.
+timeout 300 $B run $W/flash_decoding_pdl.json --impl cuda.flash_decode --impl cuda.cudnn_sdpa \
+  --flush read --out $W/flash_decoding.read.json > $W/logs/flash_decoding.read.txt 2>&1
+el "flash_decoding --flush read rc=$?"
+for f in flash_decoding flash_decoding.read; do
+  python3 scripts/decode_summary.py $W/$f.json $W/$f.json > $W/${f}_summary.md 2>&1
+done
 timeout 900 $B run configs/decode_grid.json --impl cuda.flash_decode --impl cuda.cudnn_sdpa \
   --out $W/decode_grid.json > $W/logs/decode_grid.txt 2>&1; rc=$?; el "decode_grid rc=$rc"
 if [ $rc = 124 ] || [ $rc = 143 ]; then
