@@ -456,7 +456,8 @@ TEST(ConfigParse, GroupsInheritDefaultsAndFilterDevices) {
   EXPECT_TRUE(c.groups[1].timing.hot);           // the group's own field
   EXPECT_FALSE(c.groups[0].timing.hot);
   EXPECT_EQ(c.groups[0].timing.flush, FlushMode::write);  // the default
-  const Config r = parse_ok(R"({"implementations": ["cpu.naive_3pass"], "timing": {"flush": "read"}})");
+  const Config r =
+      parse_ok(R"({"implementations": ["cpu.naive_3pass"], "timing": {"flush": "read"}})");
   EXPECT_EQ(r.groups.at(0).timing.flush, FlushMode::read);
   EXPECT_EQ(c.case_count(), 3u);
 }

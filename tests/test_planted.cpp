@@ -679,7 +679,8 @@ TEST(ReferenceProgress, SampledReadsOnlyWhatItCopiesAndMatchesFull) {
       for (std::size_t i = 0; i < so->idx.size(); ++i) {
         const double want = fo->val.at(static_cast<std::size_t>(so->idx[i]));
         if (!(so->val[i] == want) && ++bad <= 3)
-          ADD_FAILURE() << "element " << so->idx[i] << ": sampled " << so->val[i] << ", full " << want;
+          ADD_FAILURE() << "element " << so->idx[i] << ": sampled " << so->val[i] << ", full "
+                        << want;
       }
       EXPECT_EQ(bad, 0);
     }

@@ -49,7 +49,8 @@ ResultRow full_row() {
   o.ok = false;
   o.why = "5 element(s) NaN";
   r.outputs = {o};
-  r.time = TimeStats{1.5, 1.25, 1.625, 0.0625, 5, 20, true, {1.5, 1.25, 1.75, 1.5, 1.625}, 0.5, "read"};
+  r.time =
+      TimeStats{1.5, 1.25, 1.625, 0.0625, 5, 20, true, {1.5, 1.25, 1.75, 1.5, 1.625}, 0.5, "read"};
   r.memory = MemoryStats{1 << 20, 4096, std::nullopt, "VmHWM-reset"};
   return r;
 }

@@ -51,7 +51,8 @@ void launch_read_flush(void* buf, std::size_t bytes, int sms, cudaStream_t strea
   read_flush<<<4 * sms, 512, 0, stream>>>(static_cast<const uint4*>(buf), bytes / 16,
                                          static_cast<unsigned*>(buf));
   const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) throw std::runtime_error(std::string("read flush: ") + cudaGetErrorString(e));
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("read flush: ") + cudaGetErrorString(e));
 }
 
 void launch_read_all(const void* buf, std::size_t bytes, unsigned* sink, int sms,

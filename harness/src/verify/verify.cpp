@@ -62,7 +62,8 @@ std::int64_t reference_host_bytes(const Problem& p, VerifyMode requested, bool n
       const long double hd = p.head_dim, heads = spec.heads;
       const long double kv_head =
           (static_cast<long double>(p.group()) * p.seq_q + 2.0L * p.seq_kv) * hd;
-      bytes += std::min<long double>(8 * (2 * q + 2 * kv), 2 * heads * 8 * (kv_head + p.group() * p.seq_q * hd));
+      const long double pair = kv_head + static_cast<long double>(p.group()) * p.seq_q * hd;
+      bytes += std::min<long double>(8 * (2 * q + 2 * kv), 2 * heads * 8 * pair);
       bytes += 16 * heads * (spec.rows + 2) * (hd + 1);
       if (need_bwd) bytes += (16 * heads + 8) * kv_head;
     }
@@ -112,7 +113,8 @@ double max_row_norm(const HostTensor& x, int d) {
 double max_abs(const HostTensor& x) {
   double m = 0;
 #pragma omp parallel for schedule(static) reduction(max : m)
-  for (std::int64_t i = 0; i < x.numel; ++i) m = std::max(m, std::fabs(static_cast<double>(x.get(i))));
+  for (std::int64_t i = 0; i < x.numel; ++i)
+    m = std::max(m, std::fabs(static_cast<double>(x.get(i))));
   return m;
 }
 
