@@ -44,9 +44,10 @@ inline int max_smem_per_block(std::string& why) {
   return bytes;
 }
 
-// Multiprocessors of the current device (flash_decode.cu's split-KV plan, the Hopper kernels'
-// persistent grids), read from the driver once per device: the plans run inside timed calls.
-inline int multiprocessors() {
+// A positive attribute of the current device, read from the driver once per device: the callers
+// run inside timed calls. Each Attr has its own cache.
+template <cudaDeviceAttr Attr>
+int device_attribute() {
   constexpr int kDevices = 64;
   static std::atomic<int> cache[kDevices] = {};
   int dev = 0;
@@ -54,10 +55,16 @@ inline int multiprocessors() {
   if (dev >= 0 && dev < kDevices) {
     if (const int n = cache[dev].load(std::memory_order_relaxed); n > 0) return n;
   }
-  int sms = 0;
-  ATTN_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  if (dev >= 0 && dev < kDevices) cache[dev].store(sms, std::memory_order_relaxed);
-  return sms;
+  int value = 0;
+  ATTN_CHECK(cudaDeviceGetAttribute(&value, Attr, dev));
+  if (dev >= 0 && dev < kDevices) cache[dev].store(value, std::memory_order_relaxed);
+  return value;
+}
+
+// Multiprocessors of the current device (flash_decode.cu's split-KV plan, the Hopper kernels'
+// persistent grids).
+inline int multiprocessors() {
+  return device_attribute<cudaDevAttrMultiProcessorCount>();
 }
 
 // Launches on `stream` (a cudaStream_t) and checks the launch.
@@ -68,22 +75,6 @@ void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, std::size_t smem, v
   ATTN_CHECK(cudaGetLastError());
 }
 
-// Compute capability major of the current device, read once per device (launch_dependent's
-// choice runs inside timed calls).
-inline int cc_major() {
-  constexpr int kDevices = 64;
-  static std::atomic<int> cache[kDevices] = {};
-  int dev = 0;
-  ATTN_CHECK(cudaGetDevice(&dev));
-  if (dev >= 0 && dev < kDevices) {
-    if (const int n = cache[dev].load(std::memory_order_relaxed); n > 0) return n;
-  }
-  int major = 0;
-  ATTN_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  if (dev >= 0 && dev < kDevices) cache[dev].store(major, std::memory_order_relaxed);
-  return major;
-}
-
 // As launch(), for a kernel that depends on the grid launched before it on the same stream: on
 // sm_90 and later with programmatic stream serialisation, so that its launch overlaps the end of
 // that grid (the kernel must call grid_dependency_wait() before reading what that grid wrote;
@@ -91,7 +82,7 @@ inline int cc_major() {
 template <class... KArgs, class... Args>
 void launch_dependent(void (*kernel)(KArgs...), dim3 grid, dim3 block, std::size_t smem,
                       void* stream, const Args&... args) {
-  if (cc_major() < 9) {
+  if (device_attribute<cudaDevAttrComputeCapabilityMajor>() < 9) {
     launch(kernel, grid, block, smem, stream, args...);
     return;
   }
