@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # A GPU session's device work for issue 27 (and, if time is left, 30) as one chain. Start it under
-# setsid in the FIRST device call, right after copying FA4's first wheel part to /tmp; the second
-# call brings the other part, unpacks FA4 into /tmp/fa4site and touches /tmp/fa4site/.ready; every
-# later call only waits and collects, back to back (the machine goes back after 30 s idle, and
-# /tmp with it: 2026-12-03 lost a gate and, later, a grid's timing phase that way).
+# setsid in the FIRST device call, right after copying FA4's first wheel part to /tmp; the next
+# calls bring the other parts (3 parts of 24.1 MB since 2026-12-04: the tree and a part of 36 MB
+# came within 0.5 MB of a call's 64 MiB), the last unpacks FA4 into /tmp/fa4site and touches
+# /tmp/fa4site/.ready; every later call only waits and collects, back to back (the machine goes
+# back after 30 s idle, and /tmp with it: 2026-12-03 lost a gate and, later, a grid's timing phase
+# that way, and 2026-12-04 a job when the turn between two calls was interrupted).
 #
 #   results/h200/issue27/session.sh                 the chain (in the background: setsid nohup ... &)
 #   results/h200/issue27/session.sh --wait S        wait up to S seconds for 'session done', print progress
