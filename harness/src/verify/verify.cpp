@@ -231,9 +231,8 @@ class Steps {
 // Full mode: the whole forward (its O and LSE also the inputs of a standalone backward) and,
 // when asked, the whole backward.
 void full_reference(const CaseInputs& in, const double* q, const double* k, const double* v,
-                    bool need_fwd,
-                    bool need_bwd, double per_head, const ReferenceProgress& progress,
-                    Reference& ref) {
+                    bool need_fwd, bool need_bwd, double per_head,
+                    const ReferenceProgress& progress, Reference& ref) {
   const Problem& p = in.p;
   const double heads = static_cast<double>(p.batch) * p.heads_q;
   Steps steps(progress, heads * per_head * (2 + (need_bwd ? 5 : 0)));
@@ -259,16 +258,16 @@ void full_reference(const CaseInputs& in, const double* q, const double* k, cons
     ref.dq.val.resize(static_cast<std::size_t>(p.q_elems()));
     ref.dk.val.resize(static_cast<std::size_t>(p.kv_elems()));
     ref.dv.val.resize(static_cast<std::size_t>(p.kv_elems()));
-    reference::backward(p, q, k, v, dout.data(), ref.dq.val.data(),
-                        ref.dk.val.data(), ref.dv.val.data());
+    reference::backward(p, q, k, v, dout.data(), ref.dq.val.data(), ref.dk.val.data(),
+                        ref.dv.val.data());
   }
 }
 
 // Sampled mode, forward: the sampled rows (first and last always in) of a seeded subset of
 // (batch, head) pairs, n_fwd of them.
 void sampled_forward(const Problem& p, Float64Copy& q, Float64Copy& k, Float64Copy& v,
-                     const SampleSpec& spec, std::mt19937_64& rng,
-                     int n_fwd, double rows_work, Steps& steps, Reference& ref) {
+                     const SampleSpec& spec, std::mt19937_64& rng, int n_fwd, double rows_work,
+                     Steps& steps, Reference& ref) {
   const int d = p.head_dim;
   const int pairs_q = p.batch * p.heads_q;
   int n = 0;
