@@ -250,6 +250,33 @@ TEST(CudaImpls, WgmmaWindowTiles) {
   if (ran == 0) GTEST_SKIP() << "cuda.flash_fwd_wgmma runs on sm_90a only";
 }
 
+// The Hopper backward's window tiles: narrow windows at d128 (and d96, padded) on 64-key blocks
+// (the default) and on 128-key ones (wide_tiles=1), deterministic or not; odd shapes, causal or
+// not, seq_q != seq_kv both ways, GQA and MQA.
+TEST(CudaImpls, WgmmaBackwardWindowTiles) {
+  SKIP_WITHOUT_CUDA();
+  const Implementation* impl = Registry::instance().find("cuda.flash_bwd_wgmma");
+  ASSERT_NE(impl, nullptr);
+  int ran = 0;
+  for (DType t : {DType::f16, DType::bf16})
+    for (int s : {17, 129, 1000})
+      for (bool causal : {false, true})
+        for (int d : {96, 128})
+          for (int wide : {0, 1}) {
+            Problem p = make_problem(2, 8, 2, s, s + 31, d, causal, t);
+            p.window_left = 100;
+            p.window_right = causal ? -1 : 27;
+            ran += check_one(*impl, p, Pass::bwd, {{"wide_tiles", wide}}) ? 1 : 0;
+            Problem q = make_problem(1, 4, 1, s + 64, s, d, causal, t);
+            q.window_left = 0;
+            q.window_right = 300;
+            ran += check_one(*impl, q, Pass::bwd, {{"wide_tiles", wide}, {"deterministic", 1}})
+                       ? 1
+                       : 0;
+          }
+  if (ran == 0) GTEST_SKIP() << "cuda.flash_bwd_wgmma runs on sm_90a only";
+}
+
 // deterministic=1 backward: dQ, dK and dV bit for bit the same over 100 calls (causal GQA, a few
 // key blocks per query tile, so the dQ additions of different blocks meet).
 TEST(CudaImpls, DeterministicBackwardIsBitIdentical) {

@@ -181,6 +181,15 @@ inline AttnVariant make_variant(const Problem& p) {
   return v;
 }
 
+// A window whose rows each see at most `span` keys (left + right + 1, causal's right side 0):
+// where the Hopper kernels take their narrow-window tiles (fwd_wgmma::kNarrowSpan,
+// bwd_wgmma::kNarrowSpan).
+inline bool window_spans_at_most(const Problem& p, long long span) {
+  if (!p.has_window()) return false;
+  const AttnVariant v = make_variant(p);
+  return static_cast<long long>(v.window_left) + v.window_right + 1 <= span;
+}
+
 // make_variant with the call's cu_seqlens (FwdArgs or BwdArgs); a varlen problem without them is
 // an error (the C API's caller forgot ab_call_set_cu_seqlens).
 template <class Args>

@@ -6,13 +6,13 @@
 //     and beside it LSE·log2e, +inf past seq_q and where LSE = -inf (so that P = exp2(s·scale·log2e
 //     − LSE·log2e) is exactly 0 there without a test); the float32 dQ accumulator
 //     [B, Hq, Sq_pad, d_pad] is zeroed (cudaMemsetAsync) before it;
-//  2. main: a block owns kBlockN = 128 keys (d256: 64) of one (batch, kv head) and walks every
-//     query head of its GQA group and every query tile of kBlockM rows that sees one of its keys
-//     (causal: from the diagonal on). The blocks start in common/shape.hpp's grouped_order: pairs
-//     of (kv head, sequence) in groups of about a wave, key block by key block within a group
-//     (causal: the longest blocks first). Warpgroup 0 is the producer: one thread loads K and V once
-//     and then each query tile's Q and dO into a 2-stage (d256: 1) ring of 128B-swizzled stages
-//     (TMA, mbarriers).
+//  2. main: a block owns kBlockN = 128 keys (d256, and narrow windows at d128: 64) of one (batch,
+//     kv head) and walks every query head of its GQA group and every query tile of kBlockM rows
+//     that sees one of its keys (causal: from the diagonal on). The blocks start in
+//     common/shape.hpp's grouped_order: pairs of (kv head, sequence) in groups of about a wave, key
+//     block by key block within a group (causal: the longest blocks first). Warpgroup 0 is the
+//     producer: one thread loads K and V once and then each query tile's Q and dO into a 2-stage
+//     (d256: 1) ring of 128B-swizzled stages (TMA, mbarriers).
 //     The tile's LSE·log2e and D rows come one tile ahead into a double buffer in shared memory
 //     (cp.async from one consumer warp, landed before the consumers' per-tile barrier), so the
 //     consumers read them from shared memory, not from L2 after their GEMMs. Not through the
@@ -38,9 +38,11 @@
 //     pass. (FlashAttention-3's order and dQ writer, learnt from its hopper/ mainloop.)
 //  3. postprocess: dQ = scale · accumulator (tile-blocked: per query tile, the two consumers'
 //     chunks), in the dtype and BSHD layout.
-//     At d256 (tile 64 x 64, one Q/dO stage) the consumers split the columns of dK/dV instead
-//     of the keys: each computes Sᵀ and dPᵀ for half of the tile's queries, writes Pᵀ and dSᵀ to
-//     shared memory, and runs dV += Pᵀ dO and dK += dSᵀ Q as SS-wgmma on its 128 columns.
+//     At d256 (tile 64 x 64, one Q/dO stage), and for windows spanning at most 640 keys at d128
+//     (64 x 64, two stages: BwdNarrow; option wide_tiles=1 keeps 64 x 128), the consumers split
+//     the columns of dK/dV instead of the keys: each computes Sᵀ and dPᵀ for half of the tile's
+//     queries, writes Pᵀ and dSᵀ to shared memory, and runs dV += Pᵀ dO and dK += dSᵀ Q as
+//     SS-wgmma on its half of the columns.
 // Shapes: any seq >= 1 (TMA zero-fills tails; masks cover them); head_dim any multiple of 8 up to
 // 256, on the 64, 128 or 256 tile (zero-filled columns). Causal is bottom-right aligned.
 // Sliding windows, soft caps and varlen batches (issue 30) run in variant instantiations (kLocal,
@@ -144,6 +146,18 @@ template <>
 struct BwdTile<256> {
   using type = BwdCfg<256, 64, 64, 1>;
 };
+
+// Narrow windows at d128 (a window spanning at most kNarrowSpan keys; causal: left side and
+// diagonal): 64-key blocks on the d256 path's column split, both consumers on the same 64 keys,
+// each owning 64 of the 128 dK/dV columns, two Q/dO stages (166 KiB of shared memory). A block of
+// BN keys visits the query tiles of rows [k0 − window_right, k0 + BN − 1 + window_left], so the
+// rows its tiles compute beyond the window's are about BN + BM per block, whatever the window:
+// at (128, 0), 128-key blocks compute 2x the useful scores and 64-key blocks 1.5x (tuning log,
+// "Backward: narrow windows"). Option wide_tiles=1 keeps BwdTile's tiles (the A/B).
+struct BwdNarrow {
+  using type = BwdCfg<128, 64, 64, 2>;
+};
+constexpr long long kNarrowSpan = 640;
 
 // Where column `col` of row `row` of a consumer's dQ chunk lives within that row (and so in the
 // accumulator, which holds the chunk as it is in shared memory): the 8-float groups XORed with
@@ -894,17 +908,29 @@ using BwdHeadDims = attnbench::cuda::HeadDims<64, 128, 256>;
 // local: the kLocal kernel even where the problem has no window and is not varlen (its window
 // unbounded, causal folded into its right side: make_variant), for dK or dV not 16-byte aligned,
 // which the other kernels store by TMA.
+// wide: BwdTile's tiles for a narrow window too (option wide_tiles=1); else a window at d128
+// spanning at most bwd_wgmma::kNarrowSpan keys runs on BwdNarrow's.
 template <class F>
-void dispatch(const Problem& pr, bool deterministic, bool local, F&& f) {
+void dispatch(const Problem& pr, bool deterministic, bool local, bool wide, F&& f) {
   using attnbench::cuda::dispatch_bool;
   attnbench::cuda::dispatch_problem<BwdHeadDims>(pr, [&](auto tag, auto d, auto causal) {
     using T = typename decltype(tag)::type;
-    using Cfg = typename bwd_wgmma::BwdTile<decltype(d)::value>::type;
+    constexpr int D = decltype(d)::value;
     auto variant = [&](auto c, auto l, auto sc) {
       constexpr bool C = decltype(c)::value, L = decltype(l)::value, SC = decltype(sc)::value;
-      dispatch_bool(deterministic, [&](auto det) {
-        f(flash_bwd_wgmma_kernel<T, Cfg, C, L, SC, decltype(det)::value>, Cfg{}, tag);
-      });
+      auto run = [&](auto cfg) {
+        using Cfg = decltype(cfg);
+        dispatch_bool(deterministic, [&](auto det) {
+          f(flash_bwd_wgmma_kernel<T, Cfg, C, L, SC, decltype(det)::value>, Cfg{}, tag);
+        });
+      };
+      if constexpr (L && D == 128) {
+        if (!wide && attnbench::cuda::window_spans_at_most(pr, bwd_wgmma::kNarrowSpan)) {
+          run(bwd_wgmma::BwdNarrow::type{});
+          return;
+        }
+      }
+      run(typename bwd_wgmma::BwdTile<D>::type{});
     };
     if (local) {
       dispatch_bool(pr.softcap > 0,
@@ -917,6 +943,11 @@ void dispatch(const Problem& pr, bool deterministic, bool local, F&& f) {
 
 bool deterministic_option(const Options* o) {
   return attnbench::option_or(o, "deterministic", 0) != 0;
+}
+// The "wide_tiles" option: 0 (default) runs narrow windows at d128 on BwdNarrow's tiles, 1 on
+// BwdTile's (as cuda.flash_fwd_wgmma's option of the same name).
+bool wide_option(const Options* o) {
+  return attnbench::option_or(o, "wide_tiles", 0) != 0;
 }
 
 // Varlen: the StatLayout's rows per head (its sequences' padded rows, with the slack of its
@@ -999,7 +1030,7 @@ class FlashBwdWgmma final : public attnbench::Implementation {
   Capabilities capabilities() const override {
     Capabilities c = attnbench::cuda::tensor_core_capabilities<BwdHeadDims>(false, true);
     c.fwd_partner = "cuda.flash_fwd_wgmma";
-    c.options = {"deterministic"};
+    c.options = {"deterministic", "wide_tiles"};
     c.window = true;
     c.softcap = true;
     c.varlen = true;
@@ -1007,7 +1038,8 @@ class FlashBwdWgmma final : public attnbench::Implementation {
   }
 
   Support supports_options(const Problem&, Pass, const Options& o) const override {
-    return attnbench::cuda::check_flag_option(o, "deterministic");
+    const Support s = attnbench::cuda::check_flag_option(o, "deterministic");
+    return s.ok ? attnbench::cuda::check_flag_option(o, "wide_tiles") : s;
   }
 
   Support supports_extra(const Problem& p, Pass) const override {
@@ -1020,12 +1052,14 @@ class FlashBwdWgmma final : public attnbench::Implementation {
       return Support::no("varlen: more than 2^31 packed rows");
     }
     std::string why;
-    dispatch(p, false, false, [&](auto kernel, auto, auto) { why = sm90a_missing(kernel); });
+    dispatch(p, false, false, true,
+             [&](auto kernel, auto, auto) { why = sm90a_missing(kernel); });
     if (!why.empty()) return Support::no(why);
     const int smem = attn_mma::max_smem_per_block(why);
     if (smem < 0) return Support::no(why);
-    int need = 0;
-    dispatch(p, false, false, [&](auto, auto cfg, auto) { need = decltype(cfg)::kSmemBytes; });
+    int need = 0;  // the wide tiles' (the most either takes)
+    dispatch(p, false, false, true,
+             [&](auto, auto cfg, auto) { need = decltype(cfg)::kSmemBytes; });
     if (smem < need) {
       return Support::no("needs " + std::to_string(need) +
                          " bytes of shared memory per block, the device allows " +
@@ -1041,7 +1075,8 @@ class FlashBwdWgmma final : public attnbench::Implementation {
   void prepare(const Problem& p, Pass, const Options& o) const override {
     // Both kernels a call may take: the problem's, and the kLocal one (dK or dV not aligned).
     for (const bool local : {false, true}) {
-      dispatch(p, deterministic_option(&o), local, [&](auto kernel, auto cfg, auto) {
+      dispatch(p, deterministic_option(&o), local, wide_option(&o), [&](auto kernel, auto cfg,
+                                                                         auto) {
         attn_mma::set_dynamic_smem(kernel, decltype(cfg)::kSmemBytes);
       });
     }
@@ -1063,8 +1098,8 @@ class FlashBwdWgmma final : public attnbench::Implementation {
     float* dq_accum = reinterpret_cast<float*>(ws + dq_accum_offset(pr));
     int* dq_turn = reinterpret_cast<int*>(ws + dq_accum_offset(pr) + dq_accum_bytes(pr));
     const bool dkv_aligned = aligned16(a.dk) && aligned16(a.dv);
-    dispatch(pr, deterministic_option(a.options), !dkv_aligned, [&](auto kernel, auto cfg,
-                                                                     auto tag) {
+    dispatch(pr, deterministic_option(a.options), !dkv_aligned, wide_option(a.options),
+             [&](auto kernel, auto cfg, auto tag) {
       using Cfg = decltype(cfg);
       using T = typename decltype(tag)::type;
       BwdParams p = attnbench::cuda::with_shape<BwdParams>(pr);

@@ -609,9 +609,7 @@ using FwdHeadDims = attnbench::cuda::HeadDims<64, 128, 256>;
 // A window narrow enough for FwdNarrow's tiles: at most kNarrowSpan keys from a row's first
 // visible key to its last (causal: the left side and the diagonal).
 bool narrow_window(const Problem& pr) {
-  if (!pr.has_window()) return false;
-  const attnbench::cuda::AttnVariant v = attnbench::cuda::make_variant(pr);
-  return static_cast<long long>(v.window_left) + v.window_right + 1 <= fwd_wgmma::kNarrowSpan;
+  return attnbench::cuda::window_spans_at_most(pr, fwd_wgmma::kNarrowSpan);
 }
 
 // f(kernel, Cfg{}) for the problem's (dtype, head_dim tile, causal, window, soft cap) and the
