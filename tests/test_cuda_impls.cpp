@@ -250,6 +250,28 @@ TEST(CudaImpls, WgmmaWindowTiles) {
   if (ran == 0) GTEST_SKIP() << "cuda.flash_fwd_wgmma runs on sm_90a only";
 }
 
+// The Hopper forward with part of its exponentials on the FMA pipes (exp2_poly=1): every head_dim
+// tile, odd shapes, causal both ways, soft cap (d >= 128 only; d64 keeps MUFU), GQA and MQA.
+TEST(CudaImpls, WgmmaExp2Poly) {
+  SKIP_WITHOUT_CUDA();
+  const Implementation* impl = Registry::instance().find("cuda.flash_fwd_wgmma");
+  ASSERT_NE(impl, nullptr);
+  int ran = 0;
+  for (DType t : {DType::f16, DType::bf16})
+    for (int s : {17, 129, 1000})
+      for (bool causal : {false, true})
+        for (int d : {40, 128, 256})
+          for (double softcap : {0.0, 30.0}) {
+            Problem p = make_problem(2, 8, 2, s, s + 31, d, causal, t);
+            p.softcap = softcap;
+            ran += check_one(*impl, p, Pass::fwd, {{"exp2_poly", 1}}) ? 1 : 0;
+            Problem q = make_problem(1, 4, 1, s + 64, s, d, causal, t);
+            q.softcap = softcap;
+            ran += check_one(*impl, q, Pass::fwd, {{"exp2_poly", 1}}) ? 1 : 0;
+          }
+  if (ran == 0) GTEST_SKIP() << "cuda.flash_fwd_wgmma runs on sm_90a only";
+}
+
 // The Hopper backward's window tiles: narrow windows at d128 (and d96, padded) on 64-key blocks
 // (the default) and on 128-key ones (wide_tiles=1), deterministic or not; odd shapes, causal or
 // not, seq_q != seq_kv both ways, GQA and MQA.

@@ -49,6 +49,7 @@
 
 #include "attnbench/implementation.hpp"
 #include "common/capabilities.hpp"
+#include "common/exp2_poly.hpp"
 #include "common/shape.hpp"
 // Angle brackets: the CPU emulation build (tests/hopper_emulation) puts its own versions of these
 // headers first on the include path.
@@ -99,6 +100,21 @@ struct FwdCfg {
   // Named barriers: 1..kConsumers for each consumer's epilogue, then one per consumer's turn.
   static constexpr int kTurnBar0 = 1 + kConsumers;
   static_assert(kTurnBar0 + kConsumers <= 16, "16 named barriers");
+  // Every kExp2Poly-th 8-column group of a tile's scores takes its exponentials from
+  // common/exp2_poly.hpp (FMA and integer pipes) instead of MUFU.EX2; 0: none (WithExp2Poly).
+  static constexpr int kExp2Poly = 0;
+};
+
+// Cfg with the exponentials of every K-th 8-column group on the FMA pipes (option exp2_poly=1;
+// forward step 14). The SFU does 16 exponentials a clock per SM, 8 cycles per warp instruction,
+// and a consumer's softmax issues about 5 other instructions per score: so the SFU, not the issue
+// slots, bounds the softmax, twice over with a soft cap (tanh.approx is an SFU op too). A
+// polynomial exponential takes 10 issue slots and no SFU cycle: the two balance at about a sixth
+// of the scores without a soft cap and half with one, but the registers allow K = 4 only (the
+// dispatch below).
+template <class Cfg, int K>
+struct WithExp2Poly : Cfg {
+  static constexpr int kExp2Poly = K;
 };
 
 // The tiles, per padded head_dim and causal: docs/tuning_flash_wgmma.md has the measurements.
@@ -410,7 +426,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           float& x = s[4 * g + i];
-          x = attn_mma::exp2_approx(fmaf(x, sl2, -base_l2[i / 2]));
+          const float e = fmaf(x, sl2, -base_l2[i / 2]);
+          // Sh::kExp2Poly: every kExp2Poly-th group on the FMA pipes (forward step 14).
+          if constexpr (Sh::kExp2Poly > 0) {
+            x = g % Sh::kExp2Poly == Sh::kExp2Poly - 1 ? attnbench::cuda::exp2_poly(e)
+                                                       : attn_mma::exp2_approx(e);
+          } else {
+            x = attn_mma::exp2_approx(e);
+          }
           sum[i / 2] += x;
         }
     } else {
@@ -622,8 +645,13 @@ bool narrow_window(const Problem& pr) {
 // options (persistent, wide_tiles): the one static switch (common/dispatch.hpp). A window (on
 // causal's tiles, or FwdNarrow's when it is narrow) or a soft cap selects a variant kernel; dense
 // and causal problems keep theirs.
+// poly (option exp2_poly=1): dense, causal and (d >= 128) soft-cap problems without a window or
+// varlen, not persistent, on WithExp2Poly's tiles (every 4th 8-column group); the option leaves
+// the other kernels as they are. ptxas (sm_90a): every 2nd group spilled 14 instructions in the
+// d128 soft-cap kernel and 6-8 at d64, every 3rd 2 and 12-14; every 4th spills nowhere but in the
+// d64 causal soft-cap kernel (2, inside its loop), which therefore keeps MUFU for all of them.
 template <class F>
-void dispatch(const Problem& pr, bool persistent, bool wide, F&& f) {
+void dispatch(const Problem& pr, bool persistent, bool wide, bool poly, F&& f) {
   using attnbench::cuda::dispatch_bool;
   attnbench::cuda::dispatch_problem<FwdHeadDims>(pr, [&](auto tag, auto d, auto causal) {
     using T = typename decltype(tag)::type;
@@ -634,6 +662,12 @@ void dispatch(const Problem& pr, bool persistent, bool wide, F&& f) {
         if (D <= 128 && !persistent && !wide && narrow_window(pr)) {
           using N = typename fwd_wgmma::FwdNarrow<D>::type;
           f(flash_fwd_wgmma_kernel<T, N, C, L, SC, false>, N{});
+          return;
+        }
+      } else if constexpr (!(SC && D < 128)) {
+        if (poly && !persistent) {
+          using P = fwd_wgmma::WithExp2Poly<typename fwd_wgmma::FwdTile<D, C>::type, 4>;
+          f(flash_fwd_wgmma_kernel<T, P, C, L, SC, false>, P{});
           return;
         }
       }
@@ -654,6 +688,11 @@ bool persistent_option(const Options* o) {
 bool wide_option(const Options* o) {
   return attnbench::option_or(o, "wide_tiles", 0) != 0;
 }
+// The "exp2_poly" option: 1 takes part of the exponentials off the SFU (WithExp2Poly; forward
+// step 14, not yet timed on a GPU: default 0).
+bool poly_option(const Options* o) {
+  return attnbench::option_or(o, "exp2_poly", 0) != 0;
+}
 
 class FlashFwdWgmma final : public attnbench::Implementation {
  public:
@@ -664,7 +703,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   }
   Capabilities capabilities() const override {
     Capabilities c = attnbench::cuda::tensor_core_capabilities<FwdHeadDims>(true, false);
-    c.options = {"persistent", "wide_tiles"};
+    c.options = {"persistent", "wide_tiles", "exp2_poly"};
     c.window = true;
     c.softcap = true;
     c.varlen = true;
@@ -672,8 +711,11 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   }
 
   Support supports_options(const Problem&, Pass, const Options& o) const override {
-    const Support s = attnbench::cuda::check_flag_option(o, "persistent");
-    return s.ok ? attnbench::cuda::check_flag_option(o, "wide_tiles") : s;
+    for (const char* flag : {"persistent", "wide_tiles", "exp2_poly"}) {
+      const Support s = attnbench::cuda::check_flag_option(o, flag);
+      if (!s.ok) return s;
+    }
+    return Support::yes();
   }
 
   // Persistent: the tile counter, then two tile slots per block (kMaxPersistentBlocks at most).
@@ -691,12 +733,12 @@ class FlashFwdWgmma final : public attnbench::Implementation {
       return Support::no("more than 2^31 query tiles");
     }
     std::string why;
-    dispatch(p, false, false, [&](auto kernel, auto) { why = sm90a_missing(kernel); });
+    dispatch(p, false, false, false, [&](auto kernel, auto) { why = sm90a_missing(kernel); });
     if (!why.empty()) return Support::no(why);
     const int smem = attn_mma::max_smem_per_block(why);
     if (smem < 0) return Support::no(why);
     int need = 0;
-    dispatch(p, false, false, [&](auto, auto cfg) { need = decltype(cfg)::kSmemBytes; });
+    dispatch(p, false, false, false, [&](auto, auto cfg) { need = decltype(cfg)::kSmemBytes; });
     if (smem < need) {
       return Support::no("needs " + std::to_string(need) +
                          " bytes of shared memory per block, the device allows " +
@@ -706,7 +748,8 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   }
 
   void prepare(const Problem& p, Pass, const Options& o) const override {
-    dispatch(p, persistent_option(&o), wide_option(&o), [&](auto kernel, auto cfg) {
+    dispatch(p, persistent_option(&o), wide_option(&o), poly_option(&o), [&](auto kernel,
+                                                                             auto cfg) {
       attn_mma::set_dynamic_smem(kernel, decltype(cfg)::kSmemBytes);
       if constexpr (decltype(cfg)::kMinBlocks > 1) attn_mma::prefer_max_shared(kernel);
     });
@@ -720,7 +763,8 @@ class FlashFwdWgmma final : public attnbench::Implementation {
       throw std::invalid_argument("cuda.flash_fwd_wgmma: persistent=1 needs its workspace");
     }
     if (pr.varlen() && pr.total_q() == 0) return;  // no query: nothing to write
-    dispatch(pr, persistent, wide_option(a.options), [&](auto kernel, auto cfg) {
+    dispatch(pr, persistent, wide_option(a.options), poly_option(a.options), [&](auto kernel,
+                                                                                 auto cfg) {
       using Sh = decltype(cfg);
       // Varlen: the packed tensors as one sequence of all their rows (at least one, for a batch
       // without keys, whose blocks load none); each block offsets its rows by its sequence's.
