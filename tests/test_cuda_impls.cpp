@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <initializer_list>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -202,26 +203,47 @@ TEST(CudaImpls, FlashFwdBlockC) {
   EXPECT_THROW(impl->prepare(p, Pass::fwd, Options{{"block_c", 48}}), std::invalid_argument);
 }
 
+// The Hopper kernels' odd-shape sweep for an option: f16 and bf16, the seqs given, causal or not,
+// each head_dim of `dims`; at each point two problems, GQA 8:2 with seq_kv = seq + 31 and MQA
+// with seq_q = seq + 64, each passed to `adjust` (with mqa false, then true: a window, a soft
+// cap) and checked with the options `options(mqa)`. Returns how many ran (a SKIP is not run).
+template <class Adjust, class Opts>
+int sweep_odd_shapes(const Implementation& impl, Pass pass, std::initializer_list<int> seqs,
+                     std::initializer_list<int> dims, Adjust adjust, Opts options) {
+  int ran = 0;
+  for (DType t : {DType::f16, DType::bf16})
+    for (int s : seqs)
+      for (bool causal : {false, true})
+        for (int d : dims)
+          for (const bool mqa : {false, true}) {
+            Problem p = mqa ? make_problem(1, 4, 1, s + 64, s, d, causal, t)
+                            : make_problem(2, 8, 2, s, s + 31, d, causal, t);
+            adjust(p, mqa);
+            ran += check_one(impl, p, pass, options(mqa)) ? 1 : 0;
+          }
+  return ran;
+}
+
+const Implementation& find_impl(const std::string& name) {
+  const Implementation* impl = Registry::instance().find(name);
+  if (impl == nullptr) throw std::runtime_error(name + " is not registered");
+  return *impl;
+}
+
+// A narrow window at both problems of the sweep: (100, 27) (causal: (100, -1)) on the GQA one,
+// (0, 300) on the MQA one.
+void narrow_window(Problem& p, bool mqa) {
+  p.window_left = mqa ? 0 : 100;
+  p.window_right = mqa ? 300 : (p.causal ? -1 : 27);
+}
+
 // The Hopper forward's persistent schedule (a block per SM taking tiles from a counter) on the odd
 // shapes, against the same rule as its default schedule.
 TEST(CudaImpls, WgmmaPersistent) {
   SKIP_WITHOUT_CUDA();
-  const Implementation* impl = Registry::instance().find("cuda.flash_fwd_wgmma");
-  ASSERT_NE(impl, nullptr);
-  int ran = 0;
-  for (DType t : {DType::f16, DType::bf16})
-    for (int s : {1, 17, 129, 1000})
-      for (bool causal : {false, true})
-        for (int d : {40, 64, 128, 256}) {
-          ran += check_one(*impl, make_problem(2, 8, 2, s, s + 31, d, causal, t), Pass::fwd,
-                           {{"persistent", 1}})
-                     ? 1
-                     : 0;
-          ran += check_one(*impl, make_problem(1, 4, 1, s + 64, s, d, causal, t), Pass::fwd,
-                           {{"persistent", 1}})
-                     ? 1
-                     : 0;
-        }
+  const int ran = sweep_odd_shapes(
+      find_impl("cuda.flash_fwd_wgmma"), Pass::fwd, {1, 17, 129, 1000}, {40, 64, 128, 256},
+      [](Problem&, bool) {}, [](bool) { return Options{{"persistent", 1}}; });
   if (ran == 0) GTEST_SKIP() << "cuda.flash_fwd_wgmma runs on sm_90a only";
 }
 
@@ -230,23 +252,12 @@ TEST(CudaImpls, WgmmaPersistent) {
 // ways, GQA and MQA.
 TEST(CudaImpls, WgmmaWindowTiles) {
   SKIP_WITHOUT_CUDA();
-  const Implementation* impl = Registry::instance().find("cuda.flash_fwd_wgmma");
-  ASSERT_NE(impl, nullptr);
   int ran = 0;
-  for (DType t : {DType::f16, DType::bf16})
-    for (int s : {17, 129, 1000})
-      for (bool causal : {false, true})
-        for (int d : {40, 128})
-          for (int wide : {0, 1}) {
-            Problem p = make_problem(2, 8, 2, s, s + 31, d, causal, t);
-            p.window_left = 100;
-            p.window_right = causal ? -1 : 27;
-            ran += check_one(*impl, p, Pass::fwd, {{"wide_tiles", wide}}) ? 1 : 0;
-            Problem q = make_problem(1, 4, 1, s + 64, s, d, causal, t);
-            q.window_left = 0;
-            q.window_right = 300;
-            ran += check_one(*impl, q, Pass::fwd, {{"wide_tiles", wide}}) ? 1 : 0;
-          }
+  for (int wide : {0, 1}) {
+    ran += sweep_odd_shapes(find_impl("cuda.flash_fwd_wgmma"), Pass::fwd, {17, 129, 1000},
+                            {40, 128}, narrow_window,
+                            [&](bool) { return Options{{"wide_tiles", wide}}; });
+  }
   if (ran == 0) GTEST_SKIP() << "cuda.flash_fwd_wgmma runs on sm_90a only";
 }
 
@@ -254,48 +265,29 @@ TEST(CudaImpls, WgmmaWindowTiles) {
 // tile, odd shapes, causal both ways, soft cap (d >= 128 only; d64 keeps MUFU), GQA and MQA.
 TEST(CudaImpls, WgmmaExp2Poly) {
   SKIP_WITHOUT_CUDA();
-  const Implementation* impl = Registry::instance().find("cuda.flash_fwd_wgmma");
-  ASSERT_NE(impl, nullptr);
   int ran = 0;
-  for (DType t : {DType::f16, DType::bf16})
-    for (int s : {17, 129, 1000})
-      for (bool causal : {false, true})
-        for (int d : {40, 128, 256})
-          for (double softcap : {0.0, 30.0}) {
-            Problem p = make_problem(2, 8, 2, s, s + 31, d, causal, t);
-            p.softcap = softcap;
-            ran += check_one(*impl, p, Pass::fwd, {{"exp2_poly", 1}}) ? 1 : 0;
-            Problem q = make_problem(1, 4, 1, s + 64, s, d, causal, t);
-            q.softcap = softcap;
-            ran += check_one(*impl, q, Pass::fwd, {{"exp2_poly", 1}}) ? 1 : 0;
-          }
+  for (double softcap : {0.0, 30.0}) {
+    ran += sweep_odd_shapes(
+        find_impl("cuda.flash_fwd_wgmma"), Pass::fwd, {17, 129, 1000}, {40, 128, 256},
+        [&](Problem& p, bool) { p.softcap = softcap; },
+        [](bool) { return Options{{"exp2_poly", 1}}; });
+  }
   if (ran == 0) GTEST_SKIP() << "cuda.flash_fwd_wgmma runs on sm_90a only";
 }
 
 // The Hopper backward's window tiles: narrow windows at d128 (and d96, padded) on 64-key blocks
-// (the default) and on 128-key ones (wide_tiles=1), deterministic or not; odd shapes, causal or
-// not, seq_q != seq_kv both ways, GQA and MQA.
+// (the default) and on 128-key ones (wide_tiles=1), deterministic on the MQA problem; odd shapes,
+// causal or not, seq_q != seq_kv both ways, GQA and MQA.
 TEST(CudaImpls, WgmmaBackwardWindowTiles) {
   SKIP_WITHOUT_CUDA();
-  const Implementation* impl = Registry::instance().find("cuda.flash_bwd_wgmma");
-  ASSERT_NE(impl, nullptr);
   int ran = 0;
-  for (DType t : {DType::f16, DType::bf16})
-    for (int s : {17, 129, 1000})
-      for (bool causal : {false, true})
-        for (int d : {96, 128})
-          for (int wide : {0, 1}) {
-            Problem p = make_problem(2, 8, 2, s, s + 31, d, causal, t);
-            p.window_left = 100;
-            p.window_right = causal ? -1 : 27;
-            ran += check_one(*impl, p, Pass::bwd, {{"wide_tiles", wide}}) ? 1 : 0;
-            Problem q = make_problem(1, 4, 1, s + 64, s, d, causal, t);
-            q.window_left = 0;
-            q.window_right = 300;
-            ran += check_one(*impl, q, Pass::bwd, {{"wide_tiles", wide}, {"deterministic", 1}})
-                       ? 1
-                       : 0;
-          }
+  for (int wide : {0, 1}) {
+    ran += sweep_odd_shapes(find_impl("cuda.flash_bwd_wgmma"), Pass::bwd, {17, 129, 1000},
+                            {96, 128}, narrow_window, [&](bool mqa) {
+                              return mqa ? Options{{"wide_tiles", wide}, {"deterministic", 1}}
+                                         : Options{{"wide_tiles", wide}};
+                            });
+  }
   if (ran == 0) GTEST_SKIP() << "cuda.flash_bwd_wgmma runs on sm_90a only";
 }
 
