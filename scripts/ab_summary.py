@@ -22,7 +22,7 @@ import sys
 if not __package__:  # run as a file: the repository root on the path, for the `scripts` package
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from scripts.entry import run  # noqa: E402
-from scripts.results_io import load_results  # noqa: E402
+from scripts.results_io import emit_report, load_results  # noqa: E402
 
 
 def fail(msg):
@@ -113,11 +113,7 @@ def main():
     for k in keys:
         lines.append(f"| {k[0]} | {k[1]} | {k[2]} | {k[3] or '-'} | {bmed[k]:.4f} | "
                      f"{nmed[k]:.4f} | {nmed[k] / bmed[k]:.3f} |")
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    if a.out:
-        with open(a.out, "w", encoding="utf-8") as f:
-            f.write(text)
+    emit_report("\n".join(lines) + "\n", a.out)
     return 0
 
 

@@ -26,6 +26,7 @@ import math
 import os
 import socket
 import stat
+import sys
 import tempfile
 
 SCHEMA = "attnbench.results/2"  # what is written: rows carry "options"
@@ -158,6 +159,14 @@ class OutputLock:
 
     def __del__(self):
         self.release()
+
+
+def emit_report(text, out=None):
+    """A tool's markdown report: to stdout, and to the file out (when given) with the same text."""
+    sys.stdout.write(text)
+    if out:
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(text)
 
 
 def write_atomic(path, obj):

@@ -2,7 +2,7 @@
 """Tests of the Python tools in scripts/: ncu_hbm.py (parse ncu's CSV, merge HBM bytes),
 recover_timings.py (console-log times), paper_tables.py (Figure 2 table). No GPU, no ncu:
 tests/data/ncu_raw_probe.csv is ncu's raw page from an H200 run (columns trimmed to the ones read).
-The peers' git revision (scripts/peers/common.py; no torch needed). fa2_grid_summary.py's ratios, fa3_grid_summary.py's (grid_summary.py), decode_summary.py's and variants_summary.py's tables and targets, timing_parity.py's pairs,
+The peers' git revision (scripts/peers/common.py; no torch needed). option_ab.py's ratios, fa2_grid_summary.py's ratios, fa3_grid_summary.py's (grid_summary.py), decode_summary.py's and variants_summary.py's tables and targets, timing_parity.py's pairs,
 ncu_kernels.py's attribution of kernels to rows, ncu_source.py's ranking of instructions, ncu_details.py's side-by-side kernels, fa3_job.sh's dry run. compute_sanitizer.sh's choice of implementations,
 pyproject.toml and the scripts as modules (python3 -m scripts.X), a closed stdout (SIGPIPE, scripts/entry.py),
 the peers' sliding windows and soft caps (PeersWindowSoftcap: FA4's arguments, FlexAttention's mask and
@@ -292,6 +292,46 @@ class AbSummary(unittest.TestCase):
             p = run(os.path.join(ROOT, "scripts", "ab_summary.py"), "--base", g, "--new", g, "--alias", "x")
             self.assertEqual(p.returncode, 2)
             self.assertIn("--alias 'x': expected OLD=NEW", p.stderr)
+
+
+class OptionAb(unittest.TestCase):
+    """scripts/option_ab.py: an option's values against its base from one run, a peer beside them."""
+
+    def test_ratios_classes_and_peer(self):
+        def r(impl, case, tf, opts=None, status="pass"):
+            return {"impl": impl, "case": case, "pass": "fwd", "status": status, "options": opts or {},
+                    "tflops": tf, "time": {"median_ms": 1.0}}
+        rows = [r("cuda.k", "c1_causal", 100.0, {"x": 0}), r("cuda.k", "c1_causal", 110.0, {"x": 1}),
+                r("cuda.k", "c2", 200.0), r("cuda.k", "c2", 180.0, {"x": 1}),  # no option: the base
+                r("cuda.k", "c3", 50.0, {"x": 0}), r("cuda.k", "c3", 0, {"x": 1}, status="fail"),
+                r("cuda.peer", "c1_causal", 120.0), r("cuda.peer", "c2", 190.0)]
+        with tempfile.TemporaryDirectory() as tmp:
+            path, out = os.path.join(tmp, "res.json"), os.path.join(tmp, "ab.md")
+            write(path, json.dumps(results_file(rows)))
+            p = run(os.path.join(ROOT, "scripts", "option_ab.py"), path, "--option", "x", "--peer", "cuda.peer",
+                    "--class", "causal=causal", "--out", out)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(out, encoding="utf-8") as f:
+                self.assertEqual(f.read(), p.stdout)
+        self.assertIn("# cuda.k: x against x=0 (TFLOP/s, one run)", p.stdout)
+        self.assertIn("| c1_causal | 100.0 | 110.0 | 1.100 | 120.0 | 0.833 | 0.917 |", p.stdout)
+        self.assertIn("| c2 | 200.0 | 180.0 | 0.900 | 190.0 | 1.053 | 0.947 |", p.stdout)
+        self.assertNotIn("| c3 |", p.stdout)  # x=1 failed: no pair
+        self.assertIn("All rows (causal): x=1 / x=0 median 1.100, min 1.100, max 1.100 (1 cases)", p.stdout)
+        self.assertIn("All rows (other): x=1 / x=0 median 0.900, min 0.900, max 0.900 (1 cases)", p.stdout)
+
+    def test_bad_input_exits_two(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "res.json")
+            write(path, json.dumps(results_file([])))
+            script = os.path.join(ROOT, "scripts", "option_ab.py")
+            for args, msg in (([], "--impl needed"), (["--impl", "cuda.k"], "no case of cuda.k passed"),
+                              (["--class", "causal"], "expected LABEL=SUBSTRING"),
+                              (["--base", "zero"], "--base 'zero': expected a number")):
+                with self.subTest(args):
+                    p = run(script, path, "--option", "x", *args)
+                    self.assertEqual(p.returncode, 2)
+                    self.assertIn(msg, p.stderr)
 
 
 class DecodeSummary(unittest.TestCase):

@@ -9,32 +9,14 @@
 # (the SFU bounds the softmax, but the pingpong hides most of the softmax under the other
 # consumer's GEMMs); d64 1.00-1.04x.
 # Run from the repository root on the GPU machine after a build: B (default build/attnbench), W
-# (default /tmp/abexp2): exp2_poly.json (the results), run.txt, ab.md (poly over MUFU per case).
+# (default /tmp/abexp2): exp2_poly.json (the results), run.txt, ab.md (scripts/option_ab.py:
+# exp2_poly=1 / exp2_poly=0 per case, above 1 where the polynomial is faster).
 set -uo pipefail
 W=${W:-/tmp/abexp2}; mkdir -p $W
 B=${B:-build/attnbench}
 HERE=results/h200/ab/2026-12-05-fwd-exp2-poly
 timeout 420 $B run $HERE/exp2_poly.json --out $W/exp2_poly.json > $W/run.txt 2>&1
 echo "run rc=$?"
-python3 - "$W/exp2_poly.json" > $W/ab.md <<'PY'
-import json, statistics, sys
-res = json.load(open(sys.argv[1]))
-t = {}
-for r in res["rows"]:
-    if r["status"] == "pass" and r.get("tflops"):
-        t[(r["case"], r["options"].get("exp2_poly", 0))] = r["tflops"]
-print("# Forward exponentials partly on the FMA pipes (exp2_poly=1) against all on MUFU (0), TFLOP/s\n")
-print("| case | poly | MUFU | poly / MUFU |\n|---|---|---|---|")
-ratios = {"softcap": [], "dense": []}
-for case in sorted({k[0] for k in t}):
-    n, w = t.get((case, 1)), t.get((case, 0))
-    if n and w:
-        ratios["softcap" if "softcap" in case else "dense"].append(n / w)
-        print(f"| {case} | {n:.1f} | {w:.1f} | {n / w:.3f} |")
-print()
-for k, v in ratios.items():
-    if v:
-        print(f"All rows ({k}): poly/MUFU median {statistics.median(v):.3f}, "
-              f"min {min(v):.3f}, max {max(v):.3f} ({len(v)} cases)")
-PY
+python3 scripts/option_ab.py $W/exp2_poly.json --option exp2_poly --impl cuda.flash_fwd_wgmma \
+  --class softcap=softcap --class causal=_causal_ --out $W/ab.md > /dev/null
 grep "All rows" $W/ab.md
