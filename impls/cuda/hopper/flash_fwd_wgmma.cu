@@ -39,6 +39,8 @@
 // the columns past head_dim; the store drops them). Rows that see no key give O = 0 and LSE = -inf.
 // Passes over HBM: Q and O once; K and V once per query block (mostly L2 hits for the other blocks
 // of the same kv head). Extra memory: none. Limits: f16/bf16; sm_90a only (other GPUs: SKIP).
+// Option exp2_poly=1 (default 0, not yet timed): every 4th 8-column group's exponentials on the
+// FMA pipes (common/exp2_poly.hpp, WithExp2Poly), where the SFU bounds the softmax.
 // Tiles per head_dim and what was tried: FwdTile below and docs/tuning_flash_wgmma.md.
 #include <algorithm>
 #include <cmath>
@@ -642,7 +644,7 @@ bool narrow_window(const Problem& pr) {
 }
 
 // f(kernel, Cfg{}) for the problem's (dtype, head_dim tile, causal, window, soft cap) and the
-// options (persistent, wide_tiles): the one static switch (common/dispatch.hpp). A window (on
+// options (persistent, wide_tiles, exp2_poly): the one static switch (common/dispatch.hpp). A window (on
 // causal's tiles, or FwdNarrow's when it is narrow) or a soft cap selects a variant kernel; dense
 // and causal problems keep theirs.
 // poly (option exp2_poly=1): dense, causal and (d >= 128) soft-cap problems without a window or
