@@ -639,8 +639,8 @@ TEST(ReferenceProgress, LongReferenceSaysEachStepAndItsTime) {
 }
 
 // Sampled mode copies to float64 only what its (sequence, kv head) pairs read (verify.cpp,
-// copy_pair): with the rest of the copies NaN, each sampled value is bitwise the full reference's
-// at its index, for dense, GQA and MQA problems (forward and backward) and paged ones (forward:
+// SampledInputs): with the rest of the copies NaN, each sampled value is bitwise the full
+// reference's at its index, for dense, GQA and MQA problems (forward and backward) and paged ones (forward:
 // decode, and speculative decoding against a cache). A read of an element it did not copy gives
 // NaN there.
 TEST(ReferenceProgress, SampledReadsOnlyWhatItCopiesAndMatchesFull) {

@@ -54,9 +54,9 @@ class CallTimer {
   // Untimed calls until warmup_s has passed (at least one).
   static void warm_up(CaseBuffers& buf, Pass pass, double warmup_s);
   // `for (auto _ : st)`: flush (unless hot, as `flush` says), call, SetIterationTime; then the
-  // counters. Throws on
-  // a CUDA error. slowdown > 1 (ATTNBENCH_TEST_SLOWDOWN, CPU rows only) stretches each timed
-  // call to slowdown times its own measured duration by spinning on the clock after it.
+  // counters. Throws on a CUDA error. slowdown > 1 (ATTNBENCH_TEST_SLOWDOWN, CPU rows only)
+  // stretches each timed call to slowdown times its own measured duration by spinning on the
+  // clock after it.
   void time(benchmark::State& st, CaseBuffers& buf, Device device, Pass pass, bool hot,
             FlushMode flush, const std::string& range, const CallCounters& counters,
             double slowdown = 1);

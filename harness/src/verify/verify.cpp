@@ -9,7 +9,9 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <set>
 #include <sstream>
+#include <utility>
 
 #include "attnbench/reference.hpp"
 
@@ -56,7 +58,7 @@ std::int64_t reference_host_bytes(const Problem& p, VerifyMode requested, bool n
       if (need_bwd) bytes += 2 * 8 * (q + 2 * kv);  // dq, dk, dv and their RefOutput copies
     } else {
       // The float64 copies hold only the sampled (sequence, kv head) pairs' q, dout, k and v
-      // (copy_pair; pages of the rest are never touched), at most 2 spec.heads pairs. Index and
+      // (SampledInputs; pages of the rest are never touched), at most 2 spec.heads pairs. Index and
       // value per sampled element: rows of spec.heads query heads, and the whole dq, dk, dv of
       // spec.heads kv heads (with their query heads) and the scratch of one of them.
       const long double hd = p.head_dim, heads = spec.heads;
@@ -119,7 +121,7 @@ double max_abs(const HostTensor& x) {
 }
 
 // A float64 copy of one input for the reference: the whole tensor (full mode), or only what the
-// sampled (sequence, kv head) pairs read (copy_pair). The buffer has the tensor's size but is not
+// sampled (sequence, kv head) pairs read (SampledInputs). The buffer has the tensor's size but is not
 // value-initialised: in sampled mode the rest of it is never written, and for a large tensor
 // never faulted in. (A std::vector<double> of the whole was value-initialised by one thread, then
 // converted, for each of q, k, v and dout: 4 bytes of float64 zeroed serially per byte of bf16,
@@ -147,23 +149,41 @@ class Float64Copy {
   std::unique_ptr<double[]> x_;
 };
 
-// What reference::forward_rows (any query head of kv head hk) and backward_kv_head read for
-// sequence b and kv head hk: the q (and dout) rows of the group's query heads, and the k and v
-// rows of the sequence's keys (through the block table when paged).
-void copy_pair(const Problem& p, int b, int hk, Float64Copy& q, Float64Copy& k, Float64Copy& v,
-               Float64Copy* dout) {
+// The q rows (or dout rows: the same layout) of kv head hk's query heads in sequence b.
+void copy_q_rows(const Problem& p, int b, int hk, Float64Copy& x) {
   const int d = p.head_dim, g = p.group();
-  for (int i = 0; i < p.seq_q_of(b); ++i) {
-    const std::int64_t at = ((p.q_start(b) + i) * p.heads_q + std::int64_t{hk} * g) * d;
-    q.range(at, std::int64_t{g} * d);
-    if (dout) dout->range(at, std::int64_t{g} * d);
-  }
-  for (int j = 0; j < p.seq_kv_of(b); ++j) {
-    const std::int64_t at = (p.kv_row(b, j) * p.heads_kv + hk) * d;
-    k.range(at, d);
-    v.range(at, d);
-  }
+  for (int i = 0; i < p.seq_q_of(b); ++i)
+    x.range(((p.q_start(b) + i) * p.heads_q + std::int64_t{hk} * g) * d, std::int64_t{g} * d);
 }
+
+// The sampled reference's float64 q, k and v: what reference::forward_rows (any query head of kv
+// head hk) and backward_kv_head read for sequence b and kv head hk, the q rows of the group's
+// query heads and the k and v rows of the sequence's keys (through the block table when paged),
+// copied the first time a step needs that pair (the sampled heads of one group, and the backward
+// after the forward, share them).
+class SampledInputs {
+ public:
+  SampledInputs(const Problem& p, Float64Copy& q, Float64Copy& k, Float64Copy& v)
+      : p_(p), q_(q), k_(k), v_(v) {}
+  void need(int b, int hk) {
+    if (!copied_.insert({b, hk}).second) return;
+    copy_q_rows(p_, b, hk, q_);
+    const int d = p_.head_dim;
+    for (int j = 0; j < p_.seq_kv_of(b); ++j) {
+      const std::int64_t at = (p_.kv_row(b, j) * p_.heads_kv + hk) * d;
+      k_.range(at, d);
+      v_.range(at, d);
+    }
+  }
+  const double* q() const { return q_.data(); }
+  const double* k() const { return k_.data(); }
+  const double* v() const { return v_.data(); }
+
+ private:
+  const Problem& p_;
+  Float64Copy &q_, &k_, &v_;
+  std::set<std::pair<int, int>> copied_;
+};
 
 // floor(dQ), floor(dK) of the absolute bound (verify.hpp): the rounding of dP - D,
 // (u + 2 d u_f32) |dO_i| max|v_j|, times what dQ and dK multiply dS by.
@@ -265,9 +285,9 @@ void full_reference(const CaseInputs& in, const double* q, const double* k, cons
 
 // Sampled mode, forward: the sampled rows (first and last always in) of a seeded subset of
 // (batch, head) pairs, n_fwd of them.
-void sampled_forward(const Problem& p, Float64Copy& q, Float64Copy& k, Float64Copy& v,
-                     const SampleSpec& spec, std::mt19937_64& rng, int n_fwd, double rows_work,
-                     Steps& steps, Reference& ref) {
+void sampled_forward(const Problem& p, SampledInputs& in, const SampleSpec& spec,
+                     std::mt19937_64& rng, int n_fwd, double rows_work, Steps& steps,
+                     Reference& ref) {
   const int d = p.head_dim;
   const int pairs_q = p.batch * p.heads_q;
   int n = 0;
@@ -277,9 +297,9 @@ void sampled_forward(const Problem& p, Float64Copy& q, Float64Copy& k, Float64Co
     what << "sampled rows of (batch " << b << ", head " << h << "), " << ++n << "/" << n_fwd;
     steps.step(what.str(), rows_work);
     const std::vector<int> rows = pick(p.seq_q, spec.rows, rng, {0, p.seq_q - 1});
-    copy_pair(p, b, p.kv_head(h), q, k, v, nullptr);
+    in.need(b, p.kv_head(h));
     std::vector<double> o(rows.size() * static_cast<std::size_t>(d)), lse(rows.size());
-    reference::forward_rows(p, q.data(), k.data(), v.data(), b, h, rows, o.data(), lse.data());
+    reference::forward_rows(p, in.q(), in.k(), in.v(), b, h, rows, o.data(), lse.data());
     for (std::size_t r = 0; r < rows.size(); ++r) {
       const std::int64_t row_base =
           ((static_cast<std::int64_t>(b) * p.seq_q + rows[r]) * p.heads_q + h) * d;
@@ -296,12 +316,12 @@ void sampled_forward(const Problem& p, Float64Copy& q, Float64Copy& k, Float64Co
 
 // Sampled mode, backward: dK and dV of a seeded subset of (batch, kv head) pairs, n_bwd of them,
 // and dQ of their query heads.
-void sampled_backward(const CaseInputs& in, Float64Copy& q, Float64Copy& k, Float64Copy& v,
-                      const SampleSpec& spec, std::mt19937_64& rng, int n_bwd, double kv_work,
-                      Steps& steps, Reference& ref) {
+void sampled_backward(const CaseInputs& in, SampledInputs& x, const SampleSpec& spec,
+                      std::mt19937_64& rng, int n_bwd, double kv_work, Steps& steps,
+                      Reference& ref) {
   const Problem& p = in.p;
   const int d = p.head_dim;
-  Float64Copy dout(in.dout);
+  Float64Copy dout(in.dout);  // each sampled pair's rows: the pairs are distinct
   const int g = p.group();
   int n = 0;
   for (int bh : pick(p.batch * p.heads_kv, spec.heads, rng)) {
@@ -310,10 +330,11 @@ void sampled_backward(const CaseInputs& in, Float64Copy& q, Float64Copy& k, Floa
     what << "backward of (batch " << b << ", kv head " << hk << ") and its " << g
          << " query head(s), " << ++n << "/" << n_bwd;
     steps.step(what.str(), kv_work);
-    copy_pair(p, b, hk, q, k, v, &dout);
+    x.need(b, hk);
+    copy_q_rows(p, b, hk, dout);
     std::vector<double> dq(static_cast<std::size_t>(g) * p.seq_q * d);
     std::vector<double> dk(static_cast<std::size_t>(p.seq_kv) * d), dv(dk.size());
-    reference::backward_kv_head(p, q.data(), k.data(), v.data(), dout.data(), b, hk, dq.data(),
+    reference::backward_kv_head(p, x.q(), x.k(), x.v(), dout.data(), b, hk, dq.data(),
                                 dk.data(), dv.data());
     for (int j = 0; j < p.seq_kv; ++j) {
       const std::int64_t base =
@@ -372,14 +393,15 @@ Reference compute_reference(const CaseInputs& in, VerifyMode requested, bool nee
   const int n_fwd = std::min(spec.heads, pairs_q),
             n_bwd = std::min(spec.heads, p.batch * p.heads_kv);
   Steps steps(progress, n_fwd * rows_work + (need_bwd ? n_bwd * kv_work : 0));
+  SampledInputs inputs(p, q, k, v);
   if (need_fwd || need_bwd) {
-    sampled_forward(p, q, k, v, spec, rng, n_fwd, rows_work, steps, ref);
+    sampled_forward(p, inputs, spec, rng, n_fwd, rows_work, steps, ref);
     if (!need_fwd) {  // the rows were computed only for the LSE magnitude
       ref.o = {};
       ref.lse = {};
     }
   }
-  if (need_bwd) sampled_backward(in, q, k, v, spec, rng, n_bwd, kv_work, steps, ref);
+  if (need_bwd) sampled_backward(in, inputs, spec, rng, n_bwd, kv_work, steps, ref);
   return ref;
 }
 
