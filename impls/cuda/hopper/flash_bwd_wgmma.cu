@@ -617,11 +617,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     const float sl2 = kSoftcap ? p.var.softcap_log2 : p.scale_log2;
     auto scores_to_p = [&](auto masked) {
 #pragma unroll
-      for (int g = 0; g < SN / 8; ++g)
+      for (int g = 0; g < SN / 8; ++g) {
+        // The group's two rows of LSE·log2e are adjacent (8-byte aligned): one 64-bit load.
+        const float2 lse_pair =
+            attn_mma::ld_shared_f32x2(slse(buf) + 4 * (q_local0 + 8 * g + 2 * (lane % 4)));
 #pragma unroll
         for (int e1 = 0; e1 < 2; ++e1) {
           const int ql = q_local0 + 8 * g + 2 * (lane % 4) + e1, q = m0 + ql;
-          const float lse2 = attn_mma::ld_shared_f32(slse(buf) + 4 * ql);
+          const float lse2 = e1 == 0 ? lse_pair.x : lse_pair.y;
 #pragma unroll
           for (int e2 = 0; e2 < 2; ++e2) {
             const int i = 4 * g + 2 * e2 + e1;
@@ -651,6 +654,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
             }
           }
         }
+      }
     };
     if (kTwoCopies && !need_mask) {
       scores_to_p(std::false_type{});
@@ -673,13 +677,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     // (C7512) for want of registers; one lg2 per score is cheaper. Still serialized: d128 soft
     // cap without a window (docs/tuning_flash_wgmma.md, backward step 6).
 #pragma unroll
-    for (int g = 0; g < SN / 8; ++g)
+    for (int g = 0; g < SN / 8; ++g) {
+      // D (zero past seq_q) and, soft cap, LSE·log2e of the group's two rows: 64-bit loads.
+      const int ql0 = q_local0 + 8 * g + 2 * (lane % 4);
+      const float2 delta_pair = attn_mma::ld_shared_f32x2(sdelta(buf) + 4 * ql0);
+      [[maybe_unused]] float2 lse_pair{0.f, 0.f};
+      if constexpr (kSoftcap) lse_pair = attn_mma::ld_shared_f32x2(slse(buf) + 4 * ql0);
 #pragma unroll
       for (int e1 = 0; e1 < 2; ++e1) {
-        const int ql = q_local0 + 8 * g + 2 * (lane % 4) + e1;
-        const float delta = attn_mma::ld_shared_f32(sdelta(buf) + 4 * ql);  // zero past seq_q
-        [[maybe_unused]] float lse2 = 0.f;
-        if constexpr (kSoftcap) lse2 = attn_mma::ld_shared_f32(slse(buf) + 4 * ql);
+        const float delta = e1 == 0 ? delta_pair.x : delta_pair.y;
+        [[maybe_unused]] const float lse2 = e1 == 0 ? lse_pair.x : lse_pair.y;
 #pragma unroll
         for (int e2 = 0; e2 < 2; ++e2) {
           const int i = 4 * g + 2 * e2 + e1;
@@ -692,6 +699,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           dpt[i] = ds;
         }
       }
+    }
 #pragma unroll
     for (int kk = 0; kk < SN / 16; ++kk)
 #pragma unroll
