@@ -3,13 +3,17 @@
 "options": {"IMPL": {"NAME": [0, 1]}}): the A/B of a tuning option without a second build.
 
     scripts/option_ab.py RESULTS.json --option NAME [--impl IMPL] [--base VALUE] [--peer IMPL ...]
-                         [--class LABEL=SUBSTRING ...] [--metric tflops|gbps] [--out FILE.md]
+                         [--where NAME=VALUE ...] [--class LABEL=SUBSTRING ...]
+                         [--metric tflops|gbps] [--out FILE.md]
 
 Rows: --impl's (default: the one implementation whose rows carry the option) that passed with the
 metric (default tflops; gbps for memory-bound rows), by case and the option's value; a row
 without the option counts as --base (default 0, the implementations' default). Each other value's
 figure is divided by --base's, case by case (above 1: faster than --base). --peer adds another
-implementation's figure on the same case and ours / peer for every value. --class groups the
+implementation's figure on the same case and ours / peer for every value. --where keeps only --impl's rows whose
+option NAME has VALUE (a row without NAME counts as 0, the default), so that a run sweeping
+several options as explicit sets (e.g. [{"a": 0, "b": 0}, {"a": 1, "b": 0}, {"a": 0, "b": 1}])
+gives each option's A/B with the others fixed. --class groups the
 cases for the summary lines (a case joins the first class whose substring its name contains,
 else "other"; default one class, "all"): per class and value, the median, min and max of the
 ratios. Prints (and writes to --out) a markdown report. Exit 0; 2 on a bad file or argument, or
@@ -46,6 +50,7 @@ def main():
     ap.add_argument("--impl")
     ap.add_argument("--base", default="0")
     ap.add_argument("--peer", action="append", default=[])
+    ap.add_argument("--where", action="append", default=[])
     ap.add_argument("--class", dest="classes", action="append", default=[])
     ap.add_argument("--metric", choices=("tflops", "gbps"), default="tflops")
     ap.add_argument("--out")
@@ -57,6 +62,14 @@ def main():
         if not sep or not label or not sub:
             fail(f"--class '{c}': expected LABEL=SUBSTRING")
         classes.append((label, sub))
+    where = []
+    for w in a.where:
+        name, sep, value = w.partition("=")
+        if not sep or not name or not value:
+            fail(f"--where '{w}': expected NAME=VALUE")
+        if name == a.option:
+            fail(f"--where '{w}': that is --option itself")
+        where.append((name, number(value, f"--where {name}")))
     if a.out:
         why = output_refusal(a.out, inputs=[a.results])
         if why:
@@ -74,7 +87,10 @@ def main():
     ours, peers = {}, {}
     for r in passed:
         if r["impl"] == impl:
-            v = (r.get("options") or {}).get(a.option, base)
+            opts = r.get("options") or {}
+            if any(opts.get(name, 0) != value for name, value in where):
+                continue
+            v = opts.get(a.option, base)
             ours.setdefault(r["case"], {})[v] = r[a.metric]
         elif r["impl"] in a.peer:
             peers.setdefault(r["case"], {})[r["impl"]] = r[a.metric]
@@ -86,7 +102,8 @@ def main():
              f"(values seen: {', '.join(map(str, values)) or 'none'})")
 
     unit = "TFLOP/s" if a.metric == "tflops" else "GB/s"
-    lines = [f"# {impl}: {a.option} against {a.option}={base} ({unit}, one run)", ""]
+    fixed = "".join(f", {name}={value}" for name, value in where)
+    lines = [f"# {impl}: {a.option} against {a.option}={base}{fixed} ({unit}, one run)", ""]
     head = ["case"] + [f"{a.option}={v}" for v in values]
     head += [f"{v} / {base}" for v in others]
     for p in a.peer:

@@ -320,6 +320,24 @@ class OptionAb(unittest.TestCase):
         self.assertIn("All rows (causal): x=1 / x=0 median 1.100, min 1.100, max 1.100 (1 cases)", p.stdout)
         self.assertIn("All rows (other): x=1 / x=0 median 0.900, min 0.900, max 0.900 (1 cases)", p.stdout)
 
+    def test_where_fixes_the_other_options(self):
+        def r(case, tf, opts):
+            return {"impl": "cuda.k", "case": case, "pass": "fwd", "status": "pass", "options": opts,
+                    "tflops": tf, "time": {"median_ms": 1.0}}
+        # Three explicit sets: (x 0, y 0), (x 1, y 0), (x 0, y 1); y absent counts as 0.
+        rows = [r("c1", 100.0, {"x": 0, "y": 0}), r("c1", 120.0, {"x": 1}), r("c1", 90.0, {"x": 0, "y": 1})]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "res.json")
+            write(path, json.dumps(results_file(rows)))
+            script = os.path.join(ROOT, "scripts", "option_ab.py")
+            px = run(script, path, "--option", "x", "--where", "y=0")
+            py = run(script, path, "--option", "y", "--where", "x=0")
+        self.assertEqual(px.returncode, 0, px.stderr)
+        self.assertIn("# cuda.k: x against x=0, y=0 (TFLOP/s, one run)", px.stdout)
+        self.assertIn("| c1 | 100.0 | 120.0 | 1.200 |", px.stdout)
+        self.assertEqual(py.returncode, 0, py.stderr)
+        self.assertIn("| c1 | 100.0 | 90.0 | 0.900 |", py.stdout)
+
     def test_bad_input_exits_two(self):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "res.json")
@@ -327,6 +345,8 @@ class OptionAb(unittest.TestCase):
             script = os.path.join(ROOT, "scripts", "option_ab.py")
             for args, msg in (([], "--impl needed"), (["--impl", "cuda.k"], "no case of cuda.k passed"),
                               (["--class", "causal"], "expected LABEL=SUBSTRING"),
+                              (["--where", "y"], "--where 'y': expected NAME=VALUE"),
+                              (["--where", "x=1"], "that is --option itself"),
                               (["--base", "zero"], "--base 'zero': expected a number")):
                 with self.subTest(args):
                     p = run(script, path, "--option", "x", *args)

@@ -30,10 +30,11 @@
 //                                        stored; soft cap: SS-wgmma, A = its rows of dSᵀ in
 //                                        shared memory, in flight into the next tile until that
 //                                        tile's Sᵀ has landed, groups retiring in order: kDkSmem),
-//     the dQ part going to the consumer's own region of shared memory, from which a writer warp
-//     of the producer warpgroup (one per consumer, synchronised by named barriers) adds it into
-//     the dQ accumulator with one bulk reduce-add (cp.reduce.async.bulk .add.f32): the consumers
-//     neither wait for each other's dQ nor for L2. dK (times scale) and dV, summed over the group
+//     the dQ part going to the consumer's own region of shared memory (two by tile parity where
+//     they fit: d128, BwdCfg::kDqBufs), from which a writer warp of the producer warpgroup (one
+//     per consumer, synchronised by named barriers) adds it into the dQ accumulator with one bulk
+//     reduce-add (cp.reduce.async.bulk .add.f32): the consumers neither wait for each other's dQ
+//     nor for L2. dK (times scale) and dV, summed over the group
 //     in registers, are written once at the end: no atomics on dK/dV, so GQA/MQA need no second
 //     pass. (FlashAttention-3's order and dQ writer, learnt from its hopper/ mainloop.)
 //  3. postprocess: dQ = scale · accumulator (tile-blocked: per query tile, the two consumers'
@@ -112,13 +113,18 @@ struct BwdCfg {
   // iteration of each other).
   static constexpr int kDsBufBytes = (kSplitCols ? 2 : 1) * kDsBytes;
   // The dQ tile in shared memory: one region of kDqBytes / 2 per consumer (its rows, kSplitM, or
-  // its columns, row-major within), reduce-added by that consumer's writer warp as one chunk.
+  // its columns, row-major within), reduce-added by that consumer's writer warp as one chunk;
+  // kDqBufs of them by iteration parity, two where shared memory allows (backward step 17: the
+  // consumer then writes the next tile's while the writer's reduce-add still reads this one's).
   static constexpr int kOffDq = kOffDs + 2 * kDsBufBytes;
   // Per stat buffer: kBlockM floats of LSE·log2e, then kBlockM of D.
   static constexpr int kStatBytes = 2 * kBlockM * 4;
-  static constexpr int kOffStat = kOffDq + kDqBytes;  // two buffers: this tile's, the next's
+  static constexpr int kBarBytes = 8 * (1 + 2 * kStages);
+  static constexpr int kDqBufs =
+      kOffDq + 2 * kDqBytes + 2 * kStatBytes + kBarBytes + 1024 <= 232448 ? 2 : 1;
+  static constexpr int kOffStat = kOffDq + kDqBufs * kDqBytes;  // two buffers: this tile's, the next's
   static constexpr int kOffBar = kOffStat + 2 * kStatBytes;
-  static constexpr int kSmemBytes = kOffBar + 8 * (1 + 2 * kStages) + 1024;
+  static constexpr int kSmemBytes = kOffBar + kBarBytes + 1024;
   static_assert(kSmemBytes <= 232448, "shared memory per block on sm_90");
   static_assert(kSplitM || D >= 128, "a column half of dQ must be whole 64-column panels");
   static_assert(!kSplitCols || (kBlockM == 64 && D >= 128), "column halves of whole panels");
@@ -427,7 +433,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   auto sdo = [&](int s) { return base + Cfg::kOffQ + (2 * s + 1) * Cfg::kQBytes; };
   auto sds = [&](int buf) { return base + Cfg::kOffDs + buf * Cfg::kDsBufBytes; };
   auto spt = [&](int buf) { return sds(buf) + Cfg::kDsBytes; };  // kSplitCols: Pᵀ, like dSᵀ
-  auto sdq = [&](int cons) { return base + Cfg::kOffDq + cons * (Cfg::kDqBytes / 2); };
+  auto sdq = [&](int cons, int dbuf) {
+    return base + Cfg::kOffDq + dbuf * Cfg::kDqBytes + cons * (Cfg::kDqBytes / 2);
+  };
   auto slse = [&](int buf) { return base + Cfg::kOffStat + buf * Cfg::kStatBytes; };
   auto sdelta = [&](int buf) { return slse(buf) + 4 * BM; };
   const uint32_t bars = base + Cfg::kOffBar;
@@ -448,11 +456,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   __syncthreads();
 
   // Named barriers: 1, the two consumers (both dSᵀ halves in shared memory before the dQ GEMM);
-  // per consumer c, kDqFull + c (its dQ region written: 128 consumer threads arrive, its writer
-  // warp waits) and kDqEmpty + c (the region's last reduce-add has read it: the writer arrives,
-  // the consumer waits before writing it again). Barriers with bar.sync / bar.arrive, not
-  // mbarriers, so that compute-sanitizer's racecheck sees the ordering of the region's reuse.
-  constexpr int kDqFull = 3, kDqEmpty = 5, kDqBarThreads = 128 + 32;
+  // per consumer c and dQ buffer d, dq_full(c, d) (its region written: 128 consumer threads
+  // arrive, its writer warp waits), and per consumer kDqEmpty + c (a region's reduce-add has read
+  // it: the writer arrives, the consumer waits before writing it again). Barriers with bar.sync /
+  // bar.arrive, not mbarriers, so that compute-sanitizer's racecheck sees the ordering of the
+  // regions' reuse.
+  // Order (NB = kDqBufs): iteration `it` writes region it % NB after waiting on kDqEmpty + c for
+  // the reduce-add of iteration it - NB (none for it < NB); the writer arrives for iteration j
+  // once j's reads are done, while handling iteration j + NB - 1 (NB = 2: after issuing that
+  // one's, wait_group.read 1), and only for the j that a consumer will wait for (j + NB <
+  // n_iters). So between two of the writer's arrivals on kDqEmpty + c its consumer waits once,
+  // and between two of the consumer's arrivals on one dq_full the writer waits once: bar.arrive
+  // never runs ahead of a barrier's previous completion. One dq_full per buffer: with one, the
+  // consumer's first two arrivals (no wait before either) could come before the writer's first.
+  constexpr int kDqEmpty = 5, kDqBarThreads = 128 + 32;
+  auto dq_full = [](int cons, int dbuf) { return (dbuf == 0 ? 3 : 7) + cons; };
+  constexpr int NB = Cfg::kDqBufs;
   // The dQ accumulator's chunk of consumer c for the tile at StatLayout row `row`: the tile's
   // BM x D floats are two chunks of BM x D / 2, each the consumer's region as it is in shared
   // memory (kSplitM: its 64 rows, row-major; else its D / 2 columns, row-major over them); the
@@ -491,26 +510,27 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       const int64_t row_b = p.stats.seq_base(b), head_stride = p.stats.head_stride();
       for (int it = 0; it < n_iters; ++it) {
         const int h = kvh * p.group + it / m_count, m0 = (m_start + it % m_count) * BM;
-        named_bar_sync(kDqFull + cw, kDqBarThreads);
+        named_bar_sync(dq_full(cw, it % NB), kDqBarThreads);
         if (threadIdx.x % 32 == 0) {
           const int64_t row = row_b + h * head_stride + m0;
           float* dst = p.dq_accum + row * D + cw * (BM * D / 2);
           if constexpr (kDeterministic) {
             int* turn = p.dq_turn + row / 64;
             wait_turn(turn, turn_of(m0) + cw);
-            bulk_reduce_add_f32(dst, sdq(cw), Cfg::kDqBytes / 2);
+            bulk_reduce_add_f32(dst, sdq(cw, it % NB), Cfg::kDqBytes / 2);
             tma_store_commit();
             bulk_wait_complete();  // the sums are in global memory, not only read from shared
             pass_turn_on(turn);
           } else {
-            bulk_reduce_add_f32(dst, sdq(cw), Cfg::kDqBytes / 2);
+            bulk_reduce_add_f32(dst, sdq(cw, it % NB), Cfg::kDqBytes / 2);
             tma_store_commit();
-            tma_store_wait_read();
+            tma_store_wait_read<NB - 1>();  // iteration it - (NB - 1)'s region has been read
           }
         }
         __syncwarp();
-        if (it + 1 < n_iters) named_bar_arrive(kDqEmpty + cw, kDqBarThreads);
+        if (it >= NB - 1 && it + 1 < n_iters) named_bar_arrive(kDqEmpty + cw, kDqBarThreads);
       }
+      if (threadIdx.x % 32 == 0) tma_store_wait_read();  // the last region read before exit
     }
     return;
   }
@@ -808,7 +828,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     // The dQ tile to this consumer's region (float32; kSplitM: its 64 rows x D, else BM rows x its
     // kDqN columns, row-major, each row's columns placed by dq_swizzle), once its writer has read
     // the last one; the writer adds it.
-    if (it > 0) named_bar_sync(kDqEmpty + c, kDqBarThreads);
+    if (it >= NB) named_bar_sync(kDqEmpty + c, kDqBarThreads);
     // Element (row, col) is at float row * kDqN + dq_swizzle(row, col): this thread's rows are
     // r0 = 16 warp + lane / 4 and r0 + 8 (r % 8 = lane / 4 for both), its columns 8 j + 2 (lane %
     // 4). The swizzle XORs j's low 3 bits with lane / 4: bits 5-7 of the byte address, which are 0
@@ -818,7 +838,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     static_assert(Cfg::kOffDq % 256 == 0 && (Cfg::kDqBytes / 2) % 256 == 0 && Cfg::kDqN * 4 >= 256,
                   "the dQ region's rows and halves 256-byte aligned");
     const uint32_t dq_at =
-        (sdq(c) + static_cast<uint32_t>((16 * warp + lane / 4) * Cfg::kDqN + 2 * (lane % 4)) * 4) |
+        (sdq(c, it % NB) +
+         static_cast<uint32_t>((16 * warp + lane / 4) * Cfg::kDqN + 2 * (lane % 4)) * 4) |
         static_cast<uint32_t>((lane / 4) << 5);
 #pragma unroll
     for (int i = 0; i < Cfg::kDqN / 2; i += 2) {
@@ -828,7 +849,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       attn_mma::st_shared_f32x2(at, dq[i], dq[i + 1]);
     }
     fence_proxy_async();
-    named_bar_arrive(kDqFull + c, kDqBarThreads);
+    named_bar_arrive(dq_full(c, it % NB), kDqBarThreads);
     if constexpr (!kSplitCols && !kDkSmem) {
       wgmma_wait<0>();  // dK has read the stage
       fence_regs(dk);

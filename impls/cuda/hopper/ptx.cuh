@@ -128,9 +128,11 @@ __device__ __forceinline__ void bulk_reduce_add_f32(float* dst, uint32_t src, ui
 __device__ __forceinline__ void tma_store_commit() {
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 }
-// Waits until the committed bulk operations have read their shared memory (then reusable).
+// Waits until the committed bulk groups but the newest kPending have read their shared memory
+// (then reusable).
+template <int kPending = 0>
 __device__ __forceinline__ void tma_store_wait_read() {
-  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
 }
 // Orders this thread's ordinary shared-memory writes before later async-proxy (TMA, wgmma) reads.
 __device__ __forceinline__ void fence_proxy_async() {

@@ -14,7 +14,10 @@
 //   the wgmma_wait that retires its group, reading shared memory and the A registers then and
 //   writing the accumulators then (so reading them early, or reusing a stage too soon, shows);
 //   all 128 threads of a warpgroup must issue the same operations with the same descriptors;
-// - bulk reduce-add (cp.reduce.async.bulk .add.f32): applied to global memory at issue;
+// - bulk reduce-add (cp.reduce.async.bulk .add.f32): deferred with its bulk group, and applied
+//   (shared memory read, global memory added to) only at the latest point the PTX allows: the
+//   cp.async.bulk.wait_group(.read) that retires its group (so a region rewritten before that
+//   wait shows); a block may not end with one pending. TMA stores are applied at issue;
 // - named barriers with thread counts.
 // Not kept: timing, register limits (setmaxnreg is a no-op), the async proxy's ordering beyond
 // the above, bank conflicts.
@@ -75,6 +78,15 @@ struct Named {
   int count = 0;
   uint64_t gen = 0;
 };
+// A bulk reduce-add waiting for the wait_group that retires its group.
+struct Reduce {
+  float* dst;
+  uint32_t src, bytes;
+};
+struct ThreadBulk {
+  std::vector<Reduce> open;
+  std::deque<std::vector<Reduce>> groups;
+};
 
 inline std::map<uint32_t, Mbar> bars;
 // TMA loads land at the next wait (lazy: a read before the wait sees stale data) or, when
@@ -85,6 +97,7 @@ inline bool eager_landing() {
 }
 inline std::vector<Landing> landings;
 inline std::vector<ThreadOps> ops;
+inline std::vector<ThreadBulk> bulk;
 inline std::map<int, Named> named;
 inline std::vector<int> wg_count;
 inline std::vector<uint64_t> wg_gen;
@@ -94,6 +107,7 @@ inline void reset_block(int threads) {
   bars.clear();
   landings.clear();
   ops.assign(threads, {});
+  bulk.assign(threads, {});
   named.clear();
   wg_count.assign((threads + 127) / 128, 0);
   wg_gen.assign((threads + 127) / 128, 0);
@@ -105,6 +119,25 @@ inline void check_block_end() {
   for (size_t t = 0; t < ops.size(); ++t)
     if (!ops[t].open.empty() || !ops[t].groups.empty())
       EMU_FAIL("thread %zu ends with wgmma operations never waited for", t);
+  for (size_t t = 0; t < bulk.size(); ++t)
+    if (!bulk[t].open.empty() || !bulk[t].groups.empty())
+      EMU_FAIL("thread %zu ends with bulk reductions never waited for", t);
+}
+// Applies the calling thread's committed bulk groups but the newest `pending` (uncommitted ones
+// stay: wait_group covers committed groups only).
+inline void retire_bulk(int pending) {
+  auto& t = bulk[emu::cur->lin];
+  while (static_cast<int>(t.groups.size()) > pending) {
+    for (const Reduce& r : t.groups.front()) {
+      emu::check_smem(r.src, r.bytes, 16);
+      for (uint32_t i = 0; i < r.bytes / 4; ++i) {
+        float v;
+        std::memcpy(&v, &emu::smem[r.src + 4 * i], 4);
+        r.dst[i] += v;
+      }
+    }
+    t.groups.pop_front();
+  }
 }
 
 inline Mbar& bar_at(uint32_t addr) {
@@ -358,14 +391,17 @@ inline void bulk_reduce_add_f32(float* dst, uint32_t src, uint32_t bytes) {
   if (bytes % 16 || src % 16 || reinterpret_cast<uintptr_t>(dst) % 16)
     EMU_FAIL("bulk reduce: 16-byte alignment and size");
   emu::check_smem(src, bytes, 16);
-  for (uint32_t i = 0; i < bytes / 4; ++i) {
-    float v;
-    std::memcpy(&v, &emu::smem[src + 4 * i], 4);
-    dst[i] += v;
-  }
+  emu_h::bulk[emu::cur->lin].open.push_back({dst, src, bytes});
 }
-inline void tma_store_commit() {}
-inline void tma_store_wait_read() {}
+inline void tma_store_commit() {
+  auto& t = emu_h::bulk[emu::cur->lin];
+  t.groups.push_back(std::move(t.open));
+  t.open.clear();
+}
+template <int kPending = 0>
+inline void tma_store_wait_read() {
+  emu_h::retire_bulk(kPending);
+}
 inline void fence_proxy_async() {}
 inline void prefetch_tmap(const void*) {}
 
@@ -409,7 +445,9 @@ inline void pass_turn_on(int* turn) {
   ++*turn;
   ++emu::progress;
 }
-inline void bulk_wait_complete() {}
+inline void bulk_wait_complete() {
+  emu_h::retire_bulk(0);
+}
 
 inline void named_bar_sync(int id, int threads) {
   auto& b = emu_h::named[id];
