@@ -8,15 +8,24 @@
 # dense forward from 14-18% towards 10%), d256 soft cap 1.00-1.04x; dense and causal 0.99-1.03x
 # (the SFU bounds the softmax, but the pingpong hides most of the softmax under the other
 # consumer's GEMMs); d64 1.00-1.04x.
+# Added 2026-12-05 (stop 49), same run: persistent=1 against the default on the FA3 grid's rows
+# (issue 28; tuning log step 4: never timed on the dense grid). FA4's SM90 forward is not
+# persistent either (its wheel's flash_fwd_sm90.py: SingleTileScheduler, LPT order for causal),
+# so the prediction is no gain: 0.97-1.01x, the low end at causal d128/d256 16k, where the
+# producer's spills and the O store from registers cost; at most +2% at 2k.
 # Run from the repository root on the GPU machine after a build: B (default build/attnbench), W
 # (default /tmp/abexp2): exp2_poly.json (the results), run.txt, ab.md (scripts/option_ab.py:
-# exp2_poly=1 / exp2_poly=0 per case, above 1 where the polynomial is faster).
+# exp2_poly=1 / exp2_poly=0 per case with persistent=0, above 1 where the polynomial is faster;
+# then persistent=1 / persistent=0 with exp2_poly=0).
 set -uo pipefail
 W=${W:-/tmp/abexp2}; mkdir -p $W
 B=${B:-build/attnbench}
 HERE=results/h200/ab/2026-12-05-fwd-exp2-poly
-timeout 420 $B run $HERE/exp2_poly.json --out $W/exp2_poly.json > $W/run.txt 2>&1
+timeout 540 $B run $HERE/exp2_poly.json --out $W/exp2_poly.json > $W/run.txt 2>&1
 echo "run rc=$?"
 python3 scripts/option_ab.py $W/exp2_poly.json --option exp2_poly --impl cuda.flash_fwd_wgmma \
-  --class softcap=softcap --class causal=_causal_ --out $W/ab.md > /dev/null
+  --where persistent=0 --class softcap=softcap --class causal=_causal_ --out $W/ab_poly.md > /dev/null
+python3 scripts/option_ab.py $W/exp2_poly.json --option persistent --impl cuda.flash_fwd_wgmma \
+  --where exp2_poly=0 --class causal=_causal_ --out $W/ab_persistent.md > /dev/null
+cat $W/ab_poly.md $W/ab_persistent.md > $W/ab.md
 grep "All rows" $W/ab.md
