@@ -155,11 +155,12 @@ struct BwdTile<256> {
 
 // Narrow windows at d128 (a window spanning at most kNarrowSpan keys; causal: left side and
 // diagonal): 64-key blocks on the d256 path's column split, both consumers on the same 64 keys,
-// each owning 64 of the 128 dK/dV columns, two Q/dO stages (166 KiB of shared memory). A block of
-// BN keys visits the query tiles of rows [k0 − window_right, k0 + BN − 1 + window_left], so the
-// rows its tiles compute beyond the window's are about BN + BM per block, whatever the window:
-// at (128, 0), 128-key blocks compute 2x the useful scores and 64-key blocks 1.5x (tuning log,
-// "Backward: narrow windows"). Option wide_tiles=1 keeps BwdTile's tiles (the A/B).
+// each owning 64 of the 128 dK/dV columns, two Q/dO stages (194 KiB of shared memory, with two
+// dQ regions). A block of BN keys visits the query tiles of rows [k0 − window_right, k0 + BN − 1 +
+// window_left], so the rows its tiles compute beyond the window's are about BN + BM per block,
+// whatever the window: at (128, 0), 128-key blocks compute 2x the useful scores and 64-key blocks
+// 1.5x (tuning log, "Backward: narrow windows"). Option wide_tiles=1 keeps BwdTile's tiles (the
+// A/B).
 struct BwdNarrow {
   using type = BwdCfg<128, 64, 64, 2>;
 };
