@@ -275,6 +275,16 @@ TEST(CudaImpls, WgmmaExp2Poly) {
   if (ran == 0) GTEST_SKIP() << "cuda.flash_fwd_wgmma runs on sm_90a only";
 }
 
+// The Hopper forward with each tile's tail scheduled with its exponentials (fused_tail=1: dense
+// and causal at d <= 128): odd shapes, causal both ways, GQA and MQA, d40 (padded to 64) and d128.
+TEST(CudaImpls, WgmmaFusedTail) {
+  SKIP_WITHOUT_CUDA();
+  const int ran = sweep_odd_shapes(find_impl("cuda.flash_fwd_wgmma"), Pass::fwd, {17, 129, 1000},
+                                   {40, 128}, [](Problem&, bool) {},
+                                   [](bool) { return Options{{"fused_tail", 1}}; });
+  if (ran == 0) GTEST_SKIP() << "cuda.flash_fwd_wgmma runs on sm_90a only";
+}
+
 // The Hopper backward's window tiles: narrow windows at d128 (and d96, padded) on 64-key blocks
 // (the default) and on 128-key ones (wide_tiles=1), deterministic on the MQA problem; odd shapes,
 // causal or not, seq_q != seq_kv both ways, GQA and MQA.

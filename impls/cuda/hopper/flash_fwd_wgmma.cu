@@ -41,6 +41,9 @@
 // of the same kv head). Extra memory: none. Limits: f16/bf16; sm_90a only (other GPUs: SKIP).
 // Option exp2_poly=1 (default 0, not yet timed): every 4th 8-column group's exponentials on the
 // FMA pipes (common/exp2_poly.hpp, WithExp2Poly), where the SFU bounds the softmax.
+// Option fused_tail=1 (default 0, not yet timed; dense and causal at d <= 128): each tile's P V
+// wait, O's rescale and P's conversion inside the exponent loop's branch, so that ptxas schedules
+// them in the SFU's shadow (WithFusedTail).
 // Tiles per head_dim and what was tried: FwdTile below and docs/tuning_flash_wgmma.md.
 #include <algorithm>
 #include <cmath>
@@ -105,6 +108,9 @@ struct FwdCfg {
   // Every kExp2Poly-th 8-column group of a tile's scores takes its exponentials from
   // common/exp2_poly.hpp (FMA and integer pipes) instead of MUFU.EX2; 0: none (WithExp2Poly).
   static constexpr int kExp2Poly = 0;
+  // The P V wait, O's rescale and P's conversion inside the exponent loop's branches
+  // (WithFusedTail).
+  static constexpr bool kFusedTail = false;
 };
 
 // Cfg with the exponentials of every K-th 8-column group on the FMA pipes (option exp2_poly=1;
@@ -117,6 +123,19 @@ struct FwdCfg {
 template <class Cfg, int K>
 struct WithExp2Poly : Cfg {
   static constexpr int kExp2Poly = K;
+};
+
+// Cfg with each tile's tail in the exponent loop's branches (option fused_tail=1; forward step
+// 15). The loop branches once per tile on the large-logit guard (step 6), and ptxas schedules
+// each basic block alone: with the tail after the join, the P V wait, O's rescale (D / 2 FMUL,
+// skipped by a second branch when no maximum moved: step 12) and P's conversion (BN / 4 F2FP)
+// start only once the last exponential has been issued, although the SFU, not the issue slots,
+// bounds that loop. FlashAttention-4's SM90 forward (no guard, no skip) is one block from the row
+// maxima to P: its SASS at d128 interleaves them (docs/tuning_flash_wgmma.md, "FlashAttention-4's
+// SM90 forward, read from its wheel"). Kernels without an early rescale only (d <= 128).
+template <class Cfg>
+struct WithFusedTail : Cfg {
+  static constexpr bool kFusedTail = true;
 };
 
 // The tiles, per padded head_dim and causal: docs/tuning_flash_wgmma.md has the measurements.
@@ -393,8 +412,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     }
   };
   // Online softmax of s in place (s becomes exp2(scale_log2 * (s - max))); returns in alpha the
-  // factor by which the rows' earlier O and sums shrink.
-  auto softmax = [&](float(&alpha)[2]) {
+  // factor by which the rows' earlier O and sums shrink. tail() runs at the end of either branch
+  // of the exponent loop (Sh::kFusedTail: the P V wait, O's rescale, P's conversion), so that in
+  // the common branch ptxas sees it and the exponentials as one block to schedule together.
+  auto softmax = [&](float(&alpha)[2], auto&& tail) {
     float base_l2[2];
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
@@ -438,6 +459,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
           }
           sum[i / 2] += x;
         }
+      tail();
     } else {
 #pragma unroll
       for (int g = 0; g < BN / 8; ++g)
@@ -447,6 +469,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
           x = attn_mma::exp2_approx(attn_mma::mul_rn(x, sl2) - base_l2[i / 2]);
           sum[i / 2] += x;
         }
+      tail();
     }
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) row_sum[hf] = row_sum[hf] * alpha[hf] + sum[hf];
@@ -518,7 +541,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       cap();
       mask(0);
       float alpha[2];
-      softmax(alpha);
+      softmax(alpha, [] {});
       to_p();
       for (int j = 1; j < n_tiles; ++j) {
         const int st = stage(j), sp = stage(j - 1);
@@ -542,12 +565,29 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         if (signals && j == n_tiles - 1) q_pipe.consumer_release(q_it);
         cap();
         mask(j);
-        softmax(alpha);
-        wgmma_wait<0>();
-        fence_regs(o);
-        if (signals) v_pipe.consumer_release(kv_it + (j - 1));
-        if constexpr (!Sh::kRescaleEarly) rescale(alpha);
-        to_p();
+        if constexpr (Sh::kFusedTail) {
+          // Option fused_tail=1 (forward step 15): O's rescale unconditional (a branch would split
+          // the block again), in the shadow of the SFU's exponentials.
+          static_assert(!Sh::kRescaleEarly, "the fused tail rescales after the P V wait");
+          softmax(alpha, [&] {
+            wgmma_wait<0>();
+            fence_regs(o);
+            if (signals) v_pipe.consumer_release(kv_it + (j - 1));
+#pragma unroll
+            for (int i = 0; i < D / 2; ++i) o[i] *= alpha[(i & 2) ? 1 : 0];
+            // Keeps the multiplies in this branch: without it the compiler sank the two branches'
+            // identical copies into the block after them (SASS of 2026-12-05).
+            fence_regs(o);
+            to_p();
+          });
+        } else {
+          softmax(alpha, [] {});
+          wgmma_wait<0>();
+          fence_regs(o);
+          if (signals) v_pipe.consumer_release(kv_it + (j - 1));
+          if constexpr (!Sh::kRescaleEarly) rescale(alpha);
+          to_p();
+        }
       }
       if constexpr (Sh::kRescaleEarly) rescale(alpha);
       const int sl = stage(n_tiles - 1);
@@ -644,16 +684,19 @@ bool narrow_window(const Problem& pr) {
 }
 
 // f(kernel, Cfg{}) for the problem's (dtype, head_dim tile, causal, window, soft cap) and the
-// options (persistent, wide_tiles, exp2_poly): the one static switch (common/dispatch.hpp). A window (on
-// causal's tiles, or FwdNarrow's when it is narrow) or a soft cap selects a variant kernel; dense
-// and causal problems keep theirs.
+// options (persistent, wide_tiles, exp2_poly, fused_tail): the one static switch
+// (common/dispatch.hpp). A window (on causal's tiles, or FwdNarrow's when it is narrow) or a soft
+// cap selects a variant kernel; dense and causal problems keep theirs.
+// fused (option fused_tail=1): dense and causal problems at d <= 128 (the tiles without an early
+// rescale), not persistent, without exp2_poly, on WithFusedTail's tiles; the other kernels stay
+// as they are (SASS-identical: 100 of 100 kernels, 2026-12-05).
 // poly (option exp2_poly=1): dense, causal and (d >= 128) soft-cap problems without a window or
 // varlen, not persistent, on WithExp2Poly's tiles (every 4th 8-column group); the option leaves
 // the other kernels as they are. ptxas (sm_90a): every 2nd group spilled 14 instructions in the
 // d128 soft-cap kernel and 6-8 at d64, every 3rd 2 and 12-14; every 4th spills nowhere but in the
 // d64 causal soft-cap kernel (2, inside its loop), which therefore keeps MUFU for all of them.
 template <class F>
-void dispatch(const Problem& pr, bool persistent, bool wide, bool poly, F&& f) {
+void dispatch(const Problem& pr, bool persistent, bool wide, bool poly, bool fused, F&& f) {
   using attnbench::cuda::dispatch_bool;
   attnbench::cuda::dispatch_problem<FwdHeadDims>(pr, [&](auto tag, auto d, auto causal) {
     using T = typename decltype(tag)::type;
@@ -666,7 +709,14 @@ void dispatch(const Problem& pr, bool persistent, bool wide, bool poly, F&& f) {
           f(flash_fwd_wgmma_kernel<T, N, C, L, SC, false>, N{});
           return;
         }
-      } else if constexpr (!(SC && D < 128)) {
+      } else if constexpr (!SC && D <= 128) {
+        if (fused && !persistent && !poly) {
+          using FT = fwd_wgmma::WithFusedTail<typename fwd_wgmma::FwdTile<D, C>::type>;
+          f(flash_fwd_wgmma_kernel<T, FT, C, L, SC, false>, FT{});
+          return;
+        }
+      }
+      if constexpr (!L && !(SC && D < 128)) {
         if (poly && !persistent) {
           using P = fwd_wgmma::WithExp2Poly<typename fwd_wgmma::FwdTile<D, C>::type, 4>;
           f(flash_fwd_wgmma_kernel<T, P, C, L, SC, false>, P{});
@@ -695,6 +745,11 @@ bool wide_option(const Options* o) {
 bool poly_option(const Options* o) {
   return attnbench::option_or(o, "exp2_poly", 0) != 0;
 }
+// The "fused_tail" option: 1 schedules each tile's tail with its exponentials (WithFusedTail;
+// forward step 15, not yet timed on a GPU: default 0).
+bool fused_option(const Options* o) {
+  return attnbench::option_or(o, "fused_tail", 0) != 0;
+}
 
 class FlashFwdWgmma final : public attnbench::Implementation {
  public:
@@ -705,7 +760,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   }
   Capabilities capabilities() const override {
     Capabilities c = attnbench::cuda::tensor_core_capabilities<FwdHeadDims>(true, false);
-    c.options = {"persistent", "wide_tiles", "exp2_poly"};
+    c.options = {"persistent", "wide_tiles", "exp2_poly", "fused_tail"};
     c.window = true;
     c.softcap = true;
     c.varlen = true;
@@ -713,7 +768,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   }
 
   Support supports_options(const Problem&, Pass, const Options& o) const override {
-    for (const char* flag : {"persistent", "wide_tiles", "exp2_poly"}) {
+    for (const char* flag : {"persistent", "wide_tiles", "exp2_poly", "fused_tail"}) {
       const Support s = attnbench::cuda::check_flag_option(o, flag);
       if (!s.ok) return s;
     }
@@ -735,12 +790,14 @@ class FlashFwdWgmma final : public attnbench::Implementation {
       return Support::no("more than 2^31 query tiles");
     }
     std::string why;
-    dispatch(p, false, false, false, [&](auto kernel, auto) { why = sm90a_missing(kernel); });
+    dispatch(p, false, false, false, false,
+             [&](auto kernel, auto) { why = sm90a_missing(kernel); });
     if (!why.empty()) return Support::no(why);
     const int smem = attn_mma::max_smem_per_block(why);
     if (smem < 0) return Support::no(why);
     int need = 0;
-    dispatch(p, false, false, false, [&](auto, auto cfg) { need = decltype(cfg)::kSmemBytes; });
+    dispatch(p, false, false, false, false,
+             [&](auto, auto cfg) { need = decltype(cfg)::kSmemBytes; });
     if (smem < need) {
       return Support::no("needs " + std::to_string(need) +
                          " bytes of shared memory per block, the device allows " +
@@ -750,8 +807,8 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   }
 
   void prepare(const Problem& p, Pass, const Options& o) const override {
-    dispatch(p, persistent_option(&o), wide_option(&o), poly_option(&o), [&](auto kernel,
-                                                                             auto cfg) {
+    dispatch(p, persistent_option(&o), wide_option(&o), poly_option(&o), fused_option(&o),
+             [&](auto kernel, auto cfg) {
       attn_mma::set_dynamic_smem(kernel, decltype(cfg)::kSmemBytes);
       if constexpr (decltype(cfg)::kMinBlocks > 1) attn_mma::prefer_max_shared(kernel);
     });
@@ -765,8 +822,8 @@ class FlashFwdWgmma final : public attnbench::Implementation {
       throw std::invalid_argument("cuda.flash_fwd_wgmma: persistent=1 needs its workspace");
     }
     if (pr.varlen() && pr.total_q() == 0) return;  // no query: nothing to write
-    dispatch(pr, persistent, wide_option(a.options), poly_option(a.options), [&](auto kernel,
-                                                                                 auto cfg) {
+    dispatch(pr, persistent, wide_option(a.options), poly_option(a.options),
+             fused_option(a.options), [&](auto kernel, auto cfg) {
       using Sh = decltype(cfg);
       // Varlen: the packed tensors as one sequence of all their rows (at least one, for a batch
       // without keys, whose blocks load none); each block offsets its rows by its sequence's.
