@@ -354,6 +354,56 @@ class OptionAb(unittest.TestCase):
                     self.assertIn(msg, p.stderr)
 
 
+class SassLoops(unittest.TestCase):
+    """scripts/sass_loops.py: the wgmma loops of a kernel's SASS, their mix, blocks and map."""
+
+    SASS = """
+        code for sm_90a
+                Function : _Z6kernelv
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R2 ;
+        /*0020*/                   HGMMA.64x128x16.F32.BF16 R24, gdesc[UR8], RZ, !UPT ;
+        /*0030*/                   FMNMX R3, R24, R25, !PT ;
+        /*0040*/              @P0  BRA 0x60 ;
+        /*0050*/                   MUFU.EX2 R4, R3 ;
+        /*0060*/                   FFMA R5, R4, R4, R3 ;
+        /*0070*/              @!P1 BRA 0x10 ;
+        /*0080*/                   EXIT ;
+                Function : _Z5otherv
+        /*0000*/                   EXIT ;
+"""
+
+    def test_loops_blocks_and_map(self):
+        script = os.path.join(ROOT, "scripts", "sass_loops.py")
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "k.sass")
+            write(path, self.SASS)
+            p = run(script, path, "--kernel", "^kernel", "--blocks", "--map")
+            missing = run(script, path, "--kernel", "nothing")
+            bad_loop = run(script, path, "--loop", "zz")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("9 instructions, 0 local-memory", p.stdout)
+        self.assertIn("loop 0x00010-0x00070*     7  HGMMA=1 MUFU=1 FMNMX=1 FFMA=1 SYNCS=1 BRA=2", p.stdout)
+        self.assertIn("0x00010     4  ", p.stdout)  # TRYWAIT HGMMA FMNMX BRA: ends at the branch
+        self.assertIn("0x00050     1  MUFU=1", p.stdout)  # cut before the branch target 0x60
+        self.assertIn("SHnbMfb", p.stdout)
+        self.assertNotIn("other", p.stdout)
+        self.assertEqual(missing.returncode, 2)
+        self.assertIn("no kernel matches --kernel 'nothing'", missing.stderr)
+        self.assertEqual(bad_loop.returncode, 2)
+        self.assertIn("--loop 'zz': expected a hexadecimal address", bad_loop.stderr)
+
+    def test_fa4_sass_refuses_without_its_python_or_site(self):
+        script = os.path.join(ROOT, "scripts", "peers", "fa4_sass.py")
+        with tempfile.TemporaryDirectory() as tmp:
+            p = run(script, "--site", tmp, "--pass", "fwd", "--head-dim", "128", "--out", tmp)
+        self.assertEqual(p.returncode, 2)
+        if sys.version_info[:2] == (3, 12):
+            self.assertIn("no flash_attn/cute/flash_fwd_sm90.py", p.stderr)
+        else:
+            self.assertIn("the FA4 site's wheels are for 3.12", p.stderr)
+
+
 class DecodeSummary(unittest.TestCase):
     """Issue 29's decode tables and target lines from a small synthetic run and peers pair."""
 
