@@ -23,9 +23,11 @@
 #      (`git archive PARENT -- . ':!results' | gzip`, 0.75 MB), copied to /tmp/$AB_BASE_NAME and
 #      then touched as /tmp/$AB_BASE_NAME.ready;
 #   1c. JOBS: other jobs on the same build (W=$W/jobs<N>, B), e.g. an option's A/B; the three of
-#      2026-12-05 (about 11 minutes together): JOBS="results/h200/ab/2026-12-05-fwd-exp2-poly/job.sh
+#      2026-12-05 (about 13 minutes together, trimmed to 2k and 16k):
+#      JOBS="results/h200/ab/2026-12-05-fwd-exp2-poly/job.sh
 #      results/h200/ab/2026-12-05-bwd-narrow-window/job.sh results/h200/ab/2026-12-05-fwd-rowmax/job.sh"
-#      (the last builds BASE beside the gate's build: about 4 minutes);
+#      (exp2_poly, persistent and fused_tail from one run; the backward's window tiles; forward
+#      step 13 and backward steps 16-17 against one BASE build beside the gate's: about 6 minutes);
 #   2. GRID=1 (default): our grid: the FA3 grid's bwd and fwd_bwd rows of IMPLS (default
 #      cuda.flash_bwd_wgmma and cuda.flash_bwd_mma; scripts/fa3_job.sh's grid part), before
 #      anything that waits for FA4;
