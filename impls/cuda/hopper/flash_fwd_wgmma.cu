@@ -41,9 +41,9 @@
 // of the same kv head). Extra memory: none. Limits: f16/bf16; sm_90a only (other GPUs: SKIP).
 // Option exp2_poly=1 (default 0, not yet timed): every 4th 8-column group's exponentials on the
 // FMA pipes (common/exp2_poly.hpp, WithExp2Poly), where the SFU bounds the softmax.
-// Option fused_tail=1 (default 0, not yet timed; dense and causal at d <= 128): each tile's P V
-// wait, O's rescale and P's conversion inside the exponent loop's branch, so that ptxas schedules
-// them in the SFU's shadow (WithFusedTail).
+// Option fused_tail=1 (default 0, not yet timed; dense and causal): each tile's P V wait, O's
+// rescale (d <= 128) and P's conversion inside the exponent loop's branch, so that ptxas
+// schedules them in the SFU's shadow (WithFusedTail).
 // Tiles per head_dim and what was tried: FwdTile below and docs/tuning_flash_wgmma.md.
 #include <algorithm>
 #include <cmath>
@@ -132,7 +132,8 @@ struct WithExp2Poly : Cfg {
 // start only once the last exponential has been issued, although the SFU, not the issue slots,
 // bounds that loop. FlashAttention-4's SM90 forward (no guard, no skip) is one block from the row
 // maxima to P: its SASS at d128 interleaves them (docs/tuning_flash_wgmma.md, "FlashAttention-4's
-// SM90 forward, read from its wheel"). Kernels without an early rescale only (d <= 128).
+// SM90 forward, read from its wheel"). With an early rescale (d256: under the next S GEMM), the
+// tail is the P V wait and P's conversion.
 template <class Cfg>
 struct WithFusedTail : Cfg {
   static constexpr bool kFusedTail = true;
@@ -566,18 +567,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         cap();
         mask(j);
         if constexpr (Sh::kFusedTail) {
-          // Option fused_tail=1 (forward step 15): O's rescale unconditional (a branch would split
-          // the block again), in the shadow of the SFU's exponentials.
-          static_assert(!Sh::kRescaleEarly, "the fused tail rescales after the P V wait");
+          // Option fused_tail=1 (forward step 15): O's rescale (not kRescaleEarly: d256 rescales
+          // under the next S GEMM) unconditional, since a branch would split the block again, in
+          // the shadow of the SFU's exponentials.
           softmax(alpha, [&] {
             wgmma_wait<0>();
             fence_regs(o);
             if (signals) v_pipe.consumer_release(kv_it + (j - 1));
+            if constexpr (!Sh::kRescaleEarly) {
 #pragma unroll
-            for (int i = 0; i < D / 2; ++i) o[i] *= alpha[(i & 2) ? 1 : 0];
-            // Keeps the multiplies in this branch: without it the compiler sank the two branches'
-            // identical copies into the block after them (SASS of 2026-12-05).
-            fence_regs(o);
+              for (int i = 0; i < D / 2; ++i) o[i] *= alpha[(i & 2) ? 1 : 0];
+              // Keeps the multiplies in this branch: without it the compiler sank the two
+              // branches' identical copies into the block after them (SASS of 2026-12-05).
+              fence_regs(o);
+            }
             to_p();
           });
         } else {
@@ -687,9 +690,9 @@ bool narrow_window(const Problem& pr) {
 // options (persistent, wide_tiles, exp2_poly, fused_tail): the one static switch
 // (common/dispatch.hpp). A window (on causal's tiles, or FwdNarrow's when it is narrow) or a soft
 // cap selects a variant kernel; dense and causal problems keep theirs.
-// fused (option fused_tail=1): dense and causal problems at d <= 128 (the tiles without an early
-// rescale), not persistent, without exp2_poly, on WithFusedTail's tiles; the other kernels stay
-// as they are (SASS-identical: 100 of 100 kernels, 2026-12-05).
+// fused (option fused_tail=1): dense and causal problems, not persistent, without exp2_poly, on
+// WithFusedTail's tiles; the other kernels stay as they are (SASS-identical: 100 of 100 kernels,
+// 2026-12-05).
 // poly (option exp2_poly=1): dense, causal and (d >= 128) soft-cap problems without a window or
 // varlen, not persistent, on WithExp2Poly's tiles (every 4th 8-column group); the option leaves
 // the other kernels as they are. ptxas (sm_90a): every 2nd group spilled 14 instructions in the
@@ -709,7 +712,7 @@ void dispatch(const Problem& pr, bool persistent, bool wide, bool poly, bool fus
           f(flash_fwd_wgmma_kernel<T, N, C, L, SC, false>, N{});
           return;
         }
-      } else if constexpr (!SC && D <= 128) {
+      } else if constexpr (!SC) {
         if (fused && !persistent && !poly) {
           using FT = fwd_wgmma::WithFusedTail<typename fwd_wgmma::FwdTile<D, C>::type>;
           f(flash_fwd_wgmma_kernel<T, FT, C, L, SC, false>, FT{});

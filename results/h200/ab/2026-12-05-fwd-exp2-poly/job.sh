@@ -4,8 +4,7 @@
 # common/exp2_poly.hpp) against all of them on MUFU.EX2 (exp2_poly=0, the default), both from one
 # build in one run, row after row: exp2_poly.json (the FA3 grid's 12 forward rows at 2k and 16k
 # and configs/softcap.json's 8 forward rows at softcap 30, 2k and 16k; trimmed from 2k-16k on
-# 2026-12-05 to keep the session's jobs within its device time). At d256 fused_tail=1 runs the
-# default kernel: those rows' ratios are the run's noise.
+# 2026-12-05 to keep the session's jobs within its device time).
 # Prediction (docs/tuning_flash_wgmma.md, step 14): soft cap d128 1.04-1.10x (its cost against the
 # dense forward from 14-18% towards 10%), d256 soft cap 1.00-1.04x; dense and causal 0.99-1.03x
 # (the SFU bounds the softmax, but the pingpong hides most of the softmax under the other
@@ -17,10 +16,10 @@
 # producer's spills and the O store from registers cost; at most +2% at 2k.
 # Added the same day: fused_tail=1 against the default (forward step 15: the P V wait, O's rescale
 # and P's conversion in the exponent loop's branch, one basic block with the exponentials, as in
-# FA4's SASS). Predicted d128 and d64 1.00-1.04x (non-causal most), d256 1.00 (not applicable:
-# the option runs the default kernel there); the risk is the P V wait, which ptxas now places
-# after about a fifth of the exponentials: if the P V GEMM is still running there, the warp stalls
-# where the old order issued exponentials.
+# FA4's SASS). Predicted d128 and d64 1.00-1.04x (non-causal most), d256 1.00-1.02x (there only
+# P's conversion moves: O is rescaled early, under the next S GEMM); the risk is the P V wait,
+# which ptxas now places after about a fifth of the exponentials: if the P V GEMM is still running
+# there, the warp stalls where the old order issued exponentials.
 # Run from the repository root on the GPU machine after a build: B (default build/attnbench), W
 # (default /tmp/abexp2): exp2_poly.json (the results), run.txt, ab.md (scripts/option_ab.py:
 # exp2_poly=1 / exp2_poly=0 per case with persistent=0, above 1 where the polynomial is faster;
