@@ -275,13 +275,18 @@ TEST(CudaImpls, WgmmaExp2Poly) {
   if (ran == 0) GTEST_SKIP() << "cuda.flash_fwd_wgmma runs on sm_90a only";
 }
 
-// The Hopper forward with each tile's tail scheduled with its exponentials (fused_tail=1: dense
-// and causal): odd shapes, causal both ways, GQA and MQA, every head_dim tile (d40 padded to 64).
+// The Hopper forward with each tile's tail scheduled with its exponentials (fused_tail=1: dense,
+// causal and soft cap): odd shapes, causal both ways, GQA and MQA, every head_dim tile (d40 padded
+// to 64).
 TEST(CudaImpls, WgmmaFusedTail) {
   SKIP_WITHOUT_CUDA();
-  const int ran = sweep_odd_shapes(find_impl("cuda.flash_fwd_wgmma"), Pass::fwd, {17, 129, 1000},
-                                   {40, 128, 256}, [](Problem&, bool) {},
-                                   [](bool) { return Options{{"fused_tail", 1}}; });
+  int ran = 0;
+  for (double softcap : {0.0, 30.0}) {
+    ran += sweep_odd_shapes(
+        find_impl("cuda.flash_fwd_wgmma"), Pass::fwd, {17, 129, 1000}, {40, 128, 256},
+        [&](Problem& p, bool) { p.softcap = softcap; },
+        [](bool) { return Options{{"fused_tail", 1}}; });
+  }
   if (ran == 0) GTEST_SKIP() << "cuda.flash_fwd_wgmma runs on sm_90a only";
 }
 

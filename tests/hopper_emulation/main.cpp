@@ -180,9 +180,8 @@ int main() {
     if (p.has_window()) option_sets.push_back(Options{{"wide_tiles", 1}});
     // Part of the exponentials on the FMA pipes (exp2_poly=1: dense, causal and soft cap).
     if (!p.has_window() && !p.varlen()) option_sets.push_back(Options{{"exp2_poly", 1}});
-    // The tile's tail scheduled with its exponentials (fused_tail=1: dense and causal).
-    if (!p.has_window() && !p.varlen() && p.softcap == 0.0)
-      option_sets.push_back(Options{{"fused_tail", 1}});
+    // The tile's tail scheduled with its exponentials (fused_tail=1: dense, causal and soft cap).
+    if (!p.has_window() && !p.varlen()) option_sets.push_back(Options{{"fused_tail", 1}});
     for (const Options& opts : option_sets)
       for (const uint64_t seed : {uint64_t{0}, uint64_t{7}}) {
         ++runs;

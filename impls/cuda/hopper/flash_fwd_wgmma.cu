@@ -41,7 +41,7 @@
 // of the same kv head). Extra memory: none. Limits: f16/bf16; sm_90a only (other GPUs: SKIP).
 // Option exp2_poly=1 (default 0, not yet timed): every 4th 8-column group's exponentials on the
 // FMA pipes (common/exp2_poly.hpp, WithExp2Poly), where the SFU bounds the softmax.
-// Option fused_tail=1 (default 0, not yet timed; dense and causal): each tile's P V wait, O's
+// Option fused_tail=1 (default 0, not yet timed; dense, causal, soft cap): each tile's P V wait, O's
 // rescale (d <= 128) and P's conversion inside the exponent loop's branch, so that ptxas
 // schedules them in the SFU's shadow (WithFusedTail).
 // Tiles per head_dim and what was tried: FwdTile below and docs/tuning_flash_wgmma.md.
@@ -690,9 +690,9 @@ bool narrow_window(const Problem& pr) {
 // options (persistent, wide_tiles, exp2_poly, fused_tail): the one static switch
 // (common/dispatch.hpp). A window (on causal's tiles, or FwdNarrow's when it is narrow) or a soft
 // cap selects a variant kernel; dense and causal problems keep theirs.
-// fused (option fused_tail=1): dense and causal problems, not persistent, without exp2_poly, on
-// WithFusedTail's tiles; the other kernels stay as they are (SASS-identical: 100 of 100 kernels,
-// 2026-12-05).
+// fused (option fused_tail=1): problems without a window or varlen (dense, causal, soft cap), not
+// persistent, without exp2_poly, on WithFusedTail's tiles; the other kernels stay as they are
+// (SASS-identical: 100 of 100 kernels, 2026-12-05).
 // poly (option exp2_poly=1): dense, causal and (d >= 128) soft-cap problems without a window or
 // varlen, not persistent, on WithExp2Poly's tiles (every 4th 8-column group); the option leaves
 // the other kernels as they are. ptxas (sm_90a): every 2nd group spilled 14 instructions in the
@@ -712,7 +712,7 @@ void dispatch(const Problem& pr, bool persistent, bool wide, bool poly, bool fus
           f(flash_fwd_wgmma_kernel<T, N, C, L, SC, false>, N{});
           return;
         }
-      } else if constexpr (!SC) {
+      } else {
         if (fused && !persistent && !poly) {
           using FT = fwd_wgmma::WithFusedTail<typename fwd_wgmma::FwdTile<D, C>::type>;
           f(flash_fwd_wgmma_kernel<T, FT, C, L, SC, false>, FT{});

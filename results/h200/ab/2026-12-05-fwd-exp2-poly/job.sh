@@ -17,9 +17,10 @@
 # Added the same day: fused_tail=1 against the default (forward step 15: the P V wait, O's rescale
 # and P's conversion in the exponent loop's branch, one basic block with the exponentials, as in
 # FA4's SASS). Predicted d128 and d64 1.00-1.04x (non-causal most), d256 1.00-1.02x (there only
-# P's conversion moves: O is rescaled early, under the next S GEMM); the risk is the P V wait,
-# which ptxas now places after about a fifth of the exponentials: if the P V GEMM is still running
-# there, the warp stalls where the old order issued exponentials.
+# P's conversion moves: O is rescaled early, under the next S GEMM), soft cap d128 (its rows
+# too) 1.00-1.04x; the risk is the P V wait, which ptxas now places after about a fifth of the
+# exponentials: if the P V GEMM is still running there, the warp stalls where the old order
+# issued exponentials.
 # Run from the repository root on the GPU machine after a build: B (default build/attnbench), W
 # (default /tmp/abexp2): exp2_poly.json (the results), run.txt, ab.md (scripts/option_ab.py:
 # exp2_poly=1 / exp2_poly=0 per case with persistent=0, above 1 where the polynomial is faster;
@@ -36,7 +37,8 @@ python3 scripts/option_ab.py $W/exp2_poly.json --option exp2_poly --impl cuda.fl
 python3 scripts/option_ab.py $W/exp2_poly.json --option persistent --impl cuda.flash_fwd_wgmma \
   --where exp2_poly=0 --where fused_tail=0 --class causal=_causal_ --out $W/ab_persistent.md > /dev/null
 python3 scripts/option_ab.py $W/exp2_poly.json --option fused_tail --impl cuda.flash_fwd_wgmma \
-  --where exp2_poly=0 --where persistent=0 --class d64=_d64_ --class d128=_d128_ --class d256=_d256_ \
+  --where exp2_poly=0 --where persistent=0 --class softcap=softcap --class d64=_d64_ \
+  --class d128=_d128_ --class d256=_d256_ \
   --out $W/ab_fused.md > /dev/null
 cat $W/ab_poly.md $W/ab_persistent.md $W/ab_fused.md > $W/ab.md
 grep "All rows" $W/ab.md
