@@ -14,10 +14,10 @@
 //   the wgmma_wait that retires its group, reading shared memory and the A registers then and
 //   writing the accumulators then (so reading them early, or reusing a stage too soon, shows);
 //   all 128 threads of a warpgroup must issue the same operations with the same descriptors;
-// - bulk reduce-add (cp.reduce.async.bulk .add.f32): deferred with its bulk group, and applied
-//   (shared memory read, global memory added to) only at the latest point the PTX allows: the
-//   cp.async.bulk.wait_group(.read) that retires its group (so a region rewritten before that
-//   wait shows); a block may not end with one pending. TMA stores are applied at issue;
+// - bulk reduce-adds (cp.reduce.async.bulk .add.f32) and TMA tensor stores: deferred with their
+//   bulk group, and applied (shared memory read, global memory written) only at the latest point
+//   the PTX allows: the cp.async.bulk.wait_group(.read) that retires the group (so a region
+//   rewritten before that wait shows); a block may not end with one pending;
 // - named barriers with thread counts.
 // Not kept: timing, register limits (setmaxnreg is a no-op), the async proxy's ordering beyond
 // the above, bank conflicts.
@@ -78,14 +78,12 @@ struct Named {
   int count = 0;
   uint64_t gen = 0;
 };
-// A bulk reduce-add waiting for the wait_group that retires its group.
-struct Reduce {
-  float* dst;
-  uint32_t src, bytes;
-};
+// A bulk operation (reduce-add, TMA store) waiting for the wait_group that retires its group:
+// it reads shared memory and writes global memory when applied.
+using BulkOp = std::function<void()>;
 struct ThreadBulk {
-  std::vector<Reduce> open;
-  std::deque<std::vector<Reduce>> groups;
+  std::vector<BulkOp> open;
+  std::deque<std::vector<BulkOp>> groups;
 };
 
 inline std::map<uint32_t, Mbar> bars;
@@ -121,21 +119,14 @@ inline void check_block_end() {
       EMU_FAIL("thread %zu ends with wgmma operations never waited for", t);
   for (size_t t = 0; t < bulk.size(); ++t)
     if (!bulk[t].open.empty() || !bulk[t].groups.empty())
-      EMU_FAIL("thread %zu ends with bulk reductions never waited for", t);
+      EMU_FAIL("thread %zu ends with bulk operations (reduce-adds, TMA stores) never waited for", t);
 }
 // Applies the calling thread's committed bulk groups but the newest `pending` (uncommitted ones
 // stay: wait_group covers committed groups only).
 inline void retire_bulk(int pending) {
   auto& t = bulk[emu::cur->lin];
   while (static_cast<int>(t.groups.size()) > pending) {
-    for (const Reduce& r : t.groups.front()) {
-      emu::check_smem(r.src, r.bytes, 16);
-      for (uint32_t i = 0; i < r.bytes / 4; ++i) {
-        float v;
-        std::memcpy(&v, &emu::smem[r.src + 4 * i], 4);
-        r.dst[i] += v;
-      }
-    }
+    for (const BulkOp& op : t.groups.front()) op();
     t.groups.pop_front();
   }
 }
@@ -378,20 +369,29 @@ inline void tma_load_4d(uint32_t dst, const void* tmap, uint32_t bar, int c0, in
   if (emu_h::eager_landing()) emu_h::land_all();
 }
 inline void tma_store_4d(const void* tmap, uint32_t src, int c0, int c1, int c2, int c3) {
-  const TensorMap& m = *static_cast<const TensorMap*>(tmap);
+  const TensorMap m = *static_cast<const TensorMap*>(tmap);  // a copy: applied later
   if (m.swizzle_bytes == 128 && src % 1024) EMU_FAIL("128B-swizzled TMA source not 1 KiB aligned");
-  const int c[4] = {c0, c1, c2, c3};
-  const uint32_t esz = static_cast<uint32_t>(m.strides[0]);
-  emu_h::box_walk(m, c, [&](uint32_t so, int64_t g, bool in) {
-    emu::check_smem(src + so, esz, esz);
-    if (in) std::memcpy(m.base + g, &emu::smem[src + so], esz);
+  emu_h::bulk[emu::cur->lin].open.push_back([m, src, c0, c1, c2, c3] {
+    const int c[4] = {c0, c1, c2, c3};
+    const uint32_t esz = static_cast<uint32_t>(m.strides[0]);
+    emu_h::box_walk(m, c, [&](uint32_t so, int64_t g, bool in) {
+      emu::check_smem(src + so, esz, esz);
+      if (in) std::memcpy(m.base + g, &emu::smem[src + so], esz);
+    });
   });
 }
 inline void bulk_reduce_add_f32(float* dst, uint32_t src, uint32_t bytes) {
   if (bytes % 16 || src % 16 || reinterpret_cast<uintptr_t>(dst) % 16)
     EMU_FAIL("bulk reduce: 16-byte alignment and size");
   emu::check_smem(src, bytes, 16);
-  emu_h::bulk[emu::cur->lin].open.push_back({dst, src, bytes});
+  emu_h::bulk[emu::cur->lin].open.push_back([dst, src, bytes] {
+    emu::check_smem(src, bytes, 16);
+    for (uint32_t i = 0; i < bytes / 4; ++i) {
+      float v;
+      std::memcpy(&v, &emu::smem[src + 4 * i], 4);
+      dst[i] += v;
+    }
+  });
 }
 inline void tma_store_commit() {
   auto& t = emu_h::bulk[emu::cur->lin];
