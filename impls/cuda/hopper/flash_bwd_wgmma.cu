@@ -122,7 +122,8 @@ struct BwdCfg {
   static constexpr int kBarBytes = 8 * (1 + 2 * kStages);
   static constexpr int kDqBufs =
       kOffDq + 2 * kDqBytes + 2 * kStatBytes + kBarBytes + 1024 <= 232448 ? 2 : 1;
-  static constexpr int kOffStat = kOffDq + kDqBufs * kDqBytes;  // two buffers: this tile's, the next's
+  // Two stat buffers: this tile's, the next's.
+  static constexpr int kOffStat = kOffDq + kDqBufs * kDqBytes;
   static constexpr int kOffBar = kOffStat + 2 * kStatBytes;
   static constexpr int kSmemBytes = kOffBar + kBarBytes + 1024;
   static_assert(kSmemBytes <= 232448, "shared memory per block on sm_90");

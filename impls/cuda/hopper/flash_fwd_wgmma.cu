@@ -41,8 +41,8 @@
 // of the same kv head). Extra memory: none. Limits: f16/bf16; sm_90a only (other GPUs: SKIP).
 // Option exp2_poly=1 (default 0, not yet timed): every 4th 8-column group's exponentials on the
 // FMA pipes (common/exp2_poly.hpp, WithExp2Poly), where the SFU bounds the softmax.
-// Option fused_tail=1 (default 0, not yet timed; dense, causal, soft cap): each tile's P V wait, O's
-// rescale (d <= 128) and P's conversion inside the exponent loop's branch, so that ptxas
+// Option fused_tail=1 (default 0, not yet timed; dense, causal, soft cap): each tile's P V wait,
+// O's rescale (d <= 128) and P's conversion inside the exponent loop's branch, so that ptxas
 // schedules them in the SFU's shadow (WithFusedTail).
 // Tiles per head_dim and what was tried: FwdTile below and docs/tuning_flash_wgmma.md.
 #include <algorithm>

@@ -119,7 +119,7 @@ inline void check_block_end() {
       EMU_FAIL("thread %zu ends with wgmma operations never waited for", t);
   for (size_t t = 0; t < bulk.size(); ++t)
     if (!bulk[t].open.empty() || !bulk[t].groups.empty())
-      EMU_FAIL("thread %zu ends with bulk operations (reduce-adds, TMA stores) never waited for", t);
+      EMU_FAIL("thread %zu ends with bulk operations (reduce-adds, TMA stores) not waited for", t);
 }
 // Applies the calling thread's committed bulk groups but the newest `pending` (uncommitted ones
 // stay: wait_group covers committed groups only).
