@@ -261,32 +261,20 @@ TEST(CudaImpls, WgmmaWindowTiles) {
   if (ran == 0) GTEST_SKIP() << "cuda.flash_fwd_wgmma runs on sm_90a only";
 }
 
-// The Hopper forward with part of its exponentials on the FMA pipes (exp2_poly=1): every head_dim
-// tile, odd shapes, causal both ways, soft cap (d >= 128 only; d64 keeps MUFU), GQA and MQA.
-TEST(CudaImpls, WgmmaExp2Poly) {
+// The Hopper forward's softmax options, each on its own: exp2_poly=1 (part of the exponentials on
+// the FMA pipes; with a soft cap only at d >= 128, d64 keeps MUFU) and fused_tail=1 (each tile's
+// tail scheduled with its exponentials). Every head_dim tile (d40 padded to 64), odd shapes,
+// causal both ways, soft cap or not, GQA and MQA.
+TEST(CudaImpls, WgmmaSoftmaxOptions) {
   SKIP_WITHOUT_CUDA();
   int ran = 0;
-  for (double softcap : {0.0, 30.0}) {
-    ran += sweep_odd_shapes(
-        find_impl("cuda.flash_fwd_wgmma"), Pass::fwd, {17, 129, 1000}, {40, 128, 256},
-        [&](Problem& p, bool) { p.softcap = softcap; },
-        [](bool) { return Options{{"exp2_poly", 1}}; });
-  }
-  if (ran == 0) GTEST_SKIP() << "cuda.flash_fwd_wgmma runs on sm_90a only";
-}
-
-// The Hopper forward with each tile's tail scheduled with its exponentials (fused_tail=1: dense,
-// causal and soft cap): odd shapes, causal both ways, GQA and MQA, every head_dim tile (d40 padded
-// to 64).
-TEST(CudaImpls, WgmmaFusedTail) {
-  SKIP_WITHOUT_CUDA();
-  int ran = 0;
-  for (double softcap : {0.0, 30.0}) {
-    ran += sweep_odd_shapes(
-        find_impl("cuda.flash_fwd_wgmma"), Pass::fwd, {17, 129, 1000}, {40, 128, 256},
-        [&](Problem& p, bool) { p.softcap = softcap; },
-        [](bool) { return Options{{"fused_tail", 1}}; });
-  }
+  for (const char* option : {"exp2_poly", "fused_tail"})
+    for (double softcap : {0.0, 30.0}) {
+      ran += sweep_odd_shapes(
+          find_impl("cuda.flash_fwd_wgmma"), Pass::fwd, {17, 129, 1000}, {40, 128, 256},
+          [&](Problem& p, bool) { p.softcap = softcap; },
+          [&](bool) { return Options{{option, 1}}; });
+    }
   if (ran == 0) GTEST_SKIP() << "cuda.flash_fwd_wgmma runs on sm_90a only";
 }
 
