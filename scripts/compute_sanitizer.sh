@@ -51,7 +51,9 @@ read -r -a extra <<<"${EXTRA:-}"
 
 [[ -x "$exe" ]] || { echo "no attnbench in $build" >&2; exit 2; }
 [[ -x "$cs" ]] || { echo "compute-sanitizer not found (set COMPUTE_SANITIZER)" >&2; exit 2; }
-if ! "$exe" list | grep -q '^cuda\.'; then
+# grep without -q reads to the end: with pipefail, -q's early exit made `list` die of SIGPIPE (141)
+# whenever it wrote after grep's match, and a CUDA build then looked like none (2026-12-05).
+if ! "$exe" list | grep '^cuda\.' > /dev/null; then
   echo "$exe has no CUDA implementations: not a CUDA build" >&2
   exit 2
 fi

@@ -35,6 +35,10 @@ import sys
 import tempfile
 import types
 
+if not __package__:  # run as a file: the repository root on the path, for the `scripts` package
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from scripts.entry import run  # noqa: E402
+
 STUB_TORCH = '''
 class _Any:
     """Any attribute, call, index or union: what FA4's modules touch of torch at import time."""
@@ -206,4 +210,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

@@ -62,7 +62,7 @@ case_json() {
 source_page() {
   ncu -i "$1.ncu-rep" --page source --csv --print-source sass --kernel-name 'regex:flash_.*_kernel' \
     2> "$1.source.err" | gzip > "$1.source.csv.gz"
-  if ! zcat "$1.source.csv.gz" | grep -q Address; then
+  if ! zcat "$1.source.csv.gz" | grep Address > /dev/null; then  # not -q: SIGPIPE under pipefail
     ncu -i "$1.ncu-rep" --page source --csv --print-source sass 2>> "$1.source.err" | gzip > "$1.source.csv.gz"
   fi
   python3 scripts/ncu_source.py "$1.source.csv.gz" > "$1.source.txt" 2>&1
