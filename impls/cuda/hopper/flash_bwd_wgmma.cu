@@ -728,19 +728,37 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       for (int r = 0; r < 4; ++r)
         dsa[kk][r] = Elem<T>::pack2(dpt[8 * kk + 2 * r], dpt[8 * kk + 2 * r + 1]);
     // dSᵀ (kSplitCols: and Pᵀ) to shared memory buffer `buf`, [key][query] in 64-query panels
-    // (128-byte swizzle), for this tile's dQ (and the dV and dK GEMMs).
+    // (128-byte swizzle), for this tile's dQ (and the dV and dK GEMMs). By stmatrix (backward step
+    // 18): dsa[kk] holds the four 8 x 8 blocks (keys +0 / +8 of the warp's 16, queries 16 kk + 0 /
+    // + 8) in exactly its fragment layout, so one .x4 per 16 queries replaces four 4-byte stores;
+    // lane l names row l % 8 of block l / 8 (block m: keys + 8 (m % 2), query group + m / 2).
+    // Not in the d64 window soft-cap kernels, where ptxas spilled 18 instructions with it: they
+    // keep the 4-byte stores.
+    if constexpr (!(kLocal && kSoftcap && D < 128)) {
+      const int blk = lane / 8;
+      const int r = (krow_local - lane / 4) + 8 * (blk % 2) + lane % 8;  // the row's key (local)
 #pragma unroll
-    for (int g = 0; g < SN / 8; ++g)
-#pragma unroll
-      for (int e2 = 0; e2 < 2; ++e2) {
-        const int r = krow_local + 8 * e2, gq = q_local0 / 8 + g;  // gq: 8-query group of the tile
+      for (int kk = 0; kk < SN / 16; ++kk) {
+        const int gq = q_local0 / 8 + 2 * kk + blk / 2;  // gq: 8-query group of the tile
         const uint32_t chunk = static_cast<uint32_t>((gq % 8) ^ (r % 8));
-        const uint32_t addr = (gq / 8) * BN * 128 + r * 128 + chunk * 16 + (lane % 4) * 4;
-        attn_mma::st_shared_b32(sds(buf) + addr, dsa[g / 2][(g % 2) * 2 + e2]);
-        if constexpr (kSplitCols) {
-          attn_mma::st_shared_b32(spt(buf) + addr, pa[g / 2][(g % 2) * 2 + e2]);
-        }
+        const uint32_t addr = static_cast<uint32_t>((gq / 8) * BN * 128 + r * 128) + chunk * 16;
+        stsm_x4(sds(buf) + addr, dsa[kk]);
+        if constexpr (kSplitCols) stsm_x4(spt(buf) + addr, pa[kk]);
       }
+    } else {
+#pragma unroll
+      for (int g = 0; g < SN / 8; ++g)
+#pragma unroll
+        for (int e2 = 0; e2 < 2; ++e2) {
+          const int r = krow_local + 8 * e2, gq = q_local0 / 8 + g;
+          const uint32_t chunk = static_cast<uint32_t>((gq % 8) ^ (r % 8));
+          const uint32_t addr = (gq / 8) * BN * 128 + r * 128 + chunk * 16 + (lane % 4) * 4;
+          attn_mma::st_shared_b32(sds(buf) + addr, dsa[g / 2][(g % 2) * 2 + e2]);
+          if constexpr (kSplitCols) {
+            attn_mma::st_shared_b32(spt(buf) + addr, pa[g / 2][(g % 2) * 2 + e2]);
+          }
+        }
+    }
     fence_proxy_async();
 
     // dV += Pᵀ dO (not kSplitCols), one commit group running through the barrier below: A = Pᵀ

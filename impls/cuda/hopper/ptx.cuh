@@ -163,6 +163,14 @@ template <int kRegs>
 __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
 }
+// Four 8 x 8 blocks of 16-bit elements to shared memory (stmatrix .x4, warp-collective): lane l
+// holds in r[i] the pair at row l / 4, columns 2 (l % 4) and + 1 of block i (an mma or wgmma
+// accumulator's fragment, packed), and gives in `addr` the 16-byte row l % 8 of block l / 8.
+__device__ __forceinline__ void stsm_x4(uint32_t addr, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
 #endif
 
 // Pins a register's value at this point of the program: after a wgmma_wait, the compiler must not

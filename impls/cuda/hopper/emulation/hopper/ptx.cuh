@@ -415,6 +415,20 @@ template <int kPending>
 inline void wgmma_wait() {
   emu_h::wait_groups(kPending);
 }
+// stmatrix .x4 (hopper/ptx.cuh): each lane writes its own four pairs to the rows that lanes
+// 8 i + l / 4 name.
+inline void stsm_x4(uint32_t addr, const uint32_t (&r)[4]) {
+  emu::exchange_in(&addr, 4);
+  const int l = emu::lane();
+  for (int i = 0; i < 4; ++i) {
+    uint32_t row;
+    std::memcpy(&row, emu::slot(8 * i + (l >> 2)), 4);
+    if (row % 16) EMU_FAIL("stmatrix row address not 16-byte aligned");
+    emu::check_smem(row, 16, 16);
+    std::memcpy(&emu::smem[row + 4 * (l & 3)], &r[i], 4);
+  }
+  emu::exchange_out();
+}
 template <int kRegs>
 inline void setmaxnreg_inc() {}
 template <int kRegs>
