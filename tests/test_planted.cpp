@@ -640,9 +640,9 @@ TEST(ReferenceProgress, LongReferenceSaysEachStepAndItsTime) {
 
 // Sampled mode copies to float64 only what its (sequence, kv head) pairs read (verify.cpp,
 // SampledInputs): with the rest of the copies NaN, each sampled value is bitwise the full
-// reference's at its index, for dense, GQA and MQA problems (forward and backward) and paged ones (forward:
-// decode, and speculative decoding against a cache). A read of an element it did not copy gives
-// NaN there.
+// reference's at its index, for dense, GQA and MQA problems (forward and backward) and paged ones
+// (forward: decode, and speculative decoding against a cache). A read of an element it did not
+// copy gives NaN there.
 TEST(ReferenceProgress, SampledReadsOnlyWhatItCopiesAndMatchesFull) {
   struct Poison {
     Poison() { detail::poison_float64_copies = true; }

@@ -34,6 +34,15 @@ def write(path, text):
         f.write(text)
 
 
+def run_report(test, script, out, *args):
+    """Run a report script with --out OUT; the file must hold exactly what it printed."""
+    p = run(script, *args, "--out", out)
+    test.assertEqual(p.returncode, 0, p.stderr)
+    with open(out, encoding="utf-8") as f:
+        test.assertEqual(f.read(), p.stdout)
+    return p
+
+
 def read_json(path):
     with open(path, encoding="utf-8") as f:
         return json.load(f)
@@ -270,12 +279,8 @@ class AbSummary(unittest.TestCase):
             for name, res in (("b1", b1), ("b2", b2), ("n1", n1)):
                 paths.append(os.path.join(tmp, name + ".json"))
                 write(paths[-1], json.dumps(res))
-            out = os.path.join(tmp, "ab.md")
-            p = run(os.path.join(ROOT, "scripts", "ab_summary.py"), "--base", paths[0], paths[1], "--new", paths[2],
-                    "--alias", "cpu.flash_1pass=cpu.flash_fwd", "--out", out)
-            self.assertEqual(p.returncode, 0, p.stderr)
-            with open(out, encoding="utf-8") as f:
-                self.assertEqual(f.read(), p.stdout)
+            p = run_report(self, os.path.join(ROOT, "scripts", "ab_summary.py"), os.path.join(tmp, "ab.md"),
+                           "--base", paths[0], paths[1], "--new", paths[2], "--alias", "cpu.flash_1pass=cpu.flash_fwd")
         self.assertIn("# NEW against BASE: 2 rows, 2 BASE and 1 NEW runs", p.stdout)
         self.assertIn("| cpu.flash_fwd | fwd | 1 | 1.100 | 1.100 | 1.100 | 0/1 | 1.000 |", p.stdout)
         self.assertIn("| cpu.x | fwd | 1 | 1.000 | 1.000 | 1.000 | 1/1 | 1.020 |", p.stdout)  # median of 1.0, 1.02
@@ -306,13 +311,10 @@ class OptionAb(unittest.TestCase):
                 r("cuda.k", "c3", 50.0, {"x": 0}), r("cuda.k", "c3", 0, {"x": 1}, status="fail"),
                 r("cuda.peer", "c1_causal", 120.0), r("cuda.peer", "c2", 190.0)]
         with tempfile.TemporaryDirectory() as tmp:
-            path, out = os.path.join(tmp, "res.json"), os.path.join(tmp, "ab.md")
+            path = os.path.join(tmp, "res.json")
             write(path, json.dumps(results_file(rows)))
-            p = run(os.path.join(ROOT, "scripts", "option_ab.py"), path, "--option", "x", "--peer", "cuda.peer",
-                    "--class", "causal=causal", "--out", out)
-            self.assertEqual(p.returncode, 0, p.stderr)
-            with open(out, encoding="utf-8") as f:
-                self.assertEqual(f.read(), p.stdout)
+            p = run_report(self, os.path.join(ROOT, "scripts", "option_ab.py"), os.path.join(tmp, "ab.md"), path,
+                           "--option", "x", "--peer", "cuda.peer", "--class", "causal=causal")
         self.assertIn("# cuda.k: x against x=0 (TFLOP/s, one run)", p.stdout)
         self.assertIn("| c1_causal | 100.0 | 110.0 | 1.100 | 120.0 | 0.833 | 0.917 |", p.stdout)
         self.assertIn("| c2 | 200.0 | 180.0 | 0.900 | 190.0 | 1.053 | 0.947 |", p.stdout)

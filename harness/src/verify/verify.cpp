@@ -121,8 +121,8 @@ double max_abs(const HostTensor& x) {
 }
 
 // A float64 copy of one input for the reference: the whole tensor (full mode), or only what the
-// sampled (sequence, kv head) pairs read (SampledInputs). The buffer has the tensor's size but is not
-// value-initialised: in sampled mode the rest of it is never written, and for a large tensor
+// sampled (sequence, kv head) pairs read (SampledInputs). The buffer has the tensor's size but is
+// not value-initialised: in sampled mode the rest of it is never written, and for a large tensor
 // never faulted in. (A std::vector<double> of the whole was value-initialised by one thread, then
 // converted, for each of q, k, v and dout: 4 bytes of float64 zeroed serially per byte of bf16,
 // the larger part of a decode case's untimed phase.)

@@ -489,10 +489,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // (no row max moved: o * 1 = o, so the result is the same bit for bit). Past the first few
   // hundred keys a tile seldom moves a warp's maxima, and the multiplies are D / 2 a thread a
   // tile: 128 at d256, a fifth of the loop's instructions (forward step 12).
-  auto rescale = [&](const float(&alpha)[2]) {
-    if (!attn_mma::warp_any(alpha[0] != 1.f || alpha[1] != 1.f)) return;
+  auto scale_o = [&](const float(&alpha)[2]) {
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] *= alpha[(i & 2) ? 1 : 0];
+  };
+  auto rescale = [&](const float(&alpha)[2]) {
+    if (attn_mma::warp_any(alpha[0] != 1.f || alpha[1] != 1.f)) scale_o(alpha);
   };
 
   // Pingpong: consumer c issues its GEMMs only on its turn and then passes the turn to the next
@@ -566,17 +568,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         if (signals && j == n_tiles - 1) q_pipe.consumer_release(q_it);
         cap();
         mask(j);
+        // P_{j-1} V_{j-1} has landed: O may be read, V's stage goes back to the producer.
+        auto pv_landed = [&] {
+          wgmma_wait<0>();
+          fence_regs(o);
+          if (signals) v_pipe.consumer_release(kv_it + (j - 1));
+        };
         if constexpr (Sh::kFusedTail) {
           // Option fused_tail=1 (forward step 15): O's rescale (not kRescaleEarly: d256 rescales
           // under the next S GEMM) unconditional, since a branch would split the block again, in
           // the shadow of the SFU's exponentials.
           softmax(alpha, [&] {
-            wgmma_wait<0>();
-            fence_regs(o);
-            if (signals) v_pipe.consumer_release(kv_it + (j - 1));
+            pv_landed();
             if constexpr (!Sh::kRescaleEarly) {
-#pragma unroll
-              for (int i = 0; i < D / 2; ++i) o[i] *= alpha[(i & 2) ? 1 : 0];
+              scale_o(alpha);
               // Keeps the multiplies in this branch: without it the compiler sank the two
               // branches' identical copies into the block after them (SASS of 2026-12-05).
               fence_regs(o);
@@ -585,9 +590,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
           });
         } else {
           softmax(alpha, [] {});
-          wgmma_wait<0>();
-          fence_regs(o);
-          if (signals) v_pipe.consumer_release(kv_it + (j - 1));
+          pv_landed();
           if constexpr (!Sh::kRescaleEarly) rescale(alpha);
           to_p();
         }

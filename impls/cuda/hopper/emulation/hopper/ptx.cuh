@@ -419,14 +419,8 @@ inline void wgmma_wait() {
 // 8 i + l / 4 name.
 inline void stsm_x4(uint32_t addr, const uint32_t (&r)[4]) {
   emu::exchange_in(&addr, 4);
-  const int l = emu::lane();
-  for (int i = 0; i < 4; ++i) {
-    uint32_t row;
-    std::memcpy(&row, emu::slot(8 * i + (l >> 2)), 4);
-    if (row % 16) EMU_FAIL("stmatrix row address not 16-byte aligned");
-    emu::check_smem(row, 16, 16);
-    std::memcpy(&emu::smem[row + 4 * (l & 3)], &r[i], 4);
-  }
+  for (int i = 0; i < 4; ++i)
+    std::memcpy(&emu::smem[attn_mma::matrix_pair_addr(i, "stmatrix")], &r[i], 4);
   emu::exchange_out();
 }
 template <int kRegs>

@@ -316,16 +316,20 @@ inline uint16_t smem_h(uint32_t addr) {
   return v;
 }
 
+// ldmatrix / stmatrix (non-transposed), after every lane's row address went through
+// exchange_in: where this lane's pair of 8x8 block i is, in the row lane 8 i + l / 4 named.
+inline uint32_t matrix_pair_addr(int i, const char* op) {
+  const int l = emu::lane();
+  uint32_t row;
+  std::memcpy(&row, emu::slot(8 * i + (l >> 2)), 4);
+  if (row % 16) EMU_FAIL("%s row address not 16-byte aligned", op);
+  emu::check_smem(row, 16, 16);
+  return row + 4 * (l & 3);
+}
+
 inline void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
   emu::exchange_in(&addr, 4);
-  const int l = emu::lane();
-  for (int i = 0; i < 4; ++i) {
-    uint32_t row;
-    std::memcpy(&row, emu::slot(8 * i + (l >> 2)), 4);
-    if (row % 16) EMU_FAIL("ldmatrix row address not 16-byte aligned");
-    emu::check_smem(row, 16, 16);
-    std::memcpy(&r[i], &emu::smem[row + 4 * (l & 3)], 4);
-  }
+  for (int i = 0; i < 4; ++i) std::memcpy(&r[i], &emu::smem[matrix_pair_addr(i, "ldmatrix")], 4);
   emu::exchange_out();
 }
 inline void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
