@@ -6,9 +6,9 @@
 //     and beside it LSE·log2e, +inf past seq_q and where LSE = -inf (so that P = exp2(s·scale·log2e
 //     − LSE·log2e) is exactly 0 there without a test); the float32 dQ accumulator
 //     [B, Hq, Sq_pad, d_pad] is zeroed (cudaMemsetAsync) before it;
-//  2. main: a block owns kBlockN = 128 keys (d256, and narrow windows at d128: 64) of one (batch,
-//     kv head) and walks every query head of its GQA group and every query tile of kBlockM rows
-//     that sees one of its keys (causal: from the diagonal on). The blocks start in
+//  2. main: a block owns kBlockN = 128 keys (d256: 64) of one (batch, kv head) and walks every
+//     query head of its GQA group and every query tile of kBlockM rows that sees one of its keys
+//     (causal: from the diagonal on). The blocks start in
 //     common/shape.hpp's grouped_order: pairs of (kv head, sequence) in groups of about a wave, key
 //     block by key block within a group (causal: the longest blocks first). Warpgroup 0 is the
 //     producer: one thread loads K and V once and then each query tile's Q and dO into a 2-stage
@@ -39,8 +39,8 @@
 //     pass. (FlashAttention-3's order and dQ writer, learnt from its hopper/ mainloop.)
 //  3. postprocess: dQ = scale · accumulator (tile-blocked: per query tile, the two consumers'
 //     chunks), in the dtype and BSHD layout.
-//     At d256 (tile 64 x 64, one Q/dO stage), and for windows spanning at most 640 keys at d128
-//     (64 x 64, two stages: BwdNarrow; option wide_tiles=1 keeps 64 x 128), the consumers split
+//     At d256 (tile 64 x 64, one Q/dO stage), and with option wide_tiles=0 for windows spanning
+//     at most 640 keys at d128 (64 x 64, two stages: BwdNarrow), the consumers split
 //     the columns of dK/dV instead of the keys: each computes Sᵀ and dPᵀ for half of the tile's
 //     queries, writes Pᵀ and dSᵀ to shared memory, and runs dV += Pᵀ dO and dK += dSᵀ Q as
 //     SS-wgmma on its half of the columns.
@@ -160,8 +160,9 @@ struct BwdTile<256> {
 // dQ regions). A block of BN keys visits the query tiles of rows [k0 − window_right, k0 + BN − 1 +
 // window_left], so the rows its tiles compute beyond the window's are about BN + BM per block,
 // whatever the window: at (128, 0), 128-key blocks compute 2x the useful scores and 64-key blocks
-// 1.5x (tuning log, "Backward: narrow windows"). Option wide_tiles=1 keeps BwdTile's tiles (the
-// A/B).
+// 1.5x (tuning log, "Backward: narrow windows"). Measured slower than BwdTile's tiles (backward
+// step 15: the wide ones 1.06-1.21x faster on an H100), so they run only with option
+// wide_tiles=0; the default (1) keeps BwdTile's.
 struct BwdNarrow {
   using type = BwdCfg<128, 64, 64, 2>;
 };
@@ -957,8 +958,8 @@ using BwdHeadDims = attnbench::cuda::HeadDims<64, 128, 256>;
 // local: the kLocal kernel even where the problem has no window and is not varlen (its window
 // unbounded, causal folded into its right side: make_variant), for dK or dV not 16-byte aligned,
 // which the other kernels store by TMA.
-// wide: BwdTile's tiles for a narrow window too (option wide_tiles=1); else a window at d128
-// spanning at most bwd_wgmma::kNarrowSpan keys runs on BwdNarrow's.
+// wide: BwdTile's tiles for a narrow window too (option wide_tiles=1, the default); else a window
+// at d128 spanning at most bwd_wgmma::kNarrowSpan keys runs on BwdNarrow's.
 template <class F>
 void dispatch(const Problem& pr, bool deterministic, bool local, bool wide, F&& f) {
   using attnbench::cuda::dispatch_bool;
@@ -993,10 +994,11 @@ void dispatch(const Problem& pr, bool deterministic, bool local, bool wide, F&& 
 bool deterministic_option(const Options* o) {
   return attnbench::option_or(o, "deterministic", 0) != 0;
 }
-// The "wide_tiles" option: 0 (default) runs narrow windows at d128 on BwdNarrow's tiles, 1 on
-// BwdTile's (as cuda.flash_fwd_wgmma's option of the same name).
+// The "wide_tiles" option: 1 (default) runs narrow windows at d128 on BwdTile's tiles, 0 on
+// BwdNarrow's (backward step 15: slower, kept for the A/B on other cards). The default differs
+// from cuda.flash_fwd_wgmma's option of the same name, whose narrow tiles win (its step 8).
 bool wide_option(const Options* o) {
-  return attnbench::option_or(o, "wide_tiles", 0) != 0;
+  return attnbench::option_or(o, "wide_tiles", 1) != 0;
 }
 
 // Varlen: the StatLayout's rows per head (its sequences' padded rows, with the slack of its

@@ -39,11 +39,11 @@
 // the columns past head_dim; the store drops them). Rows that see no key give O = 0 and LSE = -inf.
 // Passes over HBM: Q and O once; K and V once per query block (mostly L2 hits for the other blocks
 // of the same kv head). Extra memory: none. Limits: f16/bf16; sm_90a only (other GPUs: SKIP).
-// Option exp2_poly=1 (default 0, not yet timed): every 4th 8-column group's exponentials on the
-// FMA pipes (common/exp2_poly.hpp, WithExp2Poly), where the SFU bounds the softmax.
-// Option fused_tail=1 (default 0, not yet timed; dense, causal, soft cap): each tile's P V wait,
-// O's rescale (d <= 128) and P's conversion inside the exponent loop's branch, so that ptxas
-// schedules them in the SFU's shadow (WithFusedTail).
+// Option fused_tail=1 (default 0; dense, causal, soft cap): each tile's P V wait, O's rescale
+// (d <= 128) and P's conversion inside the exponent loop's branch, so that ptxas schedules them
+// in the SFU's shadow (WithFusedTail; forward step 15: within noise on an H100, 0.96-1.03x).
+// (Forward step 14's option exp2_poly, part of the exponentials on the FMA pipes, lost 1-9% in
+// every cell on an H100 and was removed: docs/tuning_flash_wgmma.md.)
 // Tiles per head_dim and what was tried: FwdTile below and docs/tuning_flash_wgmma.md.
 #include <algorithm>
 #include <cmath>
@@ -54,7 +54,6 @@
 
 #include "attnbench/implementation.hpp"
 #include "common/capabilities.hpp"
-#include "common/exp2_poly.hpp"
 #include "common/shape.hpp"
 // Angle brackets: the CPU emulation build (tests/hopper_emulation) puts its own versions of these
 // headers first on the include path.
@@ -105,24 +104,9 @@ struct FwdCfg {
   // Named barriers: 1..kConsumers for each consumer's epilogue, then one per consumer's turn.
   static constexpr int kTurnBar0 = 1 + kConsumers;
   static_assert(kTurnBar0 + kConsumers <= 16, "16 named barriers");
-  // Every kExp2Poly-th 8-column group of a tile's scores takes its exponentials from
-  // common/exp2_poly.hpp (FMA and integer pipes) instead of MUFU.EX2; 0: none (WithExp2Poly).
-  static constexpr int kExp2Poly = 0;
   // The P V wait, O's rescale and P's conversion inside the exponent loop's branches
   // (WithFusedTail).
   static constexpr bool kFusedTail = false;
-};
-
-// Cfg with the exponentials of every K-th 8-column group on the FMA pipes (option exp2_poly=1;
-// forward step 14). The SFU does 16 exponentials a clock per SM, 8 cycles per warp instruction,
-// and a consumer's softmax issues about 5 other instructions per score: so the SFU, not the issue
-// slots, bounds the softmax, twice over with a soft cap (tanh.approx is an SFU op too). A
-// polynomial exponential takes 10 issue slots and no SFU cycle: the two balance at about a sixth
-// of the scores without a soft cap and half with one, but the registers allow K = 4 only (the
-// dispatch below).
-template <class Cfg, int K>
-struct WithExp2Poly : Cfg {
-  static constexpr int kExp2Poly = K;
 };
 
 // Cfg with each tile's tail in the exponent loop's branches (option fused_tail=1; forward step
@@ -450,14 +434,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           float& x = s[4 * g + i];
-          const float e = fmaf(x, sl2, -base_l2[i / 2]);
-          // Sh::kExp2Poly: every kExp2Poly-th group on the FMA pipes (forward step 14).
-          if constexpr (Sh::kExp2Poly > 0) {
-            x = g % Sh::kExp2Poly == Sh::kExp2Poly - 1 ? attnbench::cuda::exp2_poly(e)
-                                                       : attn_mma::exp2_approx(e);
-          } else {
-            x = attn_mma::exp2_approx(e);
-          }
+          x = attn_mma::exp2_approx(fmaf(x, sl2, -base_l2[i / 2]));
           sum[i / 2] += x;
         }
       tail();
@@ -690,19 +667,14 @@ bool narrow_window(const Problem& pr) {
 }
 
 // f(kernel, Cfg{}) for the problem's (dtype, head_dim tile, causal, window, soft cap) and the
-// options (persistent, wide_tiles, exp2_poly, fused_tail): the one static switch
+// options (persistent, wide_tiles, fused_tail): the one static switch
 // (common/dispatch.hpp). A window (on causal's tiles, or FwdNarrow's when it is narrow) or a soft
 // cap selects a variant kernel; dense and causal problems keep theirs.
 // fused (option fused_tail=1): problems without a window or varlen (dense, causal, soft cap), not
-// persistent, without exp2_poly, on WithFusedTail's tiles; the other kernels stay as they are
-// (SASS-identical: 100 of 100 kernels, 2026-12-05).
-// poly (option exp2_poly=1): dense, causal and (d >= 128) soft-cap problems without a window or
-// varlen, not persistent, on WithExp2Poly's tiles (every 4th 8-column group); the option leaves
-// the other kernels as they are. ptxas (sm_90a): every 2nd group spilled 14 instructions in the
-// d128 soft-cap kernel and 6-8 at d64, every 3rd 2 and 12-14; every 4th spills nowhere but in the
-// d64 causal soft-cap kernel (2, inside its loop), which therefore keeps MUFU for all of them.
+// persistent, on WithFusedTail's tiles; the other kernels stay as they are (SASS-identical: 100
+// of 100 kernels, 2026-12-05).
 template <class F>
-void dispatch(const Problem& pr, bool persistent, bool wide, bool poly, bool fused, F&& f) {
+void dispatch(const Problem& pr, bool persistent, bool wide, bool fused, F&& f) {
   using attnbench::cuda::dispatch_bool;
   attnbench::cuda::dispatch_problem<FwdHeadDims>(pr, [&](auto tag, auto d, auto causal) {
     using T = typename decltype(tag)::type;
@@ -716,16 +688,9 @@ void dispatch(const Problem& pr, bool persistent, bool wide, bool poly, bool fus
           return;
         }
       } else {
-        if (fused && !persistent && !poly) {
+        if (fused && !persistent) {
           using FT = fwd_wgmma::WithFusedTail<typename fwd_wgmma::FwdTile<D, C>::type>;
           f(flash_fwd_wgmma_kernel<T, FT, C, L, SC, false>, FT{});
-          return;
-        }
-      }
-      if constexpr (!L && !(SC && D < 128)) {
-        if (poly && !persistent) {
-          using P = fwd_wgmma::WithExp2Poly<typename fwd_wgmma::FwdTile<D, C>::type, 4>;
-          f(flash_fwd_wgmma_kernel<T, P, C, L, SC, false>, P{});
           return;
         }
       }
@@ -738,7 +703,8 @@ void dispatch(const Problem& pr, bool persistent, bool wide, bool poly, bool fus
 }
 
 // The "persistent" option: 0 (default) launches a block per tile; 1 a block per SM taking tiles
-// from a counter in the workspace (docs/tuning_flash_wgmma.md: not yet timed on the H200).
+// from a counter in the workspace (docs/tuning_flash_wgmma.md: 0.91-1.01x the default on an
+// H100, 2026-12-05).
 bool persistent_option(const Options* o) {
   return attnbench::option_or(o, "persistent", 0) != 0;
 }
@@ -746,13 +712,8 @@ bool persistent_option(const Options* o) {
 bool wide_option(const Options* o) {
   return attnbench::option_or(o, "wide_tiles", 0) != 0;
 }
-// The "exp2_poly" option: 1 takes part of the exponentials off the SFU (WithExp2Poly; forward
-// step 14, not yet timed on a GPU: default 0).
-bool poly_option(const Options* o) {
-  return attnbench::option_or(o, "exp2_poly", 0) != 0;
-}
 // The "fused_tail" option: 1 schedules each tile's tail with its exponentials (WithFusedTail;
-// forward step 15, not yet timed on a GPU: default 0).
+// forward step 15: within noise on an H100, default 0).
 bool fused_option(const Options* o) {
   return attnbench::option_or(o, "fused_tail", 0) != 0;
 }
@@ -766,7 +727,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   }
   Capabilities capabilities() const override {
     Capabilities c = attnbench::cuda::tensor_core_capabilities<FwdHeadDims>(true, false);
-    c.options = {"persistent", "wide_tiles", "exp2_poly", "fused_tail"};
+    c.options = {"persistent", "wide_tiles", "fused_tail"};
     c.window = true;
     c.softcap = true;
     c.varlen = true;
@@ -774,7 +735,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   }
 
   Support supports_options(const Problem&, Pass, const Options& o) const override {
-    for (const char* flag : {"persistent", "wide_tiles", "exp2_poly", "fused_tail"}) {
+    for (const char* flag : {"persistent", "wide_tiles", "fused_tail"}) {
       const Support s = attnbench::cuda::check_flag_option(o, flag);
       if (!s.ok) return s;
     }
@@ -796,14 +757,12 @@ class FlashFwdWgmma final : public attnbench::Implementation {
       return Support::no("more than 2^31 query tiles");
     }
     std::string why;
-    dispatch(p, false, false, false, false,
-             [&](auto kernel, auto) { why = sm90a_missing(kernel); });
+    dispatch(p, false, false, false, [&](auto kernel, auto) { why = sm90a_missing(kernel); });
     if (!why.empty()) return Support::no(why);
     const int smem = attn_mma::max_smem_per_block(why);
     if (smem < 0) return Support::no(why);
     int need = 0;
-    dispatch(p, false, false, false, false,
-             [&](auto, auto cfg) { need = decltype(cfg)::kSmemBytes; });
+    dispatch(p, false, false, false, [&](auto, auto cfg) { need = decltype(cfg)::kSmemBytes; });
     if (smem < need) {
       return Support::no("needs " + std::to_string(need) +
                          " bytes of shared memory per block, the device allows " +
@@ -813,7 +772,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   }
 
   void prepare(const Problem& p, Pass, const Options& o) const override {
-    dispatch(p, persistent_option(&o), wide_option(&o), poly_option(&o), fused_option(&o),
+    dispatch(p, persistent_option(&o), wide_option(&o), fused_option(&o),
              [&](auto kernel, auto cfg) {
       attn_mma::set_dynamic_smem(kernel, decltype(cfg)::kSmemBytes);
       if constexpr (decltype(cfg)::kMinBlocks > 1) attn_mma::prefer_max_shared(kernel);
@@ -828,8 +787,8 @@ class FlashFwdWgmma final : public attnbench::Implementation {
       throw std::invalid_argument("cuda.flash_fwd_wgmma: persistent=1 needs its workspace");
     }
     if (pr.varlen() && pr.total_q() == 0) return;  // no query: nothing to write
-    dispatch(pr, persistent, wide_option(a.options), poly_option(a.options),
-             fused_option(a.options), [&](auto kernel, auto cfg) {
+    dispatch(pr, persistent, wide_option(a.options), fused_option(a.options),
+             [&](auto kernel, auto cfg) {
       using Sh = decltype(cfg);
       // Varlen: the packed tensors as one sequence of all their rows (at least one, for a batch
       // without keys, whose blocks load none); each block offsets its rows by its sequence's.
