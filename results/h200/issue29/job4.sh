@@ -11,6 +11,8 @@
 #      beside cuDNN, after the usual write flush of L2, and again after a read flush (job3's
 #      flush hypothesis, in attnbench's own timing);
 #   4. scripts/decode_summary.py's tables.
+# Limits per step: GRID_S (420 s), FI_S (300 s), PDL_S (120 s each; 0 skips step 3); CASES="GLOB ..."
+# keeps only those cases of the grid (ours and FlashInfer's).
 # Not here (job3 has them): the untimed-phase measurement, `check --impl cuda.flash_decode` (the
 # gate's check covers it), flush_probe.py, PyTorch SDPA and FA4 as peers (FA4 has no split-KV on
 # SM 9.0: 0.11-0.35x ours at batch 1 in job1).
@@ -21,11 +23,15 @@ W=${W:-/tmp/j29}; mkdir -p "$W/logs"
 source scripts/common.sh; attn_cudnn_from_wheel
 t0=$(date +%s); el() { echo "$(( $(date +%s) - t0 )) s: $*" | tee -a "$W/progress.txt"; }
 attn_job_build "$W/logs/build.txt" || { el "build FAILED"; exit 3; }; el "build: $B"
-timeout "${GRID_S:-420}" "$B" run configs/decode_grid.json --impl cuda.flash_decode \
+# CASES="GLOB ...": only those cases of the grid (e.g. the target cells when the budget is short).
+case_args=()
+for g in ${CASES:-}; do case_args+=(--case "$g"); done
+timeout "${GRID_S:-420}" "$B" run configs/decode_grid.json "${case_args[@]}" --impl cuda.flash_decode \
   --impl cuda.cudnn_sdpa --out "$W/decode_grid.json" > "$W/logs/decode_grid.txt" 2>&1
-el "decode_grid rc=$?"
-timeout "${FI_S:-300}" python3 scripts/peers/peers.py configs/decode_grid.json --peers flashinfer \
-  --attnbench "$B" --out "$W/decode_grid.flashinfer.json" > "$W/logs/decode_grid.flashinfer.txt" 2>&1
+el "decode_grid rc=$? (${CASES:-every case})"
+timeout "${FI_S:-300}" python3 scripts/peers/peers.py configs/decode_grid.json "${case_args[@]}" \
+  --peers flashinfer --attnbench "$B" --out "$W/decode_grid.flashinfer.json" \
+  > "$W/logs/decode_grid.flashinfer.txt" 2>&1
 el "peers decode_grid (FlashInfer) rc=$?"
 files=("$W/decode_grid.json")
 [ -f "$W/decode_grid.flashinfer.json" ] && files+=("$W/decode_grid.flashinfer.json")
@@ -37,6 +43,8 @@ c = json.load(open("configs/flash_decoding.json"))
 c["options"] = {"cuda.flash_decode": {"pdl": [0, 1]}}
 json.dump(c, open(sys.argv[1], "w"), indent=1)
 PY
+# PDL_S=0: skip the pdl A/B (a short budget).
+[ "${PDL_S:-120}" = 0 ] && { el "job done (no pdl A/B)"; exit 0; }
 for flush in write read; do
   out="$W/flash_decoding.$flush.json"
   timeout "${PDL_S:-150}" "$B" run "$W/flash_decoding_pdl.json" --impl cuda.flash_decode \
