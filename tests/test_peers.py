@@ -846,6 +846,28 @@ class FlashInferPure(unittest.TestCase):
         self.assertIn("not importable", flashinfer.FlashInfer("auto", {"error": "FlashInfer not importable (x)"})
                       .skip_reason(ok, "fwd"))
 
+    def test_tensor_cores(self):
+        """use_tensor_cores per case: forced 0 or 1 as given, auto from a GQA group of 4 on (its
+        CUDA-core kernel ran GQA 64:8 at half the read ceiling on an H100, 2026-12-05); a forced
+        setting is the row's option, auto none; 'both' gives one backend per setting."""
+        import types
+        from scripts.peers import flashinfer
+        gqa8, gqa2, mha = (paged_problem(heads_q=64, heads_kv=8), paged_problem(heads_q=4, heads_kv=2),
+                           paged_problem(heads_q=4, heads_kv=4))
+        self.assertTrue(flashinfer.use_tensor_cores(gqa8, "auto"))
+        self.assertTrue(flashinfer.use_tensor_cores({"problem": paged_problem(heads_q=4, heads_kv=1)}, "auto"))
+        self.assertFalse(flashinfer.use_tensor_cores(gqa2, "auto"))
+        self.assertFalse(flashinfer.use_tensor_cores(mha, "auto"))
+        self.assertFalse(flashinfer.use_tensor_cores(gqa8, "0"))
+        self.assertTrue(flashinfer.use_tensor_cores(mha, "1"))
+        args = types.SimpleNamespace(flashinfer_backend="auto", flashinfer_tensor_cores="both")
+        both = flashinfer.backends(args, "cuda")
+        self.assertEqual([b.options for b in both], [{"tensor_cores": 0}, {"tensor_cores": 1}])
+        self.assertIs(both[0].state, both[1].state)  # one import for both
+        one = flashinfer.backends(types.SimpleNamespace(flashinfer_backend="auto", flashinfer_tensor_cores="auto"), "cuda")
+        self.assertEqual([b.options for b in one], [{}])
+        self.assertEqual(flashinfer.backends(args, "cpu"), [])
+
     def test_lse_in_attnbench_layout(self):
         """FlashInfer writes the LSE [tokens, hq] in base 2: the peer hands over attnbench's layout
         ([b, hq, 1] dense, [hq, total_q] packed) in natural log; the H200 job of 2026-12-04 failed

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """FlashInfer's batch decode on a paged KV cache as a peer of attnbench (issue 29), in attnbench's format.
 
-    python3 scripts/peers/flashinfer.py CONFIG.json [--flashinfer-backend auto] [--out FILE]
+    python3 scripts/peers/flashinfer.py CONFIG.json [--flashinfer-backend auto] [--flashinfer-tensor-cores auto] [--out FILE]
     python3 scripts/peers/flashinfer.py configs/decode_grid.json --dry-run     # no torch, no GPU
     python3 scripts/peers/peers.py CONFIG.json --peers fa4,flashinfer
 
-Row flashinfer.batch_decode (options {}), for paged cases only (no row at all for the others): one
-call is flashinfer.BatchDecodeWithPagedKVCacheWrapper(workspace, "NHD", use_cuda_graph=True,
-backend=...).run(q, (k_pool, v_pool), out=o), planned once per case outside the timed call
+Row flashinfer.batch_decode (options {}; {"tensor_cores": 0 or 1} when forced), for paged cases only
+(no row at all for the others): one call is flashinfer.BatchDecodeWithPagedKVCacheWrapper(workspace,
+"NHD", use_cuda_graph=True, use_tensor_cores=..., backend=...).run(q, (k_pool, v_pool), out=o,
+lse=...) (tensor cores by default for GQA groups of 4 or more: use_tensor_cores() below), planned
+once per case outside the timed call
 (wrapper.plan(indptr, indices, last_page_len, heads_q, heads_kv, head_dim, page_size,
 window_left=, logits_soft_cap=, sm_scale=, q_data_type=, kv_data_type=)). The table is the
 harness's own (ab_case_metadata), turned into FlashInfer's CSR form by decode_plan() below: a
@@ -112,17 +114,41 @@ def lse_natural(lse2, case):
 # ============================================================================ the peer
 
 
+# use_tensor_cores: FlashInfer's decode wrapper runs its CUDA-core decode kernel by default and its
+# tensor-core (prefill) kernel with use_tensor_cores=True, which its documentation calls faster for
+# large GQA groups. The CUDA-core kernel ran GQA 64:8 decode at 0.42-0.53 of the read ceiling on an
+# H100 (2026-12-05, results/h200/issue29/job4): a peer must run its best setting, so "auto" takes
+# the tensor cores from a group of TC_MIN_GROUP query heads per kv head on.
+TENSOR_CORES = ("auto", "0", "1", "both")
+TC_MIN_GROUP = 4
+
+
+def use_tensor_cores(problem, setting):
+    """The use_tensor_cores of one case: setting "0" or "1" as given; "auto": a GQA group of at
+    least TC_MIN_GROUP query heads per kv head."""
+    if setting in ("0", "1"):
+        return setting == "1"
+    p = problem.get("problem", problem)
+    return p["heads_q"] // p["heads_kv"] >= TC_MIN_GROUP
+
+
 def add_args(ap):
     ap.add_argument("--flashinfer-backend", default="auto", choices=BACKENDS,
                     help="BatchDecodeWithPagedKVCacheWrapper's backend (default auto)")
+    ap.add_argument("--flashinfer-tensor-cores", default="auto", choices=TENSOR_CORES,
+                    help="its use_tensor_cores: auto (default: on for GQA groups of %d or more query heads "
+                         "per kv head), 0, 1, or both (two rows per case, options tensor_cores=0 and 1)"
+                         % TC_MIN_GROUP)
 
 
 class FlashInfer(common.Backend):
     impl = IMPL
 
-    def __init__(self, backend, state):
+    def __init__(self, backend, state, tensor_cores="auto"):
         self.backend = backend
-        self.options = {}
+        self.tensor_cores = tensor_cores
+        # A forced setting is the row's option (both settings in one file stay apart); auto is {}.
+        self.options = {} if tensor_cores == "auto" else {"tensor_cores": int(tensor_cores)}
         self.state = state
 
     def context(self):
@@ -144,13 +170,17 @@ class FlashInfer(common.Backend):
         csr = decode_plan(p, t["block_table"].tolist())
         i32 = {n: torch.tensor(v, dtype=torch.int32, device=dev.dev) for n, v in csr.items()}
         ws = torch.zeros(WORKSPACE_BYTES, dtype=torch.uint8, device=dev.dev)
+        tc = use_tensor_cores(p, self.tensor_cores)
         w = fi.BatchDecodeWithPagedKVCacheWrapper(
-            ws, "NHD", use_cuda_graph=True, paged_kv_indptr_buffer=i32["indptr"],
+            ws, "NHD", use_cuda_graph=True, use_tensor_cores=tc, paged_kv_indptr_buffer=i32["indptr"],
             paged_kv_indices_buffer=i32["indices"], paged_kv_last_page_len_buffer=i32["last_page_len"],
             backend=self.backend)
         dt = dev.tdtype(case)
         w.plan(i32["indptr"], i32["indices"], i32["last_page_len"], hq, hkv, d, p["page_size"],
                q_data_type=dt, kv_data_type=dt, **decode_kwargs(p))
+        # What ran, in the log: backend "auto" resolves per plan (fa2, fa3, cudnn, ...).
+        print(f"flashinfer: {case['case']}: use_tensor_cores={int(tc)}, backend "
+              f"{self.backend} -> {getattr(w, 'resolved_backend', '?')}", file=sys.stderr, flush=True)
         q = t["q"].view(b, hq, d)  # [b, 1, hq, d] or, ragged with one query each, [b, hq, d]
         kv = (t["k"], t["v"])  # the pool, [num_pages, page_size, hkv, d]: NHD
         o = dev.empty(case, "o")
@@ -168,8 +198,11 @@ class FlashInfer(common.Backend):
             return {"O": o, "LSE": lse_natural(lse2, case)}
 
         def validate():
+            # Both on the calls' stream, ordered before the call. (A plain lse2.fill_ ran on the
+            # default stream, unordered with the call: on 2026-12-05 it landed after FlashInfer's
+            # write in 7 of 8 rows, whose LSE then read NaN while O passed.)
             dev.poison(o)
-            lse2.fill_(float("nan"))
+            dev.poison(lse2)
             with torch.cuda.stream(dev.side):
                 fn()
 
@@ -225,7 +258,9 @@ def load(args):
     st["module"] = flashinfer
     st["context"] = {"package": "flashinfer-python", "version": getattr(flashinfer, "__version__", None),
                      "module": getattr(flashinfer, "__file__", None), "backend": args.flashinfer_backend,
-                     "call": "BatchDecodeWithPagedKVCacheWrapper(workspace 128 MiB, 'NHD', use_cuda_graph=True)"
+                     "tensor_cores": getattr(args, "flashinfer_tensor_cores", "auto"),
+                     "call": "BatchDecodeWithPagedKVCacheWrapper(workspace 128 MiB, 'NHD', use_cuda_graph=True, "
+                             f"use_tensor_cores=(auto: heads_q / heads_kv >= {TC_MIN_GROUP}))"
                              ".run(q [b, hq, d], (k_pool, v_pool), out=o); plan() once per case, untimed, from the "
                              "harness's block table (decode_plan: indptr, indices, last_page_len)",
                      "lse": "returned base 2 [tokens, hq] (return_lse=True, in the timed call), verified after conversion to natural log"}
@@ -235,12 +270,14 @@ def load(args):
 def backends(args, dev_kind):
     if dev_kind != "cuda":
         return []
-    return [FlashInfer(args.flashinfer_backend, {})]
+    settings = ("0", "1") if args.flashinfer_tensor_cores == "both" else (args.flashinfer_tensor_cores,)
+    state = {}  # one import, shared by the rows of every setting
+    return [FlashInfer(args.flashinfer_backend, state, tc) for tc in settings]
 
 
 def setup(args, dev, capi, mine):
     if mine:
-        mine[0].state.update(load(args))
+        mine[0].state.update(load(args))  # the state every backend of this peer shares
 
 
 if __name__ == "__main__":
