@@ -3,8 +3,8 @@
 # caches, issue 29) and the dependencies that the GPU machine's PyTorch venv and the FA4 site
 # (../shared/peers/fa4_wheels.sh: apache-tvm-ffi, nvidia-cutlass-dsl) do not already hold, as
 # wheels for Python 3.12 x86-64; unpack them into one site folder and pack it as an xz tarball in
-# parts of at most 60 MB (a copy of the tree sent to the GPU machine carries at most 64 MiB;
-# measured 2026-12-02: one part, 41.6 MB):
+# parts of at most 21 MB (a call to the GPU machine carries at most 64 MiB with the tree: one part
+# of 41.6 MB was refused on 2026-12-05 as too large, so two parts, one call each):
 #
 #   scripts/peers/flashinfer_wheels.sh OUTDIR      # where PyPI is reachable: OUTDIR/fisite.part-*
 #
@@ -29,5 +29,5 @@ mkdir -p "$tmp/site"
 for w in "$tmp"/whl/*.whl; do python3 -m zipfile -e "$w" "$tmp/site"; done
 tar -C "$tmp/site" -cf - . | xz -T0 -6 > "$tmp/fisite.tar.xz"
 rm -f "$out"/fisite.part-*
-split -b 60000000 -d "$tmp/fisite.tar.xz" "$out/fisite.part-"
+split -b 21000000 -d "$tmp/fisite.tar.xz" "$out/fisite.part-"
 ls -l "$out"/fisite.part-*
