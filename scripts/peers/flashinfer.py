@@ -199,8 +199,8 @@ class FlashInfer(common.Backend):
 
         def validate():
             # Both on the calls' stream, ordered before the call. (A plain lse2.fill_ ran on the
-            # default stream, unordered with the call: on 2026-12-05 it landed after FlashInfer's
-            # write in 7 of 8 rows, whose LSE then read NaN while O passed.)
+            # default stream, unordered with the call; on 2026-12-05, 7 of 8 rows' LSE read NaN
+            # while O passed, which a fill landing after FlashInfer's write explains.)
             dev.poison(o)
             dev.poison(lse2)
             with torch.cuda.stream(dev.side):
