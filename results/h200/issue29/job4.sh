@@ -24,8 +24,10 @@ source scripts/common.sh; attn_cudnn_from_wheel
 t0=$(date +%s); el() { echo "$(( $(date +%s) - t0 )) s: $*" | tee -a "$W/progress.txt"; }
 attn_job_build "$W/logs/build.txt" || { el "build FAILED"; exit 3; }; el "build: $B"
 # CASES="GLOB ...": only those cases of the grid (e.g. the target cells when the budget is short).
+# (read -ra: the globs split on spaces, never expanded against this folder's files.)
 case_args=()
-for g in ${CASES:-}; do case_args+=(--case "$g"); done
+read -ra globs <<< "${CASES:-}"
+for g in "${globs[@]}"; do case_args+=(--case "$g"); done
 timeout "${GRID_S:-420}" "$B" run configs/decode_grid.json "${case_args[@]}" --impl cuda.flash_decode \
   --impl cuda.cudnn_sdpa --out "$W/decode_grid.json" > "$W/logs/decode_grid.txt" 2>&1
 el "decode_grid rc=$? (${CASES:-every case})"
