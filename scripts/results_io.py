@@ -2,7 +2,8 @@
 
     from results_io import load_results, write_atomic
 
-load_results(path, fail, what="") returns the parsed file, or calls fail(message) (which must not
+load_results(path, fail, what="") returns the parsed file (read through gzip when the path ends in
+.gz, as the archived job files under results/h200/*/ are), or calls fail(message) (which must not
 return: the tools print it and exit 2) when the file cannot be opened, is not JSON, or is not an
 attnbench results file with a "rows" array. It reads the schema's earlier version as attnbench's
 reader does: a row's "params" (the former name of "options") comes back as "options", so the
@@ -21,6 +22,7 @@ other too) and raises OutputBusy naming the holder.
 """
 import datetime
 import fcntl
+import gzip
 import json
 import math
 import os
@@ -36,10 +38,13 @@ SCHEMAS = (SCHEMA, "attnbench.results/1")  # what is read: version 1 rows carry 
 def load_results(path, fail, what=""):
     where = f"{what} {path}".strip()
     try:
-        with open(path, encoding="utf-8") as f:
+        # The archived job files under results/h200/*/ are gzipped (a device call carries the whole
+        # tree, at most 64 MiB): "X.json.gz" reads as X.json.
+        opener = gzip.open if str(path).endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8") as f:
             res = json.load(f)
-    except OSError as e:
-        fail(f"{where}: cannot open the file: {e.strerror}")
+    except (OSError, EOFError) as e:
+        fail(f"{where}: cannot open the file: {getattr(e, 'strerror', None) or e}")
     except json.JSONDecodeError as e:
         fail(f"{where}: not valid JSON: {e}")
     if not isinstance(res, dict) or res.get("schema") not in SCHEMAS or not isinstance(res.get("rows"), list):

@@ -103,6 +103,32 @@ class ResultsIo(unittest.TestCase):
         _, err = self.load(dict(new, schema="attnbench.results/3"))
         self.assertIn("not an attnbench results file", err)
 
+    def test_gzipped_archives_read(self):
+        # The archived job files under results/h200/*/ are committed gzipped (a device call
+        # carries the whole tree): X.json.gz reads as X.json, and a broken one is a clear error.
+        from scripts import results_io
+        import gzip
+        res = results_file([dict(row("cpu.flash_fwd", "fwd"), params={"block_c": 64})])
+        errors = []
+
+        def fail(msg):
+            errors.append(msg)
+            raise RuntimeError(msg)
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "r.json.gz")
+            with gzip.open(path, "wt", encoding="utf-8") as f:
+                json.dump(res, f)
+            got = results_io.load_results(path, fail)
+            self.assertEqual(got["rows"][0]["options"], {"block_c": 64})
+            bad = os.path.join(tmp, "bad.json.gz")
+            write(bad, json.dumps(res))  # not gzipped
+            with self.assertRaises(RuntimeError):
+                results_io.load_results(bad, fail)
+            self.assertIn("cannot open the file", errors[-1])
+        archived = os.path.join(ROOT, "results/h200/issue30/job5/window.json.gz")
+        self.assertTrue(results_io.load_results(archived, fail)["rows"])
+
 
 def row(impl, ps, status="pass", flops=1e12):
     return {"case": CASE, "impl": impl, "pass": ps, "status": status, "reason": "", "flops": flops,

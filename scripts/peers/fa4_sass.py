@@ -11,7 +11,7 @@ einops, and the FA4 site unpacked (../shared/peers/fa4_wheels.sh, or the parts m
 scripts/peers/device_parts.sh). On this project's CPU machine (2026-12-05):
 
     python3.12 -m venv /tmp/v12 && /tmp/v12/bin/pip install typing_extensions numpy cuda-python einops
-    mkdir -p /tmp/fa4site && cat build-peers/fa4x3/fa4site.part-* | xz -d | tar -C /tmp/fa4site -x
+    mkdir -p /tmp/fa4site && cat build-peers/fa4/fa4site.part-* | xz -d | tar -C /tmp/fa4site -x
     /tmp/v12/bin/python scripts/peers/fa4_sass.py --site /tmp/fa4site --pass fwd --head-dim 128 --out /tmp/fa4sass
     scripts/sass_loops.py /tmp/fa4sass/fa4_fwd_d128_bf16.sass --blocks
 

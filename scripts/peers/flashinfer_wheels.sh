@@ -4,7 +4,8 @@
 # (../shared/peers/fa4_wheels.sh: apache-tvm-ffi, nvidia-cutlass-dsl) do not already hold, as
 # wheels for Python 3.12 x86-64; unpack them into one site folder and pack it as an xz tarball in
 # parts of at most 21 MB (a call to the GPU machine carries at most 64 MiB with the tree: one part
-# of 41.6 MB was refused on 2026-12-05 as too large, so two parts, one call each):
+# of 41.6 MB was refused on 2026-12-05 as too large, so two parts, one call each; device_parts.sh
+# cuts the joined parts again to fit the tree of the day: one part of 41.6 MB since the tree is 19 MB):
 #
 #   scripts/peers/flashinfer_wheels.sh OUTDIR      # where PyPI is reachable: OUTDIR/fisite.part-*
 #
