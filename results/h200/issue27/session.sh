@@ -1,11 +1,30 @@
 #!/usr/bin/env bash
 # A GPU session's device work for issue 27 (and, if time is left, 30) as one chain. Start it under
 # setsid in the FIRST device call, right after copying FA4's first wheel part to /tmp; the next
-# calls bring the other parts (3 parts of 24.1 MB since 2026-12-04: the tree and a part of 36 MB
-# came within 0.5 MB of a call's 64 MiB), the last unpacks FA4 into /tmp/fa4site and touches
-# /tmp/fa4site/.ready; every later call only waits and collects, back to back (the machine goes
-# back after 30 s idle, and /tmp with it: 2026-12-03 lost a gate and, later, a grid's timing phase
-# that way, and 2026-12-04 a job when the turn between two calls was interrupted).
+# calls bring the other parts (scripts/peers/device_parts.sh: since 2026-12-05, with the tree at
+# 19 MB, FA4 in 2 parts of 36 MB and FlashInfer in 1 of 42 MB, in build-peers/fa4 and
+# build-peers/fi), the last unpacks FA4 into /tmp/fa4site and touches /tmp/fa4site/.ready; every
+# later call only waits and collects, back to back (the machine goes back after 30 s idle, and /tmp
+# with it: 2026-12-03 lost a gate and, later, a grid's timing phase that way, 2026-12-04 a job when
+# the turn between two calls was interrupted, and 2026-12-05 the first FA4 part: the second call
+# found a fresh machine).
+#
+# A session's calls, each right after the previous one returns (kind nvidia-h200; REV the full sha):
+#   1. carry build-peers/fa4/fa4site.part-00:
+#      mkdir -p /tmp/fap && cp build-peers/fa4/fa4site.part-00 /tmp/fap/ &&
+#      export ATTNBENCH_GIT_REVISION=REV ATTNBENCH_GIT_DIRTY=0 GATE=1 GRID=1 ...;
+#      (setsid nohup bash results/h200/issue27/session.sh > /tmp/sess.log 2>&1 < /dev/null &);
+#      sleep 8; bash results/h200/issue27/session.sh --wait 1
+#   2. carry build-peers/fa4/fa4site.part-01:
+#      mkdir -p /tmp/fap && cp build-peers/fa4/fa4site.part-01 /tmp/fap/ && mkdir -p /tmp/fa4site &&
+#      cat /tmp/fap/fa4site.part-* | xz -d -T8 | tar -C /tmp/fa4site -x && touch /tmp/fa4site/.ready
+#   3. (FlashInfer, when a step needs it) carry build-peers/fi/fisite.part-00:
+#      mkdir -p /tmp/fisite && xz -d < build-peers/fi/fisite.part-00 | tar -C /tmp/fisite -x &&
+#      touch /tmp/fisite/.ready
+#   4. and on: bash results/h200/issue27/session.sh --wait 540 --collect $OUT (timeout_s 580)
+#      until 'session done'.
+# If a call's reply says warm: false after the first, the chain is gone with the old machine:
+# start again from call 1.
 #
 #   results/h200/issue27/session.sh                 the chain (in the background: setsid nohup ... &)
 #   results/h200/issue27/session.sh --wait S        wait up to S seconds for 'session done', print progress
