@@ -47,8 +47,8 @@
 #      results/h200/ab/2026-12-05-bwd-narrow-window/job.sh results/h200/ab/2026-12-05-fwd-rowmax/job.sh"
 #      (exp2_poly, persistent and fused_tail from one run; the backward's window tiles; forward
 #      step 13 and backward steps 16-17 against one BASE build beside the gate's: about 6 minutes);
-#   2. GRID=1 (default): our grid: the FA3 grid's bwd and fwd_bwd rows of IMPLS (default
-#      cuda.flash_bwd_wgmma and cuda.flash_bwd_mma; scripts/fa3_job.sh's grid part), before
+#   2. GRID=1 (default): our grid: the FA3 grid's PASSES rows (default bwd,fwd_bwd) of IMPLS
+#      (default cuda.flash_bwd_wgmma and cuda.flash_bwd_mma; scripts/fa3_job.sh's grid part), before
 #      anything that waits for FA4;
 #   3. GRID=1, once /tmp/fa4site/.ready exists: the peers on the same rows (FA4 and its
 #      deterministic mode, PyTorch cuDNN) and the report (scripts/fa3_grid_summary.py: ours
@@ -145,7 +145,9 @@ for j in ${JOBS:-}; do
   W="$W/jobs$n_job" B="$B" bash "$j" > "$W/jobs$n_job.log" 2>&1
   el "job $j rc=$?: $(grep -h 'All rows' "$W/jobs$n_job"/*.md 2>/dev/null | head -2 | tr '\n' ' ')"
 done
-export BUILD IMPLS="${IMPLS:-cuda.flash_bwd_wgmma cuda.flash_bwd_mma}" PASSES=bwd,fwd_bwd TORCH_BACKENDS=cudnn \
+# IMPLS and PASSES: the grid's rows (issue 27's default; issues 27 and 28 together, the final job:
+# IMPLS="cuda.flash_fwd_wgmma cuda.flash_bwd_wgmma cuda.flash_bwd_mma" PASSES=fwd,bwd,fwd_bwd).
+export BUILD IMPLS="${IMPLS:-cuda.flash_bwd_wgmma cuda.flash_bwd_mma}" PASSES="${PASSES:-bwd,fwd_bwd}" TORCH_BACKENDS=cudnn \
   FA4_SITE=/tmp/fa4site
 if [ "${GRID:-1}" = 1 ]; then
   scripts/fa3_job.sh "$W/fa3" grid > "$W/fa3.grid.log" 2>&1
