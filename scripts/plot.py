@@ -5,15 +5,17 @@
 
 For each pass (fwd, bwd, fwd_bwd) and dtype it writes, into DIR, each as .png and .svg:
   <stem>_<pass>_<dtype>_tflops       grouped bars of TFLOP/s per case (sequence length), one panel
-                                     per head_dim x causal, one bar per implementation;
+                                     per head_dim x causal, one bar per implementation (not for
+                                     memory-bound groups, where every row has hbm_bytes);
   <stem>_<pass>_<dtype>_speedup      speedup over the baseline (its median time / the impl's) per case;
   <stem>_<pass>_<dtype>_memory       memory reduction over the baseline: footprint (inputs + outputs
                                      + workspace, solid) and measured peak (dashed, when measured);
   <stem>_<pass>_<dtype>_bandwidth    memory-bound rows only (decode: rows with hbm_bytes): GB/s against
-                                     the context length (log scale), one panel per head_dim x heads x
-                                     batch, one line per implementation (page sizes as line styles,
-                                     options variants as hollow markers),
-                                     and the run's read ceiling (context.ceilings.read_tbps) dashed.
+                                     the context length (log scale), one panel per head_dim x heads
+                                     q:kv, a line per implementation, layout and batch (the
+                                     implementation's colour, page sizes as line styles, batches as
+                                     markers, options variants hollow), and the run's read ceiling
+                                     (context.ceilings.read_tbps) dashed.
 Every implementation has the same colour in every figure, whatever file it comes from (COLORS; an
 unlisted name gets one from a hash of the name, variants with options a hatch or line style of
 it), and the legend sits outside the panels, below them, so it never covers a bar or a line.
@@ -45,7 +47,7 @@ MIB = 1024.0 * 1024.0
 COLORS = {
     "cuda.flash_fwd_mma": "#1f77b4", "cuda.flash_bwd_mma": "#1f77b4",
     "cuda.flash_fwd_wgmma": "#17becf", "cuda.flash_bwd_wgmma": "#17becf",
-    "cuda.flash_decode": "#393b79",
+    "cuda.flash_decode": "#0b6e4f",
     "cuda.flash_fwd": "#2ca02c", "cuda.flash_bwd": "#2ca02c",
     "cuda.online_2pass": "#bcbd22", "cuda.naive_3pass": "#7f7f7f",
     "cuda.standard_cublas": "#8c564b", "cuda.cudnn_sdpa": "#9467bd",
@@ -53,7 +55,7 @@ COLORS = {
     "cpu.online_2pass": "#2ca02c", "cpu.naive_3pass": "#7f7f7f",
     "torch.sdpa_flash": "#d62728", "torch.sdpa_efficient": "#ff7f0e",
     "torch.sdpa_cudnn": "#e377c2", "torch.sdpa_math": "#c49c94",
-    "fa4.flash_attn": "#ff9896", "flashinfer.decode": "#bd9e39",
+    "fa4.flash_attn": "#ff9896", "flashinfer.batch_decode": "#bd9e39",
 }
 FALLBACK = ("#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#f7b6d2", "#dbdb8d", "#9edae5",
             "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
@@ -102,8 +104,14 @@ def finish(fig, axes, title):
                 handles.append(h)
                 labels.append(l)
     fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, title_top(fig)))
     outside_legend(fig, handles, labels)
+
+
+def title_top(fig):
+    """The panels' top as a fraction of the figure: about half an inch left for the suptitle,
+    which tight_layout alone lets overlap the first row's panel titles in tall figures."""
+    return 1.0 - 0.45 / fig.get_figheight()
 
 
 def fail(msg):
@@ -352,44 +360,60 @@ def gbps(r):
 
 
 def bandwidth(plt, rows, colors, title, path, ceiling_gbps):
-    """GB/s against seq_kv per (head_dim, heads, batch) panel; None when no row has a figure."""
+    """GB/s against seq_kv, one panel per (head_dim, heads q:kv); a line per implementation label,
+    layout and batch: the label's colour, the layout's line style, the batch's marker. None when
+    no row has a figure."""
+    from matplotlib.lines import Line2D
     rows = [r for r in rows if r.get("hbm_bytes")]
+    if not any(gbps(r) for r in rows):
+        return []
     panels = {}
     for r in rows:
         p = r["problem"]
-        key = (p.get("head_dim") or 0, p.get("heads_q") or 0, p.get("heads_kv") or 0, p.get("batch") or 0)
-        panels.setdefault(key, []).append(r)
-    panels = dict(sorted(panels.items()))
-    if not any(gbps(r) for r in rows):
-        return []
-    fig, axes = grid(plt, len(panels))
+        panels.setdefault((p.get("head_dim") or 0, p.get("heads_q") or 0, p.get("heads_kv") or 0), []).append(r)
+    panels = dict(sorted(panels.items(), key=lambda kv: (kv[0][0], -(kv[0][1] // max(kv[0][2], 1)), kv[0][1])))
     pages = sorted({r["problem"].get("page_size") or 0 for r in rows})
-    for ax, ((d, hq, hkv, b), prs) in zip(axes, panels.items()):
+    batches = sorted({r["problem"].get("batch") or 0 for r in rows})
+    fig, axes = grid(plt, len(panels))
+    used = {}  # (label, page) -> legend handle, in the order drawn
+    for ax, ((d, hq, hkv), prs) in zip(axes, panels.items()):
         for label in colors:
+            color, variant = colors[label]
             for pi, ps in enumerate(pages):
-                pts = sorted((r["problem"].get("seq_kv") or 0, gbps(r)) for r in prs
-                             if impl_label(r) == label and (r["problem"].get("page_size") or 0) == ps
-                             and gbps(r))
-                if not pts:
-                    continue
-                suffix = f" (page {ps})" if ps else (" (contiguous)" if len(pages) > 1 else "")
-                variant = colors[label][1]  # options variants of one implementation: hollow markers
-                ax.plot([x for x, _ in pts], [y for _, y in pts], color=colors[label][0],
-                        linestyle=LINESTYLES[pi % len(LINESTYLES)], marker=MARKERS[variant % len(MARKERS)],
-                        markersize=4 if not variant else 5, markerfacecolor="white" if variant else None,
-                        label=label + suffix)
+                for bi, b in enumerate(batches):
+                    pts = sorted((r["problem"].get("seq_kv") or 0, gbps(r)) for r in prs
+                                 if impl_label(r) == label and (r["problem"].get("page_size") or 0) == ps
+                                 and (r["problem"].get("batch") or 0) == b and gbps(r))
+                    if not pts:
+                        continue
+                    style = LINESTYLES[pi % len(LINESTYLES)]
+                    # options variants of one implementation: hollow markers
+                    ax.plot([x for x, _ in pts], [y for _, y in pts], color=color, linestyle=style,
+                            marker=MARKERS[bi % len(MARKERS)], markersize=5,
+                            markerfacecolor="white" if variant else color)
+                    if (label, ps) not in used:
+                        suffix = f" (page {ps})" if ps else (" (contiguous)" if len(pages) > 1 else "")
+                        used[(label, ps)] = Line2D([], [], color=color, linestyle=style, label=label + suffix)
         if ceiling_gbps:
-            ax.axhline(ceiling_gbps, color="black", linestyle="--", linewidth=0.9,
-                       label=f"read ceiling ({ceiling_gbps:.0f} GB/s, same run)")
+            ax.axhline(ceiling_gbps, color="black", linestyle="--", linewidth=0.9)
         ax.set_xscale("log", base=2)
         ctxs = sorted({r["problem"].get("seq_kv") or 1 for r in prs})
         ax.set_xticks(ctxs, [seq_text(c) for c in ctxs], fontsize=8)
-        ax.set_ylim(bottom=0)
+        ax.minorticks_off()
+        ax.set_ylim(bottom=0, top=max(ceiling_gbps or 0, max((gbps(r) or 0) for r in prs)) * 1.08)
         ax.set_xlabel("context (keys per sequence)")
         ax.set_ylabel("GB/s (K, V read once; Q, O)")
-        ax.set_title(f"head_dim {d}, {hq}:{hkv} heads, batch {b}", fontsize=10)
+        ax.set_title(f"head_dim {d}, {hq}:{hkv} heads", fontsize=10)
         ax.grid(alpha=0.3)
-    finish(fig, axes, title)
+    handles = list(used.values())
+    handles += [Line2D([], [], color="grey", linestyle="none", marker=MARKERS[bi % len(MARKERS)],
+                       label=f"batch {b}") for bi, b in enumerate(batches)]
+    if ceiling_gbps:
+        handles.append(Line2D([], [], color="black", linestyle="--", linewidth=0.9,
+                              label=f"read ceiling ({ceiling_gbps:.0f} GB/s, same run)"))
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1, title_top(fig)))
+    outside_legend(fig, handles, [h.get_label() for h in handles])
     written = save(fig, path)
     plt.close(fig)
     return written
@@ -440,7 +464,8 @@ def main():
         print(f"plot.py: {args.results} has no rows; nothing to plot")
         return 0
     os.makedirs(args.out, exist_ok=True)
-    stem = args.stem or os.path.splitext(os.path.basename(args.results))[0]
+    name = os.path.basename(args.results)
+    stem = args.stem or os.path.splitext(name[:-3] if name.endswith(".gz") else name)[0]
     device = device_title(res)
 
     # One colour per implementation across every figure (COLORS).
@@ -453,8 +478,11 @@ def main():
     for (pas, dtype), grs in sorted(groups.items(), key=lambda kv: (PASS_ORDER.get(kv[0][0], 9), kv[0][1])):
         base = f"{stem}_{pas}_{dtype}"
         what = f"{pas} {dtype}"
-        path = os.path.join(args.out, base + "_tflops.png")
-        written += bars(plt, grs, colors, f"Attention {what}: throughput on {device}", path)
+        # Memory-bound groups (decode: every row has hbm_bytes) get the bandwidth figure instead:
+        # TFLOP/s bars of a few TFLOP/s per case say nothing there.
+        if not all(r.get("hbm_bytes") for r in grs):
+            path = os.path.join(args.out, base + "_tflops.png")
+            written += bars(plt, grs, colors, f"Attention {what}: throughput on {device}", path)
         ceiling = (res.get("context", {}).get("ceilings") or {}).get("read_tbps")
         path = os.path.join(args.out, base + "_bandwidth.png")
         written += bandwidth(plt, grs, colors, f"Attention {what}: bandwidth on {device}", path,

@@ -1024,6 +1024,46 @@ class Plot(unittest.TestCase):
         self.assertNotIn("#2ca02c", fills["a"])
         self.assertIn("#2ca02c", fills["b"])
 
+    def test_decode_bandwidth_one_panel_per_heads(self):
+        # Decode rows (hbm_bytes): GB/s against the context, one panel per (head_dim, heads), the
+        # batches as markers and the layouts as line styles in it; no TFLOP/s bars for them.
+        if not has_matplotlib():
+            self.skipTest("matplotlib not installed")
+        rows = []
+        for b, ctxs in ((1, (1024, 4096, 16384)), (8, (1024, 4096))):
+            for ctx in ctxs:
+                for ps in (0, 16):
+                    for impl in ("cuda.flash_decode", "cuda.cudnn_sdpa"):
+                        if impl == "cuda.cudnn_sdpa" and ps:
+                            continue
+                        problem = {"batch": b, "heads_q": 64, "heads_kv": 8, "seq_q": 1, "seq_kv": ctx,
+                                   "head_dim": 128, "causal": True, "dtype": "bf16", "page_size": ps}
+                        hbm = b * ctx * 8 * 128 * 2 * 2
+                        rows.append({"case": f"b{b}_skv{ctx}_p{ps}", "impl": impl, "pass": "fwd",
+                                     "status": "pass", "reason": "", "device": "cuda:0", "problem": problem,
+                                     "flops": 4.0 * b * 64 * ctx * 128, "hbm_bytes": hbm,
+                                     "time": {"median_ms": hbm / 2.5e9 * (1.1 if ps else 1.0)}})
+        res = results_file(rows)
+        res["context"] = {"ceilings": {"read_tbps": 3.0}, "devices": [{"name": "Test GPU"}]}
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "dec.json.gz")
+            import gzip
+            with gzip.open(path, "wt", encoding="utf-8") as f:
+                json.dump(res, f)
+            out = os.path.join(d, "out")
+            p = run(os.path.join(ROOT, "scripts", "plot.py"), path, "--out", out)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            files = sorted(os.listdir(out))
+            self.assertIn("dec_fwd_bf16_bandwidth.svg", files)
+            self.assertNotIn("dec_fwd_bf16_tflops.svg", files)
+            with open(os.path.join(out, "dec_fwd_bf16_bandwidth.svg"), encoding="utf-8") as f:
+                svg = f.read()
+        self.assertEqual(svg.count("head_dim 128, 64:8 heads"), 1)  # one panel for both batches
+        for text in ("batch 1", "batch 8", "cuda.flash_decode (page 16)", "cuda.flash_decode (contiguous)",
+                     "read ceiling (3000 GB/s, same run)"):
+            self.assertIn(text, svg)
+        self.assertIn("#0b6e4f", svg.lower())  # cuda.flash_decode's colour (COLORS)
+
 
 def kernel_names(root):
     """{kernel name: [files]} of every __global__ function defined under root (the emulators,
