@@ -15,8 +15,10 @@
 # travel between sessions), so run this before the first device call of a session that needs a
 # peer; about 2-4 minutes.
 #
-# On the GPU machine, one part per call (carry OUTDIR/fa4/fa4site.part-NN, copy it to /tmp/fap),
-# the calls back to back, and in the call that brings the last part:
+# Each folder also gets parts.sha256, the manifest that `results/h200/issue27/session.sh --step
+# --part PATH` checks a carried part against (carry it with each part). By hand instead: one part
+# per call (carry OUTDIR/fa4/fa4site.part-NN, copy it to /tmp/fap), the calls back to back, and in
+# the call that brings the last part:
 #   mkdir -p /tmp/fa4site && cat /tmp/fap/fa4site.part-* | xz -d -T8 | tar -C /tmp/fa4site -x
 #   mkdir -p /tmp/fisite && cat /tmp/fip/fisite.part-* | xz -d | tar -C /tmp/fisite -x
 # (results/h200/issue27/session.sh's header has the whole sequence.)
@@ -56,6 +58,8 @@ pack() {
   mkdir -p "$dest"
   rm -f "$dest/${name}site.part-"*
   split -b "$part" -d "$tmp/$name.tar.xz" "$dest/${name}site.part-"
+  # The manifest that session.sh --step checks each carried part against (and counts them by).
+  (cd "$dest" && sha256sum "${name}site.part-"* > parts.sha256)
   echo "[device_parts] $name: $total bytes in $n part(s) of at most $part"
 }
 pack fa4 "$fa4" "$out/fa4"

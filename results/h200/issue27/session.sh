@@ -1,30 +1,23 @@
 #!/usr/bin/env bash
-# A GPU session's device work for issue 27 (and, if time is left, 30) as one chain. Start it under
-# setsid in the FIRST device call, right after copying FA4's first wheel part to /tmp; the next
-# calls bring the other parts (scripts/peers/device_parts.sh: since 2026-12-05, with the tree at
-# 19 MB, FA4 in 2 parts of 36 MB and FlashInfer in 1 of 42 MB, in build-peers/fa4 and
-# build-peers/fi), the last unpacks FA4 into /tmp/fa4site and touches /tmp/fa4site/.ready; every
-# later call only waits and collects, back to back (the machine goes back after 30 s idle, and /tmp
-# with it: 2026-12-03 lost a gate and, later, a grid's timing phase that way, 2026-12-04 a job when
-# the turn between two calls was interrupted, and 2026-12-05 the first FA4 part: the second call
-# found a fresh machine).
+# A GPU session's device work (issues 27-30) as one chain on one machine, started by the first
+# device call and fed by the next: the peers' sites come in parts, one a call (scripts/peers/
+# device_parts.sh: since 2026-12-05, with the tree at 19 MB, FA4 in 2 parts of 36 MB and
+# FlashInfer in 1 of 42 MB, in build-peers/fa4 and build-peers/fi), unpacked into /tmp/fa4site and
+# /tmp/fisite once all are there; every later call only waits and collects, back to back (the
+# machine goes back after 30 s idle, and /tmp with it: 2026-12-03 lost a gate and, later, a grid's
+# timing phase that way, 2026-12-04 a job when the turn between two calls was interrupted, and
+# 2026-12-05 the first FA4 part: the second call found a fresh machine).
 #
-# A session's calls, each right after the previous one returns (kind nvidia-h200; REV the full sha):
-#   1. carry build-peers/fa4/fa4site.part-00:
-#      mkdir -p /tmp/fap && cp build-peers/fa4/fa4site.part-00 /tmp/fap/ &&
-#      export ATTNBENCH_GIT_REVISION=REV ATTNBENCH_GIT_DIRTY=0 GATE=1 GRID=1 ...;
-#      (setsid nohup bash results/h200/issue27/session.sh > /tmp/sess.log 2>&1 < /dev/null &);
-#      sleep 8; bash results/h200/issue27/session.sh --wait 1
-#   2. carry build-peers/fa4/fa4site.part-01:
-#      mkdir -p /tmp/fap && cp build-peers/fa4/fa4site.part-01 /tmp/fap/ && mkdir -p /tmp/fa4site &&
-#      cat /tmp/fap/fa4site.part-* | xz -d -T8 | tar -C /tmp/fa4site -x && touch /tmp/fa4site/.ready
-#   3. (FlashInfer, when a step needs it) carry build-peers/fi/fisite.part-00:
-#      mkdir -p /tmp/fisite && xz -d < build-peers/fi/fisite.part-00 | tar -C /tmp/fisite -x &&
-#      touch /tmp/fisite/.ready
-#   4. and on: bash results/h200/issue27/session.sh --wait 540 --collect $OUT (timeout_s 580)
-#      until 'session done'.
-# If a call's reply says warm: false after the first, the chain is gone with the old machine:
-# start again from call 1.
+# A session's calls, each right after the previous one returns, all the same command (kind
+# nvidia-h200; REV the full sha; the exports are the chain's settings, e.g. GATE=1 GRID=1):
+#   export ATTNBENCH_GIT_REVISION=REV ATTNBENCH_GIT_DIRTY=0 GATE=1 GRID=1 ...;
+#   bash results/h200/issue27/session.sh --step [--part P] --wait 540 --collect $OUT
+# with carry [P, dirname(P)/parts.sha256] while parts are left to send (P: build-peers/fa4/
+# fa4site.part-00, then -01, then build-peers/fi/fisite.part-00 when a step needs FlashInfer) and
+# no carry after; timeout_s 580, or --wait 60 while parts are left, so the next part follows soon.
+# The first call starts the chain; a call that lands on a fresh machine (its reply says warm:
+# false) starts it again there, and its output names the parts still to send. Another chain on
+# the same warm machine: rm /tmp/session.started first.
 #
 #   results/h200/issue27/session.sh                 the chain (in the background: setsid nohup ... &)
 #   results/h200/issue27/session.sh --wait S        wait up to S seconds for 'session done', print progress
@@ -66,15 +59,66 @@
 # .git is not this checkout's.
 set -uo pipefail
 W=${W:-/tmp/sess}
-WAIT_S=""; COLLECT=""
+WAIT_S=""; COLLECT=""; STEP=0; PARTS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --wait) WAIT_S="${2:?--wait SECONDS}"; shift ;;
     --collect) COLLECT="${2:?--collect DIR}"; shift ;;
-    *) echo "session.sh: unknown argument '$1' (--wait SECONDS, --collect DIR)" >&2; exit 2 ;;
+    --step) STEP=1 ;;
+    --part) PARTS+=("${2:?--part PATH}"); shift ;;
+    *) echo "session.sh: unknown argument '$1' (--step, --part PATH, --wait SECONDS, --collect DIR)" >&2; exit 2 ;;
   esac
   shift
 done
+[ ${#PARTS[@]} -eq 0 ] || [ "$STEP" = 1 ] || { echo "session.sh: --part goes with --step" >&2; exit 2; }
+
+# --step: what every device call of a session runs, the same command each time (only the carried
+# part changes), so that a call landing on a fresh machine simply starts over:
+#   1. no chain on this machine yet (/tmp/session.started absent): start it in the background
+#      (setsid), with this call's environment;
+#   2. each --part PATH (build-peers/fa4/fa4site.part-NN or build-peers/fi/fisite.part-NN,
+#      carried by this call) is checked against its folder's manifest (parts.sha256, from
+#      scripts/peers/device_parts.sh, carried too) and copied to /tmp/fap or /tmp/fip;
+#   3. a site whose parts are all there is unpacked (/tmp/fa4site, /tmp/fisite) and marked .ready;
+#   4. it prints which parts each site still lacks, then waits and collects (--wait, --collect).
+if [ "$STEP" = 1 ]; then
+  if [ ! -f /tmp/session.started ]; then
+    touch /tmp/session.started
+    (setsid nohup bash "$0" > /tmp/sess.log 2>&1 < /dev/null &)
+    echo "session.sh --step: no chain on this machine: started one (GATE=${GATE:-1} GRID=${GRID:-1} ...)"
+    sleep 5
+  fi
+  for part in "${PARTS[@]}"; do
+    dir=$(dirname "$part"); name=$(basename "$part")
+    case "$name" in
+      fa4site.part-*) dest=/tmp/fap ;;
+      fisite.part-*) dest=/tmp/fip ;;
+      *) echo "session.sh --step: --part $part: expected fa4site.part-NN or fisite.part-NN" >&2; exit 2 ;;
+    esac
+    [ -f "$part" ] || { echo "session.sh --step: --part $part: not here (name it in the call's carry)" >&2; exit 2; }
+    [ -f "$dir/parts.sha256" ] || { echo "session.sh --step: $dir/parts.sha256 not here (carry it with the part)" >&2; exit 2; }
+    want=$(awk -v n="$name" '$2 == n {print $1}' "$dir/parts.sha256")
+    got=$(sha256sum "$part" | cut -d' ' -f1)
+    [ -n "$want" ] && [ "$want" = "$got" ] ||
+      { echo "session.sh --step: $part: sha256 $got, the manifest says '${want:-nothing}': not used" >&2; exit 2; }
+    mkdir -p "$dest" && cp "$dir/parts.sha256" "$dest/" && cp "$part" "$dest/$name.tmp" && mv "$dest/$name.tmp" "$dest/$name"
+    echo "session.sh --step: $name in $dest"
+  done
+  for pair in fa4site:/tmp/fap fisite:/tmp/fip; do
+    site=/tmp/${pair%%:*}; src=${pair#*:}
+    [ -f "$site/.ready" ] && { echo "session.sh --step: $site ready"; continue; }
+    [ -f "$src/parts.sha256" ] || continue
+    missing=$(awk '{print $2}' "$src/parts.sha256" | while read -r n; do [ -f "$src/$n" ] || printf '%s ' "$n"; done)
+    if [ -n "$missing" ]; then
+      echo "session.sh --step: $site still lacks: $missing(carry each in a later call)"
+      continue
+    fi
+    mkdir -p "$site" && cat $(awk -v d="$src" '{print d "/" $2}' "$src/parts.sha256") | xz -d -T8 | tar -C "$site" -x &&
+      touch "$site/.ready" && echo "session.sh --step: $site unpacked and ready" ||
+      echo "session.sh --step: $site: unpacking failed" >&2
+  done
+  [ -n "$WAIT_S$COLLECT" ] || WAIT_S=1
+fi
 if [ -n "$WAIT_S$COLLECT" ]; then
   # No progress file at all: this is a fresh machine (the chain's /tmp went with the old one), so
   # waiting is pointless: say so at once (2026-12-04 spent 560 s of device time waiting on nothing).
