@@ -48,9 +48,9 @@
 #      against them, cell by cell);
 #   4. NCU=1: results/h200/issue27/ncu_job.sh (our two backwards, our forward and FA4's, under
 #      Nsight Compute; NCU_PASSES="bwd" for the backward only);
-#   5. ISSUE29=1: issue 29's acceptance job, ISSUE29_JOB (default results/h200/issue29/job3.sh:
-#      decode grid and its peers, about 20-25 minutes; FlashInfer once /tmp/fisite/.ready exists:
-#      its site, from scripts/peers/flashinfer_wheels.sh, 41.6 MB, comes in two calls of its own);
+#   5. ISSUE29=1: issue 29's acceptance job, ISSUE29_JOB (default results/h200/issue29/job5.sh:
+#      the decode grid and every peer after the read flush, about 15-25 minutes; it waits up to
+#      300 s for /tmp/fisite/.ready: FlashInfer's site, one part of 42 MB, build-peers/fi);
 #   4b. NCU29=1: results/h200/issue29/ncu_decode.sh (batch-1 GQA decode's kernels under Nsight
 #      Compute, about 2 minutes; no peer needed);
 #   6. JOB3=1: issue 30's job3 on CONFIGS (default "varlen window").
@@ -214,8 +214,8 @@ if [ "${NCU29:-0}" = 1 ]; then
 fi
 if [ "${ISSUE29:-0}" = 1 ]; then
   wait_ready /tmp/fisite 300 FlashInfer
-  W="$W/j29" B="$B" bash "${ISSUE29_JOB:-results/h200/issue29/job3.sh}" > "$W/j29.log" 2>&1
-  el "issue 29 ${ISSUE29_JOB:-results/h200/issue29/job3.sh} rc=$?"
+  W="$W/j29" B="$B" bash "${ISSUE29_JOB:-results/h200/issue29/job5.sh}" > "$W/j29.log" 2>&1
+  el "issue 29 ${ISSUE29_JOB:-results/h200/issue29/job5.sh} rc=$?"
 fi
 if [ "${JOB3:-0}" = 1 ]; then
   CONFIGS="${CONFIGS:-varlen window}" W="$W/j3" B="$B" bash results/h200/issue30/job3.sh > "$W/j3.log" 2>&1
