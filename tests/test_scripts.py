@@ -74,8 +74,11 @@ def written_before_options(res):
 class ResultsIo(unittest.TestCase):
     """scripts/results_io.py reads both schema versions; rows come back with "options"."""
 
-    def load(self, res):
+    def load(self, res, name="r.json", gz=None):
+        """(the file as load_results reads it, None) or (None, its error); gz: written gzipped
+        (default: when name ends in .gz)."""
         from scripts import results_io
+        import gzip
         errors = []
 
         def fail(msg):
@@ -83,8 +86,12 @@ class ResultsIo(unittest.TestCase):
             raise RuntimeError(msg)
 
         with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "r.json")
-            write(path, json.dumps(res))
+            path = os.path.join(tmp, name)
+            if name.endswith(".gz") if gz is None else gz:
+                with gzip.open(path, "wt", encoding="utf-8") as f:
+                    json.dump(res, f)
+            else:
+                write(path, json.dumps(res))
             try:
                 return results_io.load_results(path, fail), None
             except RuntimeError:
@@ -107,27 +114,17 @@ class ResultsIo(unittest.TestCase):
         # The archived job files under results/h200/*/ are committed gzipped (a device call
         # carries the whole tree): X.json.gz reads as X.json, and a broken one is a clear error.
         from scripts import results_io
-        import gzip
         res = results_file([dict(row("cpu.flash_fwd", "fwd"), params={"block_c": 64})])
-        errors = []
-
-        def fail(msg):
-            errors.append(msg)
-            raise RuntimeError(msg)
-
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "r.json.gz")
-            with gzip.open(path, "wt", encoding="utf-8") as f:
-                json.dump(res, f)
-            got = results_io.load_results(path, fail)
-            self.assertEqual(got["rows"][0]["options"], {"block_c": 64})
-            bad = os.path.join(tmp, "bad.json.gz")
-            write(bad, json.dumps(res))  # not gzipped
-            with self.assertRaises(RuntimeError):
-                results_io.load_results(bad, fail)
-            self.assertIn("cannot open the file", errors[-1])
+        got, err = self.load(res, name="r.json.gz")
+        self.assertIsNone(err)
+        self.assertEqual(got["rows"][0]["options"], {"block_c": 64})
+        _, err = self.load(res, name="bad.json.gz", gz=False)
+        self.assertIn("cannot open the file", err)
         archived = os.path.join(ROOT, "results/h200/issue30/job5/window.json.gz")
-        self.assertTrue(results_io.load_results(archived, fail)["rows"])
+        self.assertTrue(results_io.load_results(archived, self.fail)["rows"])
+
+    def fail(self, msg):
+        raise AssertionError(msg)
 
 
 def row(impl, ps, status="pass", flops=1e12):
