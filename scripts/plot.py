@@ -95,14 +95,18 @@ def outside_legend(fig, handles, labels):
                    ncol=min(4, len(labels)), frameon=False)
 
 
-def finish(fig, axes, title):
-    """The title, the layout, and every panel's legend entries once, outside the panels."""
-    handles, labels = [], []
-    for ax in axes:
-        for h, l in zip(*ax.get_legend_handles_labels()):
-            if l not in labels:
-                handles.append(h)
-                labels.append(l)
+def finish(fig, axes, title, handles=None):
+    """The title, the layout, and one legend outside the panels: the given handles, else every
+    panel's legend entries once."""
+    if handles is None:
+        handles, labels = [], []
+        for ax in axes:
+            for h, l in zip(*ax.get_legend_handles_labels()):
+                if l not in labels:
+                    handles.append(h)
+                    labels.append(l)
+    else:
+        labels = [h.get_label() for h in handles]
     fig.suptitle(title, fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, title_top(fig)))
     outside_legend(fig, handles, labels)
@@ -411,9 +415,7 @@ def bandwidth(plt, rows, colors, title, path, ceiling_gbps):
     if ceiling_gbps:
         handles.append(Line2D([], [], color="black", linestyle="--", linewidth=0.9,
                               label=f"read ceiling ({ceiling_gbps:.0f} GB/s, same run)"))
-    fig.suptitle(title, fontsize=11)
-    fig.tight_layout(rect=(0, 0, 1, title_top(fig)))
-    outside_legend(fig, handles, [h.get_label() for h in handles])
+    finish(fig, axes, title, handles)
     written = save(fig, path)
     plt.close(fig)
     return written
