@@ -82,7 +82,9 @@ ab_call* ab_call_open(const char* impl, const char* problem_json, const char* pa
 void ab_call_close(ab_call* c);
 /* "" when the implementation can run the call, else why not (a SKIP row's reason). */
 const char* ab_call_supports(ab_call* c);
-/* Workspace bytes to allocate on the implementation's device and pass to forward/backward. */
+/* Workspace bytes to allocate on the implementation's device and pass to forward/backward. Zero-fill
+ * it once after allocating it and reuse it unchanged: an implementation may keep counters there that
+ * each call leaves at zero for the next (cuda.flash_decode's fused combine). */
 int64_t ab_call_workspace_bytes(ab_call* c);
 /* Once before the first call, outside any timed region or graph capture (plans, attributes). */
 int ab_call_prepare(ab_call* c);

@@ -55,7 +55,7 @@ class Impl(common.Backend):
             c.close()
             raise common.Skip(why)
         nws = c.workspace_bytes()
-        ws = dev.empty_bytes(nws)
+        ws = dev.zeros_bytes(nws)  # zeroed once: the C API's contract (ab_call_workspace_bytes)
         o, lse = dev.empty(case, "o"), dev.empty(case, "lse")
         grads = [dev.empty(case, n) for n in ("q", "k", "v")] if pass_name != "fwd" else [None] * 3
         c.prepare()
@@ -72,7 +72,7 @@ class Impl(common.Backend):
 
         if pass_name == "bwd":  # O and LSE from its own forward, untimed
             f = self.capi.call(self.name, case["problem"], "fwd_bwd", self.options)
-            fws = dev.empty_bytes(f.workspace_bytes())
+            fws = dev.zeros_bytes(f.workspace_bytes())
             f.prepare()
             attach(f, case, t, P)
             f.forward(q, k, v, P(o), P(lse), P(fws), f.workspace_bytes(), dev.stream())

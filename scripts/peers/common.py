@@ -602,6 +602,9 @@ class HostCpu:
     def empty_bytes(self, n):
         return HostCpu.Buf(n)
 
+    def zeros_bytes(self, n):  # ctypes arrays start zeroed
+        return HostCpu.Buf(n)
+
     def ptr(self, buf):
         return buf.ptr if buf is not None else None
 
@@ -724,6 +727,9 @@ class TorchCuda:
 
     def empty_bytes(self, n):
         return self.torch.empty(max(1, n), dtype=self.torch.uint8, device=self.dev)
+
+    def zeros_bytes(self, n):
+        return self.torch.zeros(max(1, n), dtype=self.torch.uint8, device=self.dev)
 
     def ptr(self, t):
         return t.data_ptr() if t is not None else None

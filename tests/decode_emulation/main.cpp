@@ -4,7 +4,8 @@
 // pages, a table with repeated pages shared between sequences, a ragged batch with a context of 0,
 // speculative decoding (seq_q 4, causal) and seq_q > context, GQA 16:1 (four row tiles), MQA,
 // padded head_dims, outlier inputs and large logits, sliding windows and soft caps; each with one
-// split, the automatic plan and forced splits (the combine kernel).
+// split, the automatic plan and forced splits (the combine kernel, and the combine fused into the
+// split kernel by arrival counters).
 //
 // Checked as every implementation is: seeded inputs, the float64 reference (through the block
 // table), and the project's rule against cpu.naive_3pass on the same paged layout.
@@ -132,6 +133,15 @@ int main(int argc, char** argv) {
     emu::sched_seed = 0;
     // The combine launched plainly instead of as a dependent grid (option pdl=0).
     ok = check_on_host(*dec, *naive, p, Pass::fwd, in, ref, {{"splits", 3}, {"pdl", 0}}) && ok;
+    // The combine fused into the split kernel (the last block of each row tile's splits merges),
+    // twice on one workspace: the second call finds the arrival counters the first one left.
+    attnbench::test::fwd_calls() = 2;
+    for (const int splits : {0, 3, 40})
+      ok = check_on_host(*dec, *naive, p, Pass::fwd, in, ref, {{"splits", splits}, {"fused_combine", 1}}) && ok;
+    emu::sched_seed = 1 + ci;
+    ok = check_on_host(*dec, *naive, p, Pass::fwd, in, ref, {{"splits", 7}, {"fused_combine", 1}}) && ok;
+    emu::sched_seed = 0;
+    attnbench::test::fwd_calls() = 1;
     ++ran;
     failures += ok ? 0 : 1;
   }

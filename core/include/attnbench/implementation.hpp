@@ -160,8 +160,14 @@ class Implementation {
   // Options outside Capabilities::options are refused before this, when the config is read.
   virtual Support supports_options(const Problem&, Pass, const Options&) const { return Support::yes(); }
 
-  // Scratch memory for one call, allocated by the harness on the implementation's device.
+  // Scratch memory for one call, allocated by the harness on the implementation's device. Its
+  // contents are unspecified (emulator tests poison them), except for a zeroed prefix:
   virtual std::size_t workspace_bytes(const Problem&, Pass, const Options&) const { return 0; }
+  // How many of the workspace's first bytes are zero before the first call of a case (at most
+  // workspace_bytes): the harness zero-fills them once, when it allocates the workspace, outside
+  // any timed call. An implementation that keeps state there across its kernels (arrival counters,
+  // say) must leave it zero again at the end of every call, so that each call starts as the first.
+  virtual std::size_t workspace_zeroed_bytes(const Problem&, Pass, const Options&) const { return 0; }
 
   // Called once per case, outside any timed region, before the first call: build plans,
   // create library handles, set kernel attributes. Calls for one problem follow it.

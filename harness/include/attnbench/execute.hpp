@@ -36,6 +36,7 @@ struct DeviceOps {
   virtual void to_device(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void to_host(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void fill_nan(void* p, std::size_t numel, DType t) = 0;  // poison
+  virtual void zero(void* p, std::size_t bytes) = 0;  // then synchronises
   virtual void synchronize() = 0;
   virtual void* stream() = 0;  // cudaStream_t, or null
   virtual void flush_cache(FlushMode mode) = 0;  // evict caches between timed calls (L2 on CUDA)

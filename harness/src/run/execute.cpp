@@ -52,6 +52,9 @@ struct CpuOps final : DeviceOps {
   void fill_nan(void* p, std::size_t numel, DType t) override {
     std::memset(p, 0xff, numel * dtype_size(t));
   }
+  void zero(void* p, std::size_t n) override {
+    if (n) std::memset(p, 0, n);
+  }
   void synchronize() override {}
   void* stream() override { return nullptr; }
   void flush_cache(FlushMode) override {}  // CPU timings are hot-cache; documented in docs/cli.md
@@ -108,6 +111,11 @@ struct CudaOps final : DeviceOps {
   }
   void fill_nan(void* p, std::size_t numel, DType t) override {
     HARNESS_CUDA(cudaMemsetAsync(p, 0xff, numel * dtype_size(t), stream_));
+  }
+  void zero(void* p, std::size_t n) override {
+    if (n == 0) return;
+    HARNESS_CUDA(cudaMemsetAsync(p, 0, n, stream_));
+    HARNESS_CUDA(cudaStreamSynchronize(stream_));
   }
   void synchronize() override {
     HARNESS_CUDA(cudaStreamSynchronize(stream_));
@@ -205,6 +213,16 @@ CaseBuffers::CaseBuffers(const Implementation& impl, const Problem& p, Pass pass
       dv_ = ops_->alloc(kvb);
     }
     ws_ = ops_->alloc(std::max(ws_fwd_, ws_bwd_));
+    // The zeroed prefix each pass asks for (Implementation::workspace_zeroed_bytes), once. Both
+    // passes of a fwd_bwd timing share the workspace, so another implementation's backward could
+    // leave a forward partner's prefix dirty: refused (no such partner asks for one today).
+    std::size_t zeroed = 0;
+    if (pass != Pass::bwd) zeroed = std::min(ws_fwd_, fwd_impl_->workspace_zeroed_bytes(p, Pass::fwd, opts));
+    if (pass == Pass::fwd_bwd && zeroed > 0 && fwd_impl_ != &impl)
+      throw std::runtime_error(fwd_impl_->name() + " asks for a zeroed workspace prefix, which " +
+                               impl.name() + "'s backward shares in a fwd_bwd timing");
+    if (pass != Pass::fwd) zeroed = std::max(zeroed, std::min(ws_bwd_, impl.workspace_zeroed_bytes(p, Pass::bwd, opts)));
+    ops_->zero(ws_, zeroed);
     meta_ = sequence_metadata(p);  // uploaded once here, never inside a timed call
     if (!meta_.data.empty()) {
       meta_dev_ = static_cast<std::int32_t*>(ops_->alloc(meta_.data.size() * sizeof(std::int32_t)));
@@ -281,6 +299,7 @@ void CaseBuffers::produce_fwd_outputs() {
   ws_ = tmp;
   ws_fwd_ = ws;
   try {
+    ops_->zero(tmp, std::min(ws, fwd_impl_->workspace_zeroed_bytes(p_, Pass::fwd, opts_)));
     fwd_impl_->prepare(p_, Pass::fwd, opts_);
     call_forward();
     ops_->synchronize();

@@ -15,7 +15,9 @@
 //   lse = log sum_s e^(lse_s). With one split the block writes O and LSE itself. The combine is
 //   a programmatic dependent launch on sm_90 (mma/host.cuh launch_dependent): its launch
 //   overlaps the split kernel's end instead of following it. Option pdl=0 launches it plainly
-//   (the A/B of that choice in one run).
+//   (the A/B of that choice in one run). Option fused_combine=1 has no second kernel: each split
+//   block counts itself in on a counter per (sequence, row tile, kv head) in the workspace's
+//   zeroed prefix, and the block that arrives last merges the partials (fused_combine below).
 // - Inside a block the 4 warps take interleaved K/V tiles of the block's range, each through
 //   its own 3-stage cp.async ring (no block barrier in the loop), and merge their (max, sum, O)
 //   through shared memory at the end.
@@ -83,6 +85,8 @@ struct DecodeTraits {
   static constexpr int kSmemBytes =
       QTile::kBytes + (kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes);
   static_assert(kBlockN % 16 == 0 && (kBlockN * (D / 8)) % 32 == 0, "whole fragments per lane");
+  // The fused combine reuses the merge area: a flag, then [kRows][kMaxSplits] split weights.
+  static_assert(kMergeBytes >= 128 + kRows * kMaxSplits * 4, "fused combine's weights");
 };
 
 struct DecodeParams : attnbench::cuda::AttnShape {
@@ -97,6 +101,8 @@ struct DecodeParams : attnbench::cuda::AttnShape {
   const int* block_table;    // paged: [B, pages_per_seq]
   float* part_o;             // splits > 1: [splits, total_q * Hq, d]
   float* part_lse;           // splits > 1: [splits, total_q * Hq], natural log
+  int* counters;             // fused combine: [B * row_tiles, Hkv] arrivals, zero between calls
+  int fused;                 // splits > 1: 1 = the last split block merges (no combine kernel)
   int page_size, pages_per_seq;
   int page_shift;  // log2(page_size) when a power of two, else -1
   int splits, chunk;  // key ranges per sequence and their length (a multiple of kBlockN)
@@ -191,6 +197,139 @@ __device__ __forceinline__ void load_kv_tile(const DecodeParams p, const DecodeS
     cp_async_16(kt.addr(r, col), ok ? k + off : k, ok);
     cp_async_16(vt.addr(r, col), ok ? v + off : v, ok);
   }
+}
+
+// The warps' merged rows of one block (thread: packed row pr, columns 2 sub + 16 k): O and LSE
+// themselves with one split (direct), else the split's partial O (normalised) and LSE.
+template <class T, class Tr>
+__device__ __forceinline__ void write_block_rows(const DecodeParams& p, const DecodeSeq& sq,
+                                                 uint32_t mg, int kvh, int split, int pr, int sub,
+                                                 int dh, bool direct) {
+  constexpr int NW = Tr::kWarps, D = Tr::kHeadDim, kPerRow = Tr::kThreads / Tr::kRows;
+  const uint32_t mg_max = mg, mg_sum = mg + 4 * NW * Tr::kRows;
+  const uint32_t mg_o = mg + 8 * NW * Tr::kRows;
+  const int r = pr % Tr::kRows;
+  float m = kNegInf;
+#pragma unroll
+  for (int w = 0; w < NW; ++w) m = fmaxf(m, ld_shared_f32(mg_max + 4 * (w * Tr::kRows + r)));
+  float wgt[NW], l = 0.f;
+#pragma unroll
+  for (int w = 0; w < NW; ++w) {
+    const float mw = ld_shared_f32(mg_max + 4 * (w * Tr::kRows + r));
+    wgt[w] = mw == kNegInf ? 0.f : exp2_approx(mw - m);
+    l += wgt[w] * ld_shared_f32(mg_sum + 4 * (w * Tr::kRows + r));
+  }
+  const float inv = l > 0.f ? 1.f / l : 0.f;
+  using attnbench::cuda::kLn2;
+  const float lse = l > 0.f ? (m + log2f(l)) * kLn2 : kNegInf;
+  const int qi = pr / p.group, h = kvh * p.group + pr % p.group;
+  const int64_t row_id = (sq.q_start + qi) * p.heads_q + h;
+  T* o = static_cast<T*>(p.o) + row_id * dh;
+  float* po = direct ? nullptr
+                     : p.part_o + (static_cast<int64_t>(split) * p.total_q * p.heads_q + row_id) * dh;
+  for (int col = 2 * sub; col < dh; col += 2 * kPerRow) {
+    float o0 = 0.f, o1 = 0.f;
+#pragma unroll
+    for (int w = 0; w < NW; ++w) {
+      const uint32_t a = mg_o + 4 * ((w * Tr::kRows + r) * D + col);
+      o0 += wgt[w] * ld_shared_f32(a);
+      o1 += wgt[w] * ld_shared_f32(a + 4);
+    }
+    if (direct) {
+      *reinterpret_cast<uint32_t*>(o + col) = Elem<T>::pack2(o0 * inv, o1 * inv);
+    } else {
+      po[col] = o0 * inv;
+      po[col + 1] = o1 * inv;
+    }
+  }
+  if (sub == 0) {
+    if (direct)
+      p.lse[sq.lse_start + h * sq.lse_head_stride + qi] = lse;
+    else
+      p.part_lse[static_cast<int64_t>(split) * p.total_q * p.heads_q + row_id] = lse;
+  }
+}
+
+// The fused combine (option fused_combine): each split block, its partial rows written, counts
+// itself in on its (sequence, row tile, kv head)'s counter; the block that arrives last merges the
+// splits' partials (in L2, written moments ago) into O and LSE, as the combine kernel would, and
+// leaves the counter at zero for the next call. No block waits for another, so nothing assumes
+// the grid is resident at once. pr: this thread's packed row, -1 past the sequence's rows.
+template <class T, class Tr>
+__device__ __forceinline__ void fused_combine(const DecodeParams& p, const DecodeSeq& sq, uint32_t mg,
+                                           int kvh, int pr, int sub, int dh) {
+  constexpr int kPerRow = Tr::kThreads / Tr::kRows;
+  constexpr int kPairs = Tr::kHeadDim / (2 * kPerRow);  // column pairs per thread
+  const int tid = threadIdx.x;
+  thread_fence();   // this thread's partial rows are visible to the device ...
+  __syncthreads();  // ... for every thread of the block, before it is counted in
+  const uint32_t flag = mg, wts = mg + 128;  // the warps' merge area is free again
+  const int used = sq.ctx > 0 ? min(p.splits, (sq.ctx + p.chunk - 1) / p.chunk) : 1;
+  if (tid == 0) {
+    int* counter = p.counters + static_cast<int64_t>(blockIdx.z) * p.heads_kv + kvh;
+    const bool last = atomic_add_i32(counter, 1) == used - 1;
+    if (last) atomic_store_i32(counter, 0);
+    st_shared_f32(flag, last ? 1.f : 0.f);
+  }
+  __syncthreads();
+  if (ld_shared_f32(flag) == 0.f) return;  // uniform over the block
+  thread_fence();  // the other blocks' partials, counted in before the last arrival, are visible
+  const int r = tid / kPerRow;
+  const int64_t split_stride = static_cast<int64_t>(p.total_q) * p.heads_q;
+  int64_t row_id = 0;
+  int qi = 0, h = 0;
+  if (pr >= 0) {
+    qi = pr / p.group;
+    h = kvh * p.group + pr % p.group;
+    row_id = (sq.q_start + qi) * p.heads_q + h;
+  }
+  // The row's splits' weights (each thread of the row takes splits sub, sub + 8, ...), by the
+  // row's 8 lanes together, kept in shared memory for every column.
+  float m = kNegInf;
+  for (int s = sub; pr >= 0 && s < used; s += kPerRow)
+    m = fmaxf(m, ld_cg_f32(p.part_lse + s * split_stride + row_id));
+  m = group_max<kPerRow>(m);
+  float l = 0.f;
+  for (int s = sub; pr >= 0 && s < used; s += kPerRow) {
+    const float x = ld_cg_f32(p.part_lse + s * split_stride + row_id);
+    const float w = x == kNegInf ? 0.f : expf(x - m);
+    st_shared_f32(wts + 4 * (r * kMaxSplits + s), w);
+    l += w;
+  }
+  l = group_sum<kPerRow>(l);
+  __syncthreads();
+  if (pr < 0) return;
+  T* o = static_cast<T*>(p.o) + row_id * dh;
+  if (m == kNegInf) {  // no split saw a key: O = 0, LSE = -inf
+    for (int col = 2 * sub; col < dh; col += 2 * kPerRow)
+      *reinterpret_cast<uint32_t*>(o + col) = Elem<T>::pack2(0.f, 0.f);
+    if (sub == 0) p.lse[sq.lse_start + h * sq.lse_head_stride + qi] = kNegInf;
+    return;
+  }
+  float acc[kPairs][2] = {};
+  const float* po = p.part_o + row_id * dh + 2 * sub;
+#pragma unroll 2
+  for (int s = 0; s < used; ++s) {
+    const float w = ld_shared_f32(wts + 4 * (r * kMaxSplits + s));
+    float2 v[kPairs];
+#pragma unroll
+    for (int j = 0; j < kPairs; ++j)
+      v[j] = 2 * sub + 2 * kPerRow * j < dh ? ld_cg_f32x2(po + s * split_stride * dh + 2 * kPerRow * j)
+                                            : make_float2(0.f, 0.f);
+#pragma unroll
+    for (int j = 0; j < kPairs; ++j) {
+      acc[j][0] += w * v[j].x;
+      acc[j][1] += w * v[j].y;
+    }
+  }
+  const float inv = 1.f / l;
+#pragma unroll
+  for (int j = 0; j < kPairs; ++j) {
+    const int col = 2 * sub + 2 * kPerRow * j;
+    if (col < dh)
+      *reinterpret_cast<uint32_t*>(o + col) = Elem<T>::pack2(acc[j][0] * inv, acc[j][1] * inv);
+  }
+  if (sub == 0) p.lse[sq.lse_start + h * sq.lse_head_stride + qi] = m + logf(l);
 }
 
 // grid (splits, Hkv, B * row_tiles), Tr::kThreads threads, Tr::kSmemBytes of dynamic smem.
@@ -378,47 +517,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1) flash_decode_kernel(const Dec
   constexpr int kPerRow = kThreads / Tr::kRows;
   const int r = tid / kPerRow, sub = tid % kPerRow;
   const int pr = r0 + r;
-  if (pr >= rows_b) return;
-  float m = kNegInf;
-#pragma unroll
-  for (int w = 0; w < NW; ++w) m = fmaxf(m, ld_shared_f32(mg_max + 4 * (w * Tr::kRows + r)));
-  float wgt[NW], l = 0.f;
-#pragma unroll
-  for (int w = 0; w < NW; ++w) {
-    const float mw = ld_shared_f32(mg_max + 4 * (w * Tr::kRows + r));
-    wgt[w] = mw == kNegInf ? 0.f : exp2_approx(mw - m);
-    l += wgt[w] * ld_shared_f32(mg_sum + 4 * (w * Tr::kRows + r));
-  }
-  const float inv = l > 0.f ? 1.f / l : 0.f;
-  using attnbench::cuda::kLn2;
-  const float lse = l > 0.f ? (m + log2f(l)) * kLn2 : kNegInf;
-  const int qi = pr / p.group, h = kvh * p.group + pr % p.group;
-  const int64_t row_id = (sq.q_start + qi) * p.heads_q + h;
   const bool direct = p.splits == 1;
-  T* o = static_cast<T*>(p.o) + row_id * dh;
-  float* po = direct ? nullptr
-                     : p.part_o + (static_cast<int64_t>(split) * p.total_q * p.heads_q + row_id) * dh;
-  for (int col = 2 * sub; col < dh; col += 2 * kPerRow) {
-    float o0 = 0.f, o1 = 0.f;
-#pragma unroll
-    for (int w = 0; w < NW; ++w) {
-      const uint32_t a = mg_o + 4 * ((w * Tr::kRows + r) * D + col);
-      o0 += wgt[w] * ld_shared_f32(a);
-      o1 += wgt[w] * ld_shared_f32(a + 4);
-    }
-    if (direct) {
-      *reinterpret_cast<uint32_t*>(o + col) = Elem<T>::pack2(o0 * inv, o1 * inv);
-    } else {
-      po[col] = o0 * inv;
-      po[col + 1] = o1 * inv;
-    }
-  }
-  if (sub == 0) {
-    if (direct)
-      p.lse[sq.lse_start + h * sq.lse_head_stride + qi] = lse;
-    else
-      p.part_lse[static_cast<int64_t>(split) * p.total_q * p.heads_q + row_id] = lse;
-  }
+  if (pr < rows_b) write_block_rows<T, Tr>(p, sq, mg, kvh, split, pr, sub, dh, direct);
+  if (direct || p.fused == 0) return;
+  fused_combine<T, Tr>(p, sq, mg, kvh, pr < rows_b ? pr : -1, sub, dh);
 }
 
 // Merges the splits: one warp per (query token, head) row; grid ceil(rows / 4), 128 threads.
@@ -571,7 +673,7 @@ class FlashDecode final : public attnbench::Implementation {
     c.paged = true;
     c.window = true;
     c.softcap = true;
-    c.options = {"splits", "pdl"};
+    c.options = {"splits", "pdl", "fused_combine"};
     return c;
   }
 
@@ -607,6 +709,7 @@ class FlashDecode final : public attnbench::Implementation {
       return Support::no("splits must be 0 (automatic) to " + std::to_string(kMaxSplits) +
                          ", not " + std::to_string(it->second));
     }
+    if (Support f = attnbench::cuda::check_flag_option(o, "fused_combine"); !f) return f;
     return attnbench::cuda::check_flag_option(o, "pdl");
   }
 
@@ -614,11 +717,25 @@ class FlashDecode final : public attnbench::Implementation {
     return plan_splits(p, static_cast<int>(attnbench::option_or(o, "splits", 0)), multiprocessors());
   }
 
+  static bool fused(const Options* o) { return attnbench::option_or(o, "fused_combine", 0) != 0; }
+  // The fused combine's arrival counters, one per split kernel block of split 0's.
+  static std::size_t counter_bytes(const Problem& p, const SplitPlan& s) {
+    return static_cast<std::size_t>(p.batch) * s.row_tiles * p.heads_kv * sizeof(int);
+  }
+
+  // With splits: [the fused combine's counters,] partial O, partial LSE.
   std::size_t workspace_bytes(const Problem& p, Pass, const Options& o) const override {
     const SplitPlan s = plan(p, &o);
     if (s.splits == 1) return 0;
     const std::size_t rows = static_cast<std::size_t>(p.total_q()) * p.heads_q * s.splits;
-    return attnbench::cuda::carve_bytes({rows * p.head_dim * 4, rows * 4});
+    return attnbench::cuda::carve_bytes(
+        {fused(&o) ? counter_bytes(p, s) : 0, rows * p.head_dim * 4, rows * 4});
+  }
+  // The counters: zero before the first call, and each call's merging blocks leave them at zero.
+  std::size_t workspace_zeroed_bytes(const Problem& p, Pass, const Options& o) const override {
+    const SplitPlan s = plan(p, &o);
+    if (s.splits == 1 || !fused(&o)) return 0;
+    return attnbench::cuda::carve_bytes({counter_bytes(p, s)});
   }
 
   template <class F>
@@ -683,6 +800,8 @@ class FlashDecode final : public attnbench::Implementation {
     if (s.splits > 1) {
       const std::size_t rows = static_cast<std::size_t>(p.total_q) * pr.heads_q * s.splits;
       attnbench::cuda::WorkspaceCarver ws(a.workspace, a.workspace_bytes);
+      p.fused = fused(a.options) ? 1 : 0;
+      if (p.fused) p.counters = ws.take<int>(counter_bytes(pr, s) / sizeof(int));
       p.part_o = ws.take<float>(rows * pr.head_dim);
       p.part_lse = ws.take<float>(rows);
     }
@@ -690,7 +809,7 @@ class FlashDecode final : public attnbench::Implementation {
       using Tr = decltype(tr);
       const dim3 grid(s.splits, pr.heads_kv, pr.batch * s.row_tiles);
       launch(kernel, grid, dim3(Tr::kThreads), Tr::kSmemBytes, a.stream, p);
-      if (s.splits > 1) {
+      if (s.splits > 1 && !p.fused) {
         const long long rows = static_cast<long long>(p.total_q) * pr.heads_q;
         const dim3 cgrid(static_cast<unsigned>((rows + 3) / 4));
         if (attnbench::option_or(a.options, "pdl", 1) != 0)

@@ -276,4 +276,16 @@ __device__ __forceinline__ void atomic_add_f32x2(float* p, float a, float b) {
 #endif
 }
 
+// Arrival counting between the blocks of one grid (flash_decode.cu's fused combine): every thread
+// that wrote results fences, the block synchronises, one thread counts the block in; the block that
+// arrives last fences again and reads the others' results from L2 (ld.global.cg: never a stale L1
+// line).
+__device__ __forceinline__ void thread_fence() { __threadfence(); }
+__device__ __forceinline__ int atomic_add_i32(int* p, int v) { return atomicAdd(p, v); }
+__device__ __forceinline__ void atomic_store_i32(int* p, int v) { atomicExch(p, v); }
+__device__ __forceinline__ float ld_cg_f32(const float* p) { return __ldcg(p); }
+__device__ __forceinline__ float2 ld_cg_f32x2(const float* p) {
+  return __ldcg(reinterpret_cast<const float2*>(p));
+}
+
 }  // namespace attn_mma

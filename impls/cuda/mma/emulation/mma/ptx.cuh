@@ -441,4 +441,21 @@ inline void atomic_add_f32x2(float* p, float a, float b) {
   p[0] += a;
   p[1] += b;
 }
+// Blocks run one after another here: the fence orders nothing, the atomics are plain accesses.
+inline void thread_fence() {}
+inline int atomic_add_i32(int* p, int v) {
+  const int old = *p;
+  *p += v;
+  return old;
+}
+inline void atomic_store_i32(int* p, int v) {
+  *p = v;
+}
+inline float ld_cg_f32(const float* p) {
+  return *p;
+}
+inline float2 ld_cg_f32x2(const float* p) {
+  if (reinterpret_cast<uintptr_t>(p) % 8) EMU_FAIL("misaligned float2 load");
+  return {p[0], p[1]};
+}
 }  // namespace attn_mma

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Issue 29 (written 2026-12-05, session 54): the combine fused into the split kernel (option
+# fused_combine=1: the last split block of each (sequence, row tile, kv head) merges, counted in
+# on an arrival counter in the workspace's zeroed prefix) against the combine kernel (0, the
+# default, launched as a programmatic dependent grid) and cuDNN, on the GPU:
+#   1. correctness under compute-sanitizer (initcheck: the counters are zeroed by the harness, not
+#      by the kernel; memcheck; racecheck) on small ragged and paged problems with forced splits,
+#      each timed a few calls so that a counter left dirty by one call fails the next one's
+#      verification (every row is verified after the timed calls' first call too: the run's
+#      validation call);
+#   2. the A/B: batch 1, GQA 32:8 and 64:8, d64 and d128, contiguous, 4k-128k keys, read flush
+#      (the decode configs' timing), fused_combine 0 and 1 side by side and cuDNN, every row
+#      verified. Predicted fused/separate time 0.95-0.97 at 4k-32k (1-2 us of a 19-60 us call:
+#      the second kernel's launch, its wait for the whole split grid and its read of the LSEs),
+#      about 1.0 at 128k; no change where one split runs (never here).
+# Run by results/h200/issue27/session.sh (JOBS="results/h200/issue29/fused_ab.sh"), which gives B
+# (the session's build) and W. Outputs in $W: fused_ab.json, fused_ab.md, san_*.txt, logs/.
+set -uo pipefail
+W=${W:-/tmp/fused}; mkdir -p "$W/logs"
+source scripts/common.sh; attn_cudnn_from_wheel
+t0=$(date +%s); el() { echo "$(( $(date +%s) - t0 )) s: $*" | tee -a "$W/progress.txt"; }
+if [ -z "${B:-}" ]; then attn_job_build "$W/logs/build.txt" || { el "build FAILED"; exit 3; }; fi
+el "build: $B"
+
+# 1. Sanitizers: two small problems (a ragged paged batch with a context of 0, speculative rows;
+#    a contiguous GQA 8:2 one), splits forced to 5 and automatic, three timed calls each.
+python3 - "$W/san.json" <<'PY'
+import json, sys
+c = {"name": "fused_combine_sanitize",
+     "problem": {"dtype": "bf16", "heads_q": 8, "heads_kv": 2, "head_dim": 128, "causal": True},
+     "groups": [
+         {"problem": {"page_size": 16, "page_order": "shuffled"},
+          "sweep": {"product": {"ragged": [{"batch": 4, "seq_q": 2, "min": 0, "max": 3000, "seed": 54}]}}},
+         {"problem": {"batch": 2, "seq_q": 1, "seq_kv": 4097}},
+     ],
+     "inputs": {"distribution": "normal", "seed": 54},
+     "verify": {"mode": "full"},
+     "timing": {"hot": False, "flush": "read", "min_time_s": 0.001, "repetitions": 3, "warmup_s": 0.001}}
+for g in c["groups"]:
+    g.update({"implementations": ["cuda.flash_decode"], "passes": ["fwd"],
+              "options": {"cuda.flash_decode": {"fused_combine": [1], "splits": [0, 5]}}})
+json.dump(c, open(sys.argv[1], "w"), indent=1)
+PY
+for tool in initcheck memcheck racecheck; do
+  timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 "$B" run "$W/san.json" -q \
+    --out "$W/san_$tool.json" > "$W/san_$tool.txt" 2>&1
+  el "compute-sanitizer $tool rc=$? ($(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$W/san_$tool.txt" | tail -1))"
+done
+
+# 2. The A/B.
+python3 - "$W/fused_ab_config.json" <<'PY'
+import json, sys
+c = json.load(open("configs/flash_decoding.json"))
+c["name"] = "fused_ab"
+c["problem"].pop("head_dim", None); c["problem"].pop("heads_q", None)
+c["sweep"] = {"product": {"heads_q": [32, 64], "heads_kv": [8], "head_dim": [64, 128],
+                          "seq_kv": [4096, 8192, 16384, 32768, 131072]}}
+c["options"] = {"cuda.flash_decode": {"fused_combine": [0, 1]}}
+json.dump(c, open(sys.argv[1], "w"), indent=1)
+PY
+timeout "${FUSED_S:-240}" "$B" run "$W/fused_ab_config.json" --impl cuda.flash_decode --impl cuda.cudnn_sdpa \
+  --out "$W/fused_ab.json" > "$W/logs/fused_ab.txt" 2>&1
+el "fused A/B rc=$?"
+python3 - "$W/fused_ab.json" > "$W/fused_ab.md" 2>&1 <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ceil = (d.get("context", {}).get("ceilings") or {}).get("read_tbps")
+print(f"read ceiling {ceil} TB/s; times are medians in us")
+print("| case | fused=0 | fused=1 | fused1/fused0 | cuDNN | fused1/cuDNN | fused0/cuDNN | fused=1 of ceiling | verdicts |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+med, byt, ver = {}, {}, {}
+for r in d["rows"]:
+    key = "cudnn" if r["impl"] == "cuda.cudnn_sdpa" else f"f{(r.get('options') or {}).get('fused_combine', 0)}"
+    ver[(r["case"], key)] = r.get("verdict") or r.get("status")
+    if r.get("time"):
+        med[(r["case"], key)] = r["time"]["median_ms"] * 1e3
+        byt[r["case"]] = r.get("hbm_bytes")
+ratios = []
+for case in dict.fromkeys(c for c, _ in ver):
+    a, b, n = med.get((case, "f0")), med.get((case, "f1")), med.get((case, "cudnn"))
+    f = lambda x: f"{x:.1f}" if x else "-"
+    q = lambda x, y: f"{x / y:.3f}" if x and y else "-"
+    frac = f"{byt[case] / (b * 1e-6) / (ceil * 1e12):.2f}" if b and ceil and byt.get(case) else "-"
+    if a and b: ratios.append(b / a)
+    v = "/".join(str(ver.get((case, k), "-")) for k in ("f0", "f1", "cudnn"))
+    print(f"| {case} | {f(a)} | {f(b)} | {q(b, a)} | {f(n)} | {q(b, n)} | {q(a, n)} | {frac} | {v} |")
+if ratios:
+    ratios.sort()
+    print(f"\nfused1/fused0 over {len(ratios)} cases: {ratios[0]:.3f}-{ratios[-1]:.3f}, median {ratios[len(ratios) // 2]:.3f}")
+PY
+el "summary rc=$?"
+el "job done"
