@@ -240,6 +240,37 @@ TEST_F(Faults, CpuFaultsAreRowsAndTheRunGoesOn) {
   EXPECT_EQ(j["summary"]["fail"], 2 * 5);
 }
 
+// The workspace's zeroed prefix (Implementation::workspace_zeroed_bytes): zero at each case's first
+// call, kept by an implementation that leaves it zero through the timed calls; one that leaves it
+// dirty fails at its next call; a forward partner asking for one is refused in fwd_bwd rows.
+TEST_F(Faults, WorkspaceZeroedPrefixHoldsAcrossCalls) {
+  const std::string out = path("zeroed.json");
+  const int rc = run(R"({"name": "zeroed", "implementations": ["cpu.planted_zeroed_ws", "cpu.planted_dirty_ws",
+      "cpu.planted_zeroed_ws_bwd"], "passes": ["fwd", "fwd_bwd"], "verify": {"mode": "full"},
+      "timing": {"min_time_s": 0.001, "repetitions": 2, "warmup_s": 0},
+      "sweep": {"product": {"seq_q": [17, 24]}},
+      "problem": {"heads_q": 4, "heads_kv": 2, "seq_kv": 33, "head_dim": 32, "dtype": "f32"}})",
+                     false, out);
+  EXPECT_EQ(rc, 1) << "rows failed: exit code 1";
+  const json j = read_results_json(out);
+  const auto rows = index_rows(j["rows"]);
+  for (int c = 0; c < 2; ++c) {
+    const std::string k = "#" + std::to_string(c) + "#";
+    for (const char* pass : {"fwd", "fwd_bwd"}) {
+      const json& ok = rows.at("cpu.planted_zeroed_ws" + k + pass);
+      EXPECT_EQ(ok["status"], "pass") << pass << ": " << ok["reason"];
+      EXPECT_TRUE(ok.contains("time")) << pass << ": timed calls after the validation call";
+    }
+    const json& dirty = rows.at("cpu.planted_dirty_ws" + k + "fwd");
+    EXPECT_EQ(dirty["status"], "fail");
+    EXPECT_TRUE(has(dirty, "timed call failed")) << dirty["reason"];
+    EXPECT_TRUE(has(dirty, "planted: workspace prefix byte 0 not zero")) << dirty["reason"];
+    const json& pair = rows.at("cpu.planted_zeroed_ws_bwd" + k + "fwd_bwd");
+    EXPECT_EQ(pair["status"], "fail");
+    EXPECT_TRUE(has(pair, "asks for a zeroed workspace prefix")) << pair["reason"];
+  }
+}
+
 // Google Benchmark's report (--benchmark_out) lists the rows that failed verification too, as
 // errors with the verdict, beside the timed ones: a failure does not look like a row left out.
 TEST_F(Faults, FailedRowsAreErrorsInGoogleBenchmarksReport) {

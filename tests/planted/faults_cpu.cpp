@@ -9,11 +9,21 @@
 //   cpu.planted_tile_limit     the simple algorithm with an option "tile" whose values above 64
 //                              it refuses through supports_options() (a SKIP row); calling it
 //                              with such a value anyway throws.
+//   cpu.planted_zeroed_ws      asks for a zeroed workspace prefix (workspace_zeroed_bytes, the
+//                              harness's contract): each call throws unless the prefix is zero,
+//                              dirties it while it works and leaves it zero again;
+//   cpu.planted_dirty_ws       the same, but it leaves the prefix dirty: right on the first call
+//                              (the validation call), throws on the next (a timed one);
+//   cpu.planted_zeroed_ws_bwd  backward only, its forward partner cpu.planted_zeroed_ws: the
+//                              harness refuses its fwd_bwd rows (both passes share the workspace).
 // Memory, passes and limits: as simple.cpp, except the 1 PiB request.
 #include <atomic>
+#include <cstring>
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "planted.hpp"
 
@@ -79,6 +89,59 @@ class TileLimit final : public Simple {
   }
 };
 
+// The simple algorithm behind a zeroed prefix of kPrefix bytes at the start of its workspace.
+class ZeroedWorkspace : public Simple {
+ public:
+  static constexpr std::size_t kPrefix = 192;
+  ZeroedWorkspace(std::string name, bool leave_dirty, std::string what)
+      : Simple(std::move(name), Bug::none, std::move(what)), leave_dirty_(leave_dirty) {}
+  std::size_t workspace_bytes(const Problem& p, Pass pass, const Options&) const override {
+    return kPrefix + simple_workspace_bytes(p, pass);
+  }
+  std::size_t workspace_zeroed_bytes(const Problem&, Pass, const Options&) const override { return kPrefix; }
+  void forward(const FwdArgs& a) const override {
+    auto* prefix = static_cast<unsigned char*>(a.workspace);
+    for (std::size_t i = 0; i < kPrefix; ++i)
+      if (prefix[i] != 0) throw std::runtime_error("planted: workspace prefix byte " + std::to_string(i) + " not zero");
+    std::memset(prefix, 0xab, kPrefix);  // state while the call runs (a counter, say)
+    FwdArgs rest = a;
+    rest.workspace = prefix + kPrefix;
+    rest.workspace_bytes = a.workspace_bytes - kPrefix;
+    simple_forward(rest, Bug::none);
+    if (!leave_dirty_) std::memset(prefix, 0, kPrefix);
+  }
+  void backward(const BwdArgs& a) const override {  // its own fwd_bwd: the prefix left alone
+    BwdArgs rest = a;
+    rest.workspace = static_cast<unsigned char*>(a.workspace) + kPrefix;
+    rest.workspace_bytes = a.workspace_bytes - kPrefix;
+    simple_backward(rest, Bug::none);
+  }
+
+ private:
+  bool leave_dirty_;
+};
+
+class ZeroedWs final : public ZeroedWorkspace {
+ public:
+  ZeroedWs() : ZeroedWorkspace("cpu.planted_zeroed_ws", false, "needs a zeroed workspace prefix, leaves it zero") {}
+};
+
+class DirtyWs final : public ZeroedWorkspace {
+ public:
+  DirtyWs() : ZeroedWorkspace("cpu.planted_dirty_ws", true, "needs a zeroed workspace prefix, leaves it dirty") {}
+};
+
+class ZeroedWsBwd final : public Simple {
+ public:
+  ZeroedWsBwd() : Simple("cpu.planted_zeroed_ws_bwd", Bug::none, "backward only; forward partner cpu.planted_zeroed_ws") {}
+  Capabilities capabilities() const override {
+    Capabilities c = Simple::capabilities();
+    c.forward = false;
+    c.fwd_partner = "cpu.planted_zeroed_ws";
+    return c;
+  }
+};
+
 }  // namespace
 }  // namespace attnbench::planted
 
@@ -87,3 +150,6 @@ ATTNBENCH_REGISTER(attnbench::planted::WritesNan)
 ATTNBENCH_REGISTER(attnbench::planted::HostOom)
 ATTNBENCH_REGISTER(attnbench::planted::ThrowsWhenTimed)
 ATTNBENCH_REGISTER(attnbench::planted::TileLimit)
+ATTNBENCH_REGISTER(attnbench::planted::ZeroedWs)
+ATTNBENCH_REGISTER(attnbench::planted::DirtyWs)
+ATTNBENCH_REGISTER(attnbench::planted::ZeroedWsBwd)

@@ -15,6 +15,9 @@
 # with carry [P, dirname(P)/parts.sha256] while parts are left to send (P: build-peers/fa4/
 # fa4site.part-00, then -01, then build-peers/fi/fisite.part-00 when a step needs FlashInfer) and
 # no carry after; timeout_s 580, or --wait 60 while parts are left, so the next part follows soon.
+# Prefer --wait 300 to 540 when a long job runs: a machine taken back during a call returns
+# nothing of that call (2026-12-05, session 54: job5's first 9 minutes lost with the machine,
+# nothing collected), so shorter waits bring the files made so far home more often.
 # The first call starts the chain; a call that lands on a fresh machine (its reply says warm:
 # false) starts it again there, and its output names the parts still to send. Another chain on
 # the same warm machine: rm /tmp/session.started first.

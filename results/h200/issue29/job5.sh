@@ -12,7 +12,10 @@
 #   3. FA4 and PyTorch SDPA (cuDNN and flash backends), needs /tmp/fa4site for FA4's rows;
 #   4. configs/decode_ragged.json, ours and the naive baseline (a ragged batch, fixed-seed lengths);
 #   5. scripts/decode_summary.py's tables and scripts/plot.py's bandwidth figure.
-# Limits: GRID_S (600 s), FI_S (420 s), PEERS_S (600 s), RAGGED_S (120 s).
+# Limits: GRID_S (600 s), FI_S (420 s), PEERS_S (600 s), RAGGED_S (120 s). PEERS (default
+# fa4,torch_sdpa): step 3's peers; PEERS=torch_sdpa saves FA4's two parts and its rows on a short
+# budget (FA4 has no split-KV on SM 9.0: 0.11-0.35x ours at batch 1 in job1, not the comparison
+# the issue's target names).
 # Run by results/h200/issue27/session.sh (ISSUE29=1 ISSUE29_JOB=results/h200/issue29/job5.sh; it
 # waits up to 300 s for /tmp/fisite first), which gives B (the gate's build) and W (default /tmp/j29).
 # Outputs in $W: decode_grid.json, decode_grid.flashinfer.json, decode_grid.peers.json,
@@ -34,7 +37,7 @@ fi
 timeout "${FI_S:-420}" python3 scripts/peers/peers.py configs/decode_grid.json --peers flashinfer \
   --attnbench "$B" --out "$W/decode_grid.flashinfer.json" > "$W/logs/decode_grid.flashinfer.txt" 2>&1
 el "peers decode_grid (FlashInfer) rc=$?"
-timeout "${PEERS_S:-600}" python3 scripts/peers/peers.py configs/decode_grid.json --peers fa4,torch_sdpa \
+timeout "${PEERS_S:-600}" python3 scripts/peers/peers.py configs/decode_grid.json --peers "${PEERS:-fa4,torch_sdpa}" \
   --backend cudnn,flash --fa4-site /tmp/fa4site --attnbench "$B" --out "$W/decode_grid.peers.json" \
   > "$W/logs/decode_grid.peers.txt" 2>&1
 el "peers decode_grid (FA4, PyTorch SDPA) rc=$?"
