@@ -823,6 +823,12 @@ class FlashInferPure(unittest.TestCase):
         self.assertEqual(c["indices"], [7, 3, 4] + list(range(19, 0, -1)))  # padding never copied
         self.assertEqual(c["last_page_len"], [1, 16, 12])
         self.assertEqual(flashinfer.decode_plan(paged_problem(), [[5] * 19, [6] * 19])["last_page_len"], [12, 12])
+        # A contiguous cache: page b is sequence b's 300 keys, plan()'s page_size seq_kv.
+        dense = {k: v for k, v in paged_problem(batch=3).items() if k not in ("page_size", "num_pages", "page_order")}
+        self.assertEqual(flashinfer.decode_plan(dense, None),
+                         {"indptr": [0, 1, 2, 3], "indices": [0, 1, 2], "last_page_len": [300] * 3})
+        self.assertEqual(flashinfer.decode_page_size(dense), 300)
+        self.assertEqual(flashinfer.decode_page_size(paged_problem()), 16)
 
     def test_decode_kwargs(self):
         from scripts.peers import flashinfer
@@ -836,6 +842,11 @@ class FlashInferPure(unittest.TestCase):
         ok = {"problem": paged_problem()}
         self.assertTrue(b.plans(ok))
         self.assertFalse(b.plans({"problem": varlen_problem([1, 2], [3, 4])}))
+        dense = {k: v for k, v in paged_problem().items() if k not in ("page_size", "num_pages", "page_order")}
+        self.assertTrue(b.plans({"problem": dense}))  # single-token decode over a contiguous cache
+        self.assertFalse(b.plans({"problem": dict(dense, seq_q=4)}))  # prefill-like: no row
+        self.assertIsNone(b.plan_skip({"problem": dense}, "fwd"))
+        self.assertIn("empty context", b.plan_skip({"problem": dict(dense, seq_kv=0)}, "fwd"))
         self.assertIsNone(b.plan_skip(ok, "fwd"))
         self.assertIn("forward-only", b.plan_skip(ok, "bwd"))
         self.assertIn("f16 and bf16", b.plan_skip({"problem": paged_problem(dtype="f32")}, "fwd"))
@@ -975,7 +986,7 @@ class PagedDryRun(Tmp):
         self.assertIn("6 rows: flashinfer.batch_decode", p.stdout)
         self.assertIn("5 of them SKIP", p.stdout)
         self.assertEqual(p.stdout.count("single-token decode only"), 5)  # seq_q 2, and the ragged [1, 2, 1]
-        # No paged case, no FlashInfer row (not even a SKIP).
+        # No paged case and no single-token decode, no FlashInfer row (not even a SKIP).
         p = py(os.path.join(PEERS, "flashinfer.py"), self.path("dense.json"), "--attnbench", EXE, "--dry-run")
         self.assertEqual(p.returncode, 2)
         self.assertIn("no case runs on cuda", p.stderr)

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""FlashInfer's batch decode on a paged KV cache as a peer of attnbench (issue 29), in attnbench's format.
+"""FlashInfer's batch decode on a paged or contiguous KV cache as a peer of attnbench (issue 29), in attnbench's format.
 
     python3 scripts/peers/flashinfer.py CONFIG.json [--flashinfer-backend auto] [--flashinfer-tensor-cores auto] [--out FILE]
     python3 scripts/peers/flashinfer.py configs/decode_grid.json --dry-run     # no torch, no GPU
     python3 scripts/peers/peers.py CONFIG.json --peers fa4,flashinfer
 
-Row flashinfer.batch_decode (options {}; {"tensor_cores": 0 or 1} when forced), for paged cases only
-(no row at all for the others): one call is flashinfer.BatchDecodeWithPagedKVCacheWrapper(workspace,
+Row flashinfer.batch_decode (options {}; {"tensor_cores": 0 or 1} when forced), for paged cases and
+for single-token decode over a contiguous cache (no row at all for the others): one call is flashinfer.BatchDecodeWithPagedKVCacheWrapper(workspace,
 "NHD", use_cuda_graph=True, use_tensor_cores=..., backend=...).run(q, (k_pool, v_pool), out=o,
 lse=...) (tensor cores by default for GQA groups of 4 or more: use_tensor_cores() below), planned
 once per case outside the timed call
@@ -15,7 +15,9 @@ window_left=, logits_soft_cap=, sm_scale=, q_data_type=, kv_data_type=)). The ta
 harness's own (ab_case_metadata), turned into FlashInfer's CSR form by decode_plan() below: a
 sequence's pages are the first ceil(context / page_size) entries of its row, in order, and
 last_page_len the keys in its last page. K and V are attnbench's pool [num_pages, page_size, hkv, d]
-as is (FlashInfer's NHD paged layout); q [batch, hq, d] is attnbench's q seen without its seq_q
+as is (FlashInfer's NHD paged layout). A contiguous cache, K and V [batch, seq_kv, hkv, d], is the same
+layout read as a pool of batch pages of seq_kv keys, sequence b on page b (contiguous_decode): the
+paged kernel over the tensors attnbench's own rows read, with no copy; q [batch, hq, d] is attnbench's q seen without its seq_q
 axis of 1 (or the packed q of a ragged batch with one query per sequence). GQA: FlashInfer maps
 query head h to kv head h / (hq / hkv), as attnbench. O and the LSE are verified: FlashInfer's LSE
 is base 2, [tokens, hq] (its utils.py says its kernels emit base-2 LSE; this wrapper's run() takes
@@ -56,11 +58,29 @@ def queries_per_sequence(problem):
     return [int(p["seq_q"])] * int(p["batch"])
 
 
+def contiguous_decode(problem):
+    """Whether a problem (or a case) is single-token decode over a contiguous, not ragged cache: the
+    one non-paged kind this peer maps (one page of seq_kv keys per sequence)."""
+    p = problem.get("problem", problem)
+    return not common.is_paged(p) and not common.is_varlen(p) and int(p["seq_q"]) == 1
+
+
+def decode_page_size(problem):
+    """plan()'s page_size: the problem's, or seq_kv for a contiguous cache (a page per sequence)."""
+    p = problem.get("problem", problem)
+    return int(p["page_size"]) if common.is_paged(p) else int(p["seq_kv"])
+
+
 def decode_plan(problem, table):
     """FlashInfer's CSR paged KV from attnbench's block table (rows, as ab_case_metadata gives them):
     indptr [batch + 1] (prefix sums of each sequence's page count ceil(context / page_size)),
     indices (each row's first pages, concatenated), last_page_len [batch] (keys in a sequence's last
-    page, 1..page_size). The table's padding (past a sequence's pages) is never copied."""
+    page, 1..page_size). The table's padding (past a sequence's pages) is never copied. A contiguous
+    cache (table None): page b is sequence b's seq_kv keys."""
+    p = problem.get("problem", problem)
+    if not common.is_paged(p):
+        b, n = int(p["batch"]), int(p["seq_kv"])
+        return {"indptr": list(range(b + 1)), "indices": list(range(b)), "last_page_len": [n] * b}
     g = common.paged_info(problem)
     ps = g["page_size"]
     indptr, indices, last = [0], [], []
@@ -95,7 +115,7 @@ def plan_skip_reason(case, pass_name):
     if any(n != 1 for n in queries_per_sequence(p)):
         return ("more than one query per sequence: this peer maps single-token decode only (FlashInfer's "
                 "multi-token decode, q_len_per_req > 1, is not wired)")
-    if any(n == 0 for n in common.paged_info(p)["seqlens_kv"]):
+    if any(n == 0 for n in common.context_lengths(p)):
         return "a sequence with an empty context: FlashInfer's paged KV needs 1 <= last_page_len <= page_size"
     return None
 
@@ -155,7 +175,7 @@ class FlashInfer(common.Backend):
         return dict(self.state.get("context", {}))
 
     def plans(self, case):
-        return common.is_paged(case)
+        return common.is_paged(case) or contiguous_decode(case)
 
     def plan_skip(self, case, pass_name):
         return plan_skip_reason(case, pass_name)
@@ -167,7 +187,7 @@ class FlashInfer(common.Backend):
         torch, fi = dev.torch, self.state["module"]
         p = case["problem"]
         b, hq, hkv, d = p["batch"], p["heads_q"], p["heads_kv"], p["head_dim"]
-        csr = decode_plan(p, t["block_table"].tolist())
+        csr = decode_plan(p, t["block_table"].tolist() if common.is_paged(p) else None)
         i32 = {n: torch.tensor(v, dtype=torch.int32, device=dev.dev) for n, v in csr.items()}
         ws = torch.zeros(WORKSPACE_BYTES, dtype=torch.uint8, device=dev.dev)
         tc = use_tensor_cores(p, self.tensor_cores)
@@ -176,13 +196,13 @@ class FlashInfer(common.Backend):
             paged_kv_indices_buffer=i32["indices"], paged_kv_last_page_len_buffer=i32["last_page_len"],
             backend=self.backend)
         dt = dev.tdtype(case)
-        w.plan(i32["indptr"], i32["indices"], i32["last_page_len"], hq, hkv, d, p["page_size"],
+        w.plan(i32["indptr"], i32["indices"], i32["last_page_len"], hq, hkv, d, decode_page_size(p),
                q_data_type=dt, kv_data_type=dt, **decode_kwargs(p))
         # What ran, in the log: backend "auto" resolves per plan (fa2, fa3, cudnn, ...).
         print(f"flashinfer: {case['case']}: use_tensor_cores={int(tc)}, backend "
               f"{self.backend} -> {getattr(w, 'resolved_backend', '?')}", file=sys.stderr, flush=True)
         q = t["q"].view(b, hq, d)  # [b, 1, hq, d] or, ragged with one query each, [b, hq, d]
-        kv = (t["k"], t["v"])  # the pool, [num_pages, page_size, hkv, d]: NHD
+        kv = (t["k"], t["v"])  # the pool [num_pages, page_size, hkv, d], or [b, seq_kv, hkv, d]: NHD
         o = dev.empty(case, "o")
         o3 = o.view(b, hq, d)
         # The LSE as FlashInfer writes it: [tokens, hq] float32, base 2 (flashinfer/utils.py:
@@ -262,7 +282,8 @@ def load(args):
                      "call": "BatchDecodeWithPagedKVCacheWrapper(workspace 128 MiB, 'NHD', use_cuda_graph=True, "
                              f"use_tensor_cores=(auto: heads_q / heads_kv >= {TC_MIN_GROUP}))"
                              ".run(q [b, hq, d], (k_pool, v_pool), out=o); plan() once per case, untimed, from the "
-                             "harness's block table (decode_plan: indptr, indices, last_page_len)",
+                             "harness's block table (decode_plan: indptr, indices, last_page_len); a contiguous "
+                             "cache as a pool of one seq_kv-key page per sequence",
                      "lse": "returned base 2 [tokens, hq] (return_lse=True, in the timed call), verified after conversion to natural log"}
     return st
 
