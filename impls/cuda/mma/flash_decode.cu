@@ -256,8 +256,8 @@ __device__ __forceinline__ void write_block_rows(const DecodeParams& p, const De
 // leaves the counter at zero for the next call. No block waits for another, so nothing assumes
 // the grid is resident at once. pr: this thread's packed row, -1 past the sequence's rows.
 template <class T, class Tr>
-__device__ __forceinline__ void fused_combine(const DecodeParams& p, const DecodeSeq& sq, uint32_t mg,
-                                           int kvh, int pr, int sub, int dh) {
+__device__ __forceinline__ void fused_combine(const DecodeParams& p, const DecodeSeq& sq,
+                                              uint32_t mg, int kvh, int pr, int sub, int dh) {
   constexpr int kPerRow = Tr::kThreads / Tr::kRows;
   constexpr int kPairs = Tr::kHeadDim / (2 * kPerRow);  // column pairs per thread
   const int tid = threadIdx.x;
