@@ -13,9 +13,11 @@
 #      (the decode configs' timing), fused_combine 0 and 1 side by side and cuDNN, every row
 #      verified. Predicted fused/separate time 0.95-0.97 at 4k-32k (1-2 us of a 19-60 us call:
 #      the second kernel's launch, its wait for the whole split grid and its read of the LSEs),
-#      about 1.0 at 128k; no change where one split runs (never here).
+#      about 1.0 at 128k; no change where one split runs (never here);
+#   3. read_size_probe.py: a plain read (torch.sum) of 8 MB to 1 GB after the read flush, its GB/s
+#      and fixed cost per call: what any kernel pays at the batch-1 cells' sizes (about 10 s).
 # Run by results/h200/issue27/session.sh (JOBS="results/h200/issue29/fused_ab.sh"), which gives B
-# (the session's build) and W. Outputs in $W: fused_ab.json, fused_ab.md, san_*.txt, logs/.
+# (the session's build) and W. Outputs in $W: fused_ab.json, fused_ab.md, san_*.txt, read_size_probe.md, logs/.
 set -uo pipefail
 W=${W:-/tmp/fused}; mkdir -p "$W/logs"
 source scripts/common.sh; attn_cudnn_from_wheel
@@ -90,4 +92,8 @@ if ratios:
     print(f"\nfused1/fused0 over {len(ratios)} cases: {ratios[0]:.3f}-{ratios[-1]:.3f}, median {ratios[len(ratios) // 2]:.3f}")
 PY
 el "summary rc=$?"
+# 3. What a plain read of decode's sizes costs from a flushed L2 (read_size_probe.py): whether the
+#    batch-1 cells' fixed cost is any kernel's at that size.
+timeout 120 python3 results/h200/issue29/read_size_probe.py > "$W/read_size_probe.md" 2>&1
+el "read size probe rc=$?"
 el "job done"
