@@ -68,7 +68,7 @@ python3 - "$W/fused_ab.json" > "$W/fused_ab.md" 2>&1 <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 ceil = (d.get("context", {}).get("ceilings") or {}).get("read_tbps")
-print(f"read ceiling {ceil} TB/s; times are medians in us")
+print(f"read ceiling {ceil} TB/s; times are medians in us; the ratios are of times (below 1: faster)")
 print("| case | fused=0 | fused=1 | fused1/fused0 | cuDNN | fused1/cuDNN | fused0/cuDNN | fused=1 of ceiling | verdicts |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
 med, byt, ver = {}, {}, {}
