@@ -90,6 +90,9 @@ int main(int argc, char** argv) {
       {1, 8, 1, 1, 500, 256, false, DType::bf16, 16, kShuf, 0, {}, {}, {},
        Distribution::outlier, 0, -1, -1, 50},
   };
+  // The most splits a sequence may have (kMaxSplits, 128: the combine's LSE registers and the
+  // fused combine's weights in shared memory), on MQA d64 over 8192 keys (128 tiles of 64: one a split).
+  const Case most_splits{1, 8, 1, 1, 8192, 64, false, DType::bf16};
   const Implementation* dec = Registry::instance().find("cuda.flash_decode");
   const Implementation* naive = Registry::instance().find("cpu.naive_3pass");
   if (!dec || !naive) {
@@ -141,6 +144,20 @@ int main(int argc, char** argv) {
     emu::sched_seed = 1 + ci;
     ok = check_on_host(*dec, *naive, p, Pass::fwd, in, ref, {{"splits", 7}, {"fused_combine", 1}}) && ok;
     emu::sched_seed = 0;
+    attnbench::test::fwd_calls() = 1;
+    ++ran;
+    failures += ok ? 0 : 1;
+  }
+  if (selected(static_cast<int>(cases.size()))) {
+    const Case& c = most_splits;
+    const Problem p = make_problem(c.b, c.hq, c.hkv, c.sq, c.skv, c.d, c.causal, c.t, c.scale);
+    std::printf("case %zu: %s, 128 splits\n", cases.size(), p.label().c_str());
+    const CaseInputs in = make_inputs(p, kSeed + cases.size(), c.dist);
+    const Reference ref = compute_reference(in, VerifyMode::full, true, false, kSeed + cases.size());
+    attnbench::test::fwd_calls() = 2;
+    bool ok = true;
+    for (const int fused : {0, 1})
+      ok = check_on_host(*dec, *naive, p, Pass::fwd, in, ref, {{"splits", 128}, {"fused_combine", fused}}) && ok;
     attnbench::test::fwd_calls() = 1;
     ++ran;
     failures += ok ? 0 : 1;
