@@ -136,6 +136,12 @@ __device__ __forceinline__ DecodeSeq decode_seq(const DecodeParams p, int b) {
   return s;
 }
 
+// The splits that hold keys of sequence sq (split 0 alone for a context of 0): the split kernel's
+// blocks past them return at once, and the combine (kernel or fused) merges exactly these.
+__device__ __forceinline__ int splits_used(const DecodeParams& p, const DecodeSeq& sq) {
+  return sq.ctx > 0 ? min(p.splits, (sq.ctx + p.chunk - 1) / p.chunk) : 1;
+}
+
 // Paged: the pool rows of a tile's keys n0 + lane + 32 j (register j of each lane; 0 past the
 // tile or past k_end), looked up by the warp a tile before its copies need them.
 template <class Tr>
@@ -264,7 +270,7 @@ __device__ __forceinline__ void fused_combine(const DecodeParams& p, const Decod
   thread_fence();   // this thread's partial rows are visible to the device ...
   __syncthreads();  // ... for every thread of the block, before it is counted in
   const uint32_t flag = mg, wts = mg + 128;  // the warps' merge area is free again
-  const int used = sq.ctx > 0 ? min(p.splits, (sq.ctx + p.chunk - 1) / p.chunk) : 1;
+  const int used = splits_used(p, sq);
   if (tid == 0) {
     int* counter = p.counters + static_cast<int64_t>(blockIdx.z) * p.heads_kv + kvh;
     const bool last = atomic_add_i32(counter, 1) == used - 1;
@@ -551,7 +557,7 @@ __global__ void __launch_bounds__(128) flash_decode_combine_kernel(const DecodeP
   }
   const DecodeSeq sq = decode_seq(p, b);
   const int qi = static_cast<int>(token - sq.q_start);
-  const int used = sq.ctx > 0 ? min(p.splits, (sq.ctx + p.chunk - 1) / p.chunk) : 1;
+  const int used = splits_used(p, sq);
   const int64_t split_stride = rows;
   float lse_s[kLseRegs];
   float m = kNegInf;
