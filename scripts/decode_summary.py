@@ -7,7 +7,9 @@
 One table per KV layout (contiguous, pages of N): per (heads, head_dim, batch, context) cell, the
 GB/s (K and V read once, Q and O: the rows' hbm_bytes over the median) of cuda.flash_decode
 (automatic splits; "1 split" beside it when the run has splits=1 rows), its fraction of the same
-run's read ceiling (context.ceilings.read_tbps), cuda.cudnn_sdpa, PyTorch SDPA's cuDNN and flash
+run's read ceiling (context.ceilings.read_tbps) and, when the run measured the read curve
+(context.ceilings.read_curve), of a read of the row's own bytes after the same flush (the fixed
+cost of a call included: what the size allows), cuda.cudnn_sdpa, PyTorch SDPA's cuDNN and flash
 backends, FlashInfer and FA4, and ours over the best of PyTorch's cuDNN and FlashInfer (issue 29's
 target: >= 1.0x per cell). A peer row without hbm_bytes (files written before peers carried them)
 takes the run's for the same case. Then the targets: >= 0.85 of the read ceiling at batch x
@@ -26,7 +28,7 @@ if not __package__:  # run as a file: the repository root on the path, for the `
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from scripts.entry import run  # noqa: E402
 from scripts.readme_block import generated  # noqa: E402
-from scripts.results_io import load_results  # noqa: E402
+from scripts.results_io import load_results, read_tbps_at  # noqa: E402
 
 OURS = "cuda.flash_decode"
 # (column, implementation) after ours; the target compares ours with the best of TARGET_PEERS.
@@ -47,8 +49,9 @@ def cell_of(p):
     return (p["heads_q"], p["heads_kv"], p["head_dim"], p["batch"], p["seq_kv"])
 
 
-def gbps_table(rows, hbm_of):
-    """(impl or "ours" / "ours1", page_size, cell) -> GB/s of the passing forward rows with a time."""
+def gbps_table(rows, hbm_of, nbytes=None):
+    """(impl or "ours" / "ours1", page_size, cell) -> GB/s of the passing forward rows with a time;
+    nbytes (a dict): and (page_size, cell) -> the hbm_bytes of our rows."""
     out = {}
     for r in rows:
         p, t = r["problem"], (r.get("time") or {}).get("median_ms")
@@ -64,6 +67,8 @@ def gbps_table(rows, hbm_of):
             if impl is None:
                 continue
         out[(impl, p.get("page_size") or 0, cell_of(p))] = hbm / (t * 1e-3) / 1e9
+        if impl == "ours" and nbytes is not None:
+            nbytes[(p.get("page_size") or 0, cell_of(p))] = hbm
     return out
 
 
@@ -72,21 +77,27 @@ def fmt(x):
 
 
 def summary(run_res, peer_results):
-    ceiling = ((run_res.get("context") or {}).get("ceilings") or {}).get("read_tbps")
+    ceilings = (run_res.get("context") or {}).get("ceilings") or {}
+    ceiling = ceilings.get("read_tbps")
     ceiling = ceiling * 1000 if ceiling else None
+    curve = bool(ceilings.get("read_curve"))
     hbm_of = {r["case"]: r.get("hbm_bytes") for r in run_res["rows"] if r.get("hbm_bytes")}
-    t = gbps_table(run_res["rows"], hbm_of)
+    nbytes = {}
+    t = gbps_table(run_res["rows"], hbm_of, nbytes)
     for peer_res in peer_results:
         t.update(gbps_table(peer_res["rows"], hbm_of))
     one_split = any(k[0] == "ours1" for k in t)
     print(f"Read ceiling of the run: {fmt(ceiling)} GB/s (`context.ceilings.read_tbps`). GB/s: K and V "
-          "read once, Q and O, over the median time; seq_q 1.\n")
+          "read once, Q and O, over the median time; seq_q 1."
+          + (" \"of same-size read\": of the run's read curve (`context.ceilings.read_curve`) at the row's "
+             "bytes, a read of that size after the same flush." if curve else "") + "\n")
     misses = {"big": [], "b1": [], "peers": []}
     counts = {"big": 0, "b1": 0, "peers": 0}
     for ps in sorted({k[1] for k in t}):
         cells = sorted({k[2] for k in t if k[1] == ps})
         print(f"**{'contiguous' if ps == 0 else f'pages of {ps}'}**\n")
         head = ["heads q:kv", "head_dim", "batch", "context", "flash_decode", "of ceiling"]
+        head += ["of same-size read"] if curve else []
         head += ["1 split"] if one_split else []
         head += [c for c, _ in PEERS] + ["ours / best of PyTorch cuDNN, FlashInfer"]
         print("| " + " | ".join(head) + " |")
@@ -98,6 +109,9 @@ def summary(run_res, peer_results):
             best = max((t[(i, ps, cell)] for i in TARGET_PEERS if (i, ps, cell) in t), default=None)
             vals = [f"{hq}:{hkv}", str(d), str(b), f"{ctx // 1024}k" if ctx % 1024 == 0 else str(ctx),
                     fmt(ours), "-" if frac is None else f"{frac:.2f}"]
+            at_size = read_tbps_at(ceilings, nbytes.get((ps, cell))) if curve and ours else None
+            size_frac = ours / (at_size * 1000) if at_size else None
+            vals += (["-" if size_frac is None else f"{size_frac:.2f}"] if curve else [])
             vals += [fmt(t.get(("ours1", ps, cell)))] if one_split else []
             vals += [fmt(t.get((i, ps, cell))) for _, i in PEERS]
             vals.append("-" if ours is None or best is None else f"{ours / best:.2f}×")
@@ -110,7 +124,8 @@ def summary(run_res, peer_results):
             if frac is not None and b == 1 and ctx >= LONG_CONTEXT:
                 counts["b1"] += 1
                 if frac < BATCH1_FRACTION:
-                    misses["b1"].append(f"{name} ({frac:.2f})")
+                    misses["b1"].append(f"{name} ({frac:.2f}" + (f"; {size_frac:.2f} of a same-size read)"
+                                                                 if size_frac is not None else ")"))
             if ours is not None and best is not None:
                 counts["peers"] += 1
                 if ours < best:

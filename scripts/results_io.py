@@ -58,6 +58,30 @@ def load_results(path, fail, what=""):
     return res
 
 
+def read_tbps_at(ceilings, nbytes):
+    """The rate (TB/s) of a read of nbytes from ceilings["read_curve"] (harness/src/run/ceilings.cpp's
+    read_tbps_at, the same rule): a call's time linear in its bytes between the two curve points
+    around nbytes (beyond the ends, along the nearest segment), the rate bytes over that time.
+    None without a usable curve or for nbytes <= 0."""
+    curve = (ceilings or {}).get("read_curve") if isinstance(ceilings, dict) else None
+    if not isinstance(curve, list) or not nbytes or nbytes <= 0:
+        return None
+    pts = sorted((p["bytes"], p["bytes"] / (p["tbps"] * 1e12)) for p in curve
+                 if isinstance(p, dict) and isinstance(p.get("bytes"), (int, float))
+                 and isinstance(p.get("tbps"), (int, float)) and p["bytes"] > 0 and p["tbps"] > 0)
+    if not pts:
+        return None
+    if len(pts) == 1:
+        secs = pts[0][1] * nbytes / pts[0][0]
+    else:
+        i = 0
+        while i + 2 < len(pts) and nbytes > pts[i + 1][0]:
+            i += 1
+        (b0, t0), (b1, t1) = pts[i], pts[i + 1]
+        secs = t0 + (nbytes - b0) * (t1 - t0) / (b1 - b0) if b1 > b0 else t0
+    return nbytes / secs / 1e12 if secs > 0 else None
+
+
 def finite(obj):
     """obj with every NaN or infinite float as None: JSON has neither (attnbench writes null)."""
     if isinstance(obj, float):

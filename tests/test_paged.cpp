@@ -12,13 +12,16 @@
 #include <limits>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "attnbench/ceilings.hpp"
 #include "attnbench/config.hpp"
 #include "attnbench/context.hpp"
 #include "attnbench/reference.hpp"
+#include "attnbench/render.hpp"
 #include "attnbench/results.hpp"
 #include "attnbench/tensors.hpp"
 #include "attnbench/verify_outputs.hpp"
@@ -387,6 +390,61 @@ TEST(PagedResults, RoundTrip) {
             "problem: block_table[0]: 2 pages of 8 keys hold 16 keys, fewer than its seq_kv = 20");
   EXPECT_EQ(refused(head + R"("page_size": 8, "num_pages": 3, "block_table": [[0, 1, 2], [2, 1, 3]]})"),
             "problem: block_table[1][2] = 3: not a page of the pool [0, 3)");
+}
+
+// The read curve (context.ceilings.read_curve): a read of a row's own bytes, interpolated with the
+// time of a call linear in its bytes, and the run table's column of that fraction.
+TEST(PagedResults, ReadCurveAtSize) {
+  // Calls of t = 10 us + bytes / (4 TB/s): the interpolation is exact on such a line.
+  auto t_of = [](double b) { return 10e-6 + b / 4e12; };
+  nlohmann::json ceil = {{"read_tbps", 4.0}, {"read_curve", nlohmann::json::array()}};
+  for (const double mib : {8.0, 16.0, 32.0, 64.0, 1024.0}) {
+    const double b = mib * (1 << 20);
+    ceil["read_curve"].push_back({{"bytes", b}, {"tbps", b / t_of(b) / 1e12}});
+  }
+  for (const double b : {1e6, 8.0 * (1 << 20), 30e6, 67e6, 500e6, 4e9}) {
+    SCOPED_TRACE(b);
+    const auto at = read_tbps_at(ceil, b);
+    ASSERT_TRUE(at.has_value());
+    EXPECT_NEAR(*at, b / t_of(b) / 1e12, 1e-9);
+  }
+  // 67 MB: 16.75 us of reading at 4 TB/s plus the 10 us: 0.63 of the asymptote.
+  EXPECT_NEAR(*read_tbps_at(ceil, 67e6) / 4.0, 16.75 / 26.75, 1e-9);
+  EXPECT_FALSE(read_tbps_at(ceil, 0).has_value());
+  EXPECT_FALSE(read_tbps_at(nlohmann::json::object(), 1e6).has_value());
+  using J = nlohmann::json;
+  EXPECT_FALSE(read_tbps_at(J{{"read_curve", J::array()}}, 1e6).has_value());
+  EXPECT_FALSE(read_tbps_at(J{{"read_curve", {{{"bytes", 0}, {"tbps", 1}}}}}, 1e6).has_value());
+  // One point: its rate at every size.
+  EXPECT_NEAR(*read_tbps_at(J{{"read_curve", {{{"bytes", 1e9}, {"tbps", 3.0}}}}}, 5e6), 3.0, 1e-12);
+  // Out of order, and a malformed point skipped.
+  nlohmann::json shuffled = {{"read_curve", {ceil["read_curve"][3], "x", ceil["read_curve"][0],
+                                             ceil["read_curve"][4], ceil["read_curve"][1]}}};
+  EXPECT_NEAR(*read_tbps_at(shuffled, 67e6), *read_tbps_at(ceil, 67e6), 1e-9);
+
+  // The run table: GB/s (of the 1 GiB read) and, with a curve, the fraction of a same-size read.
+  const Problem p = problems()[1];
+  ResultRow r;
+  r.problem = p;
+  r.case_label = p.label();
+  r.impl = "cpu.naive_3pass";
+  r.device = "cpu";
+  r.hbm_bytes = pass_hbm_bytes(p, Pass::fwd);
+  r.time = TimeStats{};
+  const double b = static_cast<double>(r.hbm_bytes);
+  r.time->median_ms = 2 * t_of(b) * 1e3;  // half the rate of a same-size read
+  ResultsFile f;
+  f.rows = {r};
+  f.context["ceilings"] = ceil;
+  std::ostringstream with_curve;
+  print_run_table(f, with_curve);
+  EXPECT_NE(with_curve.str().find("of read at size"), std::string::npos) << with_curve.str();
+  EXPECT_NE(with_curve.str().find(" 50% "), std::string::npos) << with_curve.str();
+  f.context["ceilings"].erase("read_curve");
+  std::ostringstream without;
+  print_run_table(f, without);
+  EXPECT_NE(without.str().find("GB/s (of read)"), std::string::npos) << without.str();
+  EXPECT_EQ(without.str().find("of read at size"), std::string::npos) << without.str();
 }
 
 // Config keys: page_size, page_order, num_pages, block_table and the ragged distribution; their

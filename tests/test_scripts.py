@@ -487,6 +487,37 @@ class DecodeSummary(unittest.TestCase):
             self.assertEqual(p.returncode, 2)
             self.assertIn("not an attnbench results file", p.stderr)
 
+    def test_same_size_read(self):
+        """With the run's read curve: our rows' fraction of a read of their own bytes, and in the
+        batch-1 target's misses."""
+        def r(impl, b, ctx, ms, ps=0):
+            return {"impl": impl, "case": f"b{b}_ctx{ctx}_p{ps}", "pass": "fwd", "status": "pass",
+                    "options": {}, "time": {"median_ms": ms}, "hbm_bytes": 4_000_000,
+                    "problem": {"heads_q": 64, "heads_kv": 8, "head_dim": 128, "batch": b, "seq_kv": ctx,
+                                "seq_q": 1, "page_size": ps}}
+        run_res = results_file([r("cuda.flash_decode", 1, 32768, 0.002), r("cuda.cudnn_sdpa", 1, 32768, 0.004)])
+        # Calls of 1 us + bytes / (5 TB/s): 4e6 bytes in 1.8 us, 2222 GB/s; ours 2000 GB/s: 0.90 of it.
+        curve = [{"bytes": b, "tbps": b / (1e-6 + b / 5e12) / 1e12} for b in (1e6, 1e9)]
+        run_res["context"]["ceilings"] = {"read_tbps": 4.5, "read_curve": curve}
+        peers = results_file([r("torch.sdpa_cudnn", 1, 32768, 0.004)])
+        with tempfile.TemporaryDirectory() as tmp:
+            g, t = os.path.join(tmp, "g.json"), os.path.join(tmp, "t.json")
+            write(g, json.dumps(run_res))
+            write(t, json.dumps(peers))
+            p = run(os.path.join(ROOT, "scripts", "decode_summary.py"), g, t)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("| flash_decode | of ceiling | of same-size read | `cuda.cudnn_sdpa` |", p.stdout)
+            self.assertIn("| 64:8 | 128 | 1 | 32k | 2000 | 0.44 | 0.90 | 1000 | 1000 |", p.stdout)
+            self.assertIn("missed by 64:8 d128 1×32k contiguous (0.44; 0.90 of a same-size read)", p.stdout)
+        sys.path.insert(0, ROOT)
+        from scripts.results_io import read_tbps_at
+        ceil = {"read_curve": curve}
+        self.assertAlmostEqual(read_tbps_at(ceil, 4e6), 4e6 / 1.8e-6 / 1e12)
+        self.assertAlmostEqual(read_tbps_at(ceil, 4e9), 4e9 / (1e-6 + 4e9 / 5e12) / 1e12)  # beyond the end
+        self.assertIsNone(read_tbps_at({}, 4e6))
+        self.assertIsNone(read_tbps_at(ceil, 0))
+        self.assertAlmostEqual(read_tbps_at({"read_curve": [curve[1]]}, 4e6), curve[1]["tbps"])
+
 
 class VariantsSummary(unittest.TestCase):
     """Issue 30's tables and targets: windows against their own dense rows, FA4 and cuDNN."""

@@ -8,6 +8,8 @@
 #include <map>
 #include <ostream>
 
+#include "attnbench/ceilings.hpp"
+
 namespace attnbench {
 
 namespace {
@@ -109,8 +111,11 @@ std::string rate_text(double t) {
 
 // One row of the run's table (a row that was not skipped); giga: the rate in GFLOP/s; bw: with
 // the GB/s column (memory-bound rows: ResultRow::gbps), read_gbps > 0: and the fraction of the
-// run's read ceiling (context.ceilings.read_tbps) after it.
-std::vector<std::string> run_table_row(const ResultRow& r, bool giga, bool bw, double read_gbps) {
+// run's read ceiling (context.ceilings.read_tbps) after it; curve (the run's ceilings, when they
+// have a read_curve): and a column with the fraction of a read of the row's own bytes
+// (read_tbps_at).
+std::vector<std::string> run_table_row(const ResultRow& r, bool giga, bool bw, double read_gbps,
+                                       const nlohmann::ordered_json* curve) {
   std::string impl = r.impl;
   if (!r.options.empty()) {
     impl += " [";
@@ -132,7 +137,7 @@ std::vector<std::string> run_table_row(const ResultRow& r, bool giga, bool bw, d
   // Built in column order (push_back, not an insert into the middle: g++ 13's -Warray-bounds
   // misfires on vector<string>::insert here).
   std::vector<std::string> cells;
-  cells.reserve(11);
+  cells.reserve(12);
   cells.push_back(r.case_label);
   cells.push_back(impl);
   cells.emplace_back(to_string(r.pass));
@@ -146,6 +151,10 @@ std::vector<std::string> run_table_row(const ResultRow& r, bool giga, bool bw, d
     std::string cell = g ? rate_text(*g) : "-";
     if (g && read_gbps > 0) cell += fmt(" (%.0f%%)", 100 * *g / read_gbps);
     cells.push_back(cell);
+    if (curve) {
+      const auto at = g ? read_tbps_at(*curve, static_cast<double>(r.hbm_bytes)) : std::nullopt;
+      cells.push_back(at ? fmt("%.0f%%", 100 * *g / (*at * 1e3)) : "-");
+    }
   }
   cells.push_back(r.memory ? fmt("%.1f", static_cast<double>(r.memory->workspace_bytes) / (1 << 20))
                            : "-");
@@ -229,11 +238,18 @@ void print_run_table(const ResultsFile& res, std::ostream& out) {
       "ws MiB",    "note"};
   // The same run's HBM read ceiling, when it measured one (CUDA rows ran).
   double read_gbps = 0;
+  const nlohmann::ordered_json* curve = nullptr;  // the ceilings, when they have a read curve
   if (const auto c = res.context.find("ceilings"); c != res.context.end() && c->is_object()) {
     if (const auto t = c->find("read_tbps"); t != c->end() && t->is_number())
       read_gbps = t->get<double>() * 1e3;
+    if (const auto rc = c->find("read_curve"); rc != c->end() && rc->is_array() && !rc->empty())
+      curve = &*c;
   }
+  if (!bw) curve = nullptr;
   if (bw) header.insert(header.begin() + 8, read_gbps > 0 ? "GB/s (of read)" : "GB/s");
+  // The fraction of a same-size read (the read curve at the row's hbm_bytes): what a call of that
+  // many bytes can reach, its fixed cost included.
+  if (curve) header.insert(header.begin() + 9, "of read at size");
   std::vector<std::vector<std::string>> rows;
   // Skipped rows are counted by reason below the table, not listed: in a sweep they are
   // mostly "no backward pass" or "no CUDA device", and would bury the rows that ran.
@@ -245,7 +261,7 @@ void print_run_table(const ResultsFile& res, std::ostream& out) {
       ++skipped[r.reason];
       continue;
     }
-    rows.push_back(run_table_row(r, giga, bw, read_gbps));
+    rows.push_back(run_table_row(r, giga, bw, read_gbps, curve));
   }
   print_aligned(header, rows, out);
   std::vector<std::pair<int, std::string>> by_count;

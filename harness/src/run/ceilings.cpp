@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #ifdef ATTNBENCH_WITH_CUDA
@@ -28,15 +29,20 @@ void check(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string(what) + ": cuBLAS status " + std::to_string(static_cast<int>(s)));
 }
 
-// Median of `reps` event-timed runs of fn, after `warm` untimed ones.
-template <class F>
-float median_ms(cudaStream_t st, int warm, int reps, F fn) {
-  for (int i = 0; i < warm; ++i) fn();
+// Median of `reps` event-timed runs of fn, after `warm` untimed ones; pre() runs before each,
+// outside the events (the read curve's flush).
+template <class F, class Pre = void (*)()>
+float median_ms(cudaStream_t st, int warm, int reps, F fn, Pre pre = [] {}) {
+  for (int i = 0; i < warm; ++i) {
+    pre();
+    fn();
+  }
   cudaEvent_t a, b;
   check(cudaEventCreate(&a), "cudaEventCreate");
   check(cudaEventCreate(&b), "cudaEventCreate");
   std::vector<float> t;
   for (int i = 0; i < reps; ++i) {
+    pre();
     check(cudaEventRecord(a, st), "cudaEventRecord");
     fn();
     check(cudaEventRecord(b, st), "cudaEventRecord");
@@ -70,7 +76,7 @@ nlohmann::json measure_ceilings() {
   nlohmann::json j;
   const int n = 8192;
   const std::size_t elems = static_cast<std::size_t>(n) * n;
-  void *a = nullptr, *b = nullptr, *c = nullptr, *r = nullptr;
+  void *a = nullptr, *b = nullptr, *c = nullptr, *r = nullptr, *f = nullptr;
   cudaStream_t st = static_cast<cudaStream_t>(device_ops(Device::cuda).stream());
   cublasHandle_t h = nullptr;
   try {
@@ -115,6 +121,28 @@ nlohmann::json measure_ceilings() {
     const float rms = median_ms(st, 3, 20, read);
     j["read_tbps"] = static_cast<double>(rbytes) / (rms * 1e-3) / 1e12;
     j["read_bytes"] = rbytes;
+    // The read curve: the same kernel over 8 MiB, 16 MiB, ... 256 MiB, each call after the read
+    // flush (twice the L2, read with allocating loads: execute.cpp's FlushMode::read) and timed as
+    // a row is, then the 1 GiB read above as its last point (many times the L2: a flush changes
+    // nothing there), so that a memory-bound row's GB/s can be set against a read of its own
+    // size (read_tbps_at). A call has a fixed cost that 1 GiB hides: a decode at batch 1 reads
+    // 16-270 MB (issue 29: about 10 us a call on an H100, cuDNN's and ours alike). 11 calls a
+    // size: about 13 GB of reads in all, less than the 1 GiB read's 23 calls (it runs under the
+    // gate's sanitizers too).
+    int l2 = 0;
+    check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev), "cudaDeviceGetAttribute");
+    const std::size_t fbytes = 2 * static_cast<std::size_t>(l2 > 0 ? l2 : (64 << 20)) / 16 * 16;
+    check(cudaMalloc(&f, fbytes), "cudaMalloc");
+    check(cudaMemset(f, 0, fbytes), "cudaMemset");  // read by the flush: initialised (initcheck)
+    nlohmann::json curve = nlohmann::json::array();
+    for (std::size_t s = std::size_t{8} << 20; s < rbytes && s <= (std::size_t{256} << 20); s *= 2) {
+      const float ms = median_ms(
+          st, 2, 9, [&] { launch_read_all(r, s, sink, sms, st); },
+          [&] { launch_read_flush(f, fbytes, sms, st); });
+      curve.push_back({{"bytes", s}, {"tbps", static_cast<double>(s) / (ms * 1e-3) / 1e12}});
+    }
+    curve.push_back({{"bytes", rbytes}, {"tbps", j["read_tbps"]}});
+    j["read_curve"] = curve;
   } catch (const std::exception& e) {
     j["error"] = e.what();
   }
@@ -123,10 +151,51 @@ nlohmann::json measure_ceilings() {
   cudaFree(b);
   cudaFree(c);
   cudaFree(r);
+  cudaFree(f);
   return j;
 }
 #else
 nlohmann::json measure_ceilings() { return nlohmann::json::object(); }
 #endif
+
+namespace {
+
+template <class Json>
+std::optional<double> rate_at(const Json& ceilings, double bytes) {
+  if (!ceilings.is_object() || !(bytes > 0)) return std::nullopt;
+  const auto c = ceilings.find("read_curve");
+  if (c == ceilings.end() || !c->is_array()) return std::nullopt;
+  std::vector<std::pair<double, double>> pts;  // (bytes, seconds a call)
+  for (const auto& p : *c) {
+    if (!p.is_object()) continue;
+    const auto b = p.find("bytes"), t = p.find("tbps");
+    if (b == p.end() || t == p.end() || !b->is_number() || !t->is_number()) continue;
+    const double bb = b->template get<double>(), tt = t->template get<double>();
+    if (bb > 0 && tt > 0) pts.emplace_back(bb, bb / (tt * 1e12));
+  }
+  if (pts.empty()) return std::nullopt;
+  std::sort(pts.begin(), pts.end());
+  double secs;
+  if (pts.size() == 1) {
+    secs = pts[0].second * bytes / pts[0].first;  // one point: its rate
+  } else {
+    std::size_t i = 0;  // the segment [i, i + 1]: the one around bytes, else the nearest end's
+    while (i + 2 < pts.size() && bytes > pts[i + 1].first) ++i;
+    const auto [b0, t0] = pts[i];
+    const auto [b1, t1] = pts[i + 1];
+    secs = b1 > b0 ? t0 + (bytes - b0) * (t1 - t0) / (b1 - b0) : t0;
+  }
+  if (!(secs > 0)) return std::nullopt;
+  return bytes / secs / 1e12;
+}
+
+}  // namespace
+
+std::optional<double> read_tbps_at(const nlohmann::json& ceilings, double bytes) {
+  return rate_at(ceilings, bytes);
+}
+std::optional<double> read_tbps_at(const nlohmann::ordered_json& ceilings, double bytes) {
+  return rate_at(ceilings, bytes);
+}
 
 }  // namespace attnbench
