@@ -68,11 +68,14 @@ timeout "${FUSED_S:-240}" "$B" run "$W/fused_ab_config.json" --impl cuda.flash_d
 el "fused A/B rc=$?"
 python3 - "$W/fused_ab.json" > "$W/fused_ab.md" 2>&1 <<'PY'
 import json, sys
+sys.path.insert(0, ".")
+from scripts.results_io import read_tbps_at
 d = json.load(open(sys.argv[1]))
-ceil = (d.get("context", {}).get("ceilings") or {}).get("read_tbps")
+ceils = d.get("context", {}).get("ceilings") or {}
+ceil = ceils.get("read_tbps")
 print(f"read ceiling {ceil} TB/s; times are medians in us; the ratios are of times (below 1: faster)")
-print("| case | fused=0 | fused=1 | fused1/fused0 | cuDNN | fused1/cuDNN | fused0/cuDNN | fused=1 of ceiling | verdicts |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+print("| case | fused=0 | fused=1 | fused1/fused0 | cuDNN | fused1/cuDNN | fused0/cuDNN | fused=1 of ceiling | of same-size read | verdicts |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 med, byt, ver = {}, {}, {}
 for r in d["rows"]:
     key = "cudnn" if r["impl"] == "cuda.cudnn_sdpa" else f"f{(r.get('options') or {}).get('fused_combine', 0)}"
@@ -86,9 +89,11 @@ for case in dict.fromkeys(c for c, _ in ver):
     f = lambda x: f"{x:.1f}" if x else "-"
     q = lambda x, y: f"{x / y:.3f}" if x and y else "-"
     frac = f"{byt[case] / (b * 1e-6) / (ceil * 1e12):.2f}" if b and ceil and byt.get(case) else "-"
+    at = read_tbps_at(ceils, byt.get(case)) if b else None
+    size_frac = f"{byt[case] / (b * 1e-6) / (at * 1e12):.2f}" if at else "-"
     if a and b: ratios.append(b / a)
     v = "/".join(str(ver.get((case, k), "-")) for k in ("f0", "f1", "cudnn"))
-    print(f"| {case} | {f(a)} | {f(b)} | {q(b, a)} | {f(n)} | {q(b, n)} | {q(a, n)} | {frac} | {v} |")
+    print(f"| {case} | {f(a)} | {f(b)} | {q(b, a)} | {f(n)} | {q(b, n)} | {q(a, n)} | {frac} | {size_frac} | {v} |")
 if ratios:
     ratios.sort()
     print(f"\nfused1/fused0 over {len(ratios)} cases: {ratios[0]:.3f}-{ratios[-1]:.3f}, median {ratios[len(ratios) // 2]:.3f}")
