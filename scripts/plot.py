@@ -15,7 +15,8 @@ For each pass (fwd, bwd, fwd_bwd) and dtype it writes, into DIR, each as .png an
                                      q:kv, a line per implementation, layout and batch (the
                                      implementation's colour, page sizes as line styles, batches as
                                      markers, options variants hollow), and the run's read ceiling
-                                     (context.ceilings.read_tbps) dashed.
+                                     (context.ceilings.read_tbps) dashed; with the run's read curve,
+                                     a read of the batch-1 rows' own bytes dotted.
 Every implementation has the same colour in every figure, whatever file it comes from (COLORS; an
 unlisted name gets one from a hash of the name, variants with options a hatch or line style of
 it), and the legend sits outside the panels, below them, so it never covers a bar or a line.
@@ -35,7 +36,7 @@ import zlib
 if not __package__:  # run as a file: the repository root on the path, for the `scripts` package
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from scripts.entry import run  # noqa: E402
-from scripts.results_io import load_results  # noqa: E402
+from scripts.results_io import load_results, read_tbps_at  # noqa: E402
 
 DEFAULT_BASELINES = ("cuda.standard_cublas", "cpu.naive_3pass")
 PASS_ORDER = {"fwd": 0, "bwd": 1, "fwd_bwd": 2}
@@ -363,10 +364,12 @@ def gbps(r):
     return hb / (ms * 1e-3) / 1e9 if ms and hb else None
 
 
-def bandwidth(plt, rows, colors, title, path, ceiling_gbps):
+def bandwidth(plt, rows, colors, title, path, ceiling_gbps, ceilings=None):
     """GB/s against seq_kv, one panel per (head_dim, heads q:kv); a line per implementation label,
-    layout and batch: the label's colour, the layout's line style, the batch's marker. None when
-    no row has a figure."""
+    layout and batch: the label's colour, the layout's line style, the batch's marker. With the
+    run's read curve (ceilings["read_curve"]), a dotted line of what a read of the batch-1 rows'
+    own bytes reaches (read_tbps_at: the fixed cost of a call included). None when no row has a
+    figure."""
     from matplotlib.lines import Line2D
     rows = [r for r in rows if r.get("hbm_bytes")]
     if not any(gbps(r) for r in rows):
@@ -380,6 +383,7 @@ def bandwidth(plt, rows, colors, title, path, ceiling_gbps):
     batches = sorted({r["problem"].get("batch") or 0 for r in rows})
     fig, axes = grid(plt, len(panels))
     used = {}  # (label, page) -> legend handle, in the order drawn
+    drew_size = False
     for ax, ((d, hq, hkv), prs) in zip(axes, panels.items()):
         for label in colors:
             color, variant = colors[label]
@@ -400,6 +404,14 @@ def bandwidth(plt, rows, colors, title, path, ceiling_gbps):
                         used[(label, ps)] = Line2D([], [], color=color, linestyle=style, label=label + suffix)
         if ceiling_gbps:
             ax.axhline(ceiling_gbps, color="black", linestyle="--", linewidth=0.9)
+        size_pts = sorted({(r["problem"].get("seq_kv") or 0, r["hbm_bytes"]) for r in prs
+                           if (r["problem"].get("batch") or 0) == 1})
+        size_pts = [(x, read_tbps_at(ceilings, nb)) for x, nb in size_pts]
+        size_pts = [(x, t * 1e3) for x, t in size_pts if t]
+        if size_pts:
+            ax.plot([x for x, _ in size_pts], [y for _, y in size_pts], color="black", linestyle=":",
+                    linewidth=1.1)
+            drew_size = True
         ax.set_xscale("log", base=2)
         ctxs = sorted({r["problem"].get("seq_kv") or 1 for r in prs})
         ax.set_xticks(ctxs, [seq_text(c) for c in ctxs], fontsize=8)
@@ -415,6 +427,9 @@ def bandwidth(plt, rows, colors, title, path, ceiling_gbps):
     if ceiling_gbps:
         handles.append(Line2D([], [], color="black", linestyle="--", linewidth=0.9,
                               label=f"read ceiling ({ceiling_gbps:.0f} GB/s, same run)"))
+    if drew_size:
+        handles.append(Line2D([], [], color="black", linestyle=":", linewidth=1.1,
+                              label="a read of the batch-1 rows' bytes (same run)"))
     finish(fig, axes, title, handles)
     written = save(fig, path)
     plt.close(fig)
@@ -485,10 +500,11 @@ def main():
         if not all(r.get("hbm_bytes") for r in grs):
             path = os.path.join(args.out, base + "_tflops.png")
             written += bars(plt, grs, colors, f"Attention {what}: throughput on {device}", path)
-        ceiling = (res.get("context", {}).get("ceilings") or {}).get("read_tbps")
+        ceilings = res.get("context", {}).get("ceilings") or {}
+        ceiling = ceilings.get("read_tbps")
         path = os.path.join(args.out, base + "_bandwidth.png")
         written += bandwidth(plt, grs, colors, f"Attention {what}: bandwidth on {device}", path,
-                             ceiling * 1e3 if isinstance(ceiling, (int, float)) else None)
+                             ceiling * 1e3 if isinstance(ceiling, (int, float)) else None, ceilings)
         baseline = pick_baseline(grs, args.baseline)
         if baseline is None:
             continue

@@ -44,6 +44,9 @@ class Plot(unittest.TestCase):
         with open(RESULTS) as f:
             res = json.load(f)
         res["context"].setdefault("ceilings", {})["read_tbps"] = 4.5
+        # The read curve: calls of 10 us + bytes / 4.5 TB/s (a dotted line of the batch-1 rows' sizes).
+        res["context"]["ceilings"]["read_curve"] = [
+            {"bytes": nb, "tbps": nb / (1e-5 + nb / 4.5e12) / 1e12} for nb in (8 << 20, 1 << 30)]
         rows = []
         for impl, frac in (("cuda.flash_decode", 0.9), ("cuda.naive_3pass", 0.1)):
             for ps in (16, 64):
@@ -72,6 +75,7 @@ class Plot(unittest.TestCase):
             with open(os.path.splitext(name)[0] + ".svg") as f:
                 svg = f.read()
             self.assertIn("read ceiling (4500 GB/s", svg)
+            self.assertIn("a read of the batch-1 rows", svg)
             p = plot(RESULTS, "--out", out, "--stem", "grid")
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertEqual(glob.glob(os.path.join(out, "grid_*_bandwidth.png")), [])
