@@ -333,6 +333,19 @@ TEST(PagedInputs, ThePool) {
   EXPECT_EQ(a.q.numel, std::int64_t{3} * 4 * p.heads_q * p.head_dim);
 }
 
+// A timed forward row of p (cpu.naive_3pass) with its hbm_bytes, as a run writes it.
+ResultRow timed_fwd_row(const Problem& p, double median_ms) {
+  ResultRow r;
+  r.problem = p;
+  r.case_label = p.label();
+  r.impl = "cpu.naive_3pass";
+  r.device = "cpu";
+  r.hbm_bytes = pass_hbm_bytes(p, Pass::fwd);
+  r.time = TimeStats{};
+  r.time->median_ms = median_ms;
+  return r;
+}
+
 // Results JSON: page_order for a generated table, the rows for an explicit one; both readers
 // rebuild the same problem.
 TEST(PagedResults, RoundTrip) {
@@ -343,14 +356,7 @@ TEST(PagedResults, RoundTrip) {
     EXPECT_EQ(j["num_pages"], p.num_pages);
     EXPECT_EQ(j.contains("block_table"), p.page_order == PageOrder::table);
     EXPECT_EQ(j.contains("page_order"), p.page_order != PageOrder::table);
-    ResultRow r;
-    r.problem = p;
-    r.case_label = p.label();
-    r.impl = "cpu.naive_3pass";
-    r.device = "cpu";
-    r.hbm_bytes = pass_hbm_bytes(p, Pass::fwd);
-    r.time = TimeStats{};
-    r.time->median_ms = 2;
+    const ResultRow r = timed_fwd_row(p, 2);
     ResultsFile f;
     f.context["config_hash"] = "0";
     f.rows = {r};
@@ -424,15 +430,8 @@ TEST(PagedResults, ReadCurveAtSize) {
 
   // The run table: GB/s (of the 1 GiB read) and, with a curve, the fraction of a same-size read.
   const Problem p = problems()[1];
-  ResultRow r;
-  r.problem = p;
-  r.case_label = p.label();
-  r.impl = "cpu.naive_3pass";
-  r.device = "cpu";
-  r.hbm_bytes = pass_hbm_bytes(p, Pass::fwd);
-  r.time = TimeStats{};
-  const double b = static_cast<double>(r.hbm_bytes);
-  r.time->median_ms = 2 * t_of(b) * 1e3;  // half the rate of a same-size read
+  const double b = static_cast<double>(pass_hbm_bytes(p, Pass::fwd));
+  const ResultRow r = timed_fwd_row(p, 2 * t_of(b) * 1e3);  // half the rate of a same-size read
   ResultsFile f;
   f.rows = {r};
   f.context["ceilings"] = ceil;
