@@ -12,7 +12,8 @@
 #   3. FA4 and PyTorch SDPA (cuDNN and flash backends), needs /tmp/fa4site for FA4's rows;
 #   4. configs/decode_ragged.json, ours and the naive baseline (a ragged batch, fixed-seed lengths);
 #   5. scripts/decode_summary.py's tables and scripts/plot.py's bandwidth figure.
-# Limits: GRID_S (600 s), FI_S (420 s), PEERS_S (600 s), RAGGED_S (120 s). PEERS (default
+# Limits: GRID_S (600 s; a cut grid is resumed for up to GRID_RESUME_S, 300 s, 0: not), FI_S
+# (420 s), PEERS_S (600 s), RAGGED_S (120 s). PEERS (default
 # fa4,torch_sdpa): step 3's peers; PEERS=torch_sdpa saves FA4's two parts and its rows on a short
 # budget (FA4 has no split-KV on SM 9.0: 0.11-0.35x ours at batch 1 in job1, not the comparison
 # the issue's target names).
@@ -30,8 +31,8 @@ attn_job_build "$W/logs/build.txt" || { el "build FAILED"; exit 3; }; el "build:
 impls=(--impl cuda.flash_decode --impl cuda.cudnn_sdpa)
 timeout "${GRID_S:-600}" "$B" run configs/decode_grid.json "${impls[@]}" --out "$W/decode_grid.json" \
   > "$W/logs/decode_grid.txt" 2>&1; rc=$?; el "decode_grid rc=$rc"
-if [ $rc = 124 ] || [ $rc = 143 ]; then
-  timeout 300 "$B" run configs/decode_grid.json "${impls[@]}" --resume "$W/decode_grid.json" \
+if { [ $rc = 124 ] || [ $rc = 143 ]; } && [ "${GRID_RESUME_S:-300}" -gt 0 ]; then
+  timeout "${GRID_RESUME_S:-300}" "$B" run configs/decode_grid.json "${impls[@]}" --resume "$W/decode_grid.json" \
     > "$W/logs/decode_grid.resume.txt" 2>&1; el "decode_grid resumed rc=$?"
 fi
 timeout "${FI_S:-420}" python3 scripts/peers/peers.py configs/decode_grid.json --peers flashinfer \
