@@ -404,9 +404,12 @@ def bandwidth(plt, rows, colors, title, path, ceiling_gbps, ceilings=None):
                         used[(label, ps)] = Line2D([], [], color=color, linestyle=style, label=label + suffix)
         if ceiling_gbps:
             ax.axhline(ceiling_gbps, color="black", linestyle="--", linewidth=0.9)
-        size_pts = sorted({(r["problem"].get("seq_kv") or 0, r["hbm_bytes"]) for r in prs
-                           if (r["problem"].get("batch") or 0) == 1})
-        size_pts = [(x, read_tbps_at(ceilings, nb)) for x, nb in size_pts]
+        size_of = {}  # batch-1 context -> its rows' bytes (one line whatever the layouts)
+        for r in prs:
+            if (r["problem"].get("batch") or 0) == 1:
+                x = r["problem"].get("seq_kv") or 0
+                size_of[x] = max(size_of.get(x, 0), r["hbm_bytes"])
+        size_pts = [(x, read_tbps_at(ceilings, nb)) for x, nb in sorted(size_of.items())]
         size_pts = [(x, t * 1e3) for x, t in size_pts if t]
         if size_pts:
             ax.plot([x for x, _ in size_pts], [y for _, y in size_pts], color="black", linestyle=":",
