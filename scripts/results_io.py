@@ -63,7 +63,7 @@ def read_tbps_at(ceilings, nbytes):
     read_tbps_at, the same rule): a call's time linear in its bytes between the two curve points
     around nbytes (beyond the ends, along the nearest segment), the rate bytes over that time.
     None without a usable curve or for nbytes <= 0."""
-    curve = (ceilings or {}).get("read_curve") if isinstance(ceilings, dict) else None
+    curve = ceilings.get("read_curve") if isinstance(ceilings, dict) else None
     if not isinstance(curve, list) or not nbytes or nbytes <= 0:
         return None
     pts = sorted((p["bytes"], p["bytes"] / (p["tbps"] * 1e12)) for p in curve
