@@ -57,6 +57,7 @@
 #   4b. NCU29=1: results/h200/issue29/ncu_decode.sh (batch-1 GQA decode's kernels under Nsight
 #      Compute, about 2 minutes; no peer needed);
 #   6. JOB3=1: issue 30's job3 on CONFIGS (default "varlen window").
+#   (POST_JOBS: like JOBS, run after step 3.)
 # Everything under $W (default /tmp/sess): progress.txt, gate/, fa3/, ncu/, ncu29/, j29/, j3/.
 # Export ATTNBENCH_GIT_REVISION (the full sha) and ATTNBENCH_GIT_DIRTY=0 first: the copied tree's
 # .git is not this checkout's.
@@ -158,7 +159,7 @@ wait_ready() {
   while [ ! -f "$1/.ready" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 5; done
   [ -f "$1/.ready" ] && el "$3 site ready" || el "no $1/.ready after $2 s: $3 rows will SKIP"
 }
-el "session.sh at ${ATTNBENCH_GIT_REVISION:-unknown revision}, in $PWD (GATE=${GATE:-1} AB=${AB:-0} JOBS=${JOBS:-} GRID=${GRID:-1} NCU=${NCU:-0} NCU29=${NCU29:-0} ISSUE29=${ISSUE29:-0} JOB3=${JOB3:-0})"
+el "session.sh at ${ATTNBENCH_GIT_REVISION:-unknown revision}, in $PWD (GATE=${GATE:-1} AB=${AB:-0} JOBS=${JOBS:-} POST_JOBS=${POST_JOBS:-} GRID=${GRID:-1} NCU=${NCU:-0} NCU29=${NCU29:-0} ISSUE29=${ISSUE29:-0} JOB3=${JOB3:-0})"
 if [ "${GATE:-1}" = 1 ]; then
   mkdir -p "$W/gate"
   GATE_BUILD=$PWD/build scripts/gpu_gate.sh "$W/gate" > "$W/gate.log" 2>&1
@@ -203,6 +204,14 @@ if [ "${GRID:-1}" = 1 ]; then
   scripts/fa3_job.sh "$W/fa3" peers report > "$W/fa3.peers.log" 2>&1
   el "peers + report rc=$?"
 fi
+# POST_JOBS="A/job.sh ...": jobs as JOBS, but after the grid and its peers, so that a machine
+# taken back late costs the extras, not the grid (2026-12-06: the final grid first, then issue 27's
+# fp16 and deterministic jobs).
+for j in ${POST_JOBS:-}; do
+  n_job=$((n_job + 1))
+  W="$W/jobs$n_job" B="$B" bash "$j" > "$W/jobs$n_job.log" 2>&1
+  el "post job $j rc=$?: $(grep -h 'All rows' "$W/jobs$n_job"/*.md 2>/dev/null | head -2 | tr '\n' ' ')"
+done
 # ncu and job3 time FA4 too: GRID=0 has not waited for its site yet.
 if { [ "${NCU:-0}" = 1 ] || [ "${JOB3:-0}" = 1 ]; } && [ ! -f /tmp/fa4site/.ready ]; then
   wait_ready /tmp/fa4site 600 FA4
