@@ -19,9 +19,9 @@ W=${W:-/tmp/ncu29}; mkdir -p $W
 source scripts/common.sh; attn_cudnn_from_wheel
 B=${B:-build/attnbench}
 cat > $W/decode_ncu.json <<'JSON'
-{"name": "issue29_ncu", "description": "issue 29 ncu cases: decode, batch 1, 32 query heads over 8 kv heads, d128, bf16, contiguous cache, 32k and 128k",
+{"name": "issue29_ncu", "description": "issue 29 ncu cases: decode, batch 1, 32 query heads over 8 kv heads, d128, bf16, contiguous cache, 8k, 32k and 128k",
  "problem": {"batch": 1, "heads_q": 32, "heads_kv": 8, "seq_q": 1, "head_dim": 128, "causal": true, "dtype": "bf16"},
- "sweep": {"product": {"seq_kv": [32768, 131072]}},
+ "sweep": {"product": {"seq_kv": [8192, 32768, 131072]}},
  "implementations": ["cuda.flash_decode", "cuda.cudnn_sdpa"], "passes": ["fwd"],
  "verify": {"mode": "off"}}
 JSON
