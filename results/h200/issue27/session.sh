@@ -57,7 +57,7 @@
 #   4b. NCU29=1: results/h200/issue29/ncu_decode.sh (batch-1 GQA decode's kernels under Nsight
 #      Compute, about 2 minutes; no peer needed);
 #   6. JOB3=1: issue 30's job3 on CONFIGS (default "varlen window").
-#   (POST_JOBS: like JOBS, run after step 3.)
+#   7. POST_JOBS: like JOBS, run after everything else.
 # Everything under $W (default /tmp/sess): progress.txt, gate/, fa3/, ncu/, ncu29/, j29/, j3/.
 # Export ATTNBENCH_GIT_REVISION (the full sha) and ATTNBENCH_GIT_DIRTY=0 first: the copied tree's
 # .git is not this checkout's.
@@ -204,14 +204,6 @@ if [ "${GRID:-1}" = 1 ]; then
   scripts/fa3_job.sh "$W/fa3" peers report > "$W/fa3.peers.log" 2>&1
   el "peers + report rc=$?"
 fi
-# POST_JOBS="A/job.sh ...": jobs as JOBS, but after the grid and its peers, so that a machine
-# taken back late costs the extras, not the grid (2026-12-06: the final grid first, then issue 27's
-# fp16 and deterministic jobs).
-for j in ${POST_JOBS:-}; do
-  n_job=$((n_job + 1))
-  W="$W/jobs$n_job" B="$B" bash "$j" > "$W/jobs$n_job.log" 2>&1
-  el "post job $j rc=$?: $(grep -h 'All rows' "$W/jobs$n_job"/*.md 2>/dev/null | head -2 | tr '\n' ' ')"
-done
 # ncu and job3 time FA4 too: GRID=0 has not waited for its site yet.
 if { [ "${NCU:-0}" = 1 ] || [ "${JOB3:-0}" = 1 ]; } && [ ! -f /tmp/fa4site/.ready ]; then
   wait_ready /tmp/fa4site 600 FA4
@@ -233,4 +225,12 @@ if [ "${JOB3:-0}" = 1 ]; then
   CONFIGS="${CONFIGS:-varlen window}" W="$W/j3" B="$B" bash results/h200/issue30/job3.sh > "$W/j3.log" 2>&1
   el "job3 rc=$?"
 fi
+# POST_JOBS="A/job.sh ...": jobs as JOBS, but last, after every other step, so that a budget or a
+# machine that ends early costs the extras, not the main job (2026-12-06: the final grid and its
+# peers first, then issue 27's fp16 job, cut by the budget after 4 minutes).
+for j in ${POST_JOBS:-}; do
+  n_job=$((n_job + 1))
+  W="$W/jobs$n_job" B="$B" bash "$j" > "$W/jobs$n_job.log" 2>&1
+  el "post job $j rc=$?: $(grep -h 'All rows' "$W/jobs$n_job"/*.md 2>/dev/null | head -2 | tr '\n' ' ')"
+done
 el "session done"
