@@ -53,17 +53,7 @@ for tool in $([ "${SAN:-1}" = 1 ] && echo initcheck memcheck racecheck); do
 done
 
 # 2. The A/B.
-python3 - "$W/fused_ab_config.json" <<'PY'
-import json, sys
-c = json.load(open("configs/flash_decoding.json"))
-c["name"] = "fused_ab"
-c["problem"].pop("head_dim", None); c["problem"].pop("heads_q", None)
-c["sweep"] = {"product": {"heads_q": [32, 64], "heads_kv": [8], "head_dim": [64, 128],
-                          "seq_kv": [4096, 8192, 16384, 32768, 131072]}}
-c["options"] = {"cuda.flash_decode": {"fused_combine": [0, 1]}}
-json.dump(c, open(sys.argv[1], "w"), indent=1)
-PY
-timeout "${FUSED_S:-240}" "$B" run "$W/fused_ab_config.json" --impl cuda.flash_decode --impl cuda.cudnn_sdpa \
+timeout "${FUSED_S:-240}" "$B" run configs/decode_merge_ab.json \
   --out "$W/fused_ab.json" > "$W/logs/fused_ab.txt" 2>&1
 el "fused A/B rc=$?"
 python3 - "$W/fused_ab.json" > "$W/fused_ab.md" 2>&1 <<'PY'

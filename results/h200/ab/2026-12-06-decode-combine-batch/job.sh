@@ -10,14 +10,15 @@
 #   - The fused combine (fused_combine=1): the last block loaded each split's LSE twice (for the
 #     max, then for the weight) and the partial rows two splits a round. NEW loads the LSEs once
 #     into registers and 32 float2 a thread at once (8 splits at d64, 4 at d128, 2 at d256).
-#   Predicted time NEW / BASE at batch 1 (the fused_ab cells: GQA 32:8 and 64:8, d64 and d128,
-#   4k-128k keys, read flush): 0.95-0.98 at 4k-16k (0.5-1 us of 15-25 us: a few rounds of L2
-#   latency at about 0.15-0.3 us each), 0.98-1.00 at 32k-128k; fused_combine=1 gains more than 0
-#   (its rounds were more). No change at batch >= 8 (one split: no merge).
+#   Predicted time NEW / BASE at batch 1 (configs/decode_merge_ab.json, fused_ab.sh's cells: GQA
+#   32:8 and 64:8, d64 and d128, 4k-128k keys, read flush): 0.95-0.98 at 4k-16k (0.5-1 us of
+#   15-25 us: a few rounds of L2 latency at about 0.15-0.3 us each), 0.98-1.00 at 32k-128k;
+#   fused_combine=1 gains more than 0 (its rounds were more). No change at batch >= 8 (one
+#   split: no merge).
 # NEW's first run is verified (the emulator passed 16/16 decode cases with it, planted faults
-# caught); merging it into the kernel needs a gate of its own. About 5 minutes (two builds, 2 rounds a side). Run
-# from the repository root on the GPU machine (session.sh JOBS=<this>, which gives B and W);
-# outputs in $W (default /tmp/abcombine): fwd/ (gpu_ab.sh's files), ab.md.
+# caught); merging it into the kernel needs a gate of its own. About 5 minutes (two builds, 2
+# rounds a side). Run from the repository root on the GPU machine (session.sh JOBS=<this>, which
+# gives B and W); outputs in $W (default /tmp/abcombine): fwd/ (gpu_ab.sh's files), ab.md.
 set -uo pipefail
 HERE=results/h200/ab/2026-12-06-decode-combine-batch
 W=${W:-/tmp/abcombine}; mkdir -p "$W"
@@ -30,18 +31,7 @@ patch -d "$NEWT" -p1 < "$HERE/combine.patch" > "$W/patch.txt" 2>&1 ||
   { echo "combine.patch does not apply:"; cat "$W/patch.txt"; exit 3; }
 REV=${ATTNBENCH_GIT_REVISION:-HEAD}
 export AB_BASE_REV=$REV AB_NEW_REV="$REV+combine.patch"
-python3 - "$W/combine_ab.json" <<'PY'
-import json, sys
-c = json.load(open("configs/flash_decoding.json"))
-c["name"] = "combine_ab"
-c["problem"].pop("head_dim", None); c["problem"].pop("heads_q", None)
-c["sweep"] = {"product": {"heads_q": [32, 64], "heads_kv": [8], "head_dim": [64, 128],
-                          "seq_kv": [4096, 8192, 16384, 32768, 131072]}}
-c["options"] = {"cuda.flash_decode": {"fused_combine": [0, 1]}}
-c["implementations"] = ["cuda.flash_decode"]
-json.dump(c, open(sys.argv[1], "w"), indent=1)
-PY
-scripts/gpu_ab.sh "$BASET" "$W/fwd" --rounds 2 --verify-new --new-src "$NEWT" -- "$W/combine_ab.json" \
+scripts/gpu_ab.sh "$BASET" "$W/fwd" --rounds 2 --verify-new --new-src "$NEWT" -- configs/decode_merge_ab.json \
   --impl cuda.flash_decode
 echo "ab rc=$?"
 { echo "# The splits' merge with batched loads: NEW, this tree with combine.patch, against BASE, this tree"
