@@ -16,7 +16,7 @@
 #   fused_combine=1 gains more than 0 (its rounds were more). No change at batch >= 8 (one
 #   split: no merge).
 # NEW's first run is verified (the emulator passed 16/16 decode cases with it, planted faults
-# caught); merging it into the kernel needs a gate of its own. About 5 minutes (two builds, 2
+# caught); merging it into the kernel needs a gate of its own. About 8 minutes (two builds, 2
 # rounds a side). Run from the repository root on the GPU machine (session.sh JOBS=<this>, which
 # gives B and W); outputs in $W (default /tmp/abcombine): fwd/ (gpu_ab.sh's files), ab.md.
 set -uo pipefail
@@ -31,9 +31,15 @@ patch -d "$NEWT" -p1 < "$HERE/combine.patch" > "$W/patch.txt" 2>&1 ||
   { echo "combine.patch does not apply:"; cat "$W/patch.txt"; exit 3; }
 REV=${ATTNBENCH_GIT_REVISION:-HEAD}
 export AB_BASE_REV=$REV AB_NEW_REV="$REV+combine.patch"
-scripts/gpu_ab.sh "$BASET" "$W/fwd" --rounds 2 --verify-new --new-src "$NEWT" -- configs/decode_merge_ab.json \
-  --impl cuda.flash_decode
+# cuDNN runs on both sides: the control (the same library, so its NEW / BASE ratio is the noise).
+scripts/gpu_ab.sh "$BASET" "$W/fwd" --rounds 2 --verify-new --new-src "$NEWT" -- configs/decode_merge_ab.json
 echo "ab rc=$?"
+# Each side's first round as fused_ab.sh tabulates it (fused_combine 1 against 0 and cuDNN): BASE's
+# is main's fused A/B, NEW's the same with the patch.
 { echo "# The splits' merge with batched loads: NEW, this tree with combine.patch, against BASE, this tree"
-  printf '\n'; cat "$W/fwd/ab.md" 2>/dev/null || echo "(no ab.md)"; } > "$W/ab.md"
+  printf '\n'; cat "$W/fwd/ab.md" 2>/dev/null || echo "(no ab.md)"
+  for side in base new; do
+    printf '\n## %s, round 1: fused_combine 1 against 0 and cuDNN\n\n' "$side"
+    python3 results/h200/issue29/fused_summary.py "$W/fwd/$side-1.json" 2>&1
+  done; } > "$W/ab.md"
 grep -i "all rows" "$W/ab.md"
