@@ -18,6 +18,7 @@
 //   (the A/B of that choice in one run). Option fused_combine=1 has no second kernel: each split
 //   block counts itself in on a counter per (sequence, row tile, kv head) in the workspace's
 //   zeroed prefix, and the block that arrives last merges the partials (fused_combine below).
+//   It is the default at head_dim 72-128, where it was timed faster (FlashDecode::fused).
 // - Inside a block the 4 warps take interleaved K/V tiles of the block's range, each through
 //   its own 3-stage cp.async ring (no block barrier in the loop), and merge their (max, sum, O)
 //   through shared memory at the end.
@@ -290,16 +291,24 @@ __device__ __forceinline__ void fused_combine(const DecodeParams& p, const Decod
     row_id = (sq.q_start + qi) * p.heads_q + h;
   }
   // The row's splits' weights (each thread of the row takes splits sub, sub + 8, ...), by the
-  // row's 8 lanes together, kept in shared memory for every column.
+  // row's 8 lanes together, kept in shared memory for every column. The LSEs are loaded once, all
+  // at the same time (one round of L2 latency; they are in L2, written moments ago).
+  constexpr int kLseRegs = (kMaxSplits + kPerRow - 1) / kPerRow;
+  float lse_s[kLseRegs];
   float m = kNegInf;
-  for (int s = sub; pr >= 0 && s < used; s += kPerRow)
-    m = fmaxf(m, ld_cg_f32(p.part_lse + s * split_stride + row_id));
+#pragma unroll
+  for (int j = 0; j < kLseRegs; ++j) {
+    const int s = sub + kPerRow * j;
+    lse_s[j] = pr >= 0 && s < used ? ld_cg_f32(p.part_lse + s * split_stride + row_id) : kNegInf;
+    m = fmaxf(m, lse_s[j]);
+  }
   m = group_max<kPerRow>(m);
   float l = 0.f;
-  for (int s = sub; pr >= 0 && s < used; s += kPerRow) {
-    const float x = ld_cg_f32(p.part_lse + s * split_stride + row_id);
-    const float w = x == kNegInf ? 0.f : expf(x - m);
-    st_shared_f32(wts + 4 * (r * kMaxSplits + s), w);
+#pragma unroll
+  for (int j = 0; j < kLseRegs; ++j) {
+    const int s = sub + kPerRow * j;
+    const float w = lse_s[j] == kNegInf ? 0.f : expf(lse_s[j] - m);
+    if (pr >= 0 && s < used) st_shared_f32(wts + 4 * (r * kMaxSplits + s), w);
     l += w;
   }
   l = group_sum<kPerRow>(l);
@@ -312,20 +321,28 @@ __device__ __forceinline__ void fused_combine(const DecodeParams& p, const Decod
     if (sub == 0) p.lse[sq.lse_start + h * sq.lse_head_stride + qi] = kNegInf;
     return;
   }
+  // The partial rows, kBatch splits at once (32 float2 a thread in flight): at batch 1 with 16
+  // splits, d64, two rounds of L2 latency where there were eight (two splits a round).
+  constexpr int kBatch = kPairs >= 32 ? 1 : 32 / kPairs;
   float acc[kPairs][2] = {};
   const float* po = p.part_o + row_id * dh + 2 * sub;
-#pragma unroll 2
-  for (int s = 0; s < used; ++s) {
-    const float w = ld_shared_f32(wts + 4 * (r * kMaxSplits + s));
-    float2 v[kPairs];
+  for (int s0 = 0; s0 < used; s0 += kBatch) {
+    float2 v[kBatch][kPairs];
 #pragma unroll
-    for (int j = 0; j < kPairs; ++j)
-      v[j] = 2 * sub + 2 * kPerRow * j < dh ? ld_cg_f32x2(po + s * split_stride * dh + 2 * kPerRow * j)
-                                            : make_float2(0.f, 0.f);
+    for (int u = 0; u < kBatch; ++u)
 #pragma unroll
-    for (int j = 0; j < kPairs; ++j) {
-      acc[j][0] += w * v[j].x;
-      acc[j][1] += w * v[j].y;
+      for (int j = 0; j < kPairs; ++j)
+        v[u][j] = s0 + u < used && 2 * sub + 2 * kPerRow * j < dh
+                      ? ld_cg_f32x2(po + (s0 + u) * split_stride * dh + 2 * kPerRow * j)
+                      : make_float2(0.f, 0.f);
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const float w = s0 + u < used ? ld_shared_f32(wts + 4 * (r * kMaxSplits + s0 + u)) : 0.f;
+#pragma unroll
+      for (int j = 0; j < kPairs; ++j) {
+        acc[j][0] += w * v[u][j].x;
+        acc[j][1] += w * v[u][j].y;
+      }
     }
   }
   const float inv = 1.f / l;
@@ -671,7 +688,7 @@ class FlashDecode final : public attnbench::Implementation {
   Device device() const override { return Device::cuda; }
   std::string summary() const override {
     return "decode (up to 16 new tokens): split-KV over a contiguous or paged cache, GQA packed "
-           "into mma.sync rows, combine kernel";
+           "into mma.sync rows, splits merged by a combine kernel or by the last split block";
   }
   Capabilities capabilities() const override {
     Capabilities c = attnbench::cuda::tensor_core_capabilities<DecodeHeadDims>(true, false);
@@ -723,7 +740,15 @@ class FlashDecode final : public attnbench::Implementation {
     return plan_splits(p, static_cast<int>(attnbench::option_or(o, "splits", 0)), multiprocessors());
   }
 
-  static bool fused(const Options* o) { return attnbench::option_or(o, "fused_combine", 0) != 0; }
+  // fused_combine's default: on for the 128-wide tile (head_dim 72 to 128), off for the others.
+  // The merge A/B of 2026-12-06 (results/h200/ab/2026-12-06-decode-combine-batch/run-1f65ac1, an
+  // H100, batch 1, GQA 32:8 and 64:8, 4k-128k keys) timed the fused merge at 0.95-0.99 of the
+  // combine kernel's time at d128 in every cell up to 32k (1.00 at 128k), but 1.03 at d64 4k; d256
+  // was not timed.
+  static bool fused(const Problem& p, const Options* o) {
+    const bool by_default = p.head_dim > 64 && p.head_dim <= 128;
+    return attnbench::option_or(o, "fused_combine", by_default ? 1 : 0) != 0;
+  }
   // The fused combine's arrival counters, one per split kernel block of split 0's.
   static std::size_t counter_bytes(const Problem& p, const SplitPlan& s) {
     return static_cast<std::size_t>(p.batch) * s.row_tiles * p.heads_kv * sizeof(int);
@@ -735,12 +760,12 @@ class FlashDecode final : public attnbench::Implementation {
     if (s.splits == 1) return 0;
     const std::size_t rows = static_cast<std::size_t>(p.total_q()) * p.heads_q * s.splits;
     return attnbench::cuda::carve_bytes(
-        {fused(&o) ? counter_bytes(p, s) : 0, rows * p.head_dim * 4, rows * 4});
+        {fused(p, &o) ? counter_bytes(p, s) : 0, rows * p.head_dim * 4, rows * 4});
   }
   // The counters: zero before the first call, and each call's merging blocks leave them at zero.
   std::size_t workspace_zeroed_bytes(const Problem& p, Pass, const Options& o) const override {
     const SplitPlan s = plan(p, &o);
-    if (s.splits == 1 || !fused(&o)) return 0;
+    if (s.splits == 1 || !fused(p, &o)) return 0;
     return attnbench::cuda::carve_bytes({counter_bytes(p, s)});
   }
 
@@ -806,7 +831,7 @@ class FlashDecode final : public attnbench::Implementation {
     if (s.splits > 1) {
       const std::size_t rows = static_cast<std::size_t>(p.total_q) * pr.heads_q * s.splits;
       attnbench::cuda::WorkspaceCarver ws(a.workspace, a.workspace_bytes);
-      p.fused = fused(a.options) ? 1 : 0;
+      p.fused = fused(pr, a.options) ? 1 : 0;
       if (p.fused) p.counters = ws.take<int>(counter_bytes(pr, s) / sizeof(int));
       p.part_o = ws.take<float>(rows * pr.head_dim);
       p.part_lse = ws.take<float>(rows);
