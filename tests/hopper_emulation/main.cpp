@@ -128,7 +128,7 @@ int main() {
       {1, 1, 1, 1, 17, 200, false, hf, nrm},     // seq_q 1, padded head_dim 200 -> 256
       // Windows (issue 30): query tiles skipped on both sides of a key block, edges crossing
       // tiles, rows that see nothing, causal folded in, seq_q != seq_kv both ways, GQA and MQA;
-      // deterministic: the first key block to add into a tile is the window's, not block 0.
+      // deterministic: a tile's key blocks add from its last one down (kLastFirst), not from 0.
       {1, 2, 2, 300, 300, 128, false, bf, nrm, 0, 70, 40},  // both sides
       {2, 8, 2, 150, 400, 64, true, hf, nrm, 0, 100, -1},   // causal + left window, GQA 8:2
       {1, 3, 1, 260, 90, 128, true, bf, out, 0, 0, -1},     // window 0: the diagonal only, MQA
@@ -185,8 +185,8 @@ int main() {
   // several (head, sequence) pairs, block by block within a group, the last group smaller. The
   // forward (causal d > 64 without a window; 2-3 query blocks: groups of 3-5 pairs), both
   // schedules; the backward (3 key blocks: groups of 3 pairs, 4 pairs: 3 + 1); deterministic,
-  // every pair's lower key blocks must still add into dQ first, or the emulator's sequential
-  // blocks wait forever.
+  // every pair's blocks must still add into dQ in their launch order (ascending; causal or a
+  // window: descending), or the emulator's sequential blocks wait forever.
   auto grouped = [&](const std::vector<Case>& cases, auto several_blocks, Pass pass,
                      const Implementation& impl, const Options& option, uint64_t input_seed,
                      uint64_t sched_seed) {
