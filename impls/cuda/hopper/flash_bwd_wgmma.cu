@@ -55,11 +55,11 @@
 // the workspaces (StatLayout), so a query tile never adds into another sequence's dQ rows. A
 // sequence without queries gets dK = dV = 0, one without keys dQ = 0.
 // Extra memory: 8 B per StatLayout row (D, LSE·log2e) + 4 B · d_pad per row (the dQ accumulator)
-// + 4 B per 64 rows (turn counters); rows: B · Hq · Sq_pad, varlen Hq · 128 · (⌊total_q / 128⌋ +
+// + 8 B per 64 rows (turn counters); rows: B · Hq · Sq_pad, varlen Hq · 128 · (⌊total_q / 128⌋ +
 // B + 1).
 // Option deterministic=1: key blocks add into each query tile's dQ in a fixed order (a turn
-// counter per query tile, two steps per block: its chunk 0, then 1), so dQ is the same bit for
-// bit on every run; default 0, any order. The order is the one in which the blocks reach the
+// counter per query tile and dQ chunk, one step per block), so dQ is the same bit for bit on
+// every run; default 0, any order. The order is the one in which the blocks reach the
 // tile: with causal or a window, from the tile's last key block down to its first, the blocks
 // launched in descending order (as FlashAttention-3 does for causal); otherwise ascending.
 // Registers: the producer warpgroup keeps 40 (the TMA thread and the dQ writers' loops), the
@@ -217,7 +217,7 @@ struct BwdParams : attnbench::cuda::AttnShape {
   const float* lse2;   // StatLayout rows: LSE·log2e, +inf past seq_q and for LSE = -inf
   const float* delta;  // StatLayout rows
   float* dq_accum;    // StatLayout rows x D
-  int* dq_turn;       // deterministic: one per 64 StatLayout rows, the key block whose dQ goes next
+  int* dq_turn;       // deterministic: two per 64 StatLayout rows (a tile's chunk 0 and 1): whose turn
   void* dk;           // [B, Skv, Hkv, head_dim] (varlen: [total_kv, Hkv, head_dim])
   void* dv;
   StatLayout stats;
@@ -485,8 +485,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // BM x D floats are two chunks of BM x D / 2, each the consumer's region as it is in shared
   // memory (kSplitM: its 64 rows, row-major; else its D / 2 columns, row-major over them); the
   // postprocess reads it back in that order.
-  // Deterministic: the tile's turn counter goes up twice per key block (its chunk 0, then 1), in
-  // the order in which the blocks reach the tile when they all start together. With causal or a
+  // Deterministic: each of the tile's two dQ chunks (disjoint rows or columns, one writer warp
+  // each) has its own turn counter, which goes up once per key block, in the order in which the
+  // blocks reach the tile when they all start together. (Until backward step 20 one counter took
+  // chunk 0, then 1, so each block's two adds waited for each other.) With causal or a
   // window (kLastFirst), block n's query tiles start at m_start(n), which grows with n, so block n
   // reaches tile m after m - m_start(n) tiles and the higher block is always ahead: the tile's
   // last block goes first, then down to the first. In ascending order (the deterministic backward
@@ -501,9 +503,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       int right = coff;
       if constexpr (kLocal) right += p.var.window_right;
       const int last = min((seq_kv + BN - 1) / BN - 1, (m0 + BM - 1 + right) / BN);
-      return 2 * (last - n_block);
+      return last - n_block;
     } else {
-      return 2 * n_block;
+      return n_block;
     }
   };
 
@@ -538,8 +540,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           const int64_t row = row_b + h * head_stride + m0;
           float* dst = p.dq_accum + row * D + cw * (BM * D / 2);
           if constexpr (kDeterministic) {
-            int* turn = p.dq_turn + row / 64;
-            wait_turn(turn, turn_of(m0) + cw);
+            int* turn = p.dq_turn + 2 * (row / 64) + cw;
+            wait_turn(turn, turn_of(m0));
             bulk_reduce_add_f32(dst, sdq(cw, it % NB), Cfg::kDqBytes / 2);
             tma_store_commit();
             bulk_wait_complete();  // the sums are in global memory, not only read from shared
@@ -1048,7 +1050,7 @@ std::size_t dq_accum_bytes(const Problem& p) {
   return dsum_bytes(p) * BwdHeadDims::tile(p.head_dim);
 }
 // LSE·log2e starts 256-byte aligned after D, the dQ accumulator after it; the deterministic
-// mode's turn counters (one per 64 query rows, zeroed with the accumulator) follow it.
+// mode's turn counters (two per 64 query rows, zeroed with the accumulator) follow it.
 std::size_t lse2_offset(const Problem& p) {
   return (dsum_bytes(p) + 255) / 256 * 256;
 }
@@ -1056,7 +1058,7 @@ std::size_t dq_accum_offset(const Problem& p) {
   return 2 * lse2_offset(p);
 }
 std::size_t dq_turn_bytes(const Problem& p) {
-  return dsum_bytes(p) / 64;
+  return dsum_bytes(p) / 32;
 }
 std::size_t zeroed_bytes(const Problem& p) {
   return dq_accum_bytes(p) + dq_turn_bytes(p);
