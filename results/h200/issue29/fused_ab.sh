@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue 29 (written 2026-12-05, session 54): the combine fused into the split kernel (option
 # fused_combine=1: the last split block of each (sequence, row tile, kv head) merges, counted in
-# on an arrival counter in the workspace's zeroed prefix) against the combine kernel (0, the
-# default, launched as a programmatic dependent grid) and cuDNN, on the GPU:
+# on an arrival counter in the workspace's zeroed prefix; the default at head_dim 72-128 since
+# 2026-12-06) against the combine kernel (0, launched as a programmatic dependent grid; the
+# default at the other head dims) and cuDNN, on the GPU (both options named in every row):
 #   1. correctness under compute-sanitizer (initcheck: the counters are zeroed by the harness, not
 #      by the kernel; memcheck; racecheck) on small ragged and paged problems with forced splits,
 #      verified (the validation call) and then timed a few calls, so the sanitizers see calls
