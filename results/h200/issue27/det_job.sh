@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 27's deterministic target (written 2026-12-04, not yet run): cuda.flash_bwd_wgmma with
+# Issue 27's deterministic target (written 2026-12-04; first run 2026-12-06 at 1f65ac1, its files in
+# results/h200/issue27/2026-12-06-1f65ac1/): cuda.flash_bwd_wgmma with
 # deterministic 0 and 1 against FA4's backward with and without its deterministic mode, one GPU
 # job: configs/tune_bwd_wgmma.json's backward rows (FA3 grid shapes at seq 2k, 8k, 16k; d64, d128,
 # d256; causal and not; bf16). Targets: ours deterministic >= 0.9x ours default, and >= FA4's

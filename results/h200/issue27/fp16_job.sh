@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issues 27 and 28's fp16 target (written 2026-12-04, not yet run): cuda.flash_fwd_wgmma and
+# Issues 27 and 28's fp16 target (written 2026-12-04; first whole run 2026-12-06 at 1f65ac1, its
+# files in results/h200/issue27/2026-12-06-1f65ac1/): cuda.flash_fwd_wgmma and
 # cuda.flash_bwd_wgmma in fp16 and bf16 on configs/fp16_parity.json (the FA3 grid's shapes at seq
 # 2k, 8k, 16k; d64, d128, d256; causal and not), one run, every row verified first (sampled).
 # Target: each fp16 row within 5% of its bf16 twin (fp16 TFLOP/s >= 0.95 x bf16). Run from the

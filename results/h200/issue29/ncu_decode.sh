@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 29: where batch-1 GQA decode loses its time (written 2026-12-04, not run yet). job2
+# Issue 29: where batch-1 GQA decode loses its time (written 2026-12-04; run 2026-12-06 at 1f65ac1:
+# results/h200/issue29/ncu-2026-12-06-1f65ac1/). job2
 # (results/h200/issue29/job2) measured cuda.flash_decode at 32:8, d128, batch 1 at 0.59 of the
 # read ceiling at 32k and 0.74 at 64k (target 0.765), and the splits sweep ruled the split count
 # out. Taking time = F + bytes / ceiling, F is about 16-21 us for ours at every context and
