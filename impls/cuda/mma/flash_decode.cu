@@ -746,7 +746,7 @@ class FlashDecode final : public attnbench::Implementation {
   // combine kernel's time at d128 in every cell up to 32k (1.00 at 128k), but 1.03 at d64 4k; d256
   // was not timed.
   static bool fused(const Problem& p, const Options* o) {
-    const bool by_default = p.head_dim > 64 && p.head_dim <= 128;
+    const bool by_default = DecodeHeadDims::tile(p.head_dim) == 128;
     return attnbench::option_or(o, "fused_combine", by_default ? 1 : 0) != 0;
   }
   // The fused combine's arrival counters, one per split kernel block of split 0's.
