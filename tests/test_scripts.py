@@ -1175,6 +1175,44 @@ SHAPES = [(sq, skv) for sq in range(1, 8) for skv in range(1, 8)] + [(3, 11), (1
 WINDOWS = [(wl, wr) for wl in (-1, 0, 1, 2, 5, 12) for wr in (-1, 0, 1, 3, 12)]
 
 
+class PeerFlush(unittest.TestCase):
+    """The peers' L2 flushes (scripts/peers/common.py), with PyTorch where it is installed (the GPU
+    machine; skipped here without it): the read flush's sum on the CPU, and on a GPU both flushes
+    through TorchCuda.time. The read flush once called torch.sum without a dim, which PyTorch
+    refuses with out=: every peer row of a job failed (2026-12-06) and no test had run it."""
+
+    def setUp(self):
+        try:
+            import torch  # noqa: F401
+        except Exception as e:  # noqa: BLE001  (no PyTorch, or one that cannot load)
+            self.skipTest(f"no PyTorch: {e}")
+        self.torch = torch
+
+    def test_read_flush_sums_every_word(self):
+        torch = self.torch
+        words = torch.arange(1, 4097, dtype=torch.int32)
+        sink = torch.zeros((), dtype=torch.int64)
+        peers_common.read_flush(torch, words, sink)
+        self.assertEqual(int(sink), 4096 * 4097 // 2)
+
+    def test_cuda_timer_both_flushes(self):
+        torch = self.torch
+        if not torch.cuda.is_available():
+            self.skipTest("no CUDA device")
+        dev = peers_common.TorchCuda(torch, 0)
+        x = torch.zeros(1 << 20, device=dev.dev)
+        for flush in ("read", "write"):
+            timing = {"hot": False, "flush": flush, "warmup_s": 0.0, "min_time_s": 0.0, "repetitions": 2}
+            stats = dev.time(lambda: x.add_(1.0), timing, f"flush_{flush}")
+            self.assertEqual(stats["flush"], flush)
+        dev.sync()
+        self.assertGreater(float(x[0]), 0.0)
+        expect = int(dev.flush_words.to(torch.int64).sum())
+        peers_common.read_flush(torch, dev.flush_words, dev.flush_sink)
+        dev.sync()
+        self.assertEqual(int(dev.flush_sink), expect)
+
+
 class PeersWindowSoftcap(unittest.TestCase):
     """Issue 30, the peers' side: sliding windows and soft-capping. FA4 gets them as its own
     arguments (fa4.fa4_window_args), PyTorch SDPA SKIPs them with the reason, FlexAttention (flex.py)

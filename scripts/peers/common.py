@@ -811,7 +811,7 @@ class TorchCuda:
             with torch.cuda.stream(self.side):
                 if not hot:
                     if flush == "read":
-                        torch.sum(self.flush_words, out=self.flush_sink)
+                        read_flush(torch, self.flush_words, self.flush_sink)
                     else:
                         self.flush_buf.zero_()
                 torch.cuda.nvtx.range_push(name)
@@ -828,6 +828,14 @@ class TorchCuda:
         if not hot:
             stats["flush"] = flush
         return stats
+
+
+def read_flush(torch, words, sink):
+    """The read flush: every word of `words` (1-D int32) read and summed into `sink` (a 0-d int64
+    tensor on the same device), so the L2 holds only clean lines afterwards. torch.sum takes out=
+    only in its dim overload (the plain `torch.sum(words, out=sink)` raises 'invalid combination
+    of arguments': every peer row of job5 failed so on 2026-12-06, PyTorch 2.11)."""
+    torch.sum(words, dim=0, out=sink)
 
 
 def cuda_driver_info(index):
