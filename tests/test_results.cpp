@@ -210,8 +210,16 @@ TEST(Results, ResumeKeepsVerdictsWithATime) {
   r.time.reset();
   EXPECT_FALSE(kept_on_resume(r, false));  // not timed yet
   EXPECT_TRUE(kept_on_resume(r, true));    // profiling times nothing
+  EXPECT_TRUE(verdict_kept_on_resume(r, false));   // verified: only its timing runs again
+  EXPECT_FALSE(verdict_kept_on_resume(r, true));   // (kept as it is when profiling)
   r.status = Status::skip;
   EXPECT_FALSE(kept_on_resume(r, true));
+  EXPECT_FALSE(verdict_kept_on_resume(r, false));
+  r.status = Status::fail;
+  EXPECT_FALSE(verdict_kept_on_resume(r, false));  // a FAIL is kept as it is
+  r = full_row();
+  r.status = Status::pass;
+  EXPECT_FALSE(verdict_kept_on_resume(r, false));  // timed: kept as it is
 
   // The measurements move; the identity is the plan's.
   const ResultRow earlier = full_row();

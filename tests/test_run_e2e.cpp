@@ -216,6 +216,65 @@ TEST_F(E2E, ResumeKeepsFinishedRowsAndRunsTheRest) {
   EXPECT_EQ(b["rows"].size(), 3 * a["rows"].size());
 }
 
+// --resume of a file cut during (or before) its timing phase: a PASS row without a time keeps its
+// verdict (not verified again: a sentinel planted in its verification survives) and is timed;
+// "not timed: ..." goes; the context counts those rows apart from the rows kept as they were. (A
+// GPU job's grid lost its whole verification phase to a time limit on 2026-12-06: the resume
+// verified every row again and was cut in turn.)
+TEST_F(E2E, ResumeTimesVerifiedRowsWithoutVerifyingThemAgain) {
+  const std::string part = path("part.json"), full = path("full.json");
+  const std::string base = "run " + config("smoke.json") + " --impl 'cpu.[fn]*' --case '*_f32'";
+  CliResult r = run_cli(base + " --quiet --out " + part);
+  ASSERT_EQ(r.code, 0) << r.output;
+  nlohmann::json a = read_results_json(part);
+  std::size_t untimed = 0, finished = 0;
+  for (auto& row : a["rows"]) {
+    if (row["status"] != "pass") continue;
+    if (row["impl"] == "cpu.flash_fwd") {
+      row.erase("time");
+      row["verify"]["outputs"][0]["max_abs"] = 1.25e-30;  // the sentinel: no run measures this
+      if (untimed++ == 0) row["reason"] = "not timed: interrupted";
+    } else {
+      ++finished;
+    }
+  }
+  ASSERT_GT(untimed, 0u);
+  ASSERT_GT(finished, 0u);
+  a["complete"] = false;
+  a["stop_reason"] = "interrupted (SIGTERM): the row in progress finished, the rows after it did not run";
+  std::ofstream(part) << a.dump(1);
+
+  r = run_cli(base + " --resume " + part + " --out " + full);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("[verified in " + part + "]"), std::string::npos) << r.output;
+  const nlohmann::json b = read_results_json(full);
+  EXPECT_TRUE(b["complete"].get<bool>());
+  EXPECT_EQ(b["context"]["rows_kept_from_resume"].get<std::size_t>(), finished);
+  EXPECT_EQ(b["context"]["rows_timed_from_resume"].get<std::size_t>(), untimed);
+  std::size_t timed_again = 0;
+  for (const auto& row : b["rows"]) {
+    if (row["impl"] != "cpu.flash_fwd" || row["status"] == "skip") continue;
+    EXPECT_EQ(row["status"], "pass") << row["nvtx"];
+    EXPECT_EQ(row["verify"]["outputs"][0]["max_abs"].get<double>(), 1.25e-30)
+        << "verified again: " << row["nvtx"];
+    ASSERT_TRUE(row.contains("time")) << row["nvtx"];
+    EXPECT_GT(row["time"]["median_ms"].get<double>(), 0.0) << row["nvtx"];
+    EXPECT_EQ(row["reason"], "") << row["nvtx"];
+    ++timed_again;
+  }
+  EXPECT_EQ(timed_again, untimed);
+
+  // With --profile nothing is timed, so a PASS row without a time is finished as it is: kept.
+  const std::string prof = path("prof.json"), prof2 = path("prof2.json");
+  r = run_cli(base + " --profile --quiet --out " + prof);
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run_cli(base + " --profile --quiet --resume " + prof + " --out " + prof2);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const nlohmann::json c = read_results_json(prof2);
+  EXPECT_EQ(c["context"]["rows_timed_from_resume"].get<std::size_t>(), 0u);
+  EXPECT_GT(c["context"]["rows_kept_from_resume"].get<std::size_t>(), 0u);
+}
+
 // Refused with exit 2 and nothing written: another config, another mode, another build (the file
 // resumed in place stays as it was), a file that is not a results file.
 TEST_F(E2E, ResumeRefusesAnotherConfigModeOrBuild) {

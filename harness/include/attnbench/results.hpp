@@ -175,8 +175,14 @@ std::string resume_refusal(const ResultsFile& earlier, const std::string& path,
                            const std::string& git_revision);
 
 // Whether a resumed run keeps an earlier row as it is: a FAIL, or a PASS with a time (any PASS
-// when profiling, which times nothing). SKIP rows and untimed PASS rows run again.
+// when profiling, which times nothing). SKIP rows run again; untimed PASS rows, see below.
 bool kept_on_resume(const ResultRow& earlier, bool profile);
+
+// Whether a resumed run keeps an earlier row's verdict but times it again: a PASS without a time
+// (verified, then cut before or during the timing phase, or "not timed: ..."), when the run times
+// (not --profile). Its verification is not repeated (the same config, overrides and build wrote
+// it: resume_refusal), which is most of a large case's cost (its inputs and float64 reference).
+bool verdict_kept_on_resume(const ResultRow& earlier, bool profile);
 
 // A kept row: the earlier row's measurements (status, reason, verification, time, memory) under
 // the plan's identity of the row (`to`: case, problem, impl, options, pass, flops, nvtx).

@@ -41,7 +41,8 @@ struct RunOptions {
   std::map<std::string, std::string> benchmark_flags;
   // --resume: an earlier results file, read from resume_path ("" when not resuming). run_config
   // refuses it (throws, before writing anything) unless it is of the same config, mode and build
-  // (resume_refusal); its rows that kept_on_resume() accepts are kept, the others run.
+  // (resume_refusal); its rows that kept_on_resume() accepts are kept, those that
+  // verdict_kept_on_resume() accepts keep their verdict and are timed, the others run.
   std::string resume_path;
   ResultsFile resume;
   // A worker of `run --devices` (devices.hpp): only the cases whose index (in the config's run

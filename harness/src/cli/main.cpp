@@ -753,7 +753,8 @@ SIGINT/SIGTERM/SIGHUP.)");
   run->add_flag("--profile", ra.profile, "One validation call per row, no timing loop (for ncu / nsys)");
   run->add_option("--resume", ra.resume,
                   "Continue an earlier (e.g. interrupted) results file of the same config: its rows with a "
-                  "verdict and a time are kept, the rest run. Writes to --out, default FILE itself")
+                  "verdict and a time are kept, verified rows without a time are timed (not verified "
+                  "again), the rest run. Writes to --out, default FILE itself")
       ->type_name("FILE");
   run->add_option("--dump", ra.dump, "Write each verified case's tensors as .npy files under DIR")->type_name("DIR");
   run->add_flag("--quiet,-q", ra.quiet, "No progress lines and no Google Benchmark output; just the table");

@@ -431,6 +431,10 @@ bool kept_on_resume(const ResultRow& earlier, bool profile) {
          (earlier.status == Status::pass && (profile || earlier.time));
 }
 
+bool verdict_kept_on_resume(const ResultRow& earlier, bool profile) {
+  return !profile && earlier.status == Status::pass && !earlier.time;
+}
+
 void copy_measurements(const ResultRow& from, ResultRow& to) {
   to.status = from.status;
   to.reason = from.reason;

@@ -261,7 +261,7 @@ struct WorkerParts {
   std::vector<ResultsFile> parts;
   nlohmann::ordered_json workers = nlohmann::ordered_json::array();
   std::vector<std::string> dead;  // workers that ended abnormally or left no readable part
-  std::size_t planned = 0, kept = 0;
+  std::size_t planned = 0, kept = 0, retimed = 0;
   bool any_interrupted = false, any_bad_input = false;
 };
 
@@ -295,6 +295,7 @@ WorkerParts read_parts(const std::vector<Worker>& workers) {
       if (const auto it = part.context.find("devices"); it != part.context.end()) j["devices"] = *it;
       r.planned += part.context.value("rows_planned", std::size_t{0});
       r.kept += part.context.value("rows_kept_from_resume", std::size_t{0});
+      r.retimed += part.context.value("rows_timed_from_resume", std::size_t{0});
       if (!how.empty()) {
         part.complete = false;
         r.dead.push_back("worker " + std::to_string(w.index) +
@@ -362,7 +363,10 @@ int run_on_devices(const Config& cfg, const RunOptions& opts, const std::vector<
     ctx["test_hook"] = std::string(kFakeDeviceCountEnv) + "=" + fake + " (CPU rows allowed; not a measurement)";
   ctx["workers"] = std::move(got.workers);
   ctx["rows_planned"] = got.planned;
-  if (!opts.resume_path.empty()) ctx["rows_kept_from_resume"] = got.kept;
+  if (!opts.resume_path.empty()) {
+    ctx["rows_kept_from_resume"] = got.kept;
+    ctx["rows_timed_from_resume"] = got.retimed;
+  }
   ctx["wall_s"] = wall;
   ResultsFile merged = merge_parts(got.parts, ctx);
   const std::vector<std::string>& dead = got.dead;

@@ -122,7 +122,8 @@ class Runner {
   bool cuda_present_ = false;  // asked once: the CUDA runtime's device query is not free
   // --resume: the earlier file's rows to keep, by call name (impl, options, case, pass).
   std::map<std::string, const ResultRow*> kept_;
-  std::size_t reused_ = 0;
+  std::size_t reused_ = 0;    // kept as they were (kept_on_resume)
+  std::size_t retimed_ = 0;   // their verdict kept, timed in this run (verdict_kept_on_resume)
   std::string unfinished_;  // the stop_reason of the file while the run goes on
   std::map<Device, std::int64_t> device_memory_;  // device_memory_bytes, asked once per device
   // The progress lines: when the phase (verification, timing) began and the last line was
@@ -319,7 +320,10 @@ void Runner::progress(const PlannedRow& pr, const ResultRow& r) {
   line << "[" << done_ << "/" << plan_.size() << "] " << pr.impl->name();
   for (const auto& [k, v] : *pr.options) line << " " << k << "=" << v;
   line << " " << r.case_label << " " << to_string(pr.pass) << " ... " << to_string(r.status);
-  if (kept_.count(pr.name)) line << " [kept from " << opts_.resume_path << "]";
+  if (auto it = kept_.find(pr.name); it != kept_.end()) {
+    line << (verdict_kept_on_resume(*it->second, opts_.profile) ? " [verified in " : " [kept from ")
+         << opts_.resume_path << "]";
+  }
   if (!r.reason.empty()) {
     std::string why = r.reason;
     if (why.size() > 160) why = why.substr(0, 157) + "...";
@@ -473,7 +477,15 @@ void Runner::run_case(std::size_t first, std::size_t last) {
     if (const ResultRow* earlier = kept[i - first]) {
       r = blank_row(pr);  // the plan's identity (the call name matched), the file's measurements
       copy_measurements(*earlier, r);
-      ++reused_;
+      const bool retime = verdict_kept_on_resume(*earlier, opts_.profile);
+      if (retime) {
+        // Verified there, timed here: the earlier run's "not timed: ..." no longer applies.
+        if (r.reason.rfind("not timed: ", 0) == 0) r.reason.clear();
+        ++retimed_;
+        timed_.push_back(results_.rows.size());
+      } else {
+        ++reused_;
+      }
       progress(pr, r);
       results_.rows.push_back(std::move(r));
       continue;
@@ -756,7 +768,9 @@ void Runner::open_context() {
                                            opts_.profile, ctx.value("git_revision", ""));
     if (!why.empty()) throw std::runtime_error(why);
     for (const ResultRow& row : opts_.resume.rows) {
-      if (!row.nvtx.empty() && kept_on_resume(row, opts_.profile)) kept_[row.nvtx] = &row;
+      if (row.nvtx.empty()) continue;
+      if (kept_on_resume(row, opts_.profile) || verdict_kept_on_resume(row, opts_.profile))
+        kept_[row.nvtx] = &row;
     }
     ctx["resumed_from"] = opts_.resume_path;
   }
@@ -791,7 +805,10 @@ std::unique_ptr<OutputLock> Runner::claim_outputs() {
 // The final file and table, and the exit code (t0: when the first case began).
 int Runner::finish(std::chrono::steady_clock::time_point t0) {
   auto& ctx = results_.context;
-  if (!opts_.resume_path.empty()) ctx["rows_kept_from_resume"] = reused_;
+  if (!opts_.resume_path.empty()) {
+    ctx["rows_kept_from_resume"] = reused_;
+    ctx["rows_timed_from_resume"] = retimed_;
+  }
   ctx["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ctx["device_wall_s"] = device_s_;  // verification and timing of each device's rows
   if (interrupted()) {
