@@ -1207,10 +1207,12 @@ class PeerFlush(unittest.TestCase):
             self.assertEqual(stats["flush"], flush)
         dev.sync()
         self.assertGreater(float(x[0]), 0.0)
-        expect = int(dev.flush_words.to(torch.int64).sum())
+        # A known pattern in the flush buffer and a stale sink, so a flush that reads nothing fails.
+        dev.flush_words.fill_(3)
+        dev.flush_sink.fill_(-1)
         peers_common.read_flush(torch, dev.flush_words, dev.flush_sink)
         dev.sync()
-        self.assertEqual(int(dev.flush_sink), expect)
+        self.assertEqual(int(dev.flush_sink), 3 * dev.flush_words.numel())
 
 
 class PeersWindowSoftcap(unittest.TestCase):

@@ -21,6 +21,8 @@
 #include <ostream>
 #include <set>
 #include <sstream>
+#include <string>
+#include <string_view>
 #include <system_error>
 
 #include "attnbench/ceilings.hpp"
@@ -46,6 +48,8 @@ constexpr const char* kStopMarker = "@@attnbench-stop-reason@@";
 // Why a timing benchmark skipped a row that had passed: not the row's failure.
 constexpr const char* kInterrupted = "interrupted";
 constexpr const char* kCudaUnusable = "CUDA context unusable after an earlier error";
+// The reason such a row carries; a --resume that times the row again drops it.
+constexpr std::string_view kNotTimed = "not timed: ";
 
 struct PlannedRow {
   const ConfigGroup* group = nullptr;
@@ -480,7 +484,7 @@ void Runner::run_case(std::size_t first, std::size_t last) {
       const bool retime = verdict_kept_on_resume(*earlier, opts_.profile);
       if (retime) {
         // Verified there, timed here: the earlier run's "not timed: ..." no longer applies.
-        if (r.reason.rfind("not timed: ", 0) == 0) r.reason.clear();
+        if (r.reason.starts_with(kNotTimed)) r.reason.clear();
         ++retimed_;
         timed_.push_back(results_.rows.size());
       } else {
@@ -640,7 +644,7 @@ void Runner::apply_timing(TimingBook& book, const std::string& name, const Timin
     // Not timed because of something else (an interrupt, or another implementation's sticky
     // CUDA error): the row keeps its verdict and says why it has no time.
     if (o.error == kInterrupted || o.error == kCudaUnusable) {
-      r.reason = "not timed: " + o.error;
+      r.reason = std::string(kNotTimed) + o.error;
     } else {
       r.status = Status::fail;
       r.reason = "timed call failed: " + o.error;
