@@ -18,8 +18,8 @@
 #              listed, unexpected ones fail the step;
 #   4. sanitizers  compute-sanitizer memcheck, racecheck, synccheck and initcheck on each of
 #              attnbench's own CUDA kernels and option values over configs/sanitize.json
-#              (scripts/compute_sanitizer.sh, rows not verified under the tools), racecheck in two
-#              halves of the implementations; cuDNN's closed kernels under memcheck only
+#              (scripts/compute_sanitizer.sh, rows not verified under the tools), racecheck one
+#              implementation a run; cuDNN's closed kernels under memcheck only
 #              (compute_sanitizer.sh says why);
 #   5. odd shapes  configs/sanitize.json with full verification, normal and then outlier inputs,
 #              every CUDA implementation and option value.
@@ -90,8 +90,8 @@ EXE="$BUILD/attnbench"
 
 # ---- 2 to 5, side by side ------------------------------------------------------------------------
 # Five lanes, each running its steps one after the other: CTest; check then the odd shapes; and
-# the sanitizers in three lanes (memcheck, synccheck and cuDNN's memcheck, then a part of
-# racecheck; a part of racecheck; initcheck, then a part of racecheck). More processes than that
+# the sanitizers in three lanes (memcheck, synccheck and cuDNN's memcheck; nothing; initcheck),
+# each then taking racecheck runs, one implementation each, from a shared queue. More processes than that
 # on the one GPU time-slice it to a crawl (the first gate ran 15 at once: check took 356 s there, 84 s
 # alone). Under memcheck, synccheck and racecheck the rows are not verified (--verify off: no
 # float64 reference, no naive baseline's calls under the tool); the odd-shapes step verifies the
@@ -132,14 +132,6 @@ if [ "$BUILD_RC" -eq 0 ]; then
   { want check || want odd; } && lane_check &
   if want sanitizers; then
     mapfile -t OWN < <("$EXE" list | awk '$1 ~ /^cuda\./ && $1 != "cuda.cudnn_sdpa" {print $1}')
-    # racecheck in three parts, lanes of about equal time with the other tools ahead of parts 1
-    # and 3: the implementations, longest first, each to the lane with the least so far. Seconds
-    # under racecheck: estimates from the gate of 6f1c2d3 (its three parts took 124, 325 and
-    # 260 s; each part's time shared among its implementations in proportion to the gate of
-    # bf30a93's figures), memcheck + synccheck 181 s and initcheck 95 s ahead; an unknown
-    # implementation counts 60. Before (initcheck ahead of the first part too) that lane took
-    # 400 s and the others 260-345. cuda.flash_decode's 61 doubled to 122 when sanitize.json's
-    # paged group added fused_combine 0 and 1 to each split count (2026-12-05, not yet timed).
     # initcheck with the rows verified: without the float64 reference the backward's O and LSE
     # inputs come from the implementation's forward, whose TMA stores (cp.async.bulk.tensor)
     # initcheck does not count as writes, and it reported every read of them
@@ -148,27 +140,33 @@ if [ "$BUILD_RC" -eq 0 ]; then
     # cuda.flash_fwd_wgmma, writes by TMA, and even verified every one of initcheck's reports was
     # that read (200 of 200 in the gate of bf30a93). Its kernels stay under the other three tools.
     OWN_INIT=(); for i in "${OWN[@]}"; do [ "$i" = cuda.ring_attention ] || OWN_INIT+=("$i"); done
-    mapfile -t RACE < <(printf '%s\n' "${OWN[@]}" | awk '
-      BEGIN { nk = split("cuda.naive_3pass 128 cuda.flash_bwd_mma 92 cuda.flash_bwd 89 " \
-                         "cuda.flash_fwd 83 cuda.online_2pass 69 cuda.flash_decode 122 " \
-                         "cuda.standard_cublas 57 cuda.ring_attention 42 cuda.flash_fwd_wgmma 35 " \
-                         "cuda.flash_fwd_mma 27 cuda.flash_bwd_wgmma 24", k, " ")
+    # racecheck: one run per implementation, from a queue the three lanes share, longest first by
+    # the estimates below; a lane takes the next implementation when its previous step ends. Until
+    # 2026-12-06 the three lanes had fixed parts chosen by the same estimates, and they had gone
+    # stale: the gate of 3fd1f08 (H100) took 126, 309 and 116 s for its parts, and on a slower
+    # H100 host the gate of d705a79 stopped the 309-s part at its 380-s limit with 998 of 1268 rows
+    # done (no hazard, but a FAIL). Now a wrong estimate costs at most one implementation's time, and
+    # each implementation's seconds are in the summary (racecheck's row), for the next estimates.
+    # Seconds: 3fd1f08's part times shared in proportion to the older estimates (per
+    # implementation they were never measured); an unknown implementation counts 60.
+    mkdir -p "$LOG/race"
+    printf '%s\n' "${OWN[@]}" | awk '
+      BEGIN { nk = split("cuda.naive_3pass 111 cuda.flash_bwd_mma 80 cuda.flash_bwd 65 " \
+                         "cuda.flash_fwd 40 cuda.online_2pass 60 cuda.flash_decode 59 " \
+                         "cuda.standard_cublas 42 cuda.ring_attention 37 cuda.flash_fwd_wgmma 17 " \
+                         "cuda.flash_fwd_mma 20 cuda.flash_bwd_wgmma 21", k, " ")
               for (i = 1; i < nk; i += 2) w[k[i]] = k[i + 1] }
-      { n[NR] = $1; t[NR] = ($1 in w) ? w[$1] : 60 }
-      END { load[0] = 181; load[1] = 0; load[2] = 95
-            for (c = 1; c <= NR; c++) { b = 0
-              for (i = 1; i <= NR; i++) if (!(i in done) && (!b || t[i] > t[b])) b = i
-              done[b] = 1; l = 0; for (j = 1; j < 3; j++) if (load[j] < load[l]) l = j
-              load[l] += t[b]; part[l] = part[l] " " n[b] }
-            for (j = 0; j < 3; j++) print part[j] }')
-    { sanitizer san_other off "memcheck synccheck" "${OWN[@]}" cuda.cudnn_sdpa
-      # shellcheck disable=SC2086  # a list of names (an empty part would mean every implementation: skipped)
-      [ -z "${RACE[0]// /}" ] || sanitizer race_a off racecheck ${RACE[0]}; } &
-    # shellcheck disable=SC2086
-    [ -n "${RACE[1]// /}" ] && sanitizer race_b off racecheck ${RACE[1]} &
-    { sanitizer san_init full initcheck "${OWN_INIT[@]}"
-      # shellcheck disable=SC2086
-      [ -z "${RACE[2]// /}" ] || sanitizer race_c off racecheck ${RACE[2]}; } &
+      { print (($1 in w) ? w[$1] : 60), $1 }' | sort -k1,1nr -k2 | awk '{print $2}' >"$LOG/race.queue"
+    # race_next: the queue's next implementation (printed and removed; nothing when it is empty).
+    race_next() {
+      ( flock 9
+        local first; first=$(head -1 "$LOG/race.queue")
+        [ -n "$first" ] && sed -i 1d "$LOG/race.queue" && echo "$first" ) 9>"$LOG/race.queue.lock"
+    }
+    race_lane() { local impl; while impl=$(race_next) && [ -n "$impl" ]; do sanitizer "race/$impl" off racecheck "$impl"; done; }
+    { sanitizer san_other off "memcheck synccheck" "${OWN[@]}" cuda.cudnn_sdpa; race_lane; } &
+    race_lane &
+    { sanitizer san_init full initcheck "${OWN_INIT[@]}"; race_lane; } &
   fi
   wait
   if want ctest; then
@@ -197,14 +195,25 @@ if [ "$BUILD_RC" -eq 0 ]; then
     row check "$(verdict "$r")" "$s" "${line:-no summary line (rc $r)}; $(grep -c '^XFAIL ' "$OUTDIR/check.txt") XFAIL and $(grep -c '^FAIL ' "$OUTDIR/check.txt") FAIL lines in check.txt"
   fi
   if want sanitizers; then
-    for lane in san_other san_init race_a race_b race_c; do
-      [ -d "$LOG/$lane" ] || [ -f "$LOG/$lane.rc" ] || continue  # a part with no implementation
+    for lane in san_other san_init; do
       read -r r s < <(rc_of "$lane")
       det=$(grep -E '^\| [a-z-]+ \|' "$LOG/$lane/summary.md" 2>/dev/null | grep -v '^| run ' |
         awk -F'|' '{for (i = 2; i <= 6; i++) gsub(/^ +| +$/, "", $i); printf "%s: %s (%s s); ", $2, $3, $5}')
       impls=$(grep -oE 'IMPLS: .*' "$LOG/$lane/summary.md" 2>/dev/null | head -1)
       row "compute-sanitizer $lane" "$(verdict "$r")" "$s" "${det:-no summary (rc $r)} ${impls}"
     done
+    # racecheck: one row for its runs, one per implementation. PASS when each of OWN ran to a
+    # clean end; the detail names the others with their summaries, then every run's seconds.
+    rr=0; clean=0; bad=""; secs=""; total=0
+    for impl in "${OWN[@]}"; do
+      read -r r s < <(rc_of "race/$impl")
+      total=$(( total + s )); secs="$secs ${impl#cuda.} $s,"
+      det=$(grep -E '^\| racecheck \|' "$LOG/race/$impl/summary.md" 2>/dev/null | awk -F'|' '{gsub(/^ +| +$/, "", $3); print $3}')
+      if [ "$r" -eq 0 ] && [[ "$det" == *"RACECHECK SUMMARY: 0 hazards"* ]]; then clean=$(( clean + 1 )); continue; fi
+      rr=1
+      bad="$bad $impl: ${det:-no summary (rc $r)};"
+    done
+    row "compute-sanitizer racecheck" "$(verdict "$rr")" "$total" "0 hazards in $clean of ${#OWN[@]} implementations (one run each, from the lanes' queue);${bad} seconds:${secs%,} (their sum: the lanes ran side by side)"
   fi
   if want odd; then
     for dist in normal outlier; do

@@ -15,8 +15,11 @@
 # 77 to 165 s under the sanitizers before the conformance suite (issue 19) replaced the tests'
 # shape list; since then test_cpu_impls alone took 838 s there (one run, load average 8 to 14 from
 # other jobs; test_planted 30 s, test_scripts 9 s, test_plot 20 s), and a cold build 25 min under
-# that load. That is over the ~6 minute budget: measure on an idle machine before choosing a
-# subset. Pass ctest arguments to choose one by hand.
+# that load. At 0a54df9 (idle machine, one test at a time) the suite took 530 s, test_cpu_impls
+# 223 s of it, 159 s in the conformance suite's outlier and random groups: under ASan those groups
+# now run each shape in one dtype (tests/test_cpu_impls.cpp says how), and two tests run at once.
+# At d705a79: 396 s (test_cpu_impls 306 s, sharing the cores). Pass ctest arguments to choose
+# a subset by hand.
 # Env: ATTNBENCH_ASAN_BUILD (build folder), JOBS (build parallelism, default 2), CTEST_JOBS (tests
 # at once, default 2).
 set -euo pipefail
