@@ -386,26 +386,30 @@ void forward(const Problem& p, const double* q, const double* k, const double* v
   check_problem(p);
   if (p.paged()) return forward_paged(p, q, k, v, o, lse);
   if (p.varlen()) return forward_varlen(p, q, k, v, o, lse);
-  const int d = p.head_dim;
+  const int d = p.head_dim, g = p.group();
   const int blocks = (p.seq_q + kRowBlock - 1) / kRowBlock;
-  const std::int64_t heads = static_cast<std::int64_t>(p.batch) * p.heads_q;
-  // Parallel over (b, h) when there are enough of them, else over the row blocks of each head.
+  // A unit is one (b, kv head): its K and V are gathered once and shared by the group's query
+  // heads (gathered per query head until 2026-12-06: g copies of each, the larger part of a GQA
+  // decode case's reference). Parallel over the units when there are enough of them, else over
+  // the group's (query head, row block) pairs of each. Every row is computed as before.
+  const std::int64_t units = static_cast<std::int64_t>(p.batch) * p.heads_kv;
   const bool threaded = worth_threads(p);
-  const bool over_heads = heads >= omp_get_max_threads();
-#pragma omp parallel for schedule(dynamic) if (threaded && over_heads)
-  for (std::int64_t t = 0; t < heads; ++t) {
-    const int b = static_cast<int>(t / p.heads_q);
-    const int h = static_cast<int>(t % p.heads_q);
-    const Mat qh = gather(q, b, p.seq_q, p.heads_q, h, d);
-    const Mat kh = gather(k, b, p.seq_kv, p.heads_kv, p.kv_head(h), d);
-    const Mat vh = gather(v, b, p.seq_kv, p.heads_kv, p.kv_head(h), d);
-    double* lse_h = lse + t * p.seq_q;
-#pragma omp parallel for schedule(dynamic) if (threaded && !over_heads)
-    for (int blk = 0; blk < blocks; ++blk) {
-      const int row0 = blk * kRowBlock;
+  const bool over_units = units >= omp_get_max_threads();
+#pragma omp parallel for schedule(dynamic) if (threaded && over_units)
+  for (std::int64_t t = 0; t < units; ++t) {
+    const int b = static_cast<int>(t / p.heads_kv);
+    const int hk = static_cast<int>(t % p.heads_kv);
+    const Mat kh = gather(k, b, p.seq_kv, p.heads_kv, hk, d);
+    const Mat vh = gather(v, b, p.seq_kv, p.heads_kv, hk, d);
+#pragma omp parallel for schedule(dynamic) if (threaded && !over_units)
+    for (int w = 0; w < g * blocks; ++w) {
+      const int h = hk * g + w / blocks;
+      const int row0 = (w % blocks) * kRowBlock;
       const int nrows = std::min(kRowBlock, p.seq_q - row0);
+      const Mat qb = gather(q, b, p.seq_q, p.heads_q, h, d, row0, nrows);
       Mat s, ob;
-      forward_block(p, qh.middleRows(row0, nrows), row0, kh, vh, s, ob, lse_h + row0);
+      double* lse_h = lse + (static_cast<std::int64_t>(b) * p.heads_q + h) * p.seq_q;
+      forward_block(p, qb, row0, kh, vh, s, ob, lse_h + row0);
       for (int r = 0; r < nrows; ++r) {
         std::copy(ob.row(r).data(), ob.row(r).data() + d,
                   o + row_offset(b, row0 + r, p.seq_q, p.heads_q, h, d));
