@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
 # Issue 29's acceptance job (written 2026-12-05, session 53; first tried whole 2026-12-06 at 3fd1f08,
-# no usable rows: results/h200/issue29/job5-3fd1f08/ and the README's job5 section): the whole decode grid
+# no usable rows: results/h200/issue29/job5-3fd1f08/; tried again at d705a79 after its gate, on a
+# slower H100 host: the grid whole in 628 s with the resume, FlashInfer 22 of 63 rows when the
+# device time ended, job5-d705a79/; the README's job5 section says both): the whole decode grid
 # and every peer in one job, after the L2 read flush the decode configs now set (timing.flush
 # "read": job4-grid measured the write flush's write-back at 9.4-11 us a call, ours and cuDNN's
 # alike). job3's other parts are done: the pdl A/B and the flush rows (job4-grid), the untimed
 # phase and the flush probe (superseded), `check --impl cuda.flash_decode` (the gate's check).
 # Steps, each with a time limit, the most needed first:
 #   1. configs/decode_grid.json, cuda.flash_decode and cuda.cudnn_sdpa (resumed if cut: since
-#      82dba79 the resume times the verified rows without verifying them again): 63 cases, 333 s
-#      on an H100 (job4-grid), but its verification phase alone reached only row 84 of 126 in 315 s
-#      on another H100 machine (2026-12-06): do not trim GRID_S below its 600 s default;
+#      82dba79 the resume times the verified rows without verifying them again; it did so at
+#      d705a79, 17 rows in 26 s): 63 cases, 333 s on an H100 (job4-grid), but 504 s of verification
+#      alone on a slower H100 host (2026-12-06, d705a79: 8f284f7 since shares the reference's K/V
+#      gather among a GQA group, 24-25% off a decode case's host side on the 2-core machine):
+#      do not trim GRID_S below its 600 s default. The whole job needs about 22 minutes there,
+#      more than a session's device time leaves after a gate: run it in a session of its own
+#      (GATE=0) at a revision whose gate passed, or the gate in the next session at its revision;
 #   2. FlashInfer 0.7.2 (its own file: it compiles its kernels just in time; tensor cores for GQA
 #      groups of 4 or more, --flashinfer-tensor-cores auto), needs /tmp/fisite and /tmp/fa4site;
 #   3. FA4 and PyTorch SDPA (cuDNN and flash backends), needs /tmp/fa4site for FA4's rows;
