@@ -91,9 +91,9 @@ EXE="$BUILD/attnbench"
 # ---- 2 to 5, side by side ------------------------------------------------------------------------
 # Five lanes, each running its steps one after the other: CTest; check then the odd shapes; and
 # the sanitizers in three lanes (memcheck, synccheck and cuDNN's memcheck; nothing; initcheck),
-# each then taking racecheck runs, one implementation each, from a shared queue. More processes than that
-# on the one GPU time-slice it to a crawl (the first gate ran 15 at once: check took 356 s there, 84 s
-# alone). Under memcheck, synccheck and racecheck the rows are not verified (--verify off: no
+# each then taking racecheck runs, one implementation each, from a shared queue. More processes
+# than that on the one GPU time-slice it to a crawl (the first gate ran 15 at once: check took
+# 356 s there, 84 s alone). Under memcheck, synccheck and racecheck the rows are not verified (--verify off: no
 # float64 reference, no naive baseline's calls under the tool); the odd-shapes step verifies the
 # same rows in full.
 want() { [[ "$STEPS" == *" $1 "* ]]; }

@@ -39,8 +39,9 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1:h
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 # Two tests at once (CTEST_JOBS): most of the suite's tests start the attnbench binary and wait on
-# it, or run one thread; on the 2-core development machine at 0a54df9 -j2 took the suite from
-# 543 to 475 s (the CPU kernels' tests then share the cores, and take longer each).
+# it, or run one thread; on the 2-core development machine (2026-12-06, before the thinning) -j2
+# took the suite from 543 to 475 s (the CPU kernels' tests then share the cores, and take longer
+# each).
 ctest_jobs=${CTEST_JOBS:-2}
 
 start=$(date +%s)
