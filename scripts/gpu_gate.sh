@@ -93,9 +93,9 @@ EXE="$BUILD/attnbench"
 # the sanitizers in three lanes (memcheck, synccheck and cuDNN's memcheck; nothing; initcheck),
 # each then taking racecheck runs, one implementation each, from a shared queue. More processes
 # than that on the one GPU time-slice it to a crawl (the first gate ran 15 at once: check took
-# 356 s there, 84 s alone). Under memcheck, synccheck and racecheck the rows are not verified (--verify off: no
-# float64 reference, no naive baseline's calls under the tool); the odd-shapes step verifies the
-# same rows in full.
+# 356 s there, 84 s alone). Under memcheck, synccheck and racecheck the rows are not verified
+# (--verify off: no float64 reference, no naive baseline's calls under the tool); the odd-shapes
+# step verifies the same rows in full.
 want() { [[ "$STEPS" == *" $1 "* ]]; }
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}  # several processes share the cores
 lane_ctest() {
@@ -202,8 +202,9 @@ if [ "$BUILD_RC" -eq 0 ]; then
       impls=$(grep -oE 'IMPLS: .*' "$LOG/$lane/summary.md" 2>/dev/null | head -1)
       row "compute-sanitizer $lane" "$(verdict "$r")" "$s" "${det:-no summary (rc $r)} ${impls}"
     done
-    # racecheck: one row for its runs, one per implementation. PASS when each of OWN ran to a
-    # clean end; the detail names the others with their summaries, then every run's seconds.
+    # racecheck: one summary row for all its runs (one run per implementation). PASS when each of
+    # OWN ended with 0 hazards; the detail names the others with their summaries, then every
+    # run's seconds.
     rr=0; clean=0; bad=""; secs=""; total=0
     for impl in "${OWN[@]}"; do
       read -r r s < <(rc_of "race/$impl")
