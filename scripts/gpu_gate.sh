@@ -147,14 +147,14 @@ if [ "$BUILD_RC" -eq 0 ]; then
     # H100 host the gate of d705a79 stopped the 309-s part at its 380-s limit with 998 of 1268 rows
     # done (no hazard, but a FAIL). Now a wrong estimate costs at most one implementation's time, and
     # each implementation's seconds are in the summary (racecheck's row), for the next estimates.
-    # Seconds: 3fd1f08's part times shared in proportion to the older estimates (per
-    # implementation they were never measured); an unknown implementation counts 60.
+    # Seconds: each implementation's own run in the gate of 234b5a6 (H100, 2026-12-06: three lanes
+    # side by side, beside ctest; 673 s in all, the gate 499 s); an unknown implementation counts 60.
     mkdir -p "$LOG/race"
     printf '%s\n' "${OWN[@]}" | awk '
-      BEGIN { nk = split("cuda.naive_3pass 111 cuda.flash_bwd_mma 80 cuda.flash_bwd 65 " \
-                         "cuda.flash_fwd 40 cuda.online_2pass 60 cuda.flash_decode 59 " \
-                         "cuda.standard_cublas 42 cuda.ring_attention 37 cuda.flash_fwd_wgmma 17 " \
-                         "cuda.flash_fwd_mma 20 cuda.flash_bwd_wgmma 21", k, " ")
+      BEGIN { nk = split("cuda.naive_3pass 153 cuda.flash_fwd 96 cuda.flash_bwd_mma 92 " \
+                         "cuda.flash_bwd 77 cuda.ring_attention 67 cuda.standard_cublas 49 " \
+                         "cuda.online_2pass 42 cuda.flash_bwd_wgmma 40 cuda.flash_decode 21 " \
+                         "cuda.flash_fwd_mma 18 cuda.flash_fwd_wgmma 18", k, " ")
               for (i = 1; i < nk; i += 2) w[k[i]] = k[i + 1] }
       { print (($1 in w) ? w[$1] : 60), $1 }' | sort -k1,1nr -k2 | awk '{print $2}' >"$LOG/race.queue"
     # race_next: the queue's next implementation (printed and removed; nothing when it is empty).
