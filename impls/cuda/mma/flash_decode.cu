@@ -641,10 +641,19 @@ using attnbench::Problem;
 using attnbench::Support;
 
 // The split plan of a problem: the number of key ranges per (sequence, kv head, row tile), forced
-// or chosen, and the keys per range. Chosen: one block per SM fits (192 KiB of rings), so what
-// matters is how evenly the blocks fill whole waves of SMs; of the counts that leave each warp at
-// least two K/V tiles (and at most kMaxSplits), the one whose last wave is fullest, the smallest
-// within 5% of it (fewer partial results to merge). Batch x heads that fill the waves alone get 1.
+// or chosen, and the keys per range. Chosen: one block per SM fits (192 KiB of rings).
+//  - Fewer blocks than half the SMs without splits (batch x kv heads x row tiles < SMs / 2: small
+//    batches): split until the blocks cover half the SMs, ceil(SMs / 2 / blocks), and no further
+//    than one K/V tile per warp. Half the SMs already read at the card's rate; more splits only
+//    add each split's pipeline fill and the merge. The split-count A/B of 2026-12-06 (an H100,
+//    batch 1, GQA 64:8, results/h200/issue29/splits-2026-12-06-234b5a6/) had 8 splits (64 blocks)
+//    the fastest or within 0.6% of it at 1k, 4k and 32k keys, d64 and d128, where the former rule
+//    (below, for every batch) ran 2 to 16 splits and lost up to 7.5% (1k keys, d64: 2 splits);
+//    this rule runs 9 there on 132 SMs (72 blocks), 4 and 8 where one tile per warp caps it.
+//  - Otherwise what matters is how evenly the blocks fill whole waves of SMs: of the counts that
+//    leave each warp at least two K/V tiles (and at most kMaxSplits), the one whose last wave is
+//    fullest, the smallest within 5% of it (fewer partial results to merge). Batch x heads that
+//    fill the waves alone get 1.
 struct SplitPlan {
   int splits, chunk, row_tiles;
 };
@@ -660,17 +669,23 @@ SplitPlan plan_splits(const Problem& pr, int forced, int sms) {
       want = forced;
     } else {
       const long long blocks = static_cast<long long>(pr.batch) * pr.heads_kv * s.row_tiles;
-      const int cap = std::min(kMaxSplits, std::max(1, tiles / (2 * Tr::kWarps)));
-      auto fill = [&](int n) {  // blocks / (waves * SMs)
-        const long long b = blocks * n, waves = (b + sms - 1) / sms;
-        return static_cast<double>(b) / static_cast<double>(waves * sms);
-      };
-      double best = 0;
-      for (int n = 1; n <= cap; ++n) best = std::max(best, fill(n));
-      for (int n = 1; n <= cap; ++n) {
-        if (fill(n) >= best - 0.05) {
-          want = n;
-          break;
+      const long long half = (sms + 1) / 2;
+      if (blocks < half) {
+        const long long cover = (half + blocks - 1) / blocks;
+        want = static_cast<int>(std::min<long long>(cover, std::max(1, tiles / Tr::kWarps)));
+      } else {
+        const int cap = std::min(kMaxSplits, std::max(1, tiles / (2 * Tr::kWarps)));
+        auto fill = [&](int n) {  // blocks / (waves * SMs)
+          const long long b = blocks * n, waves = (b + sms - 1) / sms;
+          return static_cast<double>(b) / static_cast<double>(waves * sms);
+        };
+        double best = 0;
+        for (int n = 1; n <= cap; ++n) best = std::max(best, fill(n));
+        for (int n = 1; n <= cap; ++n) {
+          if (fill(n) >= best - 0.05) {
+            want = n;
+            break;
+          }
         }
       }
     }

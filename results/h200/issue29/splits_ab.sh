@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Issue 29 (written 2026-12-06, session 59; not yet run on a GPU): batch-1 decode's split count.
+# Issue 29 (written 2026-12-06, session 59; first run at 234b5a6 in session 60, an H100:
+# results/h200/issue29/splits-2026-12-06-234b5a6/ and the README's "split-count A/B" section; the
+# prediction below was wrong, and the plan's small-batch rule changed after it: the README gives
+# the next run's prediction): batch-1 decode's split count.
 # configs/decode_splits_ab.json: GQA 64:8, d64 and d128, 1k/4k/32k keys, cuda.flash_decode with
 # splits 0 (automatic) and 4-64 forced, beside cuDNN, read flush, every row verified. Job5 at
 # d705a79 had both libraries at about 0.11 of the read ceiling at 1k keys, where the automatic
