@@ -649,7 +649,8 @@ using attnbench::Support;
 //    batch 1, GQA 64:8, results/h200/issue29/splits-2026-12-06-234b5a6/) had 8 splits (64 blocks)
 //    the fastest or within 0.6% of it at 1k, 4k and 32k keys, d64 and d128, where the former rule
 //    (below, for every batch) ran 2 to 16 splits and lost up to 7.5% (1k keys, d64: 2 splits);
-//    this rule runs 9 there on 132 SMs (72 blocks), 4 and 8 where one tile per warp caps it.
+//    this rule runs 9 there on 132 SMs (72 blocks; 8 at 4k keys d64, whose 64 tiles in ranges
+//    of ceil(64 / 9) make 8), and 4 and 8 at 1k keys, where one tile per warp caps it.
 //  - Otherwise what matters is how evenly the blocks fill whole waves of SMs: of the counts that
 //    leave each warp at least two K/V tiles (and at most kMaxSplits), the one whose last wave is
 //    fullest, the smallest within 5% of it (fewer partial results to merge). Batch x heads that
