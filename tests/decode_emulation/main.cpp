@@ -5,13 +5,15 @@
 // speculative decoding (seq_q 4, causal) and seq_q > context, GQA 16:1 (four row tiles), MQA,
 // padded head_dims, outlier inputs and large logits, sliding windows and soft caps; each with one
 // split, the automatic plan and forced splits (the combine kernel, and the combine fused into the
-// split kernel by arrival counters).
+// split kernel by arrival counters). Last, the automatic plan's split counts on 132 SMs, pinned
+// (check_split_plan: no kernel runs).
 //
 // Checked as every implementation is: seeded inputs, the float64 reference (through the block
 // table), and the project's rule against cpu.naive_3pass on the same paged layout.
 // Exit code: the number of failed cases. Arguments N or N-M run those cases only.
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +47,47 @@ struct Case {
   int wl = -1, wr = -1;  // window_left, window_right (-1: unbounded)
   double softcap = 0;
 };
+
+}  // namespace
+
+// decode_wrap.cpp: the automatic split count (plan_splits with splits 0) on `sms` SMs.
+int decode_auto_splits(const attnbench::Problem& p, int sms);
+
+namespace {
+
+// The automatic plan's split counts on 132 SMs (an H100 or H200), pinned: under half the SMs of
+// blocks (batch x kv heads x row tiles < 66), enough splits to cover 66 with at most one K/V tile
+// per warp (the split-count A/B of 2026-12-06, results/h200/issue29/README.md); from 66 blocks on,
+// the fullest last wave with at least two tiles per warp. A change of the rule must change these.
+int check_split_plan() {
+  struct Want {
+    int b, hq, hkv, skv, d, splits;
+    const char* why;
+  };
+  const Want wants[] = {
+      {1, 64, 8, 1024, 128, 8, "8 blocks, 32 tiles of 32 keys: one tile a warp caps 9 at 8"},
+      {1, 64, 8, 1024, 64, 4, "16 tiles of 64 keys: one a warp caps it at 4"},
+      {1, 64, 8, 4096, 128, 9, "ceil(66 / 8) = 9 ranges of 15 tiles"},
+      {1, 64, 8, 4096, 64, 8, "64 tiles in ranges of ceil(64 / 9) = 8 make 8"},
+      {1, 64, 8, 32768, 128, 9, "9 ranges of 114 tiles"},
+      {1, 32, 32, 32768, 64, 3, "32 blocks: ceil(66 / 32) = 3"},
+      {8, 64, 8, 4096, 128, 2, "64 blocks, under 66: 2"},
+      {64, 64, 8, 1024, 128, 1, "512 blocks fill the waves alone"},
+      {4, 32, 32, 8192, 128, 1, "128 blocks: 1 wave of 132 is the fullest within 5%"},
+  };
+  int bad = 0;
+  for (const Want& w : wants) {
+    const Problem p = make_problem(w.b, w.hq, w.hkv, 1, w.skv, w.d, true, DType::bf16, 0);
+    const int got = decode_auto_splits(p, 132);
+    if (got != w.splits) {
+      std::printf("split plan: %s: %d splits, expected %d (%s)\n", p.label().c_str(), got, w.splits, w.why);
+      ++bad;
+    }
+  }
+  std::printf("split plan: %d of %zu counts as pinned\n", static_cast<int>(std::size(wants)) - bad,
+              std::size(wants));
+  return bad;
+}
 
 }  // namespace
 
@@ -164,6 +207,11 @@ int main(int argc, char** argv) {
     attnbench::test::fwd_calls() = 1;
     ++ran;
     failures += ok ? 0 : 1;
+  }
+  if (selected(static_cast<int>(cases.size()) + 1)) {
+    std::printf("case %zu: the automatic split plan on 132 SMs\n", cases.size() + 1);
+    failures += check_split_plan() != 0 ? 1 : 0;
+    ++ran;
   }
   std::printf("%d passed, %d failed\n", ran - failures, failures);
   return failures;
