@@ -56,22 +56,27 @@ int decode_auto_splits(const attnbench::Problem& p, int sms);
 namespace {
 
 // The automatic plan's split counts on 132 SMs (an H100 or H200), pinned: under half the SMs of
-// blocks (batch x kv heads x row tiles < 66), enough splits to cover 66 with at most one K/V tile
-// per warp (the split-count A/B of 2026-12-06, results/h200/issue29/README.md); from 66 blocks on,
-// the fullest last wave with at least two tiles per warp. A change of the rule must change these.
+// blocks (batch x kv heads x row tiles < 66), a whole wave of splits when each key range keeps at
+// least 16 K/V tiles, else the count nearest half a wave, at most one K/V tile per warp (the
+// split-count A/Bs of 2026-12-06, results/h200/issue29/README.md); from 66 blocks on, the
+// fullest last wave with at least two tiles per warp. A change of the rule must change these.
 int check_split_plan() {
   struct Want {
     int b, hq, hkv, skv, d, splits;
     const char* why;
   };
   const Want wants[] = {
-      {1, 64, 8, 1024, 128, 8, "8 blocks, 32 tiles of 32 keys: one tile a warp caps 9 at 8"},
-      {1, 64, 8, 1024, 64, 4, "16 tiles of 64 keys: one a warp caps it at 4"},
-      {1, 64, 8, 4096, 128, 9, "ceil(66 / 8) = 9 ranges of 15 tiles"},
-      {1, 64, 8, 4096, 64, 8, "64 tiles in ranges of ceil(64 / 9) = 8 make 8"},
-      {1, 64, 8, 32768, 128, 9, "9 ranges of 114 tiles"},
-      {1, 32, 32, 32768, 64, 3, "32 blocks: ceil(66 / 32) = 3"},
-      {8, 64, 8, 4096, 128, 2, "64 blocks, under 66: 2"},
+      {1, 64, 8, 1024, 128, 8, "8 blocks, 32 tiles of 32 keys: 2 a range at a whole wave (16): half a wave, 8"},
+      {1, 64, 8, 1024, 64, 4, "16 tiles of 64 keys: half a wave (8), one a warp caps it at 4"},
+      {1, 64, 8, 4096, 128, 8, "128 tiles: 8 a range at 16 splits: half a wave, round(66 / 8) = 8"},
+      {1, 64, 8, 4096, 64, 8, "64 tiles: 4 a range at 16 splits: 8"},
+      {1, 64, 8, 8192, 128, 16, "256 tiles: 16 a range at a whole wave, the threshold: 16"},
+      {1, 64, 8, 8192, 64, 8, "128 tiles: 8 a range at 16 splits: 8"},
+      {1, 64, 8, 32768, 128, 16, "1024 tiles: a whole wave, floor(132 / 8) = 16"},
+      {1, 64, 8, 32768, 64, 16, "512 tiles: 32 a range: 16"},
+      {1, 32, 32, 32768, 64, 4, "32 blocks: a whole wave, floor(132 / 32) = 4, 128 tiles a range"},
+      {5, 64, 8, 1024, 128, 2, "40 blocks, 32 tiles: half a wave, round(66 / 40) = 2"},
+      {8, 64, 8, 4096, 128, 2, "64 blocks, under 66: a whole wave is 2 (64 tiles a range)"},
       {64, 64, 8, 1024, 128, 1, "512 blocks fill the waves alone"},
       {4, 32, 32, 8192, 128, 1, "128 blocks: 1 wave of 132 is the fullest within 5%"},
   };

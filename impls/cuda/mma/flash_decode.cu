@@ -62,6 +62,8 @@ namespace {
 constexpr float kNegInf = -__builtin_huge_valf();
 // Key ranges per sequence at most (the combine holds their LSEs in registers).
 constexpr int kMaxSplits = 128;
+// The automatic plan's least K/V tiles a range for a whole wave of splits (plan_splits).
+constexpr int kFullWaveTiles = 16;
 
 using DecodeHeadDims = attnbench::cuda::HeadDims<64, 128, 256>;
 
@@ -643,14 +645,16 @@ using attnbench::Support;
 // The split plan of a problem: the number of key ranges per (sequence, kv head, row tile), forced
 // or chosen, and the keys per range. Chosen: one block per SM fits (192 KiB of rings).
 //  - Fewer blocks than half the SMs without splits (batch x kv heads x row tiles < SMs / 2: small
-//    batches): split until the blocks cover half the SMs, ceil(SMs / 2 / blocks), and no further
-//    than one K/V tile per warp. Half the SMs already read at the card's rate; more splits only
-//    add each split's pipeline fill and the merge. The split-count A/B of 2026-12-06 (an H100,
-//    batch 1, GQA 64:8, results/h200/issue29/splits-2026-12-06-234b5a6/) had 8 splits (64 blocks)
-//    the fastest or within 0.6% of it at 1k, 4k and 32k keys, d64 and d128, where the former rule
-//    (below, for every batch) ran 2 to 16 splits and lost up to 7.5% (1k keys, d64: 2 splits);
-//    this rule runs 9 there on 132 SMs (72 blocks; 8 at 4k keys d64, whose 64 tiles in ranges
-//    of ceil(64 / 9) make 8), and 4 and 8 at 1k keys, where one tile per warp caps it.
+//    batches): a whole wave, floor(SMs / blocks) splits, when each range would still hold at
+//    least kFullWaveTiles K/V tiles (256 KiB of K and V); otherwise the count nearest half a
+//    wave, round(SMs / 2 / blocks); never more than one K/V tile per warp. The split-count A/Bs of
+//    2026-12-06 (batch 1, GQA 64:8, d64 and d128, 8 blocks; results/h200/issue29/README.md):
+//    at 32k keys 16 splits (64 and 32 tiles a range) were 10% faster than 8 on an H200 and within
+//    2% of them on an H100; at 4k keys 16 splits (8 and 4 tiles a range) were 0-9% slower than 8
+//    on both cards; at 1k keys one tile per warp (4 at d64, 8 at d128) was the fastest. So short
+//    ranges pay more in pipeline fill and merge than the extra blocks bring, and long ones need
+//    the whole card on the faster memory. 9 splits (session 60's rule, ceil(SMs / 2 / blocks))
+//    were 2.3% slower than 8 at 4k keys d128 on the H200.
 //  - Otherwise what matters is how evenly the blocks fill whole waves of SMs: of the counts that
 //    leave each warp at least two K/V tiles (and at most kMaxSplits), the one whose last wave is
 //    fullest, the smallest within 5% of it (fewer partial results to merge). Batch x heads that
@@ -672,7 +676,9 @@ SplitPlan plan_splits(const Problem& pr, int forced, int sms) {
       const long long blocks = static_cast<long long>(pr.batch) * pr.heads_kv * s.row_tiles;
       const long long half = (sms + 1) / 2;
       if (blocks < half) {
-        const long long cover = (half + blocks - 1) / blocks;
+        const long long wave = std::max(1LL, sms / blocks);
+        const long long cover =
+            tiles / wave >= kFullWaveTiles ? wave : std::max(1LL, (2 * half + blocks) / (2 * blocks));
         want = static_cast<int>(std::min<long long>(cover, std::max(1, tiles / Tr::kWarps)));
       } else {
         const int cap = std::min(kMaxSplits, std::max(1, tiles / (2 * Tr::kWarps)));
