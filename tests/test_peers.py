@@ -925,6 +925,28 @@ class FlashInferPure(unittest.TestCase):
         self.assertNotIn("hbm_bytes", common.blank_row(case, b, "bwd", "cuda:0"))
         self.assertNotIn("hbm_bytes", common.blank_row(dict(case, hbm_bytes=None), b, "fwd", "cuda:0"))
 
+    def test_outputs_wait_for_the_call(self):
+        """run_row waits for the validation call (dev.sync) before outputs(): FlashInfer's outputs()
+        converts its LSE on the current stream, which nothing orders after the call on the calls'
+        stream; job5 at d705a79 read the poisoned LSE of 9 of its 22 rows that way."""
+        import types
+        events = []
+
+        class Backend(common.Backend):
+            impl, options, device_kind = "x.peer", {}, "cuda"
+
+            def make(self, dev, case, pass_name, t):
+                def outputs():
+                    events.append("outputs")
+                    raise RuntimeError("stop here")
+                return common.Call(lambda: events.append("call"), outputs)
+
+        dev = types.SimpleNamespace(name="cuda:0", sync=lambda: events.append("sync"))
+        case = {"case": "c", "case_index": 0, "problem": {}, "flops": {"fwd": 1.0}, "hbm_bytes": None}
+        row = common.run_row(dev, None, case, Backend(), "fwd", {}, types.SimpleNamespace(profile=False))
+        self.assertEqual(events, ["call", "sync", "outputs"])
+        self.assertIn("stop here", row["reason"])
+
     def test_imports_the_package_not_itself(self):
         """Run as scripts/peers/peers.py, scripts/peers is sys.path[0], where flashinfer.py is a
         module of the package's name: load() must import FlashInfer (here a stand-in site)."""

@@ -906,18 +906,26 @@ class Call:
     """fn(): one call, enqueued (the timed thing). outputs(): the outputs of the last call, as
     device tensors in attnbench's layouts ({"O": BSHD, "LSE": [b, hq, sq], "dQ": ...}; a varlen
     case's packed ones: O [total_q, hq, d], LSE [hq, total_q], ...: the case's inputs.layout).
-    validate(): the validation call (poisoned outputs where possible), then outputs()."""
+    validate(sync): the validation call (poisoned outputs where possible), sync(), then outputs()."""
 
     def __init__(self, fn, outputs, validate=None, keep=None):
         self.fn, self.outputs = fn, outputs
         self._validate = validate
         self.keep = keep  # objects that must live as long as the call (buffers, handles)
 
-    def validate(self):
+    def validate(self, sync=None):
         if self._validate:
             self._validate()
         else:
             self.fn()
+        # The call ran on the calls' stream (Device.side, a non-blocking stream), and outputs() may
+        # launch work of its own on the current stream (FlashInfer's LSE, base 2 to natural log),
+        # which nothing orders after the call: wait for it first. Without this wait, 9 of
+        # FlashInfer's 22 decode rows of job5 at d705a79 read the poisoned LSE (all NaN) while O
+        # passed; its own probe (results/h200/issue29/fi_lse_probe.py, synchronised) found the LSE
+        # right in every setting.
+        if sync is not None:
+            sync()
         return self.outputs()
 
 
@@ -1235,7 +1243,7 @@ def run_row(dev, cc, case, backend, pass_name, t, args):
                     dev.sync()
                     outs = None
                 else:
-                    outs = call.validate()
+                    outs = call.validate(dev.sync)
                     dev.sync()
             except Skip as e:
                 row["reason"] = str(e)
