@@ -261,9 +261,10 @@ TEST(CudaImpls, WgmmaWindowTiles) {
   if (ran == 0) GTEST_SKIP() << "cuda.flash_fwd_wgmma runs on sm_90a only";
 }
 
-// The Hopper forward's softmax option fused_tail=1 (each tile's tail scheduled with its
-// exponentials). Every head_dim tile (d40 padded to 64), odd shapes, causal both ways, soft cap
-// or not, GQA and MQA.
+// The Hopper forward's softmax options: fused_tail=1 (each tile's tail scheduled with its
+// exponentials) and, under a soft cap, cap_max=0 (the running maxima instead of the cap's bound,
+// the default for bf16 up to softcap 41.5; forward step 16). Every head_dim tile (d40 padded to
+// 64), odd shapes, causal both ways, soft cap or not, GQA and MQA.
 TEST(CudaImpls, WgmmaSoftmaxOptions) {
   SKIP_WITHOUT_CUDA();
   int ran = 0;
@@ -273,6 +274,10 @@ TEST(CudaImpls, WgmmaSoftmaxOptions) {
         [&](Problem& p, bool) { p.softcap = softcap; },
         [&](bool) { return Options{{"fused_tail", 1}}; });
   }
+  ran += sweep_odd_shapes(
+      find_impl("cuda.flash_fwd_wgmma"), Pass::fwd, {17, 129, 1000}, {40, 128, 256},
+      [&](Problem& p, bool) { p.softcap = 30.0; },
+      [&](bool) { return Options{{"cap_max", 0}}; });
   if (ran == 0) GTEST_SKIP() << "cuda.flash_fwd_wgmma runs on sm_90a only";
 }
 

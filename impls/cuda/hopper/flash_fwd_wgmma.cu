@@ -181,6 +181,7 @@ struct FwdParams : attnbench::cuda::AttnShape {
   int num_m_blocks, num_tiles;  // num_tiles = num_m_blocks * Hq * B
   int pairs, head_group;        // Hq * B (head, sequence) pairs; pairs per group (grouped_order)
   attnbench::cuda::AttnVariant var;  // window and soft cap (kLocal, kSoftcap): common/shape.hpp
+  int cap_max;                  // option cap_max (default 1): the soft cap's bound as the maximum
 };
 
 // Non-persistent: grid (num_m_blocks, Hq, B), one tile per block. Persistent: one block per SM
@@ -337,6 +338,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   int trow = 0;                   // this thread's rows: trow and trow + 8
   const uint32_t sq_c = sq + c * Sh::kQWgBytes;
   const float sl2 = kSoftcap ? p.var.softcap_log2 : p.scale_log2;
+  // A soft cap bounds every score: t = tanh(.) <= 1, so 1 can stand for each row's running
+  // maximum and P = exp2(sl2 * (t - 1)) needs no row maxima, no rescale of O and no wait for the
+  // maximum before the exponentials (the soft-cap loop is SFU-bound at d128: tanh and ex2 per
+  // score). Exact in exact arithmetic (the maximum cancels in O / l and in the LSE); in floating
+  // point P is at least 2^(-2 sl2) for a visible key, so 2 sl2 <= 120 (softcap <= 41.5) keeps
+  // every P, the sums and the P V products normal in float32 and in bfloat16 (the same exponent
+  // range), and l > 0 still tells a row with a visible key. Not f16: its P would flush to 0 below
+  // 2^-24. Masked scores (-inf) give 0 as before; the LSE is (sl2 + log2 l) * ln 2.
+  // Option cap_max=0 keeps the running maxima (the A/B; forward step 16).
+  const bool cap_max =
+      kSoftcap && std::is_same_v<T, attn_mma::bfloat_t> && p.cap_max != 0 && 2.f * sl2 <= 120.f;
 
   float o[D / 2];
   float row_max[2], row_sum[2];  // row sums: this thread's columns only; the quad's at the end
@@ -401,6 +413,28 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // of the exponent loop (Sh::kFusedTail: the P V wait, O's rescale, P's conversion), so that in
   // the common branch ptxas sees it and the exponentials as one block to schedule together.
   auto softmax = [&](float(&alpha)[2], auto&& tail) {
+    if constexpr (kSoftcap && std::is_same_v<T, attn_mma::bfloat_t>) {
+      if (cap_max) {  // the soft cap's bound as every row's maximum (cap_max, below)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          alpha[hf] = 1.f;
+          row_max[hf] = 1.f;
+        }
+        float sum[2] = {0.f, 0.f};
+#pragma unroll
+        for (int g = 0; g < BN / 8; ++g)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            float& x = s[4 * g + i];
+            x = attn_mma::exp2_approx(fmaf(x, sl2, -sl2));
+            sum[i / 2] += x;
+          }
+        tail();
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) row_sum[hf] += sum[hf];
+        return;
+      }
+    }
     float base_l2[2];
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
@@ -717,6 +751,11 @@ bool wide_option(const Options* o) {
 bool fused_option(const Options* o) {
   return attnbench::option_or(o, "fused_tail", 0) != 0;
 }
+// The "cap_max" option: 1 (default) takes a bf16 soft cap's bound (softcap <= 41.5) as every row's
+// maximum, 0 keeps the running maxima (forward step 16, not yet timed).
+bool cap_max_option(const Options* o) {
+  return attnbench::option_or(o, "cap_max", 1) != 0;
+}
 
 class FlashFwdWgmma final : public attnbench::Implementation {
  public:
@@ -727,7 +766,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   }
   Capabilities capabilities() const override {
     Capabilities c = attnbench::cuda::tensor_core_capabilities<FwdHeadDims>(true, false);
-    c.options = {"persistent", "wide_tiles", "fused_tail"};
+    c.options = {"persistent", "wide_tiles", "fused_tail", "cap_max"};
     c.window = true;
     c.softcap = true;
     c.varlen = true;
@@ -735,7 +774,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   }
 
   Support supports_options(const Problem&, Pass, const Options& o) const override {
-    for (const char* flag : {"persistent", "wide_tiles", "fused_tail"}) {
+    for (const char* flag : {"persistent", "wide_tiles", "fused_tail", "cap_max"}) {
       const Support s = attnbench::cuda::check_flag_option(o, flag);
       if (!s.ok) return s;
     }
@@ -803,6 +842,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
       const TensorMap to = make_bshd_map(a.o, bf16, bt, sq, pr.heads_q, pr.head_dim, 64);
       FwdParams p = attnbench::cuda::with_shape<FwdParams>(pr);
       p.var = attnbench::cuda::make_variant(a);
+      p.cap_max = cap_max_option(a.options) ? 1 : 0;
       p.lse = a.lse;
       p.o = a.o;
       p.tile_counter = persistent ? static_cast<int*>(a.workspace) : nullptr;

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Issue 30, forward step 16 (written 2026-12-06, session 61, not yet run): cuda.flash_fwd_wgmma
+# under a soft cap with the cap's bound (t = tanh(.) <= 1) as every row's maximum (cap_max=1, the
+# default for bf16 up to softcap 41.5) against the running maxima (cap_max=0), both from one build
+# in one run, row after row: cap_max.json (softcap.json's forward shapes at softcap 0, 30 and 50;
+# 0 and 50 are controls, where both settings run the same code). About 2-3 minutes.
+# Prediction (docs/tuning_flash_wgmma.md, step 16): softcap 30, d128: cap_max=1 / cap_max=0 time
+# 0.92-0.97 (the soft cap's cost against the dense forward from 16-19% to 10-14%), d256 0.97-1.00;
+# softcap 50 and softcap 0: 0.99-1.01.
+# Run from the repository root on the GPU machine after a build (session.sh JOBS=<this>): B
+# (default build/attnbench), W (default /tmp/abcapmax): cap_max.json (the results), run.txt, ab.md
+# (scripts/option_ab.py: cap_max=1 / cap_max=0 per case, above 1 where the bound is faster).
+set -uo pipefail
+W=${W:-/tmp/abcapmax}; mkdir -p "$W"
+B=${B:-build/attnbench}
+HERE=results/h200/ab/2026-12-07-fwd-cap-max
+timeout 420 "$B" run $HERE/cap_max.json --out "$W/cap_max.json" > "$W/run.txt" 2>&1
+echo "run rc=$?"
+python3 scripts/option_ab.py "$W/cap_max.json" --option cap_max --impl cuda.flash_fwd_wgmma \
+  --class softcap30=softcap30 --class softcap50=softcap50 --class d128=_d128_ --class d256=_d256_ \
+  --out "$W/ab.md" > /dev/null
+grep "All rows" "$W/ab.md"
