@@ -66,7 +66,7 @@ int check_split_plan() {
     const char* why;
   };
   const Want wants[] = {
-      {1, 64, 8, 1024, 128, 8, "8 blocks, 32 tiles of 32 keys: 2 a range at a whole wave (16): half a wave, 8"},
+      {1, 64, 8, 1024, 128, 8, "8 blocks, 32 tiles of 32 keys: 2 a range at 16 splits: half a wave, 8"},
       {1, 64, 8, 1024, 64, 4, "16 tiles of 64 keys: half a wave (8), one a warp caps it at 4"},
       {1, 64, 8, 4096, 128, 8, "128 tiles: 8 a range at 16 splits: half a wave, round(66 / 8) = 8"},
       {1, 64, 8, 4096, 64, 8, "64 tiles: 4 a range at 16 splits: 8"},

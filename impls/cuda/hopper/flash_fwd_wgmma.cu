@@ -414,7 +414,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // the common branch ptxas sees it and the exponentials as one block to schedule together.
   auto softmax = [&](float(&alpha)[2], auto&& tail) {
     if constexpr (kSoftcap && std::is_same_v<T, attn_mma::bfloat_t>) {
-      if (cap_max) {  // the soft cap's bound as every row's maximum (cap_max, below)
+      if (cap_max) {  // the soft cap's bound as every row's maximum (cap_max, above)
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
           alpha[hf] = 1.f;

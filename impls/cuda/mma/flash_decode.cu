@@ -677,8 +677,8 @@ SplitPlan plan_splits(const Problem& pr, int forced, int sms) {
       const long long half = (sms + 1) / 2;
       if (blocks < half) {
         const long long wave = std::max(1LL, sms / blocks);
-        const long long cover =
-            tiles / wave >= kFullWaveTiles ? wave : std::max(1LL, (2 * half + blocks) / (2 * blocks));
+        const long long half_wave = std::max(1LL, (2 * half + blocks) / (2 * blocks));  // rounded
+        const long long cover = tiles / wave >= kFullWaveTiles ? wave : half_wave;
         want = static_cast<int>(std::min<long long>(cover, std::max(1, tiles / Tr::kWarps)));
       } else {
         const int cap = std::min(kMaxSplits, std::max(1, tiles / (2 * Tr::kWarps)));
