@@ -651,10 +651,10 @@ using attnbench::Support;
 //    2026-12-06 (batch 1, GQA 64:8, d64 and d128, 8 blocks; results/h200/issue29/README.md):
 //    at 32k keys 16 splits (64 and 32 tiles a range) were 11-12% faster than 8 on an H200 and
 //    within 2.1% of them on an H100; at 4k keys 16 splits (8 and 4 tiles a range) were 0-9%
-//    slower than 8 on both cards; at 1k keys one tile per warp (4 at d64, 8 at d128) was the fastest. So short
-//    ranges pay more in pipeline fill and merge than the extra blocks bring, and long ones need
-//    the whole card on the faster memory. 9 splits (session 60's rule, ceil(SMs / 2 / blocks))
-//    were 2.3% slower than 8 at 4k keys d128 on the H200.
+//    slower than 8 on both cards; at 1k keys one tile per warp (4 at d64, 8 at d128) was the
+//    fastest. So short ranges pay more in pipeline fill and merge than the extra blocks bring,
+//    and long ones need the whole card on the faster memory. 9 splits (session 60's rule,
+//    ceil(SMs / 2 / blocks)) were 2.3% slower than 8 at 4k keys d128 on the H200.
 //  - Otherwise what matters is how evenly the blocks fill whole waves of SMs: of the counts that
 //    leave each warp at least two K/V tiles (and at most kMaxSplits), the one whose last wave is
 //    fullest, the smallest within 5% of it (fewer partial results to merge). Batch x heads that
