@@ -413,31 +413,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // of the exponent loop (Sh::kFusedTail: the P V wait, O's rescale, P's conversion), so that in
   // the common branch ptxas sees it and the exponentials as one block to schedule together.
   auto softmax = [&](float(&alpha)[2], auto&& tail) {
-    if constexpr (kSoftcap && std::is_same_v<T, attn_mma::bfloat_t>) {
-      if (cap_max) {  // the soft cap's bound as every row's maximum (cap_max, above)
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          alpha[hf] = 1.f;
-          row_max[hf] = 1.f;
-        }
-        float sum[2] = {0.f, 0.f};
-#pragma unroll
-        for (int g = 0; g < BN / 8; ++g)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            float& x = s[4 * g + i];
-            x = attn_mma::exp2_approx(fmaf(x, sl2, -sl2));
-            sum[i / 2] += x;
-          }
-        tail();
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) row_sum[hf] += sum[hf];
-        return;
-      }
-    }
     float base_l2[2];
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
+      if (cap_max) {  // the soft cap's bound as every row's maximum (cap_max, above)
+        alpha[hf] = 1.f;
+        row_max[hf] = 1.f;
+        base_l2[hf] = sl2;
+        continue;
+      }
       // Four partial maxima, combined at the end: the same maximum in any order, but chains of
       // ⌈BN / 32⌉ + 3 dependent FMNMX instead of BN / 8 + 1 (d128: 9 against 23).
       static_assert(BN / 8 >= 4, "four partial maxima");
