@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 30, forward step 16 (written 2026-12-06, session 61, not yet run): cuda.flash_fwd_wgmma
+# Issue 30, forward step 16 (written 2026-12-06, session 61; run 2026-12-07 at f0e34e4 on an H100:
+# ab.md, run.txt, cap_max.results.json.gz beside this file; the tuning log's step 16 reads them): cuda.flash_fwd_wgmma
 # under a soft cap with the cap's bound (t = tanh(.) <= 1) as every row's maximum (cap_max=1, the
 # default for bf16 up to softcap 41.5) against the running maxima (cap_max=0), both from one build
 # in one run, row after row: cap_max.json (softcap.json's forward shapes at softcap 0, 30 and 50;
