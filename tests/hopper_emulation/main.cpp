@@ -102,6 +102,11 @@ int main() {
       {2, 8, 2, 70, 300, 64, true, hf, nrm, 0, -1, -1, 50},
       {1, 2, 1, 65, 170, 256, true, bf, out, 1e4, -1, -1, 30},
       {1, 2, 2, 150, 150, 128, true, hf, nrm, 0, 64, -1, 20},  // soft cap + window
+      // Soft cap 50 (Gemma 2's) in bf16: the bound with the exponent shifted (forward step 16).
+      // Three keys at scale 1e4 leave rows whose every key caps at -1: unshifted, their P
+      // (2^-144) flushes to 0 and the row looks empty.
+      {1, 2, 1, 65, 3, 128, false, bf, out, 1e4, -1, -1, 50},
+      {1, 4, 2, 40, 90, 64, true, bf, nrm, 0, -1, -1, 50},
       // Varlen (packed THD): sequences without queries or keys, blocks past their sequence, tails
       // whose keys are the next sequence's, causal bottom-right per sequence both ways.
       {0, 2, 1, 0, 0, 64, false, bf, nrm, 0, -1, -1, 0, {50, 25, 0, 33}, {20, 0, 17, 40}},
@@ -163,7 +168,7 @@ int main() {
     // The tile's tail scheduled with its exponentials (fused_tail=1: dense, causal and soft cap).
     if (!p.has_window() && !p.varlen()) option_sets.push_back(Options{{"fused_tail", 1}});
     // A soft cap with the running maxima (cap_max=0; the default takes the cap's bound as the
-    // maximum in bf16 up to softcap 41.5: forward step 16).
+    // maximum in bf16 up to softcap 51.9: forward step 16).
     if (p.softcap > 0) option_sets.push_back(Options{{"cap_max", 0}});
     for (const Options& opts : option_sets)
       for (const uint64_t seed : {uint64_t{0}, uint64_t{7}}) {

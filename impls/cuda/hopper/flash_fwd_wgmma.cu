@@ -341,14 +341,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // A soft cap bounds every score: t = tanh(.) <= 1, so 1 can stand for each row's running
   // maximum and P = exp2(sl2 * (t - 1)) needs no row maxima, no rescale of O and no wait for the
   // maximum before the exponentials (the soft-cap loop is SFU-bound at d128: tanh and ex2 per
-  // score). Exact in exact arithmetic (the maximum cancels in O / l and in the LSE); in floating
-  // point P is at least 2^(-2 sl2) for a visible key, so 2 sl2 <= 120 (softcap <= 41.5) keeps
-  // every P, the sums and the P V products normal in float32 and in bfloat16 (the same exponent
-  // range), and l > 0 still tells a row with a visible key. Not f16: its P would flush to 0 below
-  // 2^-24. Masked scores (-inf) give 0 as before; the LSE is (sl2 + log2 l) * ln 2.
-  // Option cap_max=0 keeps the running maxima (the A/B; forward step 16).
+  // score). Exact in exact arithmetic (the maximum cancels in O / l and in the LSE). In floating
+  // point a visible key's P would be as small as 2^(-2 sl2), which flushes to 0 (ex2.approx.ftz)
+  // once 2 sl2 passes 126; so the exponent is shifted up by cap_shift = max(0, 2 sl2 - 120):
+  // P = exp2(sl2 (t - 1) + cap_shift), between 2^-120 and 2^cap_shift, every P, the sums and the
+  // P V products normal in float32 and in bfloat16 (the same exponent range), and l > 0 still
+  // tells a row with a visible key. The shift is at most 30 (softcap <= 51.9, Gemma 2's 50
+  // included: 24.3), so l <= N 2^30 and O's accumulators stay finite unless N max|V| passes 2^98.
+  // Not f16: its P would flush to 0 below 2^-24. Masked scores (-inf) give 0 as before; the LSE
+  // is (sl2 - cap_shift + log2 l) * ln 2. Option cap_max=0 keeps the running maxima (the A/B;
+  // forward step 16).
   const bool cap_max =
-      kSoftcap && std::is_same_v<T, attn_mma::bfloat_t> && p.cap_max != 0 && 2.f * sl2 <= 120.f;
+      kSoftcap && std::is_same_v<T, attn_mma::bfloat_t> && p.cap_max != 0 && 2.f * sl2 <= 150.f;
+  const float cap_shift = cap_max ? fmaxf(0.f, 2.f * sl2 - 120.f) : 0.f;
 
   float o[D / 2];
   float row_max[2], row_sum[2];  // row sums: this thread's columns only; the quad's at the end
@@ -419,7 +424,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       if (cap_max) {  // the soft cap's bound as every row's maximum (cap_max, above)
         alpha[hf] = 1.f;
         row_max[hf] = 1.f;
-        base_l2[hf] = sl2;
+        base_l2[hf] = sl2 - cap_shift;
         continue;
       }
       // Four partial maxima, combined at the end: the same maximum in any order, but chains of
@@ -618,7 +623,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         // Varlen: LSE [Hq, total_q] (problem.hpp).
         const int64_t at = varlen ? static_cast<int64_t>(h) * p.var.total_q + q_row0 + row
                                   : (static_cast<int64_t>(b) * p.heads_q + h) * p.seq_q + row;
-        p.lse[at] = l > 0.f ? (attn_mma::mul_rn(row_max[hf], sl2) + log2f(l)) * kLn2 : kNegInf;
+        p.lse[at] =
+            l > 0.f ? (attn_mma::mul_rn(row_max[hf], sl2) - cap_shift + log2f(l)) * kLn2 : kNegInf;
       }
     }
     if (kPersistent || varlen) {
@@ -735,7 +741,7 @@ bool wide_option(const Options* o) {
 bool fused_option(const Options* o) {
   return attnbench::option_or(o, "fused_tail", 0) != 0;
 }
-// The "cap_max" option: 1 (default) takes a bf16 soft cap's bound (softcap <= 41.5) as every row's
+// The "cap_max" option: 1 (default) takes a bf16 soft cap's bound (softcap <= 51.9) as every row's
 // maximum, 0 keeps the running maxima (forward step 16, not yet timed).
 bool cap_max_option(const Options* o) {
   return attnbench::option_or(o, "cap_max", 1) != 0;
