@@ -82,6 +82,10 @@ int main() {
       {1, 3, 1, 200, 60, 64, true, bf, out},     // MQA, causal seq_q > seq_kv: rows see nothing
       {1, 1, 1, 1, 17, 256, false, hf, nrm},     // seq_q 1, d256 (80-key tiles)
       {1, 2, 1, 65, 170, 256, true, bf, out},    // d256 causal, 3 kv tiles
+      // Causal square: the first warpgroups of a diagonal block skip the tiles none of their
+      // rows sees (192-row d64 blocks over 128-key tiles, d256 over 80-key ones: step 17).
+      {1, 2, 1, 300, 300, 64, true, bf, nrm},
+      {1, 1, 1, 150, 150, 256, true, hf, out},
       {1, 2, 2, 17, 33, 40, false, bf, nrm},     // padded head_dim 40 -> 64
       {1, 2, 2, 33, 140, 96, true, hf, out},     // padded head_dim 96 -> 128
       {1, 1, 1, 64, 64, 80, false, bf, nrm},     // padded head_dim 80 -> 128
