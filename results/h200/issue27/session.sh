@@ -127,8 +127,14 @@ if [ -n "$WAIT_S$COLLECT" ]; then
   # No progress file at all: this is a fresh machine (the chain's /tmp went with the old one), so
   # waiting is pointless: say so at once (2026-12-04 spent 560 s of device time waiting on nothing).
   if [ -n "$WAIT_S" ] && [ -f "$W/progress.txt" ]; then
+    # Done means a 'session done' after the last chain's first line: a second chain on the same
+    # machine appends to the first's progress.txt (2026-12-07: the wait returned at once on the
+    # first chain's 'session done').
+    chain_done() {
+      awk '/ s: session.sh at /{done = 0} / s: session done/{done = 1} END {exit !done}' "$W/progress.txt" 2>/dev/null
+    }
     end=$(( $(date +%s) + WAIT_S ))
-    while [ "$(date +%s)" -lt "$end" ] && ! grep -q 'session done' "$W/progress.txt" 2>/dev/null; do sleep 5; done
+    while [ "$(date +%s)" -lt "$end" ] && ! chain_done; do sleep 5; done
   fi
   cat "$W/progress.txt" 2>/dev/null || echo "session.sh: no $W/progress.txt (a fresh machine? /tmp is lost with the old one)"
   if [ -n "$COLLECT" ] && [ -d "$W" ]; then
