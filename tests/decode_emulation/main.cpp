@@ -50,20 +50,23 @@ struct Case {
 
 }  // namespace
 
-// decode_wrap.cpp: the automatic split count (plan_splits with splits 0) on `sms` SMs.
-int decode_auto_splits(const attnbench::Problem& p, int sms);
+// decode_wrap.cpp: the automatic split count (plan_splits with splits 0) on `sms` SMs with a peak
+// DRAM bandwidth of `gbps`.
+int decode_auto_splits(const attnbench::Problem& p, int sms, double gbps);
 
 namespace {
 
-// The automatic plan's split counts on 132 SMs (an H100 or H200), pinned: under half the SMs of
-// blocks (batch x kv heads x row tiles < 66), a whole wave of splits when each key range keeps at
-// least 16 K/V tiles, else the count nearest half a wave, at most one K/V tile per warp (the
-// split-count A/Bs of 2026-12-06, results/h200/issue29/README.md); from 66 blocks on, the
-// fullest last wave with at least two tiles per warp. A change of the rule must change these.
+// The automatic plan's split counts on 132 SMs (an H200: 4916 GB/s; an H100: 3352), pinned: under
+// half the SMs of blocks (batch x kv heads x row tiles < 66), a whole wave of splits when each key
+// range keeps at least 16 K/V tiles and the memory gives at least 30 GB/s an SM (the H200, not
+// the H100), else the count nearest half a wave, at most one K/V tile per warp (the split-count
+// A/Bs of 2026-12-06 and -07, results/h200/issue29/README.md); from 66 blocks on, the fullest
+// last wave with at least two tiles per warp. A change of the rule must change these.
 int check_split_plan() {
   struct Want {
     int b, hq, hkv, skv, d, splits;
     const char* why;
+    double gbps = 4916;
   };
   const Want wants[] = {
       {1, 64, 8, 1024, 128, 8, "8 blocks, 32 tiles of 32 keys: 2 a range at 16 splits: half a wave, 8"},
@@ -79,11 +82,18 @@ int check_split_plan() {
       {8, 64, 8, 4096, 128, 2, "64 blocks, under 66: a whole wave is 2 (64 tiles a range)"},
       {64, 64, 8, 1024, 128, 1, "512 blocks fill the waves alone"},
       {4, 32, 32, 8192, 128, 1, "128 blocks: 1 wave of 132 is the fullest within 5%"},
+      // The H100's memory (25 GB/s an SM): half a wave where the H200 takes the whole one.
+      {1, 64, 8, 8192, 128, 8, "H100: half a wave, 8", 3352},
+      {1, 64, 8, 32768, 128, 8, "H100: half a wave, 8", 3352},
+      {1, 64, 8, 32768, 64, 8, "H100: half a wave, 8", 3352},
+      {1, 32, 32, 32768, 64, 2, "H100, 32 blocks: half a wave, round(66 / 32) = 2", 3352},
+      {1, 64, 8, 1024, 64, 4, "H100: as the H200 below the whole wave's 16 tiles a range", 3352},
+      {1, 64, 8, 32768, 128, 16, "bandwidth unknown (0): the whole wave", 0},
   };
   int bad = 0;
   for (const Want& w : wants) {
     const Problem p = make_problem(w.b, w.hq, w.hkv, 1, w.skv, w.d, true, DType::bf16, 0);
-    const int got = decode_auto_splits(p, 132);
+    const int got = decode_auto_splits(p, 132, w.gbps);
     if (got != w.splits) {
       std::printf("split plan: %s: %d splits, expected %d (%s)\n", p.label().c_str(), got, w.splits, w.why);
       ++bad;

@@ -8,8 +8,8 @@
 //   tokens of speculative decoding) share each K/V load; more rows take more row tiles (grid z).
 // - Split-KV: the keys of a sequence are cut into `splits` ranges of `chunk` keys, one block
 //   each; splits is chosen on the host from batch x kv heads x row tiles against the SM count
-//   (the fullest last wave, one block per SM; each warp keeps at least two tiles), or forced by
-//   the option.
+//   and the memory's bandwidth (plan_splits: small batches half or all of a wave, larger ones
+//   the fullest last wave, one block per SM), or forced by the option.
 //   With more than one split, each block writes its normalised O and LSE (float32) to the
 //   workspace and a combine kernel merges them: O = sum_s e^(lse_s - lse) O_s,
 //   lse = log sum_s e^(lse_s). With one split the block writes O and LSE itself. The combine is
@@ -64,6 +64,8 @@ constexpr float kNegInf = -__builtin_huge_valf();
 constexpr int kMaxSplits = 128;
 // The automatic plan's least K/V tiles a range for a whole wave of splits (plan_splits).
 constexpr int kFullWaveTiles = 16;
+// ... and the least peak DRAM bandwidth per SM (GB/s) for which half a wave is not enough.
+constexpr double kFullWaveGBpsPerSM = 30.0;
 
 using DecodeHeadDims = attnbench::cuda::HeadDims<64, 128, 256>;
 
@@ -646,15 +648,17 @@ using attnbench::Support;
 // or chosen, and the keys per range. Chosen: one block per SM fits (192 KiB of rings).
 //  - Fewer blocks than half the SMs without splits (batch x kv heads x row tiles < SMs / 2: small
 //    batches): a whole wave, floor(SMs / blocks) splits, when each range would still hold at
-//    least kFullWaveTiles K/V tiles (256 KiB of K and V); otherwise the count nearest half a
-//    wave, round(SMs / 2 / blocks); never more than one K/V tile per warp. The split-count A/Bs of
-//    2026-12-06 (batch 1, GQA 64:8, d64 and d128, 8 blocks; results/h200/issue29/README.md):
-//    at 32k keys 16 splits (64 and 32 tiles a range) were 11-12% faster than 8 on an H200 and
-//    within 2.1% of them on an H100; at 4k keys 16 splits (8 and 4 tiles a range) were 0-9%
-//    slower than 8 on both cards; at 1k keys one tile per warp (4 at d64, 8 at d128) was the
-//    fastest. So short ranges pay more in pipeline fill and merge than the extra blocks bring,
-//    and long ones need the whole card on the faster memory. 9 splits (session 60's rule,
-//    ceil(SMs / 2 / blocks)) were 2.3% slower than 8 at 4k keys d128 on the H200.
+//    least kFullWaveTiles K/V tiles (256 KiB of K and V) and the memory is fast for the SM count
+//    (peak DRAM bandwidth of at least kFullWaveGBpsPerSM an SM, or unknown: gbps 0); otherwise
+//    the count nearest half a wave, round(SMs / 2 / blocks); never more than one K/V tile per
+//    warp. The split-count A/Bs of 2026-12-06 and 2026-12-07 (batch 1, GQA 64:8, d64 and d128, 8
+//    blocks; results/h200/issue29/README.md): at 32k keys 16 splits (64 and 32 tiles a range)
+//    were 11-12% faster than 8 on an H200 (4916 GB/s, 37 an SM), but 1.5-5.1% slower than 8 at
+//    8k-32k on an H100 (3352 GB/s, 25 an SM): half the SMs keep pace with the slower memory, and
+//    twice the splits cost their pipeline fills and merge; at 4k keys 16 splits (8 and 4 tiles a
+//    range) were 0-9% slower than 8 on both cards; at 1k keys one tile per warp (4 at d64, 8 at
+//    d128) was the fastest. 9 splits (session 60's rule, ceil(SMs / 2 / blocks)) were 2.3% slower
+//    than 8 at 4k keys d128 on the H200.
 //  - Otherwise what matters is how evenly the blocks fill whole waves of SMs: of the counts that
 //    leave each warp at least two K/V tiles (and at most kMaxSplits), the one whose last wave is
 //    fullest, the smallest within 5% of it (fewer partial results to merge). Batch x heads that
@@ -662,7 +666,7 @@ using attnbench::Support;
 struct SplitPlan {
   int splits, chunk, row_tiles;
 };
-SplitPlan plan_splits(const Problem& pr, int forced, int sms) {
+SplitPlan plan_splits(const Problem& pr, int forced, int sms, double gbps) {
   return DecodeHeadDims::dispatch(pr.head_dim, [&](auto d) {
     using Tr = DecodeTraits<decltype(d)::value>;
     SplitPlan s{};
@@ -678,7 +682,8 @@ SplitPlan plan_splits(const Problem& pr, int forced, int sms) {
       if (blocks < half) {
         const long long wave = std::max(1LL, sms / blocks);
         const long long half_wave = std::max(1LL, (2 * half + blocks) / (2 * blocks));  // rounded
-        const long long cover = tiles / wave >= kFullWaveTiles ? wave : half_wave;
+        const bool fast_memory = gbps <= 0 || gbps / sms >= kFullWaveGBpsPerSM;
+        const long long cover = tiles / wave >= kFullWaveTiles && fast_memory ? wave : half_wave;
         want = static_cast<int>(std::min<long long>(cover, std::max(1, tiles / Tr::kWarps)));
       } else {
         const int cap = std::min(kMaxSplits, std::max(1, tiles / (2 * Tr::kWarps)));
@@ -732,7 +737,7 @@ class FlashDecode final : public attnbench::Implementation {
                          " new tokens per sequence, not seq_q " + std::to_string(p.seq_q) +
                          " (prefill: the flash_fwd kernels, or cuda.naive_3pass over pages)");
     }
-    const SplitPlan s = plan_splits(p, 0, 132);
+    const SplitPlan s = plan_splits(p, 0, 132, 0);  // the grid's rows and heads: any plan
     if (p.heads_kv > 65535 || static_cast<long long>(p.batch) * s.row_tiles > 65535) {
       return Support::no("heads_kv and batch * ceil(group * seq_q / 16) must be <= 65535 (grid)");
     }
@@ -759,7 +764,8 @@ class FlashDecode final : public attnbench::Implementation {
   }
 
   static SplitPlan plan(const Problem& p, const Options* o) {
-    return plan_splits(p, static_cast<int>(attnbench::option_or(o, "splits", 0)), multiprocessors());
+    return plan_splits(p, static_cast<int>(attnbench::option_or(o, "splits", 0)), multiprocessors(),
+                       memory_peak_gbps());
   }
 
   // fused_combine's default: on for the 128-wide tile (head_dim 72 to 128), off for the others.

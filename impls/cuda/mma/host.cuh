@@ -67,6 +67,15 @@ inline int multiprocessors() {
   return device_attribute<cudaDevAttrMultiProcessorCount>();
 }
 
+// The current device's peak DRAM bandwidth in GB/s: 2 x memory clock x bus width, the figure the
+// CUDA samples print (an H100 SXM 3352, an H200 4916); 0 where the driver reports no memory clock
+// (flash_decode.cu's split-KV plan then assumes a fast memory).
+inline double memory_peak_gbps() {
+  const double khz = device_attribute<cudaDevAttrMemoryClockRate>();
+  const double bits = device_attribute<cudaDevAttrGlobalMemoryBusWidth>();
+  return 2.0 * khz * 1e3 * (bits / 8) / 1e9;
+}
+
 // Launches on `stream` (a cudaStream_t) and checks the launch.
 template <class... KArgs, class... Args>
 void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, std::size_t smem, void* stream,

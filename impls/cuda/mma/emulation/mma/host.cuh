@@ -27,6 +27,15 @@ inline int max_smem_per_block(std::string&) {
 inline int multiprocessors() {
   return 132;
 }
+// The peak DRAM bandwidth the split-KV plan sees (mma/host.cuh): the H200's by default; tests set
+// it (e.g. the H100's 3352) to check the plan on another card.
+inline double& emulated_memory_gbps() {
+  static double gbps = 4916.0;
+  return gbps;
+}
+inline double memory_peak_gbps() {
+  return emulated_memory_gbps();
+}
 
 template <class... KArgs, class... Args>
 void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, std::size_t smem, void*,
