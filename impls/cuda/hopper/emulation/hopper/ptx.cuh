@@ -1,5 +1,5 @@
 // CPU emulation of hopper/ptx.cuh and hopper/wgmma_ops.cuh, on top of the mma emulator
-// (impls/cuda/mma/emulation/mma/ptx.cuh: one ucontext fiber per CUDA thread, NaN-poisoned shared
+// (impls/cuda/mma/emulation/mma/ptx.cuh: one fiber per CUDA thread, NaN-poisoned shared
 // memory). Build: compile a Hopper kernel .cu as C++ with impls/cuda/hopper/emulation and
 // impls/cuda/mma/emulation ahead of impls/cuda on the include path (tests/hopper_emulation).
 //

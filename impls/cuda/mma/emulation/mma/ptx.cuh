@@ -1,6 +1,6 @@
-// CPU emulation of mma/ptx.cuh: the same primitives, executed by one ucontext fiber per CUDA
-// thread, so that the mma kernels' index math (fragment layouts, swizzle, cp.async ring, masks,
-// tails) can be tested without a GPU. Build: compile a kernel .cu as C++ with this directory
+// CPU emulation of mma/ptx.cuh: the same primitives, executed by one fiber per CUDA thread, so
+// that the mma kernels' index math (fragment layouts, swizzle, cp.async ring, masks, tails) can
+// be tested without a GPU. Build: compile a kernel .cu as C++ with this directory
 // (impls/cuda/mma/emulation) ahead of impls/cuda on the include path; see tests/mma_emulation/.
 //
 // Semantics kept: warp collectives (ldmatrix, mma.m16n8k16, shuffles) exchange data between the
@@ -12,7 +12,9 @@
 // other), ex2.approx rounding (exact exp2 here; its flush-to-zero of results below 2^-126 is
 // kept, so a kernel that relies on a P staying normal is tested as the hardware runs it).
 #pragma once
+#if !(defined(__x86_64__) && defined(__GNUC__))
 #include <ucontext.h>
+#endif
 
 #include <algorithm>
 #include <array>
@@ -23,6 +25,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -71,14 +74,55 @@ inline float4 make_float4(float a, float b, float c, float d) {
   } while (0)
 
 namespace emu {
+// The fibers' switch. On x86-64 (GCC, Clang) a few instructions in user space: the callee-saved
+// registers pushed on the running fiber's stack, its stack pointer saved, the other's loaded,
+// its registers popped (the System V ABI leaves everything else to the caller). glibc's
+// swapcontext, used elsewhere, also saves and restores the signal mask, a system call each way:
+// 70% of test_mma_emulation's time went there (perf, 2026-12-07). The emulated code keeps the
+// default floating-point environment, so MXCSR and the x87 control word are not switched. A
+// return into another stack is what a CET shadow stack forbids: the emulation tests are built
+// with -fcf-protection=none (tests/CMakeLists.txt), so the kernel never enables one for them.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define EMU_FAST_FIBERS 1
+// switch_stack(&save, to): saves this fiber's stack pointer in *save and resumes the fiber whose
+// stack pointer is `to` (saved by an earlier switch_stack, or made by fiber_stack).
+extern "C" void emu_switch_stack(void** save, void* to);
+asm(R"(
+  .pushsection .text.emu_switch_stack,"axG",@progbits,emu_switch_stack,comdat
+  .weak emu_switch_stack
+  .type emu_switch_stack, @function
+emu_switch_stack:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size emu_switch_stack, .-emu_switch_stack
+  .popsection
+)");
+#endif
 struct Copy {
   uint32_t dst;
   int n;
   unsigned char data[16];
 };
 struct Thread {
+#ifdef EMU_FAST_FIBERS
+  void* sp = nullptr;  // the stack pointer emu_switch_stack saved when it last left the fiber
+#else
   ucontext_t ctx;
-  std::vector<char> stack;
+#endif
+  char* stack = nullptr;  // kStackBytes of fiber_stacks' (kept across blocks: no reallocation)
   uint3e tid;
   int lin = 0;
   bool done = false;
@@ -88,7 +132,15 @@ struct Thread {
 inline std::vector<unsigned char> smem;
 inline std::vector<Thread> threads;
 inline Thread* cur = nullptr;
+#ifdef EMU_FAST_FIBERS
+inline void* sched_sp = nullptr;
+#else
 inline ucontext_t sched_ctx;
+#endif
+constexpr size_t kStackBytes = 256 * 1024;
+// One stack per thread index, allocated once (uninitialised: a stack needs no zeros) and reused by
+// every block after.
+inline std::vector<std::unique_ptr<char[]>> fiber_stacks;
 inline uint3e block_idx;
 inline dim3 grid_dim, block_dim;
 inline int nthreads = 0;
@@ -102,7 +154,11 @@ inline std::function<void()> body;
 inline uint64_t warp_ops = 0;
 
 inline void yield() {
+#ifdef EMU_FAST_FIBERS
+  emu_switch_stack(&cur->sp, sched_sp);
+#else
   swapcontext(&cur->ctx, &sched_ctx);
+#endif
 }
 inline void syncthreads() {
   const uint64_t g = block_gen;
@@ -155,6 +211,26 @@ inline void entry() {
     EMU_FAIL("thread %d exits with pending cp.async copies", cur->lin);
   }
 }
+#ifdef EMU_FAST_FIBERS
+// A fiber's first frame: entered by emu_switch_stack's ret, it runs the thread and goes back to
+// the scheduler for good (a finished thread is never resumed, so this never returns).
+[[noreturn]] inline void fiber_main() {
+  entry();
+  emu_switch_stack(&cur->sp, sched_sp);
+  std::abort();
+}
+// A fresh fiber's stack pointer on `stack`: what emu_switch_stack pops (six zeroed registers),
+// then fiber_main as the address its ret jumps to, then a null return address for fiber_main,
+// placed so that fiber_main starts with the stack aligned as after a call (rsp = 8 mod 16).
+inline void* fiber_stack(char* stack, size_t bytes) {
+  uintptr_t top = (reinterpret_cast<uintptr_t>(stack) + bytes) & ~uintptr_t{15};
+  void** sp = reinterpret_cast<void**>(top);
+  *--sp = nullptr;                                   // fiber_main's return address (never used)
+  *--sp = reinterpret_cast<void*>(&fiber_main);      // popped by ret
+  for (int i = 0; i < 6; ++i) *--sp = nullptr;       // rbp, rbx, r12-r15
+  return sp;
+}
+#endif
 
 // 0: every round runs the threads in index order. Otherwise each round runs them in a fresh
 // random order drawn from this seed: another legal interleaving, which shows races that the
@@ -169,16 +245,22 @@ inline void run_block(int n) {
   warp_count.assign(n / 32, 0);
   block_gen = 0;
   block_count = 0;
+  while (fiber_stacks.size() < static_cast<size_t>(n))
+    fiber_stacks.emplace_back(new char[kStackBytes]);
   for (int i = 0; i < n; ++i) {
     Thread& t = threads[i];
     t.lin = i;
     t.tid.x = i;
-    t.stack.resize(256 * 1024);
+    t.stack = fiber_stacks[i].get();
+#ifdef EMU_FAST_FIBERS
+    t.sp = fiber_stack(t.stack, kStackBytes);
+#else
     getcontext(&t.ctx);
-    t.ctx.uc_stack.ss_sp = t.stack.data();
-    t.ctx.uc_stack.ss_size = t.stack.size();
+    t.ctx.uc_stack.ss_sp = t.stack;
+    t.ctx.uc_stack.ss_size = kStackBytes;
     t.ctx.uc_link = &sched_ctx;
     makecontext(&t.ctx, entry, 0);
+#endif
   }
   std::vector<int> order(n);
   for (int i = 0; i < n; ++i) order[i] = i;
@@ -192,7 +274,11 @@ inline void run_block(int n) {
       if (t.done) continue;
       any = true;
       cur = &t;
+#ifdef EMU_FAST_FIBERS
+      emu_switch_stack(&sched_sp, t.sp);
+#else
       swapcontext(&sched_ctx, &t.ctx);
+#endif
     }
     if (!any) break;
     if (progress == before) EMU_FAIL("deadlock: no thread made progress");
