@@ -174,6 +174,9 @@ int main() {
     // A soft cap with the running maxima (cap_max=0; the default takes the cap's bound as the
     // maximum in bf16 up to softcap 51.9: forward step 16).
     if (p.softcap > 0) option_sets.push_back(Options{{"cap_max", 0}});
+    // Every tile of a block computed by each warpgroup, masked (skip_hidden=0, forward step 17's
+    // A/B), where the default skips some: causal and windows.
+    if (p.causal || p.has_window()) option_sets.push_back(Options{{"skip_hidden", 0}});
     for (const Options& opts : option_sets)
       for (const uint64_t seed : {uint64_t{0}, uint64_t{7}}) {
         ++runs;
