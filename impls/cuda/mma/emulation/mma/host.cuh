@@ -27,8 +27,9 @@ inline int max_smem_per_block(std::string&) {
 inline int multiprocessors() {
   return 132;
 }
-// The peak DRAM bandwidth the split-KV plan sees (mma/host.cuh): the H200's by default; tests set
-// it (e.g. the H100's 3352) to check the plan on another card.
+// The peak DRAM bandwidth the split-KV plan sees (mma/host.cuh): the H200's, as the SM count
+// above; a test may set another (test_decode_emulation checks the plan's counts for an H100 by
+// calling plan_splits with its 3352 directly).
 inline double& emulated_memory_gbps() {
   static double gbps = 4916.0;
   return gbps;
