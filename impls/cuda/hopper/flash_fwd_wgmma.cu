@@ -220,6 +220,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   const bool varlen = kLocal && p.var.cu_seqlens_q != nullptr;
   int seq_q = p.seq_q, seq_kv = p.seq_kv, causal_offset = p.causal_offset;
   int q_row0 = 0, kv_row0 = 0, tb = 0;
+  // Causal: keys [0, causal_end(r)) are visible to at least one of the rows before r.
+  auto causal_end = [&](int r) { return max(0, min(seq_kv, r + causal_offset)); };
   auto decode = [&](int t) {
     // common/shape.hpp's grouped_order: pairs in groups of about a wave, query block by query
     // block within a group (causal: longest first over the group), heads of a GQA group adjacent.
@@ -246,7 +248,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       n_tiles = m0 < seq_q ? tiles.count : 0;  // varlen: a block past its sequence's rows
     } else {
       int n_end = p.seq_kv;  // keys [0, n_end) are visible to at least one row of the block
-      if (kCausal) n_end = max(0, min(p.seq_kv, m0 + Sh::kBlockM + p.causal_offset));
+      if (kCausal) n_end = causal_end(m0 + Sh::kBlockM);
       n_tiles = (n_end + BN - 1) / BN;
     }
   };
@@ -549,8 +551,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
             attnbench::cuda::window_key_tiles<BN>(seq_kv, causal_offset, p.var, row0, rows);
         n_mine = mine.count > 0 ? min(n_tiles, mine.first + mine.count - j_first) : 0;
       } else if constexpr (kCausal) {
-        const int end = max(0, min(seq_kv, row0 + rows + causal_offset));
-        n_mine = min(n_tiles, (end + BN - 1) / BN);
+        n_mine = min(n_tiles, (causal_end(row0 + rows) + BN - 1) / BN);
       }
     }
 

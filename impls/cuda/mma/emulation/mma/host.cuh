@@ -27,15 +27,10 @@ inline int max_smem_per_block(std::string&) {
 inline int multiprocessors() {
   return 132;
 }
-// The peak DRAM bandwidth the split-KV plan sees (mma/host.cuh): the H200's, as the SM count
-// above; a test may set another (test_decode_emulation checks the plan's counts for an H100 by
-// calling plan_splits with its 3352 directly).
-inline double& emulated_memory_gbps() {
-  static double gbps = 4916.0;
-  return gbps;
-}
+// The H200's peak DRAM bandwidth, as its SM count above, for the split-KV plan (mma/host.cuh);
+// test_decode_emulation checks the plan for an H100 by calling plan_splits with its 3352 GB/s.
 inline double memory_peak_gbps() {
-  return emulated_memory_gbps();
+  return 4916.0;
 }
 
 template <class... KArgs, class... Args>

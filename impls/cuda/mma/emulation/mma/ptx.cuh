@@ -122,7 +122,6 @@ struct Thread {
 #else
   ucontext_t ctx;
 #endif
-  char* stack = nullptr;  // kStackBytes of fiber_stacks' (kept across blocks: no reallocation)
   uint3e tid;
   int lin = 0;
   bool done = false;
@@ -251,12 +250,12 @@ inline void run_block(int n) {
     Thread& t = threads[i];
     t.lin = i;
     t.tid.x = i;
-    t.stack = fiber_stacks[i].get();
+    char* const stack = fiber_stacks[i].get();
 #ifdef EMU_FAST_FIBERS
-    t.sp = fiber_stack(t.stack, kStackBytes);
+    t.sp = fiber_stack(stack, kStackBytes);
 #else
     getcontext(&t.ctx);
-    t.ctx.uc_stack.ss_sp = t.stack;
+    t.ctx.uc_stack.ss_sp = stack;
     t.ctx.uc_stack.ss_size = kStackBytes;
     t.ctx.uc_link = &sched_ctx;
     makecontext(&t.ctx, entry, 0);
