@@ -12,6 +12,7 @@ skipped without it or without CUDA implementations). Run by CTest as test_script
 `python3 tests/test_scripts.py`."""
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -32,6 +33,21 @@ def run(*args):
 def write(path, text):
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
+
+
+# The environment a shell script under test gets: this process's, less every variable the script
+# reads as a knob (`${NAME:-...}`, `${NAME-...}`, `${NAME:?...}`), then `set`. A gate run inside a
+# session chain exports the chain's own knobs (PASSES=fwd, IMPLS, ...): 2026-12-07's gate of
+# 3831075 failed Fa3JobDryRun on them (48 peer rows for the 168 of the default passes).
+KEEP_ENV = {"PATH", "HOME", "TMPDIR", "PYTHON", "ATTNBENCH_GIT_REVISION", "ATTNBENCH_GIT_DIRTY"}
+
+
+def script_env(script, **set_vars):
+    with open(script, encoding="utf-8") as f:
+        knobs = set(re.findall(r"\$\{([A-Z_][A-Z0-9_]*)(?::?[-?=+])", f.read())) - KEEP_ENV
+    env = {k: v for k, v in os.environ.items() if k not in knobs}
+    env.update(set_vars)
+    return env
 
 
 def run_report(test, script, out, *args):
@@ -799,13 +815,12 @@ class ComputeSanitizerScript(unittest.TestCase):
         write(cfg, json.dumps({"name": "tiny", "implementations": ["cuda.*"], "passes": ["fwd", "bwd"],
                                "problem": {"seq": 17, "head_dim": 64, "dtype": "bf16"}}))
         out = os.path.join(tmp, "out")
-        env = dict(os.environ, COMPUTE_SANITIZER=fake, CONFIG=cfg, TOOLS="memcheck",
-                   ATTNBENCH_GIT_REVISION="abc1234")
+        script = os.path.join(ROOT, "scripts", "compute_sanitizer.sh")
+        env = script_env(script, COMPUTE_SANITIZER=fake, CONFIG=cfg, TOOLS="memcheck",
+                         ATTNBENCH_GIT_REVISION="abc1234")
         if impls is not None:
             env["IMPLS"] = impls
-        else:
-            env.pop("IMPLS", None)
-        p = subprocess.run(["bash", os.path.join(ROOT, "scripts", "compute_sanitizer.sh"), BUILD, out],
+        p = subprocess.run(["bash", script, BUILD, out],
                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         return p, out
 
@@ -848,7 +863,8 @@ class ComputeSanitizerScript(unittest.TestCase):
 class Fa3JobDryRun(unittest.TestCase):
     def test_every_part_prints_its_commands(self):
         with tempfile.TemporaryDirectory() as tmp:
-            env = dict(os.environ, BUILD_DRY=BUILD, CASES="*_sq2048_* *_sq4096_*", IMPLS="cuda.flash_fwd_mma cuda.nothing*")
+            env = script_env(os.path.join(ROOT, "scripts", "fa3_job.sh"), BUILD_DRY=BUILD,
+                             CASES="*_sq2048_* *_sq4096_*", IMPLS="cuda.flash_fwd_mma cuda.nothing*")
             p = subprocess.run(["bash", os.path.join(ROOT, "scripts", "fa3_job.sh"), tmp, "--dry-run"], env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
