@@ -177,6 +177,9 @@ int main() {
     // Every tile of a block computed by each warpgroup, masked (skip_hidden=0, forward step 17's
     // A/B), where the default skips some: causal and windows.
     if (p.causal || p.has_window()) option_sets.push_back(Options{{"skip_hidden", 0}});
+    // Each tile's K and V loaded together (k_ahead=0, forward step 18's A/B; the default loads K
+    // one tile ahead of V), on the causal and dense cases.
+    if (!p.has_window() && !p.varlen() && p.softcap == 0) option_sets.push_back(Options{{"k_ahead", 0}});
     for (const Options& opts : option_sets)
       for (const uint64_t seed : {uint64_t{0}, uint64_t{7}}) {
         ++runs;

@@ -3,7 +3,8 @@
 //
 // Algorithm: a block owns kConsumers * 64 query rows of one (batch, head). Warpgroup 0 is the
 // producer: one thread issues TMA copies of the block's Q tile and of each visible K and V tile
-// (kBlockN keys) into a kStages-deep ring of 128B-swizzled shared-memory stages, each completing
+// (kBlockN keys; K one tile ahead of V, the order the consumers use them: option k_ahead,
+// forward step 18) into a kStages-deep ring of 128B-swizzled shared-memory stages, each completing
 // on a "full" mbarrier; it drops to 24 registers (setmaxnreg). Each consumer warpgroup (up to 240
 // registers) owns 64 query rows and runs, per K/V tile j:
 //   S_j = Q K_j^T      SS-wgmma (Q and K K-major in shared memory), float32 accumulators;
@@ -185,6 +186,7 @@ struct FwdParams : attnbench::cuda::AttnShape {
   attnbench::cuda::AttnVariant var;  // window and soft cap (kLocal, kSoftcap): common/shape.hpp
   int cap_max;                  // option cap_max (default 1): the soft cap's bound as the maximum
   int skip_hidden;              // option skip_hidden (default 1): a warpgroup skips its hidden tiles
+  int k_ahead;                  // option k_ahead (default 1): K loaded one tile ahead of V
 };
 
 // Non-persistent: grid (num_m_blocks, Hq, B), one tile per block. Persistent: one block per SM
@@ -318,17 +320,37 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
             tma_load_4d(sq + w * Sh::kQWgBytes + pn * 64 * 128, &tq, q_full, 64 * pn, h,
                         q_row0 + m0 + 64 * w, tb);
         ++q_it;
-        for (int j = 0; j < n_tiles; ++j, ++kv_it) {
-          const int s = k_pipe.stage(kv_it);
-          const uint32_t k_full = k_pipe.producer_acquire(kv_it, Sh::kKVBytes);
+        // K/V tile j of this query tile is the pipelines' iteration kv_it + j.
+        auto load_k = [&](int j) {
+          const uint32_t k_full = k_pipe.producer_acquire(kv_it + j, Sh::kKVBytes);
           for (int pn = 0; pn < Sh::kPanels; ++pn)
-            tma_load_4d(sk(s) + pn * Sh::kKVPanelBytes, &tk, k_full, 64 * pn, kvh,
-                        kv_row0 + (j_first + j) * BN, tb);
-          const uint32_t v_full = v_pipe.producer_acquire(kv_it, Sh::kKVBytes);
+            tma_load_4d(sk(k_pipe.stage(kv_it + j)) + pn * Sh::kKVPanelBytes, &tk, k_full,
+                        64 * pn, kvh, kv_row0 + (j_first + j) * BN, tb);
+        };
+        auto load_v = [&](int j) {
+          const uint32_t v_full = v_pipe.producer_acquire(kv_it + j, Sh::kKVBytes);
           for (int pn = 0; pn < Sh::kPanels; ++pn)
-            tma_load_4d(sv(s) + pn * Sh::kKVPanelBytes, &tv, v_full, 64 * pn, kvh,
-                        kv_row0 + (j_first + j) * BN, tb);
+            tma_load_4d(sv(v_pipe.stage(kv_it + j)) + pn * Sh::kKVPanelBytes, &tv, v_full,
+                        64 * pn, kvh, kv_row0 + (j_first + j) * BN, tb);
+        };
+        // The consumers use K_j (S_j) before V_{j-1} (P_{j-1} V_{j-1}): K one tile ahead of V
+        // (option k_ahead=1, forward step 18) puts K_1 on the wire right after K_0, so that a
+        // block's second S GEMM does not wait behind V_0's bytes; k_ahead=0 loads K_j, V_j
+        // together (the A/B). Either order is the order of the consumers' waits, so neither
+        // ring can stall the other.
+        if (p.k_ahead != 0) {
+          load_k(0);
+          for (int j = 0; j < n_tiles; ++j) {
+            if (j + 1 < n_tiles) load_k(j + 1);
+            load_v(j);
+          }
+        } else {
+          for (int j = 0; j < n_tiles; ++j) {
+            load_k(j);
+            load_v(j);
+          }
         }
+        kv_it += n_tiles;
       }
     }
     return;
@@ -804,6 +826,12 @@ bool cap_max_option(const Options* o) {
 bool skip_hidden_option(const Options* o) {
   return attnbench::option_or(o, "skip_hidden", 1) != 0;
 }
+// The "k_ahead" option: 1 (default) has the producer load K one tile ahead of V (K_0, K_1, V_0,
+// K_2, V_1, ...: the order of the consumers' waits, as FlashAttention-3's intra-warpgroup
+// overlap), 0 loads each tile's K and V together (forward step 18's A/B).
+bool k_ahead_option(const Options* o) {
+  return attnbench::option_or(o, "k_ahead", 1) != 0;
+}
 
 class FlashFwdWgmma final : public attnbench::Implementation {
  public:
@@ -814,7 +842,8 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   }
   Capabilities capabilities() const override {
     Capabilities c = attnbench::cuda::tensor_core_capabilities<FwdHeadDims>(true, false);
-    c.options = {"persistent", "wide_tiles", "fused_tail", "cap_max", "skip_hidden"};
+    c.options = {"persistent", "wide_tiles", "fused_tail", "cap_max", "skip_hidden",
+                               "k_ahead"};
     c.window = true;
     c.softcap = true;
     c.varlen = true;
@@ -822,7 +851,8 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   }
 
   Support supports_options(const Problem&, Pass, const Options& o) const override {
-    for (const char* flag : {"persistent", "wide_tiles", "fused_tail", "cap_max", "skip_hidden"}) {
+    for (const char* flag : {"persistent", "wide_tiles", "fused_tail", "cap_max", "skip_hidden",
+                               "k_ahead"}) {
       const Support s = attnbench::cuda::check_flag_option(o, flag);
       if (!s.ok) return s;
     }
@@ -892,6 +922,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
       p.var = attnbench::cuda::make_variant(a);
       p.cap_max = cap_max_option(a.options) ? 1 : 0;
       p.skip_hidden = skip_hidden_option(a.options) ? 1 : 0;
+      p.k_ahead = k_ahead_option(a.options) ? 1 : 0;
       p.lse = a.lse;
       p.o = a.o;
       p.tile_counter = persistent ? static_cast<int*>(a.workspace) : nullptr;

@@ -9,7 +9,9 @@
 # <side>.details.txt (ncu -i ... --page details). About 5 minutes.
 # Since 2026-12-04 (second profile) also:
 #  - PASSES (default "bwd fwd"): fwd profiles issue 28's forward the same way, cuda.flash_fwd_wgmma
-#    and FA4's forward at b1, seq 16384, d128 (16 heads) and d256 (8 heads), causal and not;
+#    and FA4's forward at b1, seq 16384, d128 (16 heads) and d256 (8 heads), causal and not
+#    (since 2026-12-07 also at b8, seq 2048: the grid's forward loses most against FA4 at 2k-4k,
+#    where a block has 8x fewer tiles to spread its start and its end over);
 #  - <side>.source.csv.gz (ncu --page source, SASS with per-instruction counters) and
 #    <side>.source.txt (scripts/ncu_source.py: the instructions with the most stall samples and
 #    excess shared wavefronts) for our kernels;
@@ -49,9 +51,10 @@ case_json() {
  "implementations": ["cuda.flash_bwd_wgmma", "cuda.flash_bwd_mma"], "passes": ["bwd"],
  "verify": {"mode": "off"}}' > "$2"
   else
-    echo '{"name": "issue28_ncu", "description": "issue 28 ncu cases: b1, seq 16384, d128 (16 heads) and d256 (8 heads), bf16",
- "problem": {"batch": 1, "seq_q": 16384, "seq_kv": 16384, "dtype": "bf16"},
- "sweep": {"zip": [{"head_dim": [128, 256], "heads_q": [16, 8], "heads_kv": [16, 8]}],
+    echo '{"name": "issue28_ncu", "description": "issue 28 ncu cases: 16k tokens at seq 2048 (b8) and 16384 (b1), d128 (16 heads) and d256 (8 heads), bf16",
+ "problem": {"dtype": "bf16"},
+ "sweep": {"zip": [{"head_dim": [128, 256], "heads_q": [16, 8], "heads_kv": [16, 8]},
+                   {"seq": [2048, 16384], "batch": [8, 1]}],
            "product": {"causal": [false, true]}},
  "implementations": ["cuda.flash_fwd_wgmma"], "passes": ["fwd"],
  "verify": {"mode": "off"}}' > "$2"
@@ -77,7 +80,7 @@ fa4_profile() {
 for pass in $PASSES; do
   case_json $pass $W/$pass.json
   if [ $pass = bwd ]; then impls="cuda.flash_bwd_wgmma cuda.flash_bwd_mma"; re='(bwd|Bwd|BWD|backward|Backward)'; n=12
-  else impls="cuda.flash_fwd_wgmma"; re='(fwd|Fwd|FWD|forward|Forward)'; n=8; fi
+  else impls="cuda.flash_fwd_wgmma"; re='(fwd|Fwd|FWD|forward|Forward)'; n=16; fi
   for impl in $impls; do
     side=$impl; [ $pass = fwd ] && side=$impl.fwd
     timeout 300 ncu "${SECTIONS[@]}" --nvtx --nvtx-include "regex:attnbench@${impl//./\\.}:.*:$pass/" \
