@@ -51,6 +51,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -187,6 +188,7 @@ struct FwdParams : attnbench::cuda::AttnShape {
   int cap_max;                  // option cap_max (default 1): the soft cap's bound as the maximum
   int skip_hidden;              // option skip_hidden (default 1): a warpgroup skips its hidden tiles
   int k_ahead;                  // option k_ahead (default 1): K loaded one tile ahead of V
+  int prefetch;                 // option prefetch (default 1): the tensor maps prefetched first
 };
 
 // Non-persistent: grid (num_m_blocks, Hq, B), one tile per block. Persistent: one block per SM
@@ -277,6 +279,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 
   const int wg = warp_uniform(threadIdx.x / 128);
   if (threadIdx.x == 0) {
+    // The tensor maps into the TMA unit's descriptor cache now, while the barriers are set up,
+    // rather than on the block's first load of each (option prefetch, forward step 19).
+    if (p.prefetch != 0) {
+      prefetch_tmap(&tq);
+      prefetch_tmap(&tk);
+      prefetch_tmap(&tv);
+      prefetch_tmap(&to);
+    }
     mbar_init(q_pipe.full_of(0), 1);
     mbar_init(q_pipe.empty_of(0), NC);
     for (int s = 0; s < S; ++s) {
@@ -832,9 +842,18 @@ bool skip_hidden_option(const Options* o) {
 bool k_ahead_option(const Options* o) {
   return attnbench::option_or(o, "k_ahead", 1) != 0;
 }
+// The "prefetch" option: 1 (default) prefetches the four tensor maps (prefetch.tensormap) at the
+// block's start, as CUTLASS's and FlashAttention-3's kernels do; 0 leaves the first TMA copy of
+// each to fetch its map (forward step 19's A/B).
+bool prefetch_option(const Options* o) {
+  return attnbench::option_or(o, "prefetch", 1) != 0;
+}
 
 class FlashFwdWgmma final : public attnbench::Implementation {
  public:
+  // The options: each 0 or 1 (the functions above give their defaults).
+  static constexpr const char* kFlags[] = {"persistent", "wide_tiles", "fused_tail", "cap_max",
+                                           "skip_hidden", "k_ahead", "prefetch"};
   std::string name() const override { return "cuda.flash_fwd_wgmma"; }
   Device device() const override { return Device::cuda; }
   std::string summary() const override {
@@ -842,8 +861,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   }
   Capabilities capabilities() const override {
     Capabilities c = attnbench::cuda::tensor_core_capabilities<FwdHeadDims>(true, false);
-    c.options = {"persistent", "wide_tiles", "fused_tail", "cap_max", "skip_hidden",
-                               "k_ahead"};
+    c.options.assign(std::begin(kFlags), std::end(kFlags));
     c.window = true;
     c.softcap = true;
     c.varlen = true;
@@ -851,8 +869,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   }
 
   Support supports_options(const Problem&, Pass, const Options& o) const override {
-    for (const char* flag : {"persistent", "wide_tiles", "fused_tail", "cap_max", "skip_hidden",
-                               "k_ahead"}) {
+    for (const char* flag : kFlags) {
       const Support s = attnbench::cuda::check_flag_option(o, flag);
       if (!s.ok) return s;
     }
@@ -923,6 +940,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
       p.cap_max = cap_max_option(a.options) ? 1 : 0;
       p.skip_hidden = skip_hidden_option(a.options) ? 1 : 0;
       p.k_ahead = k_ahead_option(a.options) ? 1 : 0;
+      p.prefetch = prefetch_option(a.options) ? 1 : 0;
       p.lse = a.lse;
       p.o = a.o;
       p.tile_counter = persistent ? static_cast<int*>(a.workspace) : nullptr;

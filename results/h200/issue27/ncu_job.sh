@@ -96,6 +96,50 @@ for pass in $PASSES; do
   ncu -i $W/fa4.$pass.ncu-rep --page details > $W/fa4.$pass.details.txt 2>&1
   stalls $W/fa4.$pass
 done
+# The forward's L2 traffic by kind (since 2026-12-07): at 18e424b FA4's forward showed about half
+# our "L2 Cache Throughput" at d128 non-causal (29% against 52% at 16k) while reading the same K/V
+# (results/h200/issue28/ncu-2026-12-07-18e424b/). These counters say whether it moves fewer L2
+# sectors or the same ones another way (the far partition, tags). A run of their own per side
+# (--log-file: the CSV apart from the programs' output), so a counter this GPU lacks costs only
+# this table. L2=0 leaves it out.
+L2_METRICS=lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum,lts__t_sectors_srcunit_tex_op_read.sum
+L2_METRICS+=,lts__t_sectors_srcunit_ltcfabric.sum,lts__t_requests_srcunit_tex_op_read.sum
+L2_METRICS+=,lts__t_sector_hit_rate.pct,dram__bytes_read.sum,gpu__time_duration.sum
+if [[ " $PASSES " == *" fwd "* ]] && [ "${L2:-1}" = 1 ]; then
+  timeout 300 ncu --metrics "$L2_METRICS" --csv --log-file $W/l2.ours.csv --nvtx \
+    --nvtx-include "regex:attnbench@cuda\\.flash_fwd_wgmma:.*:fwd/" \
+    $B run $W/fwd.json --impl cuda.flash_fwd_wgmma --pass fwd --profile --verify off -q > $W/l2.ours.log 2>&1
+  el "ncu l2 ours rc=$?"
+  timeout 300 ncu --metrics "$L2_METRICS" --csv --log-file $W/l2.fa4.csv \
+    --kernel-name 'regex:(fwd|Fwd|FWD|forward|Forward)' --launch-count 16 \
+    python3 scripts/peers/peers.py $W/fwd.json --peers fa4 --fa4-site /tmp/fa4site --attnbench $B \
+    --profile --out $W/l2.fa4.peers.json > $W/l2.fa4.log 2>&1
+  el "ncu l2 fa4 rc=$?"
+fi
+# l2_table: the two CSVs side by side, one row per counter, one column per profiled kernel.
+l2_table() {
+  python3 - "$W/l2.ours.csv" "$W/l2.fa4.csv" <<'PY'
+import csv, sys
+cols, vals = [], {}
+for side, path in zip(("ours", "fa4"), sys.argv[1:]):
+    try:
+        lines = [l for l in open(path, encoding="utf-8", errors="replace") if l.startswith('"')]
+    except OSError as e:
+        print(f"{side}: {e}"); continue
+    rows = list(csv.DictReader(lines))
+    ids = []
+    for r in rows:
+        k = f"{side}#{r.get('ID', '?')}"
+        if k not in ids: ids.append(k)
+        vals[(k, r.get("Metric Name", "?"))] = f"{r.get('Metric Value', '')} {r.get('Metric Unit', '')}".strip()
+    cols += ids
+names = sorted({m for _, m in vals})
+print("| counter | " + " | ".join(cols) + " |")
+print("|---" * (len(cols) + 1) + "|")
+for m in names:
+    print(f"| {m} | " + " | ".join(vals.get((c, m), "-") for c in cols) + " |")
+PY
+}
 # Side by side (scripts/ncu_details.py): our main kernels and FA4's, per pass; our pre/postprocess.
 {
   for pass in $PASSES; do
@@ -104,6 +148,11 @@ done
     python3 scripts/ncu_details.py "$ours" $W/fa4.$pass.details.txt 2>&1
     echo
   done
+  if [ -s $W/l2.ours.csv ] || [ -s $W/l2.fa4.csv ]; then
+    printf '## fwd: L2 counters, ours and FA4 (the case order of fwd.json)\n\n'
+    l2_table 2>&1
+    echo
+  fi
   printf '## our backward pre/postprocess\n\n'
   python3 scripts/ncu_details.py $W/cuda.flash_bwd_wgmma.details.txt --kernel 'process' \
     --metric Duration --metric 'Memory Throughput' --metric 'DRAM Throughput' 2>&1
