@@ -189,6 +189,7 @@ struct FwdParams : attnbench::cuda::AttnShape {
   int skip_hidden;              // option skip_hidden (default 1): a warpgroup skips its hidden tiles
   int k_ahead;                  // option k_ahead (default 1): K loaded one tile ahead of V
   int prefetch;                 // option prefetch (default 1): the tensor maps prefetched first
+  int o_tma;                    // option o_tma (default 1): O stored by TMA (0: from registers)
 };
 
 // Non-persistent: grid (num_m_blocks, Hq, B), one tile per block. Persistent: one block per SM
@@ -710,9 +711,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
             l > 0.f ? (attn_mma::mul_rn(row_max[hf], sl2) - cap_shift + log2f(l)) * kLn2 : kNegInf;
       }
     }
-    if (kPersistent || varlen) {
+    if (kPersistent || varlen || p.o_tma == 0) {
       // Straight from registers (the Q stage may already hold the next tile's Q; varlen: a TMA
-      // store would also write the rows past the sequence, into the next one's).
+      // store would also write the rows past the sequence, into the next one's; option o_tma=0,
+      // forward step 20: no wait for a TMA store's read of shared memory before the block ends).
       T* out = static_cast<T*>(p.o);
       const int64_t orow0 = varlen ? q_row0 : static_cast<int64_t>(b) * p.seq_q;
 #pragma unroll
@@ -848,12 +850,19 @@ bool k_ahead_option(const Options* o) {
 bool prefetch_option(const Options* o) {
   return attnbench::option_or(o, "prefetch", 1) != 0;
 }
+// The "o_tma" option: 1 (default) stores O of a dense, causal, window or soft-cap block through
+// its Q stage with TMA, whose last thread waits for the copy's read of shared memory before the
+// block can end; 0 stores it from registers as the persistent and varlen kernels do (forward
+// step 20's A/B: the 2026-12-07 profile put about two tiles' time of a d256 block there).
+bool o_tma_option(const Options* o) {
+  return attnbench::option_or(o, "o_tma", 1) != 0;
+}
 
 class FlashFwdWgmma final : public attnbench::Implementation {
  public:
   // The options: each 0 or 1 (the functions above give their defaults).
   static constexpr const char* kFlags[] = {"persistent", "wide_tiles", "fused_tail", "cap_max",
-                                           "skip_hidden", "k_ahead", "prefetch"};
+                                           "skip_hidden", "k_ahead", "prefetch", "o_tma"};
   std::string name() const override { return "cuda.flash_fwd_wgmma"; }
   Device device() const override { return Device::cuda; }
   std::string summary() const override {
@@ -941,6 +950,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
       p.skip_hidden = skip_hidden_option(a.options) ? 1 : 0;
       p.k_ahead = k_ahead_option(a.options) ? 1 : 0;
       p.prefetch = prefetch_option(a.options) ? 1 : 0;
+      p.o_tma = o_tma_option(a.options) ? 1 : 0;
       p.lse = a.lse;
       p.o = a.o;
       p.tile_counter = persistent ? static_cast<int*>(a.workspace) : nullptr;
