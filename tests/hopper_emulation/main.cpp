@@ -183,6 +183,10 @@ int main() {
     // O stored from registers instead of by TMA (o_tma=0, forward step 20's A/B), where the
     // default uses TMA: every non-varlen case.
     if (!p.varlen()) option_sets.push_back(Options{{"o_tma", 0}});
+    // The first S GEMM on a pingpong turn (turn0=1, forward step 21's A/B), in both schedules:
+    // every case (the turns' counts must match for any mix of hidden tiles and empty blocks).
+    option_sets.push_back(Options{{"turn0", 1}});
+    option_sets.push_back(Options{{"turn0", 1}, {"persistent", 1}});
     for (const Options& opts : option_sets)
       for (const uint64_t seed : {uint64_t{0}, uint64_t{7}}) {
         ++runs;

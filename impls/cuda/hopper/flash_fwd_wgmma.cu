@@ -190,6 +190,7 @@ struct FwdParams : attnbench::cuda::AttnShape {
   int k_ahead;                  // option k_ahead (default 1): K loaded one tile ahead of V
   int prefetch;                 // option prefetch (default 1): the tensor maps prefetched first
   int o_tma;                    // option o_tma (default 1): O stored by TMA (0: from registers)
+  int turn0;                    // option turn0 (default 0): the first S GEMM on a pingpong turn
 };
 
 // Non-persistent: grid (num_m_blocks, Hq, B), one tile per block. Persistent: one block per SM
@@ -593,9 +594,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       // K/V tile j of this query tile is the pipelines' iteration kv_it + j.
       auto stage = [&](int j) { return k_pipe.stage(kv_it + j); };
       k_pipe.consumer_wait(kv_it);
+      // Option turn0=1 (forward step 21): S_0 is issued on a pingpong turn too, so that the
+      // consumers' first GEMMs and softmaxes alternate from the block's start (one's softmax
+      // under the other's S_0) instead of both waiting for both S_0 and then running their
+      // softmaxes side by side with the tensor cores idle.
+      if (p.turn0 != 0) take_turn();
       wgmma_fence();
       gemm_qk(stage(0));
       wgmma_commit();
+      if (p.turn0 != 0) pass_turn();
       wgmma_wait<0>();
       fence_regs(s);
       if (signals) k_pipe.consumer_release(kv_it);
@@ -674,12 +681,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         named_bar_sync(1 + c, 128);
         if (signals) q_pipe.consumer_release(q_it);
       }
-      // The hidden tiles: the turns of iterations 1 .. n_tiles - 1 this warpgroup has not taken,
-      // and each stage released by the one thread that waits for its load (the others never read
-      // it; the persistent loop's next named barrier keeps them from waiting on a later pass of
-      // the ring before this thread is through).
+      // The hidden tiles: the turns of iterations 1 (turn0=1: 0) .. n_tiles - 1 this warpgroup
+      // has not taken, and each stage released by the one thread that waits for its load (the
+      // others never read it; the persistent loop's next named barrier keeps them from waiting on
+      // a later pass of the ring before this thread is through).
       for (int j = n_mine; j < n_tiles; ++j) {
-        if (j > 0) {
+        if (j > 0 || p.turn0 != 0) {
           take_turn();
           pass_turn();
         }
@@ -857,12 +864,19 @@ bool prefetch_option(const Options* o) {
 bool o_tma_option(const Options* o) {
   return attnbench::option_or(o, "o_tma", 1) != 0;
 }
+// The "turn0" option: 1 issues each consumer's first S GEMM of a block on its pingpong turn (d64,
+// d128), as FlashAttention-3's scheduler barrier does; 0 (default until timed) issues it at once
+// and starts the turns with the second tile (forward step 21's A/B).
+bool turn0_option(const Options* o) {
+  return attnbench::option_or(o, "turn0", 0) != 0;
+}
 
 class FlashFwdWgmma final : public attnbench::Implementation {
  public:
   // The options: each 0 or 1 (the functions above give their defaults).
   static constexpr const char* kFlags[] = {"persistent", "wide_tiles", "fused_tail", "cap_max",
-                                           "skip_hidden", "k_ahead", "prefetch", "o_tma"};
+                                           "skip_hidden", "k_ahead", "prefetch", "o_tma",
+                                           "turn0"};
   std::string name() const override { return "cuda.flash_fwd_wgmma"; }
   Device device() const override { return Device::cuda; }
   std::string summary() const override {
@@ -951,6 +965,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
       p.k_ahead = k_ahead_option(a.options) ? 1 : 0;
       p.prefetch = prefetch_option(a.options) ? 1 : 0;
       p.o_tma = o_tma_option(a.options) ? 1 : 0;
+      p.turn0 = turn0_option(a.options) ? 1 : 0;
       p.lse = a.lse;
       p.o = a.o;
       p.tile_counter = persistent ? static_cast<int*>(a.workspace) : nullptr;

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Issue 28, forward step 21 (written 2026-12-07, session 64): cuda.flash_fwd_wgmma issuing each
+# consumer's first S GEMM of a block on its pingpong turn (turn0=1) against at once (turn0=0,
+# default), one build, one run, row after row: turn0.json (the FA3 grid's 36 forward rows; d256
+# has no pingpong: a control).
+# Prediction (speed, turn0=1 / 0): d128 and d64 1.01-1.03 at 512-2k, 1.00-1.01 at 8k-16k (one
+# softmax under the other consumer's S_0 at each block's start, about a third of a tile's time);
+# d256 1.000 +- noise.
+# Run from the repository root on the GPU machine after a build (session.sh JOBS=<this>):
+# results/h200/ab/forward_option_job.sh runs it (B, W: its header).
+exec bash results/h200/ab/forward_option_job.sh results/h200/ab/2026-12-07-fwd-turn0 turn0
