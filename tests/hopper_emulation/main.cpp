@@ -179,7 +179,8 @@ int main() {
     if (p.causal || p.has_window()) option_sets.push_back(Options{{"skip_hidden", 0}});
     // Each tile's K and V loaded together (k_ahead=0, forward step 18's A/B; the default loads K
     // one tile ahead of V), on the causal and dense cases.
-    if (!p.has_window() && !p.varlen() && p.softcap == 0) option_sets.push_back(Options{{"k_ahead", 0}});
+    if (!p.has_window() && !p.varlen() && p.softcap == 0)
+      option_sets.push_back(Options{{"k_ahead", 0}});
     // O stored from registers instead of by TMA (o_tma=0, forward step 20's A/B), where the
     // default uses TMA: every non-varlen case.
     if (!p.varlen()) option_sets.push_back(Options{{"o_tma", 0}});

@@ -186,7 +186,7 @@ struct FwdParams : attnbench::cuda::AttnShape {
   int pairs, head_group;        // Hq * B (head, sequence) pairs; pairs per group (grouped_order)
   attnbench::cuda::AttnVariant var;  // window and soft cap (kLocal, kSoftcap): common/shape.hpp
   int cap_max;                  // option cap_max (default 1): the soft cap's bound as the maximum
-  int skip_hidden;              // option skip_hidden (default 1): a warpgroup skips its hidden tiles
+  int skip_hidden;              // option skip_hidden (default 1): a warpgroup skips hidden tiles
   int k_ahead;                  // option k_ahead (default 1): K loaded one tile ahead of V
   int prefetch;                 // option prefetch (default 1): the tensor maps prefetched first
   int o_tma;                    // option o_tma (default 1): O stored by TMA (0: from registers)
