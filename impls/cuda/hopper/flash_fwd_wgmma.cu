@@ -51,7 +51,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -818,65 +817,47 @@ void dispatch(const Problem& pr, bool persistent, bool wide, bool fused, F&& f) 
   });
 }
 
-// The "persistent" option: 0 (default) launches a block per tile; 1 a block per SM taking tiles
-// from a counter in the workspace (docs/tuning_flash_wgmma.md: 0.91-1.01x the default on an
-// H100, 2026-12-05).
-bool persistent_option(const Options* o) {
-  return attnbench::option_or(o, "persistent", 0) != 0;
-}
-// The "wide_tiles" option: 0 (default) runs narrow windows on FwdNarrow's tiles, 1 on FwdTile's.
-bool wide_option(const Options* o) {
-  return attnbench::option_or(o, "wide_tiles", 0) != 0;
-}
-// The "fused_tail" option: 1 schedules each tile's tail with its exponentials (WithFusedTail;
-// forward step 15: within noise on an H100, default 0).
-bool fused_option(const Options* o) {
-  return attnbench::option_or(o, "fused_tail", 0) != 0;
-}
-// The "cap_max" option: 1 (default) takes a bf16 soft cap's bound (softcap <= 51.9) as every row's
-// maximum, 0 keeps the running maxima (forward step 16: 1.03-1.18x at softcap 30 on an H100; step
-// 16b, the shifted exponent for softcap 41.5-51.9, not yet timed).
-bool cap_max_option(const Options* o) {
-  return attnbench::option_or(o, "cap_max", 1) != 0;
-}
-// The "skip_hidden" option: 1 (default) lets a warpgroup skip the block's tiles that none of its
-// rows sees (causal d64 and d256, windows: forward step 17, 1.00-1.12x skip_hidden=0 at causal
-// d64 and 0.96-1.05x at d256 on an H100), 0 computes them masked (the A/B).
-bool skip_hidden_option(const Options* o) {
-  return attnbench::option_or(o, "skip_hidden", 1) != 0;
-}
-// The "k_ahead" option: 1 (default) has the producer load K one tile ahead of V (K_0, K_1, V_0,
-// K_2, V_1, ...: the order of the consumers' waits, as FlashAttention-3's intra-warpgroup
-// overlap), 0 loads each tile's K and V together (forward step 18's A/B).
-bool k_ahead_option(const Options* o) {
-  return attnbench::option_or(o, "k_ahead", 1) != 0;
-}
-// The "prefetch" option: 1 (default) prefetches the four tensor maps (prefetch.tensormap) at the
-// block's start, as CUTLASS's and FlashAttention-3's kernels do; 0 leaves the first TMA copy of
-// each to fetch its map (forward step 19's A/B).
-bool prefetch_option(const Options* o) {
-  return attnbench::option_or(o, "prefetch", 1) != 0;
-}
-// The "o_tma" option: 1 (default) stores O of a dense, causal, window or soft-cap block through
-// its Q stage with TMA, whose last thread waits for the copy's read of shared memory before the
-// block can end; 0 stores it from registers as the persistent and varlen kernels do (forward
-// step 20's A/B: the 2026-12-07 profile put about two tiles' time of a d256 block there).
-bool o_tma_option(const Options* o) {
-  return attnbench::option_or(o, "o_tma", 1) != 0;
-}
-// The "turn0" option: 1 issues each consumer's first S GEMM of a block on its pingpong turn (d64,
-// d128), as FlashAttention-3's scheduler barrier does; 0 (default until timed) issues it at once
-// and starts the turns with the second tile (forward step 21's A/B).
-bool turn0_option(const Options* o) {
-  return attnbench::option_or(o, "turn0", 0) != 0;
+// The options, each 0 or 1, and their defaults (the A/Bs behind them: docs/tuning_flash_wgmma.md):
+//   persistent  0: a block per tile; 1 a block per SM taking tiles from a counter in the
+//               workspace (0.91-1.01x the default on an H100, 2026-12-05).
+//   wide_tiles  0: narrow windows on FwdNarrow's tiles; 1 on FwdTile's.
+//   fused_tail  0; 1 schedules each tile's tail with its exponentials (WithFusedTail; step 15:
+//               within noise on an H100).
+//   cap_max     1: a bf16 soft cap's bound (softcap <= 51.9) as every row's maximum; 0 the
+//               running maxima (steps 16 and 16b: 1.03-1.18x on an H100).
+//   skip_hidden 1: a warpgroup skips the block's tiles none of its rows sees (causal d64 and
+//               d256, windows; step 17: 1.00-1.12x at causal d64, 0.96-1.05x at d256, H100);
+//               0 computes them masked.
+//   k_ahead     1: the producer loads K one tile ahead of V (K_0, K_1, V_0, K_2, V_1, ...: the
+//               order of the consumers' waits, as FlashAttention-3's intra-warpgroup overlap);
+//               0 each tile's K and V together (step 18: within one run's noise, H100).
+//   prefetch    1: the four tensor maps prefetched (prefetch.tensormap) at a block's start, as
+//               CUTLASS's and FlashAttention-3's kernels do; 0 the first TMA copy of each
+//               fetches its map (step 19, not yet timed).
+//   o_tma       1: O of a dense, causal, window or soft-cap block stored through its Q stage by
+//               TMA, whose last thread waits for the copy's read of shared memory before the
+//               block can end; 0 from registers, as the persistent and varlen kernels store it
+//               (step 20, not yet timed: the 2026-12-07 profile put about two tiles' time of a
+//               d256 block in that wait).
+//   turn0       0: the pingpong turns (d64, d128) start with a block's second tile; 1 each
+//               consumer's first S GEMM is issued on its turn too, as FlashAttention-3's
+//               scheduler barrier does (step 21, not yet timed; the default until then).
+struct FwdFlag {
+  const char* name;
+  int fallback;
+};
+constexpr FwdFlag kFwdFlags[] = {{"persistent", 0}, {"wide_tiles", 0}, {"fused_tail", 0},
+                                 {"cap_max", 1},    {"skip_hidden", 1}, {"k_ahead", 1},
+                                 {"prefetch", 1},   {"o_tma", 1},      {"turn0", 0}};
+// The option `name` (one of kFwdFlags) as given, else its default.
+bool flag(const Options* o, const char* name) {
+  for (const FwdFlag& f : kFwdFlags)
+    if (std::string(f.name) == name) return attnbench::option_or(o, name, f.fallback) != 0;
+  throw std::logic_error(std::string("cuda.flash_fwd_wgmma: no option ") + name);
 }
 
 class FlashFwdWgmma final : public attnbench::Implementation {
  public:
-  // The options: each 0 or 1 (the functions above give their defaults).
-  static constexpr const char* kFlags[] = {"persistent", "wide_tiles", "fused_tail", "cap_max",
-                                           "skip_hidden", "k_ahead", "prefetch", "o_tma",
-                                           "turn0"};
   std::string name() const override { return "cuda.flash_fwd_wgmma"; }
   Device device() const override { return Device::cuda; }
   std::string summary() const override {
@@ -884,7 +865,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   }
   Capabilities capabilities() const override {
     Capabilities c = attnbench::cuda::tensor_core_capabilities<FwdHeadDims>(true, false);
-    c.options.assign(std::begin(kFlags), std::end(kFlags));
+    for (const FwdFlag& f : kFwdFlags) c.options.push_back(f.name);
     c.window = true;
     c.softcap = true;
     c.varlen = true;
@@ -892,8 +873,8 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   }
 
   Support supports_options(const Problem&, Pass, const Options& o) const override {
-    for (const char* flag : kFlags) {
-      const Support s = attnbench::cuda::check_flag_option(o, flag);
+    for (const FwdFlag& f : kFwdFlags) {
+      const Support s = attnbench::cuda::check_flag_option(o, f.name);
       if (!s.ok) return s;
     }
     return Support::yes();
@@ -902,7 +883,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   // Persistent: the tile counter, then two tile slots per block (kMaxPersistentBlocks at most).
   static constexpr int kMaxPersistentBlocks = 1024;
   std::size_t workspace_bytes(const Problem&, Pass pass, const Options& o) const override {
-    return pass != Pass::bwd && persistent_option(&o) ? 256 + 8 * kMaxPersistentBlocks : 0;
+    return pass != Pass::bwd && flag(&o, "persistent") ? 256 + 8 * kMaxPersistentBlocks : 0;
   }
 
   Support supports_extra(const Problem& p, Pass) const override {
@@ -929,7 +910,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   }
 
   void prepare(const Problem& p, Pass, const Options& o) const override {
-    dispatch(p, persistent_option(&o), wide_option(&o), fused_option(&o),
+    dispatch(p, flag(&o, "persistent"), flag(&o, "wide_tiles"), flag(&o, "fused_tail"),
              [&](auto kernel, auto cfg) {
       attn_mma::set_dynamic_smem(kernel, decltype(cfg)::kSmemBytes);
       if constexpr (decltype(cfg)::kMinBlocks > 1) attn_mma::prefer_max_shared(kernel);
@@ -939,12 +920,12 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   void forward(const attnbench::FwdArgs& a) const override {
     const Problem& pr = a.p;
     const bool bf16 = pr.dtype == DType::bf16;
-    const bool persistent = persistent_option(a.options);
+    const bool persistent = flag(a.options, "persistent");
     if (persistent && (a.workspace == nullptr || a.workspace_bytes < 256 + 8 * kMaxPersistentBlocks)) {
       throw std::invalid_argument("cuda.flash_fwd_wgmma: persistent=1 needs its workspace");
     }
     if (pr.varlen() && pr.total_q() == 0) return;  // no query: nothing to write
-    dispatch(pr, persistent, wide_option(a.options), fused_option(a.options),
+    dispatch(pr, persistent, flag(a.options, "wide_tiles"), flag(a.options, "fused_tail"),
              [&](auto kernel, auto cfg) {
       using Sh = decltype(cfg);
       // Varlen: the packed tensors as one sequence of all their rows (at least one, for a batch
@@ -960,12 +941,12 @@ class FlashFwdWgmma final : public attnbench::Implementation {
       const TensorMap to = make_bshd_map(a.o, bf16, bt, sq, pr.heads_q, pr.head_dim, 64);
       FwdParams p = attnbench::cuda::with_shape<FwdParams>(pr);
       p.var = attnbench::cuda::make_variant(a);
-      p.cap_max = cap_max_option(a.options) ? 1 : 0;
-      p.skip_hidden = skip_hidden_option(a.options) ? 1 : 0;
-      p.k_ahead = k_ahead_option(a.options) ? 1 : 0;
-      p.prefetch = prefetch_option(a.options) ? 1 : 0;
-      p.o_tma = o_tma_option(a.options) ? 1 : 0;
-      p.turn0 = turn0_option(a.options) ? 1 : 0;
+      p.cap_max = flag(a.options, "cap_max") ? 1 : 0;
+      p.skip_hidden = flag(a.options, "skip_hidden") ? 1 : 0;
+      p.k_ahead = flag(a.options, "k_ahead") ? 1 : 0;
+      p.prefetch = flag(a.options, "prefetch") ? 1 : 0;
+      p.o_tma = flag(a.options, "o_tma") ? 1 : 0;
+      p.turn0 = flag(a.options, "turn0") ? 1 : 0;
       p.lse = a.lse;
       p.o = a.o;
       p.tile_counter = persistent ? static_cast<int*>(a.workspace) : nullptr;
