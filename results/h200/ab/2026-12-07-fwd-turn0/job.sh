@@ -3,9 +3,9 @@
 # consumer's first S GEMM of a block on its pingpong turn (turn0=1) against at once (turn0=0,
 # default), one build, one run, row after row: turn0.json (the FA3 grid's 36 forward rows; d256
 # has no pingpong: a control).
-# Prediction (speed, turn0=1 / 0): d128 and d64 1.01-1.03 at 512-2k, 1.00-1.01 at 8k-16k (one
-# softmax under the other consumer's S_0 at each block's start, about a third of a tile's time);
-# d256 1.000 +- noise.
+# Prediction (speed, turn0=1 / 0): d128 and d64 1.005-1.02 at 512-2k, 1.000-1.005 at 8k-16k (one
+# softmax under the other consumer's S_0 at each block's start, at most about 0.3 of a tile's
+# time); d256 1.000 +- noise.
 # Run from the repository root on the GPU machine after a build (session.sh JOBS=<this>):
 # results/h200/ab/forward_option_job.sh runs it (B, W: its header).
 exec bash results/h200/ab/forward_option_job.sh results/h200/ab/2026-12-07-fwd-turn0 turn0
