@@ -197,7 +197,7 @@ n_job=0
 for j in ${JOBS:-}; do
   n_job=$((n_job + 1))
   W="$W/jobs$n_job" B="$B" bash "$j" > "$W/jobs$n_job.log" 2>&1
-  el "job $j rc=$?: $(grep -h 'All rows' "$W/jobs$n_job"/*.md 2>/dev/null | head -2 | tr '\n' ' ')"
+  el "job $j rc=$?: $(grep -h 'All rows' "$W/jobs$n_job"/*.md 2>/dev/null | head -6 | tr '\n' ' ')"
 done
 # IMPLS and PASSES: the grid's rows (issue 27's default; issues 27 and 28 together, the final job:
 # IMPLS="cuda.flash_fwd_wgmma cuda.flash_bwd_wgmma cuda.flash_bwd_mma" PASSES=fwd,bwd,fwd_bwd).
