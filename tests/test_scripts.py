@@ -3,7 +3,7 @@
 recover_timings.py (console-log times), paper_tables.py (Figure 2 table). No GPU, no ncu:
 tests/data/ncu_raw_probe.csv is ncu's raw page from an H200 run (columns trimmed to the ones read).
 The peers' git revision (scripts/peers/common.py; no torch needed). option_ab.py's ratios, fa2_grid_summary.py's ratios, fa3_grid_summary.py's (grid_summary.py), decode_summary.py's and variants_summary.py's tables and targets, timing_parity.py's pairs,
-ncu_kernels.py's attribution of kernels to rows, ncu_source.py's ranking of instructions, ncu_details.py's side-by-side kernels, fa3_job.sh's dry run. compute_sanitizer.sh's choice of implementations,
+ncu_kernels.py's attribution of kernels to rows, ncu_source.py's ranking of instructions, ncu_fixed_cost.py's fixed cost per block, ncu_details.py's side-by-side kernels, fa3_job.sh's dry run. compute_sanitizer.sh's choice of implementations,
 pyproject.toml and the scripts as modules (python3 -m scripts.X), a closed stdout (SIGPIPE, scripts/entry.py),
 the peers' sliding windows and soft caps (PeersWindowSoftcap: FA4's arguments, FlexAttention's mask and
 score_mod against attnbench's rule, counts and C API reference, the SDPA SKIPs),
@@ -742,6 +742,55 @@ class NcuSource(unittest.TestCase):
             p = run(os.path.join(ROOT, "scripts", "ncu_source.py"), path)
         self.assertEqual(p.returncode, 1)
         self.assertIn("no instruction table", p.stderr)
+
+
+class NcuFixedCost(unittest.TestCase):
+    """scripts/ncu_fixed_cost.py: each instruction's stall samples split into a fixed cost per
+    block and a cost per tile from two profiles of one kernel; a table printed twice counts once;
+    bad pairs exit 2."""
+
+    @staticmethod
+    def table(title, samples):
+        rows = "".join(f'"0x{16 * k:04x}","{op}","{v}","0","{v}","1"\n' for k, (op, v) in enumerate(samples))
+        return (f'"Kernel Name","{title}"\n"Address","Source","Warp Stall Sampling (All Samples)",'
+                '"Warp Stall Sampling (Not-issued Samples)","# Samples","Instructions Executed"\n' + rows)
+
+    def page(self):
+        # A: fixed only (100 at 10 and at 50 tiles a block); B: per tile only (2 a tile); C: both
+        # (30 + 1 a tile). Fixed 130, per tile 3: 43.33 tiles.
+        short = self.table("k", [("BAR.SYNC 0x1", 100), ("HGMMA.64x80x16", 20), ("EXIT", 40)])
+        long_ = self.table("k", [("BAR.SYNC 0x1", 100), ("HGMMA.64x80x16", 100), ("EXIT", 80)])
+        other = self.table("j", [("NOP", 1)])
+        return short + short + long_ + other  # the short table twice, as ncu prints some
+
+    def test_split(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "s.csv")
+            write(path, self.page())
+            p = run(os.path.join(ROOT, "scripts", "ncu_fixed_cost.py"), path, "--pair", "0:1:10:50")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("fixed samples 130, per tile 3: the fixed cost is 43.33 tiles", p.stdout)
+        ranked = [l for l in p.stdout.splitlines() if "per tile" in l and "+0x" in l]
+        self.assertEqual(len(ranked), 3, p.stdout)
+        self.assertRegex(ranked[0], r"76\.9% +100 +per tile +0\.0 +\+0x00000  BAR\.SYNC")
+        self.assertRegex(ranked[1], r"23\.1% +30 +per tile +1\.0 +\+0x00020  EXIT")
+        self.assertRegex(ranked[2], r"0\.0% +0 +per tile +2\.0 +\+0x00010  HGMMA")
+
+    def test_bad_pairs_exit_two(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "s.csv")
+            write(path, self.page())
+            script = os.path.join(ROOT, "scripts", "ncu_fixed_cost.py")
+            for pair, message in (("0:5:10:50", "table 5 does not exist (3 tables"),
+                                  ("0:1:50:10", "0 < N_SHORT < N_LONG"),
+                                  ("0:1:ten:50", "expected SHORT:LONG:N_SHORT:N_LONG"),
+                                  ("0:2:10:50", "not the same kernel (3 and 1 instructions)")):
+                p = run(script, path, "--pair", pair)
+                self.assertEqual(p.returncode, 2, pair)
+                self.assertIn(message, p.stderr, pair)
+            p = run(script, os.path.join(tmp, "missing.csv"), "--pair", "0:1:1:2")
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("missing.csv", p.stderr)
 
 
 class NcuDetails(unittest.TestCase):

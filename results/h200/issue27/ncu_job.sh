@@ -89,6 +89,13 @@ for pass in $PASSES; do
     ncu -i $W/$side.ncu-rep --page details > $W/$side.details.txt 2>&1
     stalls $W/$side
     source_page $W/$side
+    # The forward's fixed cost per block, instruction by instruction (since 2026-12-07): the
+    # non-causal d128 (12 and 94 tiles of 176 keys a block) and d256 (26 and 205 of 80) pairs of
+    # fwd.json's 2k and 16k cases, tables 0:1 and 2:3 of the source page.
+    if [ $pass = fwd ]; then
+      python3 scripts/ncu_fixed_cost.py $W/$side.source.csv.gz --pair 0:1:12:94 --pair 2:3:26:205 \
+        > $W/$side.fixed.txt 2>&1
+    fi
   done
   # FA4's kernels by name: its forward and backward (and their pre/postprocess), at most n.
   fa4_profile $pass $W/fa4.$pass.log --kernel-name "regex:$re" --launch-count $n
