@@ -51,6 +51,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -849,10 +850,11 @@ struct FwdFlag {
 constexpr FwdFlag kFwdFlags[] = {{"persistent", 0}, {"wide_tiles", 0}, {"fused_tail", 0},
                                  {"cap_max", 1},    {"skip_hidden", 1}, {"k_ahead", 1},
                                  {"prefetch", 1},   {"o_tma", 1},      {"turn0", 0}};
-// The option `name` (one of kFwdFlags) as given, else its default.
+// The option `name` (one of kFwdFlags) as given, else its default (no string built to find it:
+// forward() reads these inside the timed call).
 bool flag(const Options* o, const char* name) {
   for (const FwdFlag& f : kFwdFlags)
-    if (std::string(f.name) == name) return attnbench::option_or(o, name, f.fallback) != 0;
+    if (std::strcmp(f.name, name) == 0) return attnbench::option_or(o, name, f.fallback) != 0;
   throw std::logic_error(std::string("cuda.flash_fwd_wgmma: no option ") + name);
 }
 
