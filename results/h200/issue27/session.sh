@@ -33,6 +33,7 @@
 #      moment (2026-12-03: 'attnbench/config.hpp: No such file or directory', a false build FAIL);
 #   1. GATE=1 (default): the gate of this revision (scripts/gpu_gate.sh, WERROR build in build/);
 #      GATE=0 when results/h200/gate/ already holds this revision's gate: a plain build instead;
+#      GATE=last: the plain build here, the gate after JOBS (step 1c) and before the grid;
 #   1b. AB=1: a tuning step's A/B job (AB_JOB: a results/h200/ab/*/job.sh that reads AB_BASE_SRC and
 #      W) once /tmp/$AB_BASE_NAME.ready exists: the parent's sources, sent with the second call
 #      (`git archive PARENT -- . ':!results' | gzip`, 0.75 MB), copied to /tmp/$AB_BASE_NAME and
@@ -199,6 +200,14 @@ for j in ${JOBS:-}; do
   W="$W/jobs$n_job" B="$B" bash "$j" > "$W/jobs$n_job.log" 2>&1
   el "job $j rc=$?: $(grep -h 'All rows' "$W/jobs$n_job"/*.md 2>/dev/null | head -6 | tr '\n' ' ')"
 done
+# GATE=last: the gate after the jobs (they ran on a plain build), so that a machine or a budget
+# that ends early costs the gate, not the jobs' timings (2026-12-07, session 65: device starts
+# failing for half an hour left too little time for both in a fixed order).
+if [ "${GATE:-1}" = last ]; then
+  mkdir -p "$W/gate"
+  GATE_BUILD=$PWD/build scripts/gpu_gate.sh "$W/gate" > "$W/gate.log" 2>&1
+  el "gate rc=$?"
+fi
 # IMPLS and PASSES: the grid's rows (issue 27's default; issues 27 and 28 together, the final job:
 # IMPLS="cuda.flash_fwd_wgmma cuda.flash_bwd_wgmma cuda.flash_bwd_mma" PASSES=fwd,bwd,fwd_bwd).
 export BUILD IMPLS="${IMPLS:-cuda.flash_bwd_wgmma cuda.flash_bwd_mma}" PASSES="${PASSES:-bwd,fwd_bwd}" TORCH_BACKENDS=cudnn \
