@@ -92,9 +92,9 @@ struct FwdCfg {
   static constexpr int kKVBytes = kBlockN * D * 2;  // one K or V stage
   static constexpr int kKVPanelBytes = kBlockN * 128;
   static constexpr int kBarOffset = kQBytes + 2 * kStages * kKVBytes;
-  // q_full, k_full[S], k_empty[S], v_full[S], v_empty[S], q_empty, tile_full[2], tile_empty[2];
-  // 1 KiB of slack to align the base.
-  static constexpr int kBarCount = 1 + 4 * kStages + 1 + 4;
+  // q_full, k_full[S], k_empty[S], v_full[S], v_empty[S], q_empty, tile_full[2], tile_empty[2],
+  // then (option q_split) q_full and q_empty of consumers 1.. ; 1 KiB of slack to align the base.
+  static constexpr int kBarCount = 1 + 4 * kStages + 1 + 4 + 2 * (kConsumers - 1);
   static constexpr int kSmemBytes = kBarOffset + 8 * kBarCount + 1024;
   static_assert(kKVBytes % 1024 == 0 && kQWgBytes % 1024 == 0, "panels must stay 1 KiB aligned");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "P V k-steps are 16 keys");
@@ -191,6 +191,7 @@ struct FwdParams : attnbench::cuda::AttnShape {
   int prefetch;                 // option prefetch (default 1): the tensor maps prefetched first
   int o_tma;                    // option o_tma (default 1): O stored by TMA (0: from registers)
   int turn0;                    // option turn0 (default 0): the first S GEMM on a pingpong turn
+  int q_split;                  // option q_split (default 0): a Q barrier per consumer
 };
 
 // Non-persistent: grid (num_m_blocks, Hq, B), one tile per block. Persistent: one block per SM
@@ -264,11 +265,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   auto sk = [&](int s) { return base + Sh::kQBytes + s * Sh::kKVBytes; };
   auto sv = [&](int s) { return base + Sh::kQBytes + (S + s) * Sh::kKVBytes; };
   // The pipelines (hopper/pipeline.cuh), their mbarriers at kBarOffset: q_full, k_full[S],
-  // k_empty[S], v_full[S], v_empty[S], q_empty, tile_full[2], tile_empty[2]. Q holds one tile
-  // (iterations: Q tiles loaded), K and V S stages each (iterations: K/V tiles loaded), the
-  // persistent tile numbers two slots (iterations: tiles taken).
+  // k_empty[S], v_full[S], v_empty[S], q_empty, tile_full[2], tile_empty[2], then consumer w's
+  // (w >= 1) own q_full and q_empty. Q holds one tile (iterations: Q tiles loaded), K and V S
+  // stages each (iterations: K/V tiles loaded), the persistent tile numbers two slots
+  // (iterations: tiles taken). Q's ring: one for the whole tile (q_pipe_of(0), its empty barrier
+  // counting every consumer), or with option q_split=1 (forward step 22) one per consumer's 64
+  // rows, so that the first consumer's S_0 waits for its own rows and K_0, not for every Q row.
   const uint32_t bars = base + Sh::kBarOffset;
-  const Pipeline<1> q_pipe{bars, bars + 8 * (1 + 4 * S)};
+  auto q_pipe_of = [&](int w) {
+    const uint32_t own = bars + 8 * (6 + 4 * S) + 16 * (w - 1);
+    return w == 0 ? Pipeline<1>{bars, bars + 8 * (1 + 4 * S)} : Pipeline<1>{own, own + 8};
+  };
   const Pipeline<S> k_pipe{bars + 8, bars + 8 * (1 + S)};
   const Pipeline<S> v_pipe{bars + 8 * (1 + 2 * S), bars + 8 * (1 + 3 * S)};
   [[maybe_unused]] const Pipeline<2> tile_pipe{bars + 8 * (2 + 4 * S), bars + 8 * (4 + 4 * S)};
@@ -289,8 +296,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       prefetch_tmap(&tv);
       prefetch_tmap(&to);
     }
-    mbar_init(q_pipe.full_of(0), 1);
-    mbar_init(q_pipe.empty_of(0), NC);
+    for (int w = 0; w < (p.q_split != 0 ? NC : 1); ++w) {
+      mbar_init(q_pipe_of(w).full_of(0), 1);
+      mbar_init(q_pipe_of(w).empty_of(0), p.q_split != 0 ? 1 : NC);
+    }
     for (int s = 0; s < S; ++s) {
       mbar_init(k_pipe.full_of(s), 1);
       mbar_init(v_pipe.full_of(s), 1);
@@ -325,13 +334,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         decode(t);
         if (n_tiles == 0) continue;
         const int kvh = h / p.group;
-        // Both consumers are done with the last tile's Q.
-        const uint32_t q_full = q_pipe.producer_acquire(q_it, Sh::kQBytes);
-        for (int w = 0; w < NC; ++w)
-          for (int pn = 0; pn < Sh::kPanels; ++pn)
-            tma_load_4d(sq + w * Sh::kQWgBytes + pn * 64 * 128, &tq, q_full, 64 * pn, h,
-                        q_row0 + m0 + 64 * w, tb);
-        ++q_it;
         // K/V tile j of this query tile is the pipelines' iteration kv_it + j.
         auto load_k = [&](int j) {
           const uint32_t k_full = k_pipe.producer_acquire(kv_it + j, Sh::kKVBytes);
@@ -345,13 +347,37 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
             tma_load_4d(sv(v_pipe.stage(kv_it + j)) + pn * Sh::kKVPanelBytes, &tv, v_full,
                         64 * pn, kvh, kv_row0 + (j_first + j) * BN, tb);
         };
+        // Consumer w's 64 Q rows on the barrier of its ring (q_split=1; the consumers are done
+        // with the last tile's Q: each with its own rows, or all of them with q_split=0).
+        auto load_q = [&](int w, uint32_t q_full) {
+          for (int pn = 0; pn < Sh::kPanels; ++pn)
+            tma_load_4d(sq + w * Sh::kQWgBytes + pn * 64 * 128, &tq, q_full, 64 * pn, h,
+                        q_row0 + m0 + 64 * w, tb);
+        };
+        // q_split=1 with k_ahead=1: K_0 right after the first consumer's rows (Q_0, K_0, Q_1,
+        // ..., K_1, V_0, ...), the order of the consumers' first waits (consumer 0 takes the
+        // first pingpong turn).
+        bool k0_loaded = false;
+        if (p.q_split != 0) {
+          for (int w = 0; w < NC; ++w) {
+            load_q(w, q_pipe_of(w).producer_acquire(q_it, Sh::kQWgBytes));
+            if (w == 0 && p.k_ahead != 0) {
+              load_k(0);
+              k0_loaded = true;
+            }
+          }
+        } else {
+          const uint32_t q_full = q_pipe_of(0).producer_acquire(q_it, Sh::kQBytes);
+          for (int w = 0; w < NC; ++w) load_q(w, q_full);
+        }
+        ++q_it;
         // The consumers use K_j (S_j) before V_{j-1} (P_{j-1} V_{j-1}): K one tile ahead of V
         // (option k_ahead=1, forward step 18) puts K_1 on the wire right after K_0, so that a
         // block's second S GEMM does not wait behind V_0's bytes; k_ahead=0 loads K_j, V_j
         // together (the A/B). Either order is the order of the consumers' waits, so neither
         // ring can stall the other.
         if (p.k_ahead != 0) {
-          load_k(0);
+          if (!k0_loaded) load_k(0);
           for (int j = 0; j < n_tiles; ++j) {
             if (j + 1 < n_tiles) load_k(j + 1);
             load_v(j);
@@ -376,6 +402,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   int row0 = 0;                   // first query row of this warpgroup in the tile
   int trow = 0;                   // this thread's rows: trow and trow + 8
   const uint32_t sq_c = sq + c * Sh::kQWgBytes;
+  const Pipeline<1> q_pipe = q_pipe_of(p.q_split != 0 ? c : 0);  // this consumer's Q ring
   const float sl2 = kSoftcap ? p.var.softcap_log2 : p.scale_log2;
   // A soft cap bounds every score: t = tanh(.) <= 1, so 1 can stand for each row's running
   // maximum and P = exp2(sl2 * (t - 1)) needs no row maxima, no rescale of O and no wait for the
@@ -843,13 +870,18 @@ void dispatch(const Problem& pr, bool persistent, bool wide, bool fused, F&& f) 
 //   turn0       0: the pingpong turns (d64, d128) start with a block's second tile; 1 each
 //               consumer's first S GEMM is issued on its turn too, as FlashAttention-3's
 //               scheduler barrier does (step 21, not yet timed; the default until then).
+//   q_split     0: one mbarrier for a block's whole Q tile; 1 one per consumer's 64 rows, and
+//               (with k_ahead=1) K_0 loaded right after the first consumer's rows (step 22, not
+//               yet timed; the 2026-12-07 profile put about 0.9 of a tile's time of a d256 block
+//               in the consumers' Q wait).
 struct FwdFlag {
   const char* name;
   int fallback;
 };
 constexpr FwdFlag kFwdFlags[] = {{"persistent", 0}, {"wide_tiles", 0}, {"fused_tail", 0},
                                  {"cap_max", 1},    {"skip_hidden", 1}, {"k_ahead", 1},
-                                 {"prefetch", 1},   {"o_tma", 1},      {"turn0", 0}};
+                                 {"prefetch", 1},   {"o_tma", 1},      {"turn0", 0},
+                                 {"q_split", 0}};
 // The option `name` (one of kFwdFlags) as given, else its default (no string built to find it:
 // forward() reads these inside the timed call).
 bool flag(const Options* o, const char* name) {
@@ -949,6 +981,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
       p.prefetch = flag(a.options, "prefetch") ? 1 : 0;
       p.o_tma = flag(a.options, "o_tma") ? 1 : 0;
       p.turn0 = flag(a.options, "turn0") ? 1 : 0;
+      p.q_split = flag(a.options, "q_split") ? 1 : 0;
       p.lse = a.lse;
       p.o = a.o;
       p.tile_counter = persistent ? static_cast<int*>(a.workspace) : nullptr;
