@@ -195,6 +195,10 @@ int main() {
     option_sets.push_back(Options{{"q_split", 1}, {"persistent", 1}});
     if (!p.has_window() && !p.varlen() && p.softcap == 0)
       option_sets.push_back(Options{{"q_split", 1}, {"k_ahead", 0}});
+    // d128 non-causal on 128-key tiles (keys128=1, forward step 23's A/B; other head_dims and
+    // masks ignore it): the dense non-causal cases.
+    if (!p.causal && !p.has_window() && !p.varlen() && p.softcap == 0)
+      option_sets.push_back(Options{{"keys128", 1}});
     for (const Options& opts : option_sets)
       for (const uint64_t seed : {uint64_t{0}, uint64_t{7}}) {
         ++runs;

@@ -809,15 +809,23 @@ bool narrow_window(const Problem& pr) {
   return attnbench::cuda::window_spans_at_most(pr, fwd_wgmma::kNarrowSpan);
 }
 
+// The kernel choices the options make (choice_of below; all false: the defaults' kernels).
+struct Choice {
+  bool persistent = false, wide = false, fused = false, keys128 = false;
+};
+
 // f(kernel, Cfg{}) for the problem's (dtype, head_dim tile, causal, window, soft cap) and the
-// options (persistent, wide_tiles, fused_tail): the one static switch
+// options' Choice (persistent, wide_tiles, fused_tail, keys128): the one static switch
 // (common/dispatch.hpp). A window (on causal's tiles, or FwdNarrow's when it is narrow) or a soft
 // cap selects a variant kernel; dense and causal problems keep theirs.
 // fused (option fused_tail=1): problems without a window or varlen (dense, causal, soft cap), not
 // persistent, on WithFusedTail's tiles; the other kernels stay as they are (SASS-identical: 100
 // of 100 kernels, 2026-12-05).
+// keys128 (option keys128=1): dense d128 non-causal without a soft cap, not persistent or fused,
+// on 128 x 128 tiles (causal d128's FwdCfg) instead of 128 x 176 (forward step 23).
 template <class F>
-void dispatch(const Problem& pr, bool persistent, bool wide, bool fused, F&& f) {
+void dispatch(const Problem& pr, const Choice& k, F&& f) {
+  const bool persistent = k.persistent, wide = k.wide, fused = k.fused;
   using attnbench::cuda::dispatch_bool;
   attnbench::cuda::dispatch_problem<FwdHeadDims>(pr, [&](auto tag, auto d, auto causal) {
     using T = typename decltype(tag)::type;
@@ -831,6 +839,13 @@ void dispatch(const Problem& pr, bool persistent, bool wide, bool fused, F&& f) 
           return;
         }
       } else {
+        if constexpr (D == 128 && !C && !SC) {
+          if (k.keys128 && !persistent && !fused) {
+            using K128 = typename fwd_wgmma::FwdTile<128, true>::type;
+            f(flash_fwd_wgmma_kernel<T, K128, C, L, SC, false>, K128{});
+            return;
+          }
+        }
         if (fused && !persistent) {
           using FT = fwd_wgmma::WithFusedTail<typename fwd_wgmma::FwdTile<D, C>::type>;
           f(flash_fwd_wgmma_kernel<T, FT, C, L, SC, false>, FT{});
@@ -874,6 +889,9 @@ void dispatch(const Problem& pr, bool persistent, bool wide, bool fused, F&& f) 
 //               (with k_ahead=1) K_0 loaded right after the first consumer's rows (step 22, not
 //               yet timed; the 2026-12-07 profile put about 0.9 of a tile's time of a d256 block
 //               in the consumers' Q wait).
+//   keys128     0: dense d128 non-causal on 128 x 176 tiles; 1 on 128 x 128 ones, as causal d128
+//               and FA4's SM90 forward (step 23, not yet timed: the 2026-12-07 profile had ours at
+//               19.9 SM-cycles a key there, FA4 at 18.9 on 128-key tiles).
 struct FwdFlag {
   const char* name;
   int fallback;
@@ -881,13 +899,21 @@ struct FwdFlag {
 constexpr FwdFlag kFwdFlags[] = {{"persistent", 0}, {"wide_tiles", 0}, {"fused_tail", 0},
                                  {"cap_max", 1},    {"skip_hidden", 1}, {"k_ahead", 1},
                                  {"prefetch", 1},   {"o_tma", 1},      {"turn0", 0},
-                                 {"q_split", 0}};
+                                 {"q_split", 0},    {"keys128", 0}};
 // The option `name` (one of kFwdFlags) as given, else its default (no string built to find it:
 // forward() reads these inside the timed call).
 bool flag(const Options* o, const char* name) {
   for (const FwdFlag& f : kFwdFlags)
     if (std::strcmp(f.name, name) == 0) return attnbench::option_or(o, name, f.fallback) != 0;
   throw std::logic_error(std::string("cuda.flash_fwd_wgmma: no option ") + name);
+}
+Choice choice_of(const Options* o) {
+  Choice k;
+  k.persistent = flag(o, "persistent");
+  k.wide = flag(o, "wide_tiles");
+  k.fused = flag(o, "fused_tail");
+  k.keys128 = flag(o, "keys128");
+  return k;
 }
 
 class FlashFwdWgmma final : public attnbench::Implementation {
@@ -929,12 +955,12 @@ class FlashFwdWgmma final : public attnbench::Implementation {
       return Support::no("more than 2^31 query tiles");
     }
     std::string why;
-    dispatch(p, false, false, false, [&](auto kernel, auto) { why = sm90a_missing(kernel); });
+    dispatch(p, Choice{}, [&](auto kernel, auto) { why = sm90a_missing(kernel); });
     if (!why.empty()) return Support::no(why);
     const int smem = attn_mma::max_smem_per_block(why);
     if (smem < 0) return Support::no(why);
     int need = 0;
-    dispatch(p, false, false, false, [&](auto, auto cfg) { need = decltype(cfg)::kSmemBytes; });
+    dispatch(p, Choice{}, [&](auto, auto cfg) { need = decltype(cfg)::kSmemBytes; });
     if (smem < need) {
       return Support::no("needs " + std::to_string(need) +
                          " bytes of shared memory per block, the device allows " +
@@ -944,8 +970,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   }
 
   void prepare(const Problem& p, Pass, const Options& o) const override {
-    dispatch(p, flag(&o, "persistent"), flag(&o, "wide_tiles"), flag(&o, "fused_tail"),
-             [&](auto kernel, auto cfg) {
+    dispatch(p, choice_of(&o), [&](auto kernel, auto cfg) {
       attn_mma::set_dynamic_smem(kernel, decltype(cfg)::kSmemBytes);
       if constexpr (decltype(cfg)::kMinBlocks > 1) attn_mma::prefer_max_shared(kernel);
     });
@@ -959,8 +984,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
       throw std::invalid_argument("cuda.flash_fwd_wgmma: persistent=1 needs its workspace");
     }
     if (pr.varlen() && pr.total_q() == 0) return;  // no query: nothing to write
-    dispatch(pr, persistent, flag(a.options, "wide_tiles"), flag(a.options, "fused_tail"),
-             [&](auto kernel, auto cfg) {
+    dispatch(pr, choice_of(a.options), [&](auto kernel, auto cfg) {
       using Sh = decltype(cfg);
       // Varlen: the packed tensors as one sequence of all their rows (at least one, for a batch
       // without keys, whose blocks load none); each block offsets its rows by its sequence's.
