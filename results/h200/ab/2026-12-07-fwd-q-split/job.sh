@@ -7,6 +7,8 @@
 # 32 KiB of Q and K_0 instead of 64 KiB and K_0: the 2026-12-07 profile put about 0.9 of a
 # tile's time of a d256 block in the Q wait), d128 1.005-1.015 there, 1.000 +- noise at 8k-16k
 # (a block's start is a small share of its time).
+# Timed 2026-12-07 (session 65, an H100, c93de73; run-c93de73/ab.md): 1.015-1.062 at 512-1k (all 12
+# cells), 0.98-1.02 at 2k-16k: met; the default is q_split=1 since.
 # Run from the repository root on the GPU machine after a build (session.sh JOBS=<this>):
 # results/h200/ab/forward_option_job.sh runs it (B, W: its header).
 exec bash results/h200/ab/forward_option_job.sh results/h200/ab/2026-12-07-fwd-q-split q_split

@@ -6,6 +6,9 @@
 # Prediction (speed, turn0=1 / 0): d128 and d64 1.005-1.02 at 512-2k, 1.000-1.005 at 8k-16k (one
 # softmax under the other consumer's S_0 at each block's start, at most about 0.3 of a tile's
 # time); d256 1.000 +- noise.
+# Timed 2026-12-07 (session 65, an H100, c93de73; run-c93de73/ab.md): d64/d128 0.970-1.039 (class
+# medians 1.003-1.010) with the d256 control at 0.984-1.041 in the same run: not shown; default stays
+# 0, a second run wanted.
 # Run from the repository root on the GPU machine after a build (session.sh JOBS=<this>):
 # results/h200/ab/forward_option_job.sh runs it (B, W: its header).
 exec bash results/h200/ab/forward_option_job.sh results/h200/ab/2026-12-07-fwd-turn0 turn0
