@@ -130,9 +130,11 @@ struct WithFusedTail : Cfg {
 // The tiles, per padded head_dim and causal: docs/tuning_flash_wgmma.md has the measurements.
 //   d64:  192 x 128, 3 consumers at 160 registers (S 64 + O 32 + P 32), 4 stages, pingpong
 //         (+6% over no pingpong at 8k-16k).
-//   d128: 128 x 176 non-causal (S 88 + O 64 + P 44 of 240 registers; +3% over 128 x 128),
-//         128 x 128 causal (the diagonal tile wastes less); 2 stages (4 do not fit beside Q);
-//         pingpong (+1%).
+//   d128: 128 x 176 non-causal (S 88 + O 64 + P 44 of 240 registers; +3% over 128 x 128 in
+//         step 2), 128 x 128 causal (the diagonal tile wastes less); 2 stages (4 do not fit
+//         beside Q); pingpong (+1%). Since step 23 (option keys128=1, the default) dense
+//         non-causal runs on 128 x 128 too (1.016-1.042x at 512-4k on an H100); soft caps,
+//         persistent and fused_tail keep 128 x 176.
 //   d256: 128 x 80 (O alone is 128 registers; 224 KiB of smem), early rescale (+3%); pingpong
 //         measured +0.3%, within noise: left off.
 template <int D, bool kCausal>
@@ -188,10 +190,9 @@ struct FwdParams : attnbench::cuda::AttnShape {
   int cap_max;                  // option cap_max (default 1): the soft cap's bound as the maximum
   int skip_hidden;              // option skip_hidden (default 1): a warpgroup skips hidden tiles
   int k_ahead;                  // option k_ahead (default 1): K loaded one tile ahead of V
-  int prefetch;                 // option prefetch (default 1): the tensor maps prefetched first
   int o_tma;                    // option o_tma (default 1): O stored by TMA (0: from registers)
   int turn0;                    // option turn0 (default 0): the first S GEMM on a pingpong turn
-  int q_split;                  // option q_split (default 0): a Q barrier per consumer
+  int q_split;                  // option q_split (default 1): a Q barrier per consumer
 };
 
 // Non-persistent: grid (num_m_blocks, Hq, B), one tile per block. Persistent: one block per SM
@@ -288,14 +289,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 
   const int wg = warp_uniform(threadIdx.x / 128);
   if (threadIdx.x == 0) {
-    // The tensor maps into the TMA unit's descriptor cache now, while the barriers are set up,
-    // rather than on the block's first load of each (option prefetch, forward step 19).
-    if (p.prefetch != 0) {
-      prefetch_tmap(&tq);
-      prefetch_tmap(&tk);
-      prefetch_tmap(&tv);
-      prefetch_tmap(&to);
-    }
     for (int w = 0; w < (p.q_split != 0 ? NC : 1); ++w) {
       mbar_init(q_pipe_of(w).full_of(0), 1);
       mbar_init(q_pipe_of(w).empty_of(0), p.q_split != 0 ? 1 : NC);
@@ -874,32 +867,29 @@ void dispatch(const Problem& pr, const Choice& k, F&& f) {
 //   k_ahead     1: the producer loads K one tile ahead of V (K_0, K_1, V_0, K_2, V_1, ...: the
 //               order of the consumers' waits, as FlashAttention-3's intra-warpgroup overlap);
 //               0 each tile's K and V together (step 18: within one run's noise, H100).
-//   prefetch    1: the four tensor maps prefetched (prefetch.tensormap) at a block's start, as
-//               CUTLASS's and FlashAttention-3's kernels do; 0 the first TMA copy of each
-//               fetches its map (step 19, not yet timed).
 //   o_tma       1: O of a dense, causal, window or soft-cap block stored through its Q stage by
 //               TMA, whose last thread waits for the copy's read of shared memory before the
 //               block can end; 0 from registers, as the persistent and varlen kernels store it
-//               (step 20, not yet timed: the 2026-12-07 profile put about two tiles' time of a
-//               d256 block in that wait).
+//               (step 20: the registers' 4-byte stores lose 1-28%, most at 512-1k, H100).
 //   turn0       0: the pingpong turns (d64, d128) start with a block's second tile; 1 each
 //               consumer's first S GEMM is issued on its turn too, as FlashAttention-3's
-//               scheduler barrier does (step 21, not yet timed; the default until then).
-//   q_split     0: one mbarrier for a block's whole Q tile; 1 one per consumer's 64 rows, and
-//               (with k_ahead=1) K_0 loaded right after the first consumer's rows (step 22, not
-//               yet timed; the 2026-12-07 profile put about 0.9 of a tile's time of a d256 block
-//               in the consumers' Q wait).
-//   keys128     0: dense d128 non-causal on 128 x 176 tiles; 1 on 128 x 128 ones, as causal d128
-//               and FA4's SM90 forward (step 23, not yet timed: the 2026-12-07 profile had ours at
-//               19.9 SM-cycles a key there, FA4 at 18.9 on 128-key tiles).
+//               scheduler barrier does (step 21: 0.97-1.04x, within that run's noise, H100).
+//   q_split     1: one mbarrier per consumer's 64 Q rows, and (with k_ahead=1) K_0 loaded right
+//               after the first consumer's rows; 0 one for the block's whole Q tile (step 22:
+//               1.015-1.062x at 512-1k, 0.98-1.02x at 4k-16k, H100).
+//   keys128     1: dense d128 non-causal on 128 x 128 tiles, as causal d128 and FA4's SM90
+//               forward; 0 on 128 x 176 (step 23: 1.016-1.042x at 512-4k, 0.99-1.01x at 8k-16k,
+//               H100). Soft caps, persistent=1 and fused_tail=1 keep 128 x 176.
+// (Step 19's option prefetch, the tensor maps prefetched at a block's start, was 0.98-1.02x,
+// median 0.99 at d256 and d64, H100: removed.)
 struct FwdFlag {
   const char* name;
   int fallback;
 };
 constexpr FwdFlag kFwdFlags[] = {{"persistent", 0}, {"wide_tiles", 0}, {"fused_tail", 0},
                                  {"cap_max", 1},    {"skip_hidden", 1}, {"k_ahead", 1},
-                                 {"prefetch", 1},   {"o_tma", 1},      {"turn0", 0},
-                                 {"q_split", 0},    {"keys128", 0}};
+                                 {"o_tma", 1},      {"turn0", 0},      {"q_split", 1},
+                                 {"keys128", 1}};
 // The option `name` (one of kFwdFlags) as given, else its default (no string built to find it:
 // forward() reads these inside the timed call).
 bool flag(const Options* o, const char* name) {
@@ -1002,7 +992,6 @@ class FlashFwdWgmma final : public attnbench::Implementation {
       p.cap_max = flag(a.options, "cap_max") ? 1 : 0;
       p.skip_hidden = flag(a.options, "skip_hidden") ? 1 : 0;
       p.k_ahead = flag(a.options, "k_ahead") ? 1 : 0;
-      p.prefetch = flag(a.options, "prefetch") ? 1 : 0;
       p.o_tma = flag(a.options, "o_tma") ? 1 : 0;
       p.turn0 = flag(a.options, "turn0") ? 1 : 0;
       p.q_split = flag(a.options, "q_split") ? 1 : 0;
