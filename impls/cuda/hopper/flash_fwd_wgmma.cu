@@ -2,11 +2,12 @@
 // warp specialization.
 //
 // Algorithm: a block owns kConsumers * 64 query rows of one (batch, head). Warpgroup 0 is the
-// producer: one thread issues TMA copies of the block's Q tile and of each visible K and V tile
-// (kBlockN keys; K one tile ahead of V, the order the consumers use them: option k_ahead,
-// forward step 18) into a kStages-deep ring of 128B-swizzled shared-memory stages, each completing
-// on a "full" mbarrier; it drops to 24 registers (setmaxnreg). Each consumer warpgroup (up to 240
-// registers) owns 64 query rows and runs, per K/V tile j:
+// producer: one thread issues TMA copies of the block's Q tile (each consumer's 64 rows on their
+// own mbarrier, K_0 right after the first consumer's: option q_split, forward step 22) and of each
+// visible K and V tile (kBlockN keys; K one tile ahead of V, the order the consumers use them:
+// option k_ahead, forward step 18) into a kStages-deep ring of 128B-swizzled shared-memory
+// stages, each completing on a "full" mbarrier; it drops to 24 registers (setmaxnreg). Each
+// consumer warpgroup (up to 240 registers) owns 64 query rows and runs, per K/V tile j:
 //   S_j = Q K_j^T      SS-wgmma (Q and K K-major in shared memory), float32 accumulators;
 //   O  += P_{j-1} V_{j-1}  RS-wgmma (P from registers, V MN-major), issued right behind S_j;
 //   the online softmax of S_j (log2 domain, scale * log2(e) folded into one FFMA before ex2)
