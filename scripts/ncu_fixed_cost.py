@@ -17,14 +17,13 @@ sum T, the fixed cost in tiles, in raw samples: a sample interval takes one samp
 sub-partition with a warp, so a wait by warps of one sub-partition (e.g. one signal thread's)
 counts once an interval where a tile's work counts about four times."""
 import argparse
-import gzip
 import io
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from scripts.entry import run  # noqa: E402
-from scripts.ncu_source import blocks, num  # noqa: E402
+from scripts.ncu_source import blocks, num, read_page, source_column  # noqa: E402
 
 
 def fail(msg):
@@ -34,10 +33,8 @@ def fail(msg):
 
 def tables(path):
     """The source page's kernel tables, each once: [(title, header, rows)]."""
-    opener = gzip.open if path.endswith(".gz") else open
     try:
-        with opener(path, "rt", errors="replace") as f:
-            text = f.read()
+        text = read_page(path)
     except OSError as e:
         fail(f"{path}: {e.strerror or e}")
     out = []
@@ -87,7 +84,7 @@ def main():
         if len(short) != len(long_) or header != header_l:
             fail(f"--pair {i}:{j}: not the same kernel ({len(short)} and {len(long_)} instructions)")
         samples = column(header, lambda h: "stall sampling (all" in h, "warp stall sampling (all samples)")
-        src = next((k for k, h in enumerate(header) if h.lower() == "source"), 1)
+        src = source_column(header)
         for k, rows in ((i, short), (j, long_)):
             bad = next((r for r in rows if len(r) <= max(samples, src)), None)
             if bad is not None:

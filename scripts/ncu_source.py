@@ -42,6 +42,19 @@ def blocks(lines):
         yield title, header, rows
 
 
+def read_page(path):
+    """A source page's text (PATH may be gzipped); OSError if it cannot be read."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", errors="replace") as f:
+        return f.read()
+
+
+def source_column(header):
+    """The index of the header's source (instruction text) column; 1 if none is named so."""
+    low = [h.lower() for h in header]
+    return next((i for i, h in enumerate(low) if h == "source" or h.endswith("source")), 1)
+
+
 def num(s):
     try:
         return float(s.replace(",", ""))
@@ -54,14 +67,12 @@ def main():
     ap.add_argument("csv")
     ap.add_argument("--top", type=int, default=25)
     a = ap.parse_args()
-    opener = gzip.open if a.csv.endswith(".gz") else open
-    with opener(a.csv, "rt", errors="replace") as f:
-        text = f.read()
+    text = read_page(a.csv)
     n = 0
     for title, header, rows in blocks(io.StringIO(text)):
         n += 1
         low = [h.lower() for h in header]
-        src = next((i for i, h in enumerate(low) if h == "source" or h.endswith("source")), 1)
+        src = source_column(header)
         want = {"warp stall samples": lambda h: "stall sampling (all" in h,
                 "excess shared wavefronts": lambda h: "shared" in h and "excessive" in h and "wavefront" in h,
                 "instructions executed": lambda h: h.startswith("instructions executed")}

@@ -803,7 +803,8 @@ bool narrow_window(const Problem& pr) {
   return attnbench::cuda::window_spans_at_most(pr, fwd_wgmma::kNarrowSpan);
 }
 
-// The kernel choices the options make (choice_of below; all false: the defaults' kernels).
+// The kernel choices the options make (choice_of below). All false (Choice{}): each problem's
+// widest tiles, whose shared memory supports_extra checks (keys128's 128 x 128 need less).
 struct Choice {
   bool persistent = false, wide = false, fused = false, keys128 = false;
 };
@@ -819,7 +820,6 @@ struct Choice {
 // on 128 x 128 tiles (causal d128's FwdCfg) instead of 128 x 176 (forward step 23).
 template <class F>
 void dispatch(const Problem& pr, const Choice& k, F&& f) {
-  const bool persistent = k.persistent, wide = k.wide, fused = k.fused;
   using attnbench::cuda::dispatch_bool;
   attnbench::cuda::dispatch_problem<FwdHeadDims>(pr, [&](auto tag, auto d, auto causal) {
     using T = typename decltype(tag)::type;
@@ -827,27 +827,27 @@ void dispatch(const Problem& pr, const Choice& k, F&& f) {
     attnbench::cuda::dispatch_variant<decltype(causal)::value>(pr, [&](auto c, auto l, auto sc) {
       constexpr bool C = decltype(c)::value, L = decltype(l)::value, SC = decltype(sc)::value;
       if constexpr (L) {
-        if (D <= 128 && !persistent && !wide && narrow_window(pr)) {
+        if (D <= 128 && !k.persistent && !k.wide && narrow_window(pr)) {
           using N = typename fwd_wgmma::FwdNarrow<D>::type;
           f(flash_fwd_wgmma_kernel<T, N, C, L, SC, false>, N{});
           return;
         }
       } else {
         if constexpr (D == 128 && !C && !SC) {
-          if (k.keys128 && !persistent && !fused) {
+          if (k.keys128 && !k.persistent && !k.fused) {
             using K128 = typename fwd_wgmma::FwdTile<128, true>::type;
             f(flash_fwd_wgmma_kernel<T, K128, C, L, SC, false>, K128{});
             return;
           }
         }
-        if (fused && !persistent) {
+        if (k.fused && !k.persistent) {
           using FT = fwd_wgmma::WithFusedTail<typename fwd_wgmma::FwdTile<D, C>::type>;
           f(flash_fwd_wgmma_kernel<T, FT, C, L, SC, false>, FT{});
           return;
         }
       }
       using Cfg = typename fwd_wgmma::FwdTile<D, C || L>::type;
-      dispatch_bool(persistent, [&](auto pers) {
+      dispatch_bool(k.persistent, [&](auto pers) {
         f(flash_fwd_wgmma_kernel<T, Cfg, C, L, SC, decltype(pers)::value>, Cfg{});
       });
     });
