@@ -181,9 +181,11 @@ int main() {
     // one tile ahead of V), on the causal and dense cases.
     if (!p.has_window() && !p.varlen() && p.softcap == 0)
       option_sets.push_back(Options{{"k_ahead", 0}});
-    // O stored from registers instead of by TMA (o_tma=0, forward step 20's A/B), where the
-    // default uses TMA: every non-varlen case.
-    if (!p.varlen()) option_sets.push_back(Options{{"o_tma", 0}});
+    // O stored from registers instead of by TMA (o_tma=0, forward steps 20 and 24's A/B), in both
+    // schedules: the persistent kernel holds its Q stage for the store since step 24, and varlen
+    // stores its full warpgroups by TMA.
+    option_sets.push_back(Options{{"o_tma", 0}});
+    option_sets.push_back(Options{{"o_tma", 0}, {"persistent", 1}});
     // The first S GEMM on a pingpong turn (turn0=1, forward step 21's A/B), in both schedules:
     // every case (the turns' counts must match for any mix of hidden tiles and empty blocks).
     option_sets.push_back(Options{{"turn0", 1}});

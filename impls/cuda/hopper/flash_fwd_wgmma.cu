@@ -37,7 +37,8 @@
 // Varlen (packed THD, cu_seqlens; in the window instantiations, unbounded without a window): the
 // grid spans the longest sequence; a block reads its sequence's lengths and first rows, loads
 // through TMA maps over all the packed rows, masks the keys past its sequence (the next one's)
-// and stores O from registers, only its sequence's rows; blocks past their sequence exit.
+// and stores O by TMA where a warpgroup's 64 rows all lie in its sequence, else from registers,
+// only its sequence's rows (forward step 24); blocks past their sequence exit.
 // Shapes: any seq >= 1 (TMA zero-fills rows past seq_q / seq_kv and clips the O store); head_dim
 // any multiple of 8 up to 256, run on the tile of the next width in {64, 128, 256} (TMA zero-fills
 // the columns past head_dim; the store drops them). Rows that see no key give O = 0 and LSE = -inf.
@@ -351,11 +352,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         // q_split=1 with k_ahead=1: K_0 right after the first consumer's rows (Q_0, K_0, Q_1,
         // ..., K_1, V_0, ...), the order of the consumers' first waits (consumer 0 takes the
         // first pingpong turn).
+        // Persistent with O stored through the Q stage (o_tma=1): a consumer frees its Q rows only
+        // once the previous tile's O has left them, so K_0 goes first and is on the wire while
+        // the producer waits for that.
         bool k0_loaded = false;
+        if (kPersistent && p.k_ahead != 0 && p.o_tma != 0) {
+          load_k(0);
+          k0_loaded = true;
+        }
         if (p.q_split != 0) {
           for (int w = 0; w < NC; ++w) {
             load_q(w, q_pipe_of(w).producer_acquire(q_it, Sh::kQWgBytes));
-            if (w == 0 && p.k_ahead != 0) {
+            if (w == 0 && p.k_ahead != 0 && !k0_loaded) {
               load_k(0);
               k0_loaded = true;
             }
@@ -610,6 +618,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       }
     }
 
+    // O leaves through this warpgroup's Q stage and a TMA store (option o_tma=1), except where the
+    // store could write what is not this warpgroup's: in a varlen batch, rows past its sequence
+    // (the next sequence's; so only a warpgroup whose 64 rows all lie in it), and in the
+    // persistent kernel a Q stage it does not hold (a tile without loads: the producer may be
+    // filling it with the next tile's Q). Those store from registers. The persistent kernel holds
+    // its Q stage (hold_q) until the store has read it, and frees it only then.
+    const bool o_smem =
+        p.o_tma != 0 && (!varlen || row0 + 64 <= seq_q) && (!kPersistent || n_tiles > 0);
+    const bool hold_q = kPersistent && o_smem;
     if (n_tiles > 0) q_pipe.consumer_wait(q_it);
     if (n_mine > 0) {
       // K/V tile j of this query tile is the pipelines' iteration kv_it + j.
@@ -627,7 +644,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       wgmma_wait<0>();
       fence_regs(s);
       if (signals) k_pipe.consumer_release(kv_it);
-      if (signals && n_mine == 1) q_pipe.consumer_release(q_it);  // the last Q K^T is done
+      if (signals && !hold_q && n_mine == 1) q_pipe.consumer_release(q_it);  // last Q K^T done
       cap();
       mask(0);
       float alpha[2];
@@ -652,7 +669,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         wgmma_wait<1>();  // S_j has landed; P_{j-1} V_{j-1} may still run
         fence_regs(s);
         if (signals) k_pipe.consumer_release(kv_it + j);
-        if (signals && j == n_mine - 1) q_pipe.consumer_release(q_it);
+        if (signals && !hold_q && j == n_mine - 1) q_pipe.consumer_release(q_it);
         cap();
         mask(j);
         // P_{j-1} V_{j-1} has landed: O may be read, V's stage goes back to the producer.
@@ -695,7 +712,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       if (signals) v_pipe.consumer_release(kv_it + (n_mine - 1));
     }
     if (n_tiles > 0) {
-      if (n_mine == 0) {
+      if (n_mine == 0 && !hold_q) {
         // No Q K^T at all: the whole warpgroup has seen Q land (its epilogue may write O into the
         // Q stage) before the one thread releases it. Elsewhere a wgmma, which every thread of
         // the warpgroup issues, orders the waits before a release.
@@ -739,10 +756,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
             l > 0.f ? (attn_mma::mul_rn(row_max[hf], sl2) - cap_shift + log2f(l)) * kLn2 : kNegInf;
       }
     }
-    if (kPersistent || varlen || p.o_tma == 0) {
-      // Straight from registers (the Q stage may already hold the next tile's Q; varlen: a TMA
-      // store would also write the rows past the sequence, into the next one's; option o_tma=0,
-      // forward step 20: no wait for a TMA store's read of shared memory before the block ends).
+    if (!o_smem) {
+      // Straight from registers (o_smem above; option o_tma=0, forward step 20: no wait for a TMA
+      // store's read of shared memory before the block ends).
       T* out = static_cast<T*>(p.o);
       const int64_t orow0 = varlen ? q_row0 : static_cast<int64_t>(b) * p.seq_q;
 #pragma unroll
@@ -759,7 +775,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     } else {
       // This warpgroup's Q stage is idle now (its last Q K^T has completed): O goes there in the
       // same swizzled panel layout, then one TMA store per panel (rows past seq_q, columns past
-      // head_dim are dropped by the store).
+      // head_dim are dropped by the store; varlen: the packed rows, tb = 0). hold_q: the stage
+      // goes back to the producer once the store has read it (the Q tile is q_it - 1 by now).
 #pragma unroll
       for (int g = 0; g < D / 8; ++g)
 #pragma unroll
@@ -774,9 +791,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       named_bar_sync(1 + c, 128);
       if (signals) {
         for (int pn = 0; pn < Sh::kPanels; ++pn)
-          tma_store_4d(&to, sq_c + pn * 64 * 128, 64 * pn, h, row0, b);
+          tma_store_4d(&to, sq_c + pn * 64 * 128, 64 * pn, h, q_row0 + row0, tb);
         tma_store_commit();
         tma_store_wait_read();
+        if (hold_q) q_pipe.consumer_release(q_it - 1);
       }
     }
   }
@@ -868,10 +886,11 @@ void dispatch(const Problem& pr, const Choice& k, F&& f) {
 //   k_ahead     1: the producer loads K one tile ahead of V (K_0, K_1, V_0, K_2, V_1, ...: the
 //               order of the consumers' waits, as FlashAttention-3's intra-warpgroup overlap);
 //               0 each tile's K and V together (step 18: within one run's noise, H100).
-//   o_tma       1: O of a dense, causal, window or soft-cap block stored through its Q stage by
-//               TMA, whose last thread waits for the copy's read of shared memory before the
-//               block can end; 0 from registers, as the persistent and varlen kernels store it
-//               (step 20: the registers' 4-byte stores lose 1-28%, most at 512-1k, H100).
+//   o_tma       1: O stored through the warpgroup's Q stage by TMA, whose last thread waits for
+//               the copy's read of shared memory before the block can end (persistent: before
+//               the stage takes the next tile's Q; varlen: warpgroups whose rows all lie in
+//               their sequence; step 24); 0 from registers (step 20: the registers' 4-byte
+//               stores lose 1-28% on dense and causal problems, most at 512-1k, H100).
 //   turn0       0: the pingpong turns (d64, d128) start with a block's second tile; 1 each
 //               consumer's first S GEMM is issued on its turn too, as FlashAttention-3's
 //               scheduler barrier does (step 21: 0.97-1.04x, within that run's noise, H100).
