@@ -9,6 +9,8 @@
 # Measured (2026-12-07, an H100, 18e424b, one run, run-18e424b/): median 0.999, 0.973-1.050; 512
 # 1.008-1.028 in five rows of six, elsewhere within one run's noise (d128 0.973-0.987 at 2k-8k,
 # 1.022 at 16k). Kept (gated); a second and third run to settle d128.
+# Timed again 2026-12-07 (session 66, an H100, c94d983; run-c94d983/ab.md): class medians
+# 0.998-1.015 (0.942-1.055): within noise, d256 slightly above; stays 1.
 # Run from the repository root on the GPU machine after a build (session.sh JOBS=<this>):
 # results/h200/ab/forward_option_job.sh runs it (B, W: its header).
 exec bash results/h200/ab/forward_option_job.sh results/h200/ab/2026-12-07-fwd-k-ahead k_ahead

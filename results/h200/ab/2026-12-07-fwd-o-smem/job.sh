@@ -12,6 +12,9 @@
 # dense gain there, where a tile's epilogue weighs most), 1.00-1.04 at 4k-16k (less: the held Q
 # stage makes the next tile's Q wait for the store, which the register store did not); varlen
 # 1.01-1.04 at 64-4096 (step 20's 2k-4k gain), 1.03-1.08 at 64-1024.
+# Timed 2026-12-07 (session 66, an H100, c94d983; run-c94d983/ab.md): persistent class medians
+# 1.011-1.089 (512: 0.99-1.21, d256 most); varlen 64-4096 1.011-1.073, 64-1024 1.052-1.118:
+# kept (the default o_tma=1 covers both).
 # Run from the repository root on the GPU machine after a build (session.sh JOBS=<this>): B (default
 # build/attnbench), W (default /tmp/ab_o_smem): the results, run*.txt and ab.md.
 set -uo pipefail
