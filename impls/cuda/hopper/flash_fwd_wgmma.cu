@@ -135,8 +135,8 @@ struct WithFusedTail : Cfg {
 //   d128: 128 x 176 non-causal (S 88 + O 64 + P 44 of 240 registers; +3% over 128 x 128 in
 //         step 2), 128 x 128 causal (the diagonal tile wastes less); 2 stages (4 do not fit
 //         beside Q); pingpong (+1%). Since step 23 (option keys128=1, the default) dense
-//         non-causal runs on 128 x 128 too (1.016-1.042x at 512-4k on an H100); soft caps,
-//         persistent and fused_tail keep 128 x 176.
+//         non-causal runs on 128 x 128 too (1.016-1.042x at 512-4k on an H100), and since
+//         step 25 the persistent kernel as well; soft caps and fused_tail keep 128 x 176.
 //   d256: 128 x 80 (O alone is 128 registers; 224 KiB of smem), early rescale (+3%); pingpong
 //         measured +0.3%, within noise: left off.
 template <int D, bool kCausal>
@@ -193,7 +193,6 @@ struct FwdParams : attnbench::cuda::AttnShape {
   int skip_hidden;              // option skip_hidden (default 1): a warpgroup skips hidden tiles
   int k_ahead;                  // option k_ahead (default 1): K loaded one tile ahead of V
   int o_tma;                    // option o_tma (default 1): O stored by TMA (0: from registers)
-  int turn0;                    // option turn0 (default 0): the first S GEMM on a pingpong turn
   int q_split;                  // option q_split (default 1): a Q barrier per consumer
 };
 
@@ -632,15 +631,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       // K/V tile j of this query tile is the pipelines' iteration kv_it + j.
       auto stage = [&](int j) { return k_pipe.stage(kv_it + j); };
       k_pipe.consumer_wait(kv_it);
-      // Option turn0=1 (forward step 21): S_0 is issued on a pingpong turn too, so that the
-      // consumers' first GEMMs and softmaxes alternate from the block's start (one's softmax
-      // under the other's S_0) instead of both waiting for both S_0 and then running their
-      // softmaxes side by side with the tensor cores idle.
-      if (p.turn0 != 0) take_turn();
+      // S_0 outside the pingpong turns (forward step 21 issued it on a turn: no gain in two runs
+      // on an H100, removed).
       wgmma_fence();
       gemm_qk(stage(0));
       wgmma_commit();
-      if (p.turn0 != 0) pass_turn();
       wgmma_wait<0>();
       fence_regs(s);
       if (signals) k_pipe.consumer_release(kv_it);
@@ -719,12 +714,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         named_bar_sync(1 + c, 128);
         if (signals) q_pipe.consumer_release(q_it);
       }
-      // The hidden tiles: the turns of iterations 1 (turn0=1: 0) .. n_tiles - 1 this warpgroup
+      // The hidden tiles: the turns of iterations 1 .. n_tiles - 1 this warpgroup
       // has not taken, and each stage released by the one thread that waits for its load (the
       // others never read it; the persistent loop's next named barrier keeps them from waiting on
       // a later pass of the ring before this thread is through).
       for (int j = n_mine; j < n_tiles; ++j) {
-        if (j > 0 || p.turn0 != 0) {
+        if (j > 0) {
           take_turn();
           pass_turn();
         }
@@ -834,8 +829,9 @@ struct Choice {
 // fused (option fused_tail=1): problems without a window or varlen (dense, causal, soft cap), not
 // persistent, on WithFusedTail's tiles; the other kernels stay as they are (SASS-identical: 100
 // of 100 kernels, 2026-12-05).
-// keys128 (option keys128=1): dense d128 non-causal without a soft cap, not persistent or fused,
-// on 128 x 128 tiles (causal d128's FwdCfg) instead of 128 x 176 (forward step 23).
+// keys128 (option keys128=1): dense d128 non-causal without a soft cap, not fused, on 128 x 128
+// tiles (causal d128's FwdCfg) instead of 128 x 176 (forward step 23; persistent too since step
+// 25).
 template <class F>
 void dispatch(const Problem& pr, const Choice& k, F&& f) {
   using attnbench::cuda::dispatch_bool;
@@ -852,9 +848,11 @@ void dispatch(const Problem& pr, const Choice& k, F&& f) {
         }
       } else {
         if constexpr (D == 128 && !C && !SC) {
-          if (k.keys128 && !k.persistent && !k.fused) {
+          if (k.keys128 && !k.fused) {
             using K128 = typename fwd_wgmma::FwdTile<128, true>::type;
-            f(flash_fwd_wgmma_kernel<T, K128, C, L, SC, false>, K128{});
+            dispatch_bool(k.persistent, [&](auto pers) {
+              f(flash_fwd_wgmma_kernel<T, K128, C, L, SC, decltype(pers)::value>, K128{});
+            });
             return;
           }
         }
@@ -890,26 +888,25 @@ void dispatch(const Problem& pr, const Choice& k, F&& f) {
 //               the copy's read of shared memory before the block can end (persistent: before
 //               the stage takes the next tile's Q; varlen: warpgroups whose rows all lie in
 //               their sequence; step 24); 0 from registers (step 20: the registers' 4-byte
-//               stores lose 1-28% on dense and causal problems, most at 512-1k, H100).
-//   turn0       0: the pingpong turns (d64, d128) start with a block's second tile; 1 each
-//               consumer's first S GEMM is issued on its turn too, as FlashAttention-3's
-//               scheduler barrier does (step 21: 0.97-1.04x, within that run's noise, H100).
+//               stores lose 1-28% on dense and causal problems, most at 512-1k; step 24:
+//               persistent 1.01-1.09x by class median, varlen 1.01-1.12x, H100).
 //   q_split     1: one mbarrier per consumer's 64 Q rows, and (with k_ahead=1) K_0 loaded right
 //               after the first consumer's rows; 0 one for the block's whole Q tile (step 22:
 //               1.015-1.062x at 512-1k, 0.98-1.02x at 4k-16k, H100).
 //   keys128     1: dense d128 non-causal on 128 x 128 tiles, as causal d128 and FA4's SM90
 //               forward; 0 on 128 x 176 (step 23: 1.016-1.042x at 512-4k, 0.99-1.01x at 8k-16k,
-//               H100). Soft caps, persistent=1 and fused_tail=1 keep 128 x 176.
+//               H100; persistent=1 too since step 25). Soft caps and fused_tail=1 keep
+//               128 x 176.
 // (Step 19's option prefetch, the tensor maps prefetched at a block's start, was 0.98-1.02x,
-// median 0.99 at d256 and d64, H100: removed.)
+// median 0.99 at d256 and d64, H100: removed. Step 21's turn0, each consumer's first S GEMM on
+// its pingpong turn, class medians 0.995-1.012 in the second of two runs, H100: removed.)
 struct FwdFlag {
   const char* name;
   int fallback;
 };
 constexpr FwdFlag kFwdFlags[] = {{"persistent", 0}, {"wide_tiles", 0}, {"fused_tail", 0},
                                  {"cap_max", 1},    {"skip_hidden", 1}, {"k_ahead", 1},
-                                 {"o_tma", 1},      {"turn0", 0},      {"q_split", 1},
-                                 {"keys128", 1}};
+                                 {"o_tma", 1},      {"q_split", 1},     {"keys128", 1}};
 // The option `name` (one of kFwdFlags) as given, else its default (no string built to find it:
 // forward() reads these inside the timed call).
 bool flag(const Options* o, const char* name) {
@@ -1013,7 +1010,6 @@ class FlashFwdWgmma final : public attnbench::Implementation {
       p.skip_hidden = flag(a.options, "skip_hidden") ? 1 : 0;
       p.k_ahead = flag(a.options, "k_ahead") ? 1 : 0;
       p.o_tma = flag(a.options, "o_tma") ? 1 : 0;
-      p.turn0 = flag(a.options, "turn0") ? 1 : 0;
       p.q_split = flag(a.options, "q_split") ? 1 : 0;
       p.lse = a.lse;
       p.o = a.o;

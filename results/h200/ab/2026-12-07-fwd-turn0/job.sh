@@ -10,7 +10,9 @@
 # medians 1.003-1.010) with the d256 control at 0.984-1.041 in the same run: not shown; default stays
 # 0, a second run wanted.
 # Timed again 2026-12-07 (session 66, an H100, c94d983; run-c94d983/ab.md): class medians
-# 0.995-1.012, d256 control 0.932-1.003: no gain in two runs; default stays 0.
+# 0.995-1.012, d256 control 0.932-1.003: no gain in two runs. The option was removed after this
+# run (forward step 25's commit), so this job no longer runs against HEAD (flash_fwd_wgmma rejects
+# an unknown option).
 # Run from the repository root on the GPU machine after a build (session.sh JOBS=<this>):
 # results/h200/ab/forward_option_job.sh runs it (B, W: its header).
 exec bash results/h200/ab/forward_option_job.sh results/h200/ab/2026-12-07-fwd-turn0 turn0

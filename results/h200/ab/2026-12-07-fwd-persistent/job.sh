@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Issue 28, forward step 25 (written 2026-12-07, session 66): the persistent kernel on keys128's
+# 128 x 128 tiles at dense d128 non-causal, and persistent=1 against the default after steps 24
+# and 25, each in one run, row after row, on one build:
+#   keys128_persistent.json  persistent=1, keys128=1 / 0: the FA3 grid's 12 d128 forward rows
+#                            (causal: the control);
+#   persistent.json          persistent=1 / 0: the FA3 grid's 36 forward rows.
+# Prediction (speed): keys128 with persistent=1, non-causal, as step 23's without it: 1.02-1.04
+# at 512-2k, 0.99-1.01 at 8k-16k; causal 1.000 +- noise. persistent=1 / 0 (session 66 compared
+# them across two runs only: 1.03-1.13 at 512, 0.93-1.00 at 2k-16k): 1.02-1.10 at 512-1k, 0.93-1.00
+# at 2k-16k, d64 the lowest; if so, persistent=1 for short sequences only is the next step.
+# Run from the repository root on the GPU machine after a build (session.sh JOBS=<this>): B (default
+# build/attnbench), W (default /tmp/ab_persistent): the results, run_*.txt and ab.md.
+set -uo pipefail
+HERE=results/h200/ab/2026-12-07-fwd-persistent
+W=${W:-/tmp/ab_persistent}; mkdir -p "$W"
+B=${B:-build/attnbench}
+: > "$W/ab.md"
+for pair in keys128_persistent:keys128 persistent:persistent; do
+  cfg=${pair%%:*} opt=${pair#*:}
+  timeout 300 "$B" run "$HERE/$cfg.json" --out "$W/$cfg.json" > "$W/run_$cfg.txt" 2>&1
+  echo "$cfg: run rc=$?"
+  python3 scripts/option_ab.py "$W/$cfg.json" --option "$opt" --impl cuda.flash_fwd_wgmma \
+    --class d64=_d64_bf --class d64c=_d64_causal --class d128=_d128_bf --class d128c=_d128_causal \
+    --class d256=_d256_bf --class d256c=_d256_causal --out "$W/ab_$cfg.md" > /dev/null
+  { echo "## $cfg"; cat "$W/ab_$cfg.md"; echo; } >> "$W/ab.md"
+  grep "All rows" "$W/ab_$cfg.md"
+done
