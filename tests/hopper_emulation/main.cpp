@@ -186,6 +186,9 @@ int main() {
     // stores its full warpgroups by TMA.
     option_sets.push_back(Options{{"o_tma", 0}});
     option_sets.push_back(Options{{"o_tma", 0}, {"persistent", 1}});
+    // The persistent kernel without its own O region (o_buf=0: step 24's held Q stage; the
+    // default since forward step 26 stages O apart where it fits, d64 and 128-key d128 tiles).
+    option_sets.push_back(Options{{"o_buf", 0}, {"persistent", 1}});
     // One Q barrier for the whole tile (q_split=0; the default since forward step 22 gives each
     // consumer's rows their own, K_0 between them), in both schedules and with K and V loaded
     // together (no early K_0).

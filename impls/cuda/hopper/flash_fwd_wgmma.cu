@@ -17,7 +17,9 @@
 // A consumer frees a stage by arriving on its "empty" mbarrier once its wgmma reading it has
 // completed; the producer waits on it before reusing the stage. The epilogue divides O by the row
 // sums, writes it through the warpgroup's own (now idle) Q stage in shared memory with one TMA
-// store per 64-column panel, and stores LSE (natural log, float32).
+// store per 64-column panel (the persistent kernel at d64 and d128: a region of its own, so that
+// the Q stage takes the next tile's rows at once; WithOBuf, option o_buf), and stores LSE
+// (natural log, float32).
 // Causal (bottom-right, query i sees key j iff j <= i + seq_kv - seq_q): tiles no row of the block
 // sees are never loaded; only tiles crossing the diagonal or seq_kv are masked; a consumer skips
 // the block's tiles that none of its own rows sees (d64's 192-row and d256's blocks on the
@@ -113,6 +115,8 @@ struct FwdCfg {
   // The P V wait, O's rescale and P's conversion inside the exponent loop's branches
   // (WithFusedTail).
   static constexpr bool kFusedTail = false;
+  // O staged in a region of its own (WithOBuf), not in the Q stage.
+  static constexpr bool kOBuf = false;
 };
 
 // Cfg with each tile's tail in the exponent loop's branches (option fused_tail=1; forward step
@@ -128,6 +132,29 @@ template <class Cfg>
 struct WithFusedTail : Cfg {
   static constexpr bool kFusedTail = true;
 };
+
+// Cfg with O staged in a region of its own (kQBytes, after the K/V stages; the barriers move up),
+// for the persistent kernel (option o_buf=1; forward step 26): a warpgroup's O store no longer
+// holds its Q stage (step 24), so the next tile's Q is loaded as soon as the last S GEMM is done,
+// and nothing waits for the store's read but the next tile's epilogue, a whole tile later. Only
+// where it fits: d64 (176 KiB) and the 128-key d128 tiles (192 KiB); d256 and the 176-key d128
+// tiles keep step 24's held Q stage.
+template <class Cfg>
+struct WithOBuf : Cfg {
+  static constexpr bool kOBuf = true;
+  static constexpr int kOOffset = Cfg::kBarOffset;
+  static constexpr int kBarOffset = Cfg::kBarOffset + Cfg::kQBytes;
+  static constexpr int kSmemBytes = kBarOffset + 8 * Cfg::kBarCount + 1024;
+  static_assert(kSmemBytes <= 232448 && (kSmemBytes + 1024) * Cfg::kMinBlocks <= 233472,
+                "shared memory per block and per SM on sm_90");
+};
+template <class Cfg>
+constexpr bool kOBufFits = Cfg::kBarOffset + Cfg::kQBytes + 8 * Cfg::kBarCount + 1024 <= 232448 &&
+                           (Cfg::kBarOffset + Cfg::kQBytes + 8 * Cfg::kBarCount + 2048) *
+                                   Cfg::kMinBlocks <= 233472;
+// The persistent kernel's tiles: Cfg with its own O region where it fits and o_buf asks for it.
+template <class Cfg, bool kOwn>
+using PersistentCfg = std::conditional_t<kOwn && kOBufFits<Cfg>, WithOBuf<Cfg>, Cfg>;
 
 // The tiles, per padded head_dim and causal: docs/tuning_flash_wgmma.md has the measurements.
 //   d64:  192 x 128, 3 consumers at 160 registers (S 64 + O 32 + P 32), 4 stages, pingpong
@@ -351,11 +378,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
         // q_split=1 with k_ahead=1: K_0 right after the first consumer's rows (Q_0, K_0, Q_1,
         // ..., K_1, V_0, ...), the order of the consumers' first waits (consumer 0 takes the
         // first pingpong turn).
-        // Persistent with O stored through the Q stage (o_tma=1): a consumer frees its Q rows only
-        // once the previous tile's O has left them, so K_0 goes first and is on the wire while
-        // the producer waits for that.
+        // Persistent with O stored through the Q stage (o_tma=1, no O region of its own): a
+        // consumer frees its Q rows only once the previous tile's O has left them, so K_0 goes
+        // first and is on the wire while the producer waits for that.
         bool k0_loaded = false;
-        if (kPersistent && p.k_ahead != 0 && p.o_tma != 0) {
+        if (kPersistent && !Sh::kOBuf && p.k_ahead != 0 && p.o_tma != 0) {
           load_k(0);
           k0_loaded = true;
         }
@@ -617,15 +644,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       }
     }
 
-    // O leaves through this warpgroup's Q stage and a TMA store (option o_tma=1), except where the
-    // store could write what is not this warpgroup's: in a varlen batch, rows past its sequence
-    // (the next sequence's; so only a warpgroup whose 64 rows all lie in it), and in the
-    // persistent kernel a Q stage it does not hold (a tile without loads: the producer may be
-    // filling it with the next tile's Q). Those store from registers. The persistent kernel holds
-    // its Q stage (hold_q) until the store has read it, and frees it only then.
-    const bool o_smem =
-        p.o_tma != 0 && (!varlen || row0 + 64 <= seq_q) && (!kPersistent || n_tiles > 0);
-    const bool hold_q = kPersistent && o_smem;
+    // O leaves through this warpgroup's Q stage (WithOBuf: its own O region) and a TMA store
+    // (option o_tma=1), except where the store could write what is not this warpgroup's: in a
+    // varlen batch, rows past its sequence (the next sequence's; so only a warpgroup whose 64 rows
+    // all lie in it), and in the persistent kernel a Q stage it does not hold (a tile without
+    // loads: the producer may be filling it with the next tile's Q). Those store from registers.
+    // The persistent kernel without an O region holds its Q stage (hold_q) until the store has
+    // read it, and frees it only then.
+    const bool o_smem = p.o_tma != 0 && (!varlen || row0 + 64 <= seq_q) &&
+                        (!kPersistent || Sh::kOBuf || n_tiles > 0);
+    const bool hold_q = kPersistent && !Sh::kOBuf && o_smem;
     if (n_tiles > 0) q_pipe.consumer_wait(q_it);
     if (n_mine > 0) {
       // K/V tile j of this query tile is the pipelines' iteration kv_it + j.
@@ -772,13 +800,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       // same swizzled panel layout, then one TMA store per panel (rows past seq_q, columns past
       // head_dim are dropped by the store; varlen: the packed rows, tb = 0). hold_q: the stage
       // goes back to the producer once the store has read it (the Q tile is q_it - 1 by now).
+      // WithOBuf: the warpgroup's own O region instead, free once the previous tile's store has
+      // read it (waited for here, a tile after it was issued); this store is not waited for
+      // until the next tile's epilogue or the end of the kernel.
+      uint32_t o_stage = sq_c;
+      if constexpr (Sh::kOBuf) {
+        o_stage = base + Sh::kOOffset + c * Sh::kQWgBytes;
+        if (signals) tma_store_wait_read();
+        named_bar_sync(1 + c, 128);
+      }
 #pragma unroll
       for (int g = 0; g < D / 8; ++g)
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
           const int r = 16 * warp + lane / 4 + 8 * hf;
           const uint32_t chunk = static_cast<uint32_t>((g % 8) ^ (r % 8));
-          const uint32_t addr = sq_c + (g / 8) * 64 * 128 + r * 128 + chunk * 16 + (lane % 4) * 4;
+          const uint32_t addr =
+              o_stage + (g / 8) * 64 * 128 + r * 128 + chunk * 16 + (lane % 4) * 4;
           attn_mma::st_shared_b32(
               addr, Elem<T>::pack2(o[4 * g + 2 * hf] * inv[hf], o[4 * g + 2 * hf + 1] * inv[hf]));
         }
@@ -786,12 +824,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       named_bar_sync(1 + c, 128);
       if (signals) {
         for (int pn = 0; pn < Sh::kPanels; ++pn)
-          tma_store_4d(&to, sq_c + pn * 64 * 128, 64 * pn, h, q_row0 + row0, tb);
+          tma_store_4d(&to, o_stage + pn * 64 * 128, 64 * pn, h, q_row0 + row0, tb);
         tma_store_commit();
-        tma_store_wait_read();
+        if constexpr (!Sh::kOBuf) tma_store_wait_read();
         if (hold_q) q_pipe.consumer_release(q_it - 1);
       }
     }
+  }
+  // WithOBuf: the last tile's store has read the O region before the block ends.
+  if constexpr (Sh::kOBuf) {
+    if (signals) tma_store_wait_read();
   }
   if (c == 0) take_turn();
 #else
@@ -817,9 +859,10 @@ bool narrow_window(const Problem& pr) {
 }
 
 // The kernel choices the options make (choice_of below). All false (Choice{}): each problem's
-// widest tiles, whose shared memory supports_extra checks (keys128's 128 x 128 need less).
+// widest tiles (keys128's 128 x 128 need less shared memory); supports_extra checks those and the
+// persistent kernel's own O region (o_buf), the two largest.
 struct Choice {
-  bool persistent = false, wide = false, fused = false, keys128 = false;
+  bool persistent = false, wide = false, fused = false, keys128 = false, obuf = false;
 };
 
 // f(kernel, Cfg{}) for the problem's (dtype, head_dim tile, causal, window, soft cap) and the
@@ -834,12 +877,24 @@ struct Choice {
 // 25).
 template <class F>
 void dispatch(const Problem& pr, const Choice& k, F&& f) {
-  using attnbench::cuda::dispatch_bool;
   attnbench::cuda::dispatch_problem<FwdHeadDims>(pr, [&](auto tag, auto d, auto causal) {
     using T = typename decltype(tag)::type;
     constexpr int D = decltype(d)::value;
     attnbench::cuda::dispatch_variant<decltype(causal)::value>(pr, [&](auto c, auto l, auto sc) {
       constexpr bool C = decltype(c)::value, L = decltype(l)::value, SC = decltype(sc)::value;
+      // f for the tiles `cfg` under the options' schedule: a block per tile, or the persistent
+      // kernel (with o_buf=1 on PersistentCfg: its own O region where it fits).
+      auto with_schedule = [&](auto cfg) {
+        using Cfg = decltype(cfg);
+        if (!k.persistent) {
+          f(flash_fwd_wgmma_kernel<T, Cfg, C, L, SC, false>, Cfg{});
+        } else if (k.obuf) {
+          using PC = fwd_wgmma::PersistentCfg<Cfg, true>;
+          f(flash_fwd_wgmma_kernel<T, PC, C, L, SC, true>, PC{});
+        } else {
+          f(flash_fwd_wgmma_kernel<T, Cfg, C, L, SC, true>, Cfg{});
+        }
+      };
       if constexpr (L) {
         if (D <= 128 && !k.persistent && !k.wide && narrow_window(pr)) {
           using N = typename fwd_wgmma::FwdNarrow<D>::type;
@@ -850,9 +905,7 @@ void dispatch(const Problem& pr, const Choice& k, F&& f) {
         if constexpr (D == 128 && !C && !SC) {
           if (k.keys128 && !k.fused) {
             using K128 = typename fwd_wgmma::FwdTile<128, true>::type;
-            dispatch_bool(k.persistent, [&](auto pers) {
-              f(flash_fwd_wgmma_kernel<T, K128, C, L, SC, decltype(pers)::value>, K128{});
-            });
+            with_schedule(K128{});
             return;
           }
         }
@@ -862,10 +915,7 @@ void dispatch(const Problem& pr, const Choice& k, F&& f) {
           return;
         }
       }
-      using Cfg = typename fwd_wgmma::FwdTile<D, C || L>::type;
-      dispatch_bool(k.persistent, [&](auto pers) {
-        f(flash_fwd_wgmma_kernel<T, Cfg, C, L, SC, decltype(pers)::value>, Cfg{});
-      });
+      with_schedule(typename fwd_wgmma::FwdTile<D, C || L>::type{});
     });
   });
 }
@@ -897,6 +947,10 @@ void dispatch(const Problem& pr, const Choice& k, F&& f) {
 //               forward; 0 on 128 x 176 (step 23: 1.016-1.042x at 512-4k, 0.99-1.01x at 8k-16k,
 //               H100; persistent=1 too since step 25). Soft caps and fused_tail=1 keep
 //               128 x 176.
+//   o_buf       1: the persistent kernel stages O in a region of its own where it fits (d64, the
+//               128-key d128 tiles: WithOBuf), so its Q stage is free for the next tile at once
+//               and the store's read is waited for a tile later; 0 through the held Q stage
+//               (step 24). Not yet timed (step 26).
 // (Step 19's option prefetch, the tensor maps prefetched at a block's start, was 0.98-1.02x,
 // median 0.99 at d256 and d64, H100: removed. Step 21's turn0, each consumer's first S GEMM on
 // its pingpong turn, class medians 0.995-1.012 in the second of two runs, H100: removed.)
@@ -906,7 +960,8 @@ struct FwdFlag {
 };
 constexpr FwdFlag kFwdFlags[] = {{"persistent", 0}, {"wide_tiles", 0}, {"fused_tail", 0},
                                  {"cap_max", 1},    {"skip_hidden", 1}, {"k_ahead", 1},
-                                 {"o_tma", 1},      {"q_split", 1},     {"keys128", 1}};
+                                 {"o_tma", 1},      {"q_split", 1},     {"keys128", 1},
+                                 {"o_buf", 1}};
 // The option `name` (one of kFwdFlags) as given, else its default (no string built to find it:
 // forward() reads these inside the timed call).
 bool flag(const Options* o, const char* name) {
@@ -920,6 +975,7 @@ Choice choice_of(const Options* o) {
   k.wide = flag(o, "wide_tiles");
   k.fused = flag(o, "fused_tail");
   k.keys128 = flag(o, "keys128");
+  k.obuf = flag(o, "o_buf");
   return k;
 }
 
@@ -967,7 +1023,10 @@ class FlashFwdWgmma final : public attnbench::Implementation {
     const int smem = attn_mma::max_smem_per_block(why);
     if (smem < 0) return Support::no(why);
     int need = 0;
-    dispatch(p, Choice{}, [&](auto, auto cfg) { need = decltype(cfg)::kSmemBytes; });
+    Choice own_o;
+    own_o.persistent = own_o.keys128 = own_o.obuf = true;
+    for (const Choice& k : {Choice{}, own_o})
+      dispatch(p, k, [&](auto, auto cfg) { need = std::max(need, decltype(cfg)::kSmemBytes); });
     if (smem < need) {
       return Support::no("needs " + std::to_string(need) +
                          " bytes of shared memory per block, the device allows " +

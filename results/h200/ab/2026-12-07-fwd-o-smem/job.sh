@@ -15,6 +15,8 @@
 # Timed 2026-12-07 (session 66, an H100, c94d983; run-c94d983/ab.md): persistent class medians
 # 1.011-1.089 (512: 0.99-1.21, d256 most); varlen 64-4096 1.011-1.073, 64-1024 1.052-1.118:
 # kept (the default o_tma=1 covers both).
+# Since step 26 (option o_buf, default 1: the persistent kernel's own O region at d64/d128),
+# o_tma_persistent.json pins o_buf=0, so that a second run measures step 24's store as the first.
 # Run from the repository root on the GPU machine after a build (session.sh JOBS=<this>): B (default
 # build/attnbench), W (default /tmp/ab_o_smem): the results, run*.txt and ab.md.
 set -uo pipefail

@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# Issue 28, forward step 25 (written 2026-12-07, session 66): the persistent kernel on keys128's
-# 128 x 128 tiles at dense d128 non-causal, and persistent=1 against the default after steps 24
-# and 25, each in one run, row after row, on one build:
+# Issue 28, forward steps 25 and 26 (written 2026-12-07, session 66): the persistent kernel on
+# keys128's 128 x 128 tiles at dense d128 non-causal (step 25), its O staged in a region of its own
+# (step 26), and persistent=1 against the default after steps 24-26, each in one run, row after
+# row, on one build:
 #   keys128_persistent.json  persistent=1, keys128=1 / 0: the FA3 grid's 12 d128 forward rows
 #                            (causal: the control);
+#   o_buf_persistent.json    persistent=1, o_buf=1 / 0: the FA3 grid's 36 forward rows (d256:
+#                            the control);
 #   persistent.json          persistent=1 / 0: the FA3 grid's 36 forward rows.
 # Prediction (speed): keys128 with persistent=1, non-causal, as step 23's without it: 1.02-1.04
-# at 512-2k, 0.99-1.01 at 8k-16k; causal 1.000 +- noise. persistent=1 / 0 (session 66 compared
-# them across two runs only: 1.03-1.13 at 512, 0.93-1.00 at 2k-16k): 1.02-1.10 at 512-1k, 0.93-1.00
-# at 2k-16k, d64 the lowest; if so, persistent=1 for short sequences only is the next step.
+# at 512-2k, 0.99-1.01 at 8k-16k; causal 1.000 +- noise. o_buf=1 / 0 under persistent=1: d64 and
+# d128 1.02-1.05 (the epilogue's store read and the next tile's Q load off the consumers' path:
+# about a tile of a block's 3-4 tiles of fixed cost), causal more than non-causal (shorter
+# blocks), 512-2k more than 8k-16k; d256 1.000. persistent=1 / 0 (session 66 compared step 24's
+# persistent across two runs only: 1.03-1.13 at 512, 0.93-1.00 at 2k-16k): with step 26, 1.03-1.12
+# at 512-1k and 0.97-1.03 at 2k-16k at d64/d128, d256 as before (0.93-1.00).
 # Run from the repository root on the GPU machine after a build (session.sh JOBS=<this>): B (default
 # build/attnbench), W (default /tmp/ab_persistent): the results, run_*.txt and ab.md.
 set -uo pipefail
@@ -16,7 +22,7 @@ HERE=results/h200/ab/2026-12-07-fwd-persistent
 W=${W:-/tmp/ab_persistent}; mkdir -p "$W"
 B=${B:-build/attnbench}
 : > "$W/ab.md"
-for pair in keys128_persistent:keys128 persistent:persistent; do
+for pair in keys128_persistent:keys128 o_buf_persistent:o_buf persistent:persistent; do
   cfg=${pair%%:*} opt=${pair#*:}
   timeout 300 "$B" run "$HERE/$cfg.json" --out "$W/$cfg.json" > "$W/run_$cfg.txt" 2>&1
   echo "$cfg: run rc=$?"
