@@ -75,6 +75,12 @@ namespace attn_hopper {
 // about unreferenced constants.
 namespace fwd_wgmma {
 
+// Whether `smem` bytes of dynamic shared memory a block fit sm_90: 227 KiB a block, and with
+// `blocks` blocks per SM (1 KiB each reserved) 228 KiB an SM.
+constexpr bool fits_sm90(int smem, int blocks) {
+  return smem <= 232448 && (smem + 1024) * blocks <= 233472;
+}
+
 // One kernel configuration: padded head_dim D, keys per K/V tile, consumer warpgroups (64 query
 // rows each), ring depth, and two scheduling switches:
 //   kPingpong:     the consumers take turns issuing their GEMMs (named barriers), so that one
@@ -102,13 +108,12 @@ struct FwdCfg {
   static constexpr int kSmemBytes = kBarOffset + 8 * kBarCount + 1024;
   static_assert(kKVBytes % 1024 == 0 && kQWgBytes % 1024 == 0, "panels must stay 1 KiB aligned");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "P V k-steps are 16 keys");
-  static_assert(kSmemBytes <= 232448, "shared memory per block on sm_90");
+  static_assert(fits_sm90(kSmemBytes, kMinBlocks), "shared memory per block and per SM on sm_90");
   // Registers per thread after setmaxnreg: the producer's drop pays for the consumers' rise.
   static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32;
   static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
   static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) * kMinBlocks <= 65536,
                 "register file");
-  static_assert((kSmemBytes + 1024) * kMinBlocks <= 233472, "shared memory per SM on sm_90");
   // Named barriers: 1..kConsumers for each consumer's epilogue, then one per consumer's turn.
   static constexpr int kTurnBar0 = 1 + kConsumers;
   static_assert(kTurnBar0 + kConsumers <= 16, "16 named barriers");
@@ -145,16 +150,12 @@ struct WithOBuf : Cfg {
   static constexpr int kOOffset = Cfg::kBarOffset;
   static constexpr int kBarOffset = Cfg::kBarOffset + Cfg::kQBytes;
   static constexpr int kSmemBytes = kBarOffset + 8 * Cfg::kBarCount + 1024;
-  static_assert(kSmemBytes <= 232448 && (kSmemBytes + 1024) * Cfg::kMinBlocks <= 233472,
-                "shared memory per block and per SM on sm_90");
 };
+// The persistent kernel's tiles with o_buf=1: WithOBuf<Cfg> where its shared memory fits, else
+// Cfg.
 template <class Cfg>
-constexpr bool kOBufFits = Cfg::kBarOffset + Cfg::kQBytes + 8 * Cfg::kBarCount + 1024 <= 232448 &&
-                           (Cfg::kBarOffset + Cfg::kQBytes + 8 * Cfg::kBarCount + 2048) *
-                                   Cfg::kMinBlocks <= 233472;
-// The persistent kernel's tiles: Cfg with its own O region where it fits and o_buf asks for it.
-template <class Cfg, bool kOwn>
-using PersistentCfg = std::conditional_t<kOwn && kOBufFits<Cfg>, WithOBuf<Cfg>, Cfg>;
+using PersistentCfg = std::conditional_t<fits_sm90(WithOBuf<Cfg>::kSmemBytes, Cfg::kMinBlocks),
+                                         WithOBuf<Cfg>, Cfg>;
 
 // The tiles, per padded head_dim and causal: docs/tuning_flash_wgmma.md has the measurements.
 //   d64:  192 x 128, 3 consumers at 160 registers (S 64 + O 32 + P 32), 4 stages, pingpong
@@ -889,7 +890,7 @@ void dispatch(const Problem& pr, const Choice& k, F&& f) {
         if (!k.persistent) {
           f(flash_fwd_wgmma_kernel<T, Cfg, C, L, SC, false>, Cfg{});
         } else if (k.obuf) {
-          using PC = fwd_wgmma::PersistentCfg<Cfg, true>;
+          using PC = fwd_wgmma::PersistentCfg<Cfg>;
           f(flash_fwd_wgmma_kernel<T, PC, C, L, SC, true>, PC{});
         } else {
           f(flash_fwd_wgmma_kernel<T, Cfg, C, L, SC, true>, Cfg{});
