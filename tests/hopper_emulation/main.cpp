@@ -222,6 +222,43 @@ int main() {
       if (!check_emulated(*bwd, *naive, p, Pass::bwd, in, ref, opts, 11)) ++failed;
     }
   }
+  // Option m_tile=80 (backward step 27): the dense non-causal d128 problems (head_dim 80, 96 and
+  // 128 on the 128 tile) on 80-row query tiles; seq_q not a multiple of 80 or 128 (1, 17, 79, 81,
+  // 129, 200, 257: partial tiles, the Q/dO ring wrapping, 640-row padded workspaces), GQA 8:2,
+  // MQA, batch 2, key tails over several blocks; in both thread orders and beside
+  // deterministic=1 (which ignores it: 64-row tiles on the 640-row padding). The causal, window
+  // and soft-cap cases above run with it too, where it must change nothing.
+  const std::vector<Case> m80_cases = {
+      {1, 2, 2, 1, 17, 128, false, bf, nrm},
+      {1, 2, 2, 17, 200, 128, false, hf, nrm},
+      {1, 1, 1, 79, 130, 128, false, bf, out},
+      {1, 2, 2, 81, 129, 96, false, hf, nrm},
+      {2, 8, 2, 129, 140, 128, false, bf, nrm},  // GQA 8:2, batch 2
+      {1, 3, 1, 200, 60, 80, false, bf, out},    // MQA, head_dim 80
+      {2, 2, 1, 257, 300, 128, false, hf, nrm},  // 4 query tiles (ring wraps twice), 3 key blocks
+      {1, 2, 2, 160, 128, 128, false, bf, nrm, 1e8},  // whole tiles; huge logits
+  };
+  for (const Case& c : m80_cases) {
+    const Problem p = problem(c);
+    const CaseInputs in = make_inputs(p, 4321, c.dist);
+    const Reference ref = compute_reference(in, VerifyMode::full, true, true, 1);
+    for (const Options& opts :
+         {Options{{"m_tile", 80}}, Options{{"m_tile", 80}, {"deterministic", 1}}})
+      for (const uint64_t seed : {uint64_t{0}, uint64_t{11}}) {
+        ++runs;
+        if (!check_emulated(*bwd, *naive, p, Pass::bwd, in, ref, opts, seed)) ++failed;
+      }
+  }
+  for (const Case& c : bwd_cases) {
+    if (!(c.causal || c.wl >= 0 || c.wr >= 0 || c.softcap > 0 || !c.lq.empty()) || c.d != 128)
+      continue;
+    const Problem p = problem(c);
+    const CaseInputs in = make_inputs(p, 4321, c.dist);
+    const Reference ref = compute_reference(in, VerifyMode::full, true, true, 1);
+    ++runs;
+    if (!check_emulated(*bwd, *naive, p, Pass::bwd, in, ref, Options{{"m_tile", 80}}, 11))
+      ++failed;
+  }
   // The launch order (common/shape.hpp's grouped_order) on a device of 10 SMs: groups of
   // several (head, sequence) pairs, block by block within a group, the last group smaller. The
   // forward (causal d > 64 without a window; 2-3 query blocks: groups of 3-5 pairs), both
@@ -273,6 +310,19 @@ int main() {
     std::printf("(O, dQ, dK and dV misaligned by 4 bytes)\n");
     ++runs;
     if (!check_emulated(*bwd, *naive, p, Pass::bwd, in, ref, Options{}, 11)) ++failed;
+  }
+  // m_tile=80 with dK and dV misaligned: the kLocal kernel (64-row tiles) on the 640-row padded
+  // workspaces, and the 16-byte-aligned-or-not postprocess; then the 80-row kernel itself with O
+  // and dQ misaligned (dK, dV aligned is what selects it: not here, so only the first).
+  {
+    const Case c = m80_cases[6];
+    const Problem p = problem(c);
+    const CaseInputs in = make_inputs(p, 4321, c.dist);
+    const Reference ref = compute_reference(in, VerifyMode::full, true, true, 1);
+    std::printf("(O, dQ, dK and dV misaligned by 4 bytes)\n");
+    ++runs;
+    if (!check_emulated(*bwd, *naive, p, Pass::bwd, in, ref, Options{{"m_tile", 80}}, 11))
+      ++failed;
   }
   attnbench::test::bwd_misalign() = 0;
   std::printf("%d of %d emulated runs failed\n", failed, runs);

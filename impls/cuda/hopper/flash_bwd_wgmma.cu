@@ -62,6 +62,14 @@
 // every run; default 0, any order. The order is the one in which the blocks reach the
 // tile: with causal or a window, from the tile's last key block down to its first, the blocks
 // launched in descending order (as FlashAttention-3 does for causal); otherwise ascending.
+// Option m_tile (64 default, or 80; backward step 27): 80 runs the dense (no window, soft cap or
+// varlen) non-causal non-deterministic backward at head_dim 72..128 (the 128 tile) on 80 x 128
+// tiles (BwdM80, FlashAttention-3's tile there), every other problem ignoring it. wgmma's M is 64
+// a warpgroup, so the dQ GEMM runs swapped there: dQᵀ (the consumer's 64 columns of d x 80
+// queries) = Kᵀ dSᵀ, A = K's panel read MN-major, B = dS stored as [query][key] (each consumer's
+// 64 keys one 128-byte-swizzled panel, written by stmatrix .trans); the dQᵀ fragments go to the
+// consumer's [query][d] region by 4-byte stores (dq_swizzle_t), one region (no second fits in the
+// 231,720 bytes). Its workspaces pad each (sequence, head) to 640 rows (the lcm of 80 and 128).
 // Registers: the producer warpgroup keeps 40 (the TMA thread and the dQ writers' loops), the
 // consumers 232 (40 · 128 + 2 · 232 · 128 = 64512 of 65536).
 // Limits: f16/bf16; sm_90a only.
@@ -99,6 +107,10 @@ struct BwdCfg {
   static constexpr int kConsumers = 2, kThreads = 384;
   static constexpr bool kSplitCols = kBlockN == 64;
   static constexpr bool kSplitM = kBlockM == 128;
+  // kSwapDq (kBlockM = 80, option m_tile=80): wgmma's M is 64 a warpgroup, so the dQ GEMM runs
+  // swapped, dQᵀ (this consumer's 64 columns of d x the tile's 80 queries) = Kᵀ dSᵀ, with dS
+  // stored as [query][key] (each consumer's 64 keys one 128-byte-swizzled panel of 80 rows).
+  static constexpr bool kSwapDq = kBlockM == 80;
   static constexpr int kDqN = kSplitM ? D : D / 2;     // dQ columns per consumer
   static constexpr int kDkvN = kSplitCols ? D / 2 : D;  // dK and dV columns per consumer
   static constexpr int kSN = kSplitCols ? kBlockM / 2 : kBlockM;  // Sᵀ columns (queries) per consumer
@@ -133,6 +145,8 @@ struct BwdCfg {
   static_assert(!kSplitCols || (kBlockM == 64 && D >= 128), "column halves of whole panels");
   static_assert(kSplitCols || kBlockN == 128, "64 keys per consumer");
   static_assert(kDqN % 64 == 0, "dq_swizzle's 8 groups of 8 floats within a chunk row");
+  static_assert(!kSwapDq || (D == 128 && kBlockN == 128 && kStages == 2 && kDqBufs == 1),
+                "80-row tiles: d128, 128 keys, two stages, one dQ region (231,720 bytes)");
 };
 
 // d64: 128 x 128 (Sᵀ and dPᵀ 64 registers each, dK/dV 32 each); d128: 64 x 128 (Sᵀ/dPᵀ 32,
@@ -168,6 +182,19 @@ struct BwdTile<256> {
 struct BwdNarrow {
   using type = BwdCfg<128, 64, 64, 2>;
 };
+// Option m_tile=80 (backward step 27): the d128 dense non-causal non-deterministic kernel on
+// 80 x 128 tiles, FlashAttention-3's tile there: 25% more work per tile for the same hand-offs
+// (the consumers' barrier, the dQ writer's, the stage releases). Shared memory: K, V 2 x 32768,
+// Q/dO two stages of 80 rows 4 x 20480, dS two buffers 2 x 20480, one float32 dQ region 40960
+// (a second does not fit), stats 2 x 640, barriers and 1 KiB slack: 231,720 of 232,448 bytes.
+// Every other problem (causal, windows, soft caps, varlen, deterministic, d64/d256) keeps its
+// tiles. Its StatLayout pads the rows of each (sequence, head) to a multiple of kM80Pad (640,
+// the lcm of 80 and 128), so that 80-row tiles stay within their (sequence, head) and the 64-row
+// kernel (dK or dV not 16-byte aligned: the kLocal kernel) still finds whole 128-row tiles.
+struct BwdM80 {
+  using type = BwdCfg<128, 80, 128, 2>;
+};
+constexpr int kM80Pad = 640;
 constexpr long long kNarrowSpan = 640;
 
 // Where column `col` of row `row` of a consumer's dQ chunk lives within that row (and so in the
@@ -179,10 +206,18 @@ constexpr long long kNarrowSpan = 640;
 __host__ __device__ constexpr int dq_swizzle(int row, int col) {
   return col ^ ((row & 7) << 3);
 }
+// The same for the 80-row tiles' chunks (kSwapDq), which the consumers store from the dQᵀ
+// accumulator: a warp's 4-byte stores there cover 8 columns (lane / 4) x 4 rows 2 apart
+// (2 (lane % 4)), so the groups are XORed with bits 1-3 of the row (row / 2 % 8): the 4 rows then
+// fall in 4 different bank quarters (with row % 8, rows 2 apart share two: 2-way conflicts).
+__host__ __device__ constexpr int dq_swizzle_t(int row, int col) {
+  return col ^ (((row >> 1) & 7) << 3);
+}
 
-// Query rows of the D and dQ workspaces per (batch, head): seq_q rounded up to 128.
-inline int seq_q_pad(int seq_q) {
-  return (seq_q + 127) / 128 * 128;
+// Query rows of the D and dQ workspaces per (batch, head): seq_q rounded up to `unit` (128;
+// kM80Pad where the 80-row tiles run).
+inline int seq_q_pad(int seq_q, int unit = 128) {
+  return (seq_q + unit - 1) / unit * unit;
 }
 
 }  // namespace bwd_wgmma
@@ -318,12 +353,14 @@ __global__ void __launch_bounds__(256)
 // aligned). The accumulator holds each query tile of bm rows as the main kernel's two consumer
 // chunks of bm x d_pad / 2 floats: split_m, rows [0, 64) then [64, 128), each row-major over
 // d_pad columns; else columns [0, d_pad / 2) then the rest, each row-major over its d_pad / 2;
-// within a chunk row, the columns placed by bwd_wgmma::dq_swizzle. (Backward step 10: one thread
-// per element pair, with six 64-bit divisions each, ran at about a quarter of HBM bandwidth.)
+// within a chunk row, the columns placed by bwd_wgmma::dq_swizzle (swap_dq, the 80-row tiles:
+// bwd_wgmma::dq_swizzle_t). (Backward step 10: one thread per element pair, with six 64-bit
+// divisions each, ran at about a quarter of HBM bandwidth.)
 template <class T, bool kVec16>
 __global__ void __launch_bounds__(256)
     bwd_postprocess_wgmma_kernel(const float* dq_accum, T* dq, const StatLayout L, int head_dim,
-                                 int d_pad, int bm, bool split_m, float scale, int64_t tokens) {
+                                 int d_pad, int bm, bool split_m, bool swap_dq, float scale,
+                                 int64_t tokens) {
   const int groups = head_dim / 8, half = d_pad / 2;
   for (int64_t tok = blockIdx.x; tok < tokens; tok += gridDim.x) {
     int b, i;
@@ -347,7 +384,8 @@ __global__ void __launch_bounds__(256)
       const int64_t chunk = split_m ? static_cast<int64_t>(r / 64) * 64 * d_pad +
                                           (r % 64) * d_pad + bwd_wgmma::dq_swizzle(r % 64, d)
                                     : static_cast<int64_t>(d / half) * bm * half + r * half +
-                                          bwd_wgmma::dq_swizzle(r, d % half);
+                                          (swap_dq ? bwd_wgmma::dq_swizzle_t(r, d % half)
+                                                   : bwd_wgmma::dq_swizzle(r, d % half));
       const float* src = dq_accum + (L.row(b, h) + i - r) * d_pad + chunk;
       const float4 lo4 = *reinterpret_cast<const float4*>(src);
       const float4 hi4 = *reinterpret_cast<const float4*>(src + 4);
@@ -757,7 +795,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     // lane l names row l % 8 of block l / 8 (block m: keys + 8 (m % 2), query group + m / 2).
     // Not in the d64 window soft-cap kernels, where ptxas spilled 18 instructions with it: they
     // keep the 4-byte stores.
-    if constexpr (!(kLocal && kSoftcap && D < 128)) {
+    if constexpr (Cfg::kSwapDq) {
+      // kSwapDq: dS as [query][key], this consumer's 64 keys one panel of BM query rows (keys
+      // contiguous, 128-byte swizzle), the K-major B operand of the dQᵀ GEMM and the MN-major A
+      // of none (dK's A stays in registers). stmatrix .trans: block m of dsa[kk] (keys 8 (m % 2)
+      // of the warp's 16, queries of group 2 kk + m / 2) goes in transposed, lane l naming the
+      // row of query 8 (2 kk + m / 2) + l % 8 (m = l / 8), whose 16 bytes are the block's 8 keys.
+      const int blk = lane / 8;
+      const int kg = 2 * warp + blk % 2;  // the block's 8-key group within the panel
+#pragma unroll
+      for (int kk = 0; kk < SN / 16; ++kk) {
+        const int q = 8 * (2 * kk + blk / 2) + lane % 8;
+        const uint32_t addr =
+            static_cast<uint32_t>(c * BM * 128 + q * 128 + ((kg ^ (q % 8)) * 16));
+        stsm_x4_trans(sds(buf) + addr, dsa[kk]);
+      }
+    } else if constexpr (!(kLocal && kSoftcap && D < 128)) {
       const int blk = lane / 8;
       const int r = (krow_local - lane / 4) + 8 * (blk % 2) + lane % 8;  // the row's key (local)
 #pragma unroll
@@ -824,13 +877,28 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
 
     // dQ_tile (BM x D) = dS K: A = dS, read M-major from dSᵀ; B = K, MN-major (k = keys).
-    float dq[Cfg::kDqN / 2];
-    const uint64_t d_ds_mn = desc_mn_major(sds(buf) + (Cfg::kSplitM ? c * BN * 128 : 0), BN * 128);
+    // kSwapDq: dQᵀ (this consumer's kDqN columns of d x BM queries) = Kᵀ dSᵀ: A = Kᵀ, K's panel
+    // read MN-major (m = d, k = keys); B = dSᵀ from dS, K-major (n = queries, k = keys: 16 keys a
+    // k-step, 32 bytes into a panel, the next panel every 4).
+    constexpr int kDqRegs = Cfg::kSwapDq ? BM / 2 : Cfg::kDqN / 2;
+    float dq[kDqRegs];
     wgmma_fence();
+    if constexpr (Cfg::kSwapDq) {
+      const uint64_t d_ds = desc_k_major(sds(buf));
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
-      Wgmma<T, Cfg::kDqN>::template ss<1, 1>(dq, desc_add(d_ds_mn, kk * 2048),
-                                             desc_add(d_k_mn, kk * 2048), kk > 0);
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        Wgmma<T, BM>::template ss<1, 0>(dq, desc_add(d_k_mn, kk * 2048),
+                                        desc_add(d_ds, (kk / 4) * BM * 128 + (kk % 4) * 32),
+                                        kk > 0);
+      }
+    } else {
+      const uint64_t d_ds_mn =
+          desc_mn_major(sds(buf) + (Cfg::kSplitM ? c * BN * 128 : 0), BN * 128);
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        Wgmma<T, Cfg::kDqN>::template ss<1, 1>(dq, desc_add(d_ds_mn, kk * 2048),
+                                               desc_add(d_k_mn, kk * 2048), kk > 0);
+      }
     }
     wgmma_commit();
     if constexpr (kSplitCols) {
@@ -880,16 +948,37 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     // live across the iteration made ptxas spill them once the descriptors went to desc_add.)
     static_assert(Cfg::kOffDq % 256 == 0 && (Cfg::kDqBytes / 2) % 256 == 0 && Cfg::kDqN * 4 >= 256,
                   "the dQ region's rows and halves 256-byte aligned");
-    const uint32_t dq_at =
-        (sdq(c, it % NB) +
-         static_cast<uint32_t>((16 * warp + lane / 4) * Cfg::kDqN + 2 * (lane % 4)) * 4) |
-        static_cast<uint32_t>((lane / 4) << 5);
+    if constexpr (Cfg::kSwapDq) {
+      // dQᵀ's dq[i] is element (row q = 8 (i / 4) + 2 (lane % 4) + i % 2, column d = 16 warp +
+      // lane / 4 + 8 ((i % 4) / 2)) of the region (BM rows of kDqN = 64 floats, 256 bytes), at
+      // float q * 64 + dq_swizzle_t(q, d): the byte address's bits 5-7 are the 8-float group,
+      // (2 warp + (i % 4) / 2) XOR (4 ((i / 4) % 2) + lane % 4); the rest a per-thread base plus
+      // a constant. Neighbours are 256 bytes apart, so 4-byte stores (conflict-free: see
+      // bwd_wgmma::dq_swizzle_t).
+      static_assert(Cfg::kDqN == 64, "one 64-float row of the region per query");
+      const uint32_t dq_at =
+          (sdq(c, it % NB) + static_cast<uint32_t>(2 * (lane % 4) * 256 + (lane / 4) * 4)) |
+          static_cast<uint32_t>(((2 * warp) ^ (lane % 4)) << 5);
 #pragma unroll
-    for (int i = 0; i < Cfg::kDqN / 2; i += 2) {
-      const int j = i / 4;
-      const uint32_t at = (dq_at ^ static_cast<uint32_t>((j & 7) << 5)) +
-                          static_cast<uint32_t>((j >> 3) * 256 + ((i & 2) ? 8 * Cfg::kDqN * 4 : 0));
-      attn_mma::st_shared_f32x2(at, dq[i], dq[i + 1]);
+      for (int i = 0; i < kDqRegs; ++i) {
+        const uint32_t g = static_cast<uint32_t>(((i % 4) / 2) ^ (4 * ((i / 4) % 2)));
+        const uint32_t at =
+            (dq_at ^ (g << 5)) + static_cast<uint32_t>((8 * (i / 4) + (i % 2)) * 256);
+        attn_mma::st_shared_f32(at, dq[i]);
+      }
+    } else {
+      const uint32_t dq_at =
+          (sdq(c, it % NB) +
+           static_cast<uint32_t>((16 * warp + lane / 4) * Cfg::kDqN + 2 * (lane % 4)) * 4) |
+          static_cast<uint32_t>((lane / 4) << 5);
+#pragma unroll
+      for (int i = 0; i < Cfg::kDqN / 2; i += 2) {
+        const int j = i / 4;
+        const uint32_t at =
+            (dq_at ^ static_cast<uint32_t>((j & 7) << 5)) +
+            static_cast<uint32_t>((j >> 3) * 256 + ((i & 2) ? 8 * Cfg::kDqN * 4 : 0));
+        attn_mma::st_shared_f32x2(at, dq[i], dq[i + 1]);
+      }
     }
     fence_proxy_async();
     named_bar_arrive(dq_full(c, it % NB), kDqBarThreads);
@@ -982,8 +1071,11 @@ using BwdHeadDims = attnbench::cuda::HeadDims<64, 128, 256>;
 // which the other kernels store by TMA.
 // wide: BwdTile's tiles for a narrow window too (option wide_tiles=1, the default); else a window
 // at d128 spanning at most bwd_wgmma::kNarrowSpan keys runs on BwdNarrow's.
+// m80: the dense non-causal d128 kernel on BwdM80's 80-row tiles (m80_tiles below: option
+// m_tile=80, where it applies); only the non-deterministic one is instantiated, and the kLocal
+// kernel (local) keeps its tiles.
 template <class F>
-void dispatch(const Problem& pr, bool deterministic, bool local, bool wide, F&& f) {
+void dispatch(const Problem& pr, bool deterministic, bool local, bool wide, bool m80, F&& f) {
   using attnbench::cuda::dispatch_bool;
   attnbench::cuda::dispatch_problem<BwdHeadDims>(pr, [&](auto tag, auto d, auto causal) {
     using T = typename decltype(tag)::type;
@@ -999,6 +1091,13 @@ void dispatch(const Problem& pr, bool deterministic, bool local, bool wide, F&& 
       if constexpr (L && D == 128) {
         if (!wide && attnbench::cuda::window_spans_at_most(pr, bwd_wgmma::kNarrowSpan)) {
           run(bwd_wgmma::BwdNarrow::type{});
+          return;
+        }
+      }
+      if constexpr (!C && !L && !SC && D == 128) {
+        if (m80 && !deterministic) {
+          using Cfg = bwd_wgmma::BwdM80::type;
+          f(flash_bwd_wgmma_kernel<T, Cfg, false, false, false, false>, Cfg{}, tag);
           return;
         }
       }
@@ -1022,46 +1121,61 @@ bool deterministic_option(const Options* o) {
 bool wide_option(const Options* o) {
   return attnbench::option_or(o, "wide_tiles", 1) != 0;
 }
+// The "m_tile" option: 64 (default) or 80. 80 runs the dense (no window, soft cap or varlen)
+// non-causal non-deterministic problems at head_dim 72..128 (the 128 tile) on BwdM80's 80-row
+// query tiles (backward step 27); every other problem ignores it. This says whether it applies;
+// the StatLayout's padding (stat_pad_unit) follows it, so that the workspace, the preprocess,
+// the main kernel and the postprocess agree.
+bool m80_tiles(const Problem& p, const Options* o) {
+  return attnbench::option_or(o, "m_tile", 64) == 80 && !deterministic_option(o) && !p.causal &&
+         !p.has_window() && !(p.softcap > 0) && !p.varlen() &&
+         BwdHeadDims::tile(p.head_dim) == 128;
+}
+int stat_pad_unit(const Problem& p, const Options* o) {
+  return m80_tiles(p, o) ? bwd_wgmma::kM80Pad : 128;
+}
 
 // Varlen: the StatLayout's rows per head (its sequences' padded rows, with the slack of its
 // offset formula) and the layout the kernels read; dense: [B, Hq, Sq_pad].
 int64_t pad_total(const Problem& p) {
   return 128 * (p.total_q() / 128 + p.batch + 1);
 }
-StatLayout stat_layout(const Problem& p, const int* cu_q) {
+// Dense: rows padded to `unit` per (sequence, head) (stat_pad_unit: 128, or 640 for m_tile=80).
+StatLayout stat_layout(const Problem& p, const int* cu_q, int unit) {
   StatLayout L{};
   L.cu_q = p.varlen() ? cu_q : nullptr;
   L.batch = p.batch;
   L.heads_q = p.heads_q;
   L.seq_q = p.seq_q;
-  L.seq_q_pad = bwd_wgmma::seq_q_pad(p.seq_q);
+  L.seq_q_pad = bwd_wgmma::seq_q_pad(p.seq_q, unit);
   L.total_q = static_cast<int>(p.total_q());
   L.pad_total = pad_total(p);
   return L;
 }
-int64_t stat_rows(const Problem& p) {
-  return p.varlen() ? p.heads_q * pad_total(p)
-                    : static_cast<int64_t>(p.batch) * p.heads_q * bwd_wgmma::seq_q_pad(p.seq_q);
+int64_t stat_rows(const Problem& p, int unit) {
+  return p.varlen()
+             ? p.heads_q * pad_total(p)
+             : static_cast<int64_t>(p.batch) * p.heads_q * bwd_wgmma::seq_q_pad(p.seq_q, unit);
 }
-std::size_t dsum_bytes(const Problem& p) {
-  return static_cast<std::size_t>(stat_rows(p)) * 4;
+std::size_t dsum_bytes(const Problem& p, int unit) {
+  return static_cast<std::size_t>(stat_rows(p, unit)) * 4;
 }
-std::size_t dq_accum_bytes(const Problem& p) {
-  return dsum_bytes(p) * BwdHeadDims::tile(p.head_dim);
+std::size_t dq_accum_bytes(const Problem& p, int unit) {
+  return dsum_bytes(p, unit) * BwdHeadDims::tile(p.head_dim);
 }
 // LSE·log2e starts 256-byte aligned after D, the dQ accumulator after it; the deterministic
 // mode's turn counters (two per 64 query rows, zeroed with the accumulator) follow it.
-std::size_t lse2_offset(const Problem& p) {
-  return (dsum_bytes(p) + 255) / 256 * 256;
+std::size_t lse2_offset(const Problem& p, int unit) {
+  return (dsum_bytes(p, unit) + 255) / 256 * 256;
 }
-std::size_t dq_accum_offset(const Problem& p) {
-  return 2 * lse2_offset(p);
+std::size_t dq_accum_offset(const Problem& p, int unit) {
+  return 2 * lse2_offset(p, unit);
 }
-std::size_t dq_turn_bytes(const Problem& p) {
-  return dsum_bytes(p) / 32;
+std::size_t dq_turn_bytes(const Problem& p, int unit) {
+  return dsum_bytes(p, unit) / 32;
 }
-std::size_t zeroed_bytes(const Problem& p) {
-  return dq_accum_bytes(p) + dq_turn_bytes(p);
+std::size_t zeroed_bytes(const Problem& p, int unit) {
+  return dq_accum_bytes(p, unit) + dq_turn_bytes(p, unit);
 }
 
 bool aligned16(const void* p) {
@@ -1103,7 +1217,7 @@ class FlashBwdWgmma final : public attnbench::Implementation {
   Capabilities capabilities() const override {
     Capabilities c = attnbench::cuda::tensor_core_capabilities<BwdHeadDims>(false, true);
     c.fwd_partner = "cuda.flash_fwd_wgmma";
-    c.options = {"deterministic", "wide_tiles"};
+    c.options = {"deterministic", "wide_tiles", "m_tile"};
     c.window = true;
     c.softcap = true;
     c.varlen = true;
@@ -1111,8 +1225,17 @@ class FlashBwdWgmma final : public attnbench::Implementation {
   }
 
   Support supports_options(const Problem&, Pass, const Options& o) const override {
-    const Support s = attnbench::cuda::check_flag_option(o, "deterministic");
-    return s.ok ? attnbench::cuda::check_flag_option(o, "wide_tiles") : s;
+    for (const char* flag : {"deterministic", "wide_tiles"}) {
+      const Support s = attnbench::cuda::check_flag_option(o, flag);
+      if (!s) return s;
+    }
+    // m_tile: the query rows of the backward's d128 dense non-causal tiles (64 or 80; the other
+    // problems ignore it, as they ignore wide_tiles).
+    const auto m = o.find("m_tile");
+    if (m != o.end() && m->second != 64 && m->second != 80) {
+      return Support::no("m_tile must be 64 or 80, not " + std::to_string(m->second));
+    }
+    return Support::yes();
   }
 
   Support supports_extra(const Problem& p, Pass) const override {
@@ -1125,14 +1248,18 @@ class FlashBwdWgmma final : public attnbench::Implementation {
       return Support::no("varlen: more than 2^31 packed rows");
     }
     std::string why;
-    dispatch(p, false, false, true,
+    dispatch(p, false, false, true, false,
              [&](auto kernel, auto, auto) { why = sm90a_missing(kernel); });
     if (!why.empty()) return Support::no(why);
     const int smem = attn_mma::max_smem_per_block(why);
     if (smem < 0) return Support::no(why);
-    int need = 0;  // the wide tiles' (the most either takes)
-    dispatch(p, false, false, true,
-             [&](auto, auto cfg, auto) { need = decltype(cfg)::kSmemBytes; });
+    // The wide tiles' (the most either takes), or m_tile=80's where the problem could take them
+    // (this check sees no options): 231,720 bytes, within sm_90's 232,448 as the others.
+    int need = 0;
+    for (const bool m80 : {false, true}) {
+      dispatch(p, false, false, true, m80,
+               [&](auto, auto cfg, auto) { need = std::max(need, decltype(cfg)::kSmemBytes); });
+    }
     if (smem < need) {
       return Support::no("needs " + std::to_string(need) +
                          " bytes of shared memory per block, the device allows " +
@@ -1141,23 +1268,26 @@ class FlashBwdWgmma final : public attnbench::Implementation {
     return Support::yes();
   }
 
-  std::size_t workspace_bytes(const Problem& p, Pass pass, const Options&) const override {
-    return pass == Pass::fwd ? 0 : dq_accum_offset(p) + zeroed_bytes(p);
+  std::size_t workspace_bytes(const Problem& p, Pass pass, const Options& o) const override {
+    const int unit = stat_pad_unit(p, &o);
+    return pass == Pass::fwd ? 0 : dq_accum_offset(p, unit) + zeroed_bytes(p, unit);
   }
 
   void prepare(const Problem& p, Pass, const Options& o) const override {
     // Both kernels a call may take: the problem's, and the kLocal one (dK or dV not aligned).
     for (const bool local : {false, true}) {
-      dispatch(p, deterministic_option(&o), local, wide_option(&o), [&](auto kernel, auto cfg,
-                                                                         auto) {
-        attn_mma::set_dynamic_smem(kernel, decltype(cfg)::kSmemBytes);
-      });
+      dispatch(p, deterministic_option(&o), local, wide_option(&o), m80_tiles(p, &o),
+               [&](auto kernel, auto cfg, auto) {
+                 attn_mma::set_dynamic_smem(kernel, decltype(cfg)::kSmemBytes);
+               });
     }
   }
 
   void backward(const attnbench::BwdArgs& a) const override {
     const Problem& pr = a.p;
-    const std::size_t need = dq_accum_offset(pr) + zeroed_bytes(pr);
+    const bool m80 = m80_tiles(pr, a.options);
+    const int unit = stat_pad_unit(pr, a.options);
+    const std::size_t need = dq_accum_offset(pr, unit) + zeroed_bytes(pr, unit);
     if (a.workspace_bytes < need || a.workspace == nullptr) {
       throw std::invalid_argument("cuda.flash_bwd_wgmma: workspace of " +
                                   std::to_string(a.workspace_bytes) + " bytes, needs " +
@@ -1167,19 +1297,20 @@ class FlashBwdWgmma final : public attnbench::Implementation {
     const int d_pad = BwdHeadDims::tile(pr.head_dim);
     auto* ws = static_cast<unsigned char*>(a.workspace);
     float* delta = reinterpret_cast<float*>(ws);
-    float* lse2 = reinterpret_cast<float*>(ws + lse2_offset(pr));
-    float* dq_accum = reinterpret_cast<float*>(ws + dq_accum_offset(pr));
-    int* dq_turn = reinterpret_cast<int*>(ws + dq_accum_offset(pr) + dq_accum_bytes(pr));
+    float* lse2 = reinterpret_cast<float*>(ws + lse2_offset(pr, unit));
+    float* dq_accum = reinterpret_cast<float*>(ws + dq_accum_offset(pr, unit));
+    int* dq_turn =
+        reinterpret_cast<int*>(ws + dq_accum_offset(pr, unit) + dq_accum_bytes(pr, unit));
     const bool dkv_aligned = aligned16(a.dk) && aligned16(a.dv);
-    dispatch(pr, deterministic_option(a.options), !dkv_aligned, wide_option(a.options),
+    dispatch(pr, deterministic_option(a.options), !dkv_aligned, wide_option(a.options), m80,
              [&](auto kernel, auto cfg, auto tag) {
       using Cfg = decltype(cfg);
       using T = typename decltype(tag)::type;
       BwdParams p = attnbench::cuda::with_shape<BwdParams>(pr);
       p.var = attnbench::cuda::make_variant(a);
-      p.stats = stat_layout(pr, p.var.cu_seqlens_q);
-      launch_memset_zero(dq_accum, zeroed_bytes(pr), a.stream);
-      const int64_t rows = stat_rows(pr);
+      p.stats = stat_layout(pr, p.var.cu_seqlens_q, unit);
+      launch_memset_zero(dq_accum, zeroed_bytes(pr, unit), a.stream);
+      const int64_t rows = stat_rows(pr, unit);
       launch_preprocess<T>(static_cast<const T*>(a.o), static_cast<const T*>(a.dout), a.lse, delta,
                            lse2, p.stats, pr.head_dim, rows, a.stream);
       // Varlen: the packed tensors as one sequence of all their rows (at least one, for a batch
@@ -1230,7 +1361,7 @@ class FlashBwdWgmma final : public attnbench::Implementation {
         const int post_threads = pr.heads_q * (pr.head_dim / 8) <= 128 ? 128 : 256;
         attn_hopper::launch(post, dim3(post_blocks), dim3(post_threads), 0, a.stream, dq_accum,
                             static_cast<T*>(a.dq), p.stats, pr.head_dim, d_pad, Cfg::kBlockM,
-                            Cfg::kSplitM, p.scale, tokens);
+                            Cfg::kSplitM, Cfg::kSwapDq, p.scale, tokens);
       }
     });
   }

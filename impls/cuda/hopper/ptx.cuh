@@ -171,6 +171,15 @@ __device__ __forceinline__ void stsm_x4(uint32_t addr, const uint32_t (&r)[4]) {
                "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
                : "memory");
 }
+// The same, each 8 x 8 block transposed on the way (stmatrix .trans): the 16-byte row that lane
+// 8 i + j names receives column j of block i (lane 4 g + t holds that column's rows g as the low
+// half of r[i] where j = 2 t, the high half where j = 2 t + 1).
+__device__ __forceinline__ void stsm_x4_trans(uint32_t addr, const uint32_t (&r)[4]) {
+  asm volatile(
+      "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+      "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+      : "memory");
+}
 #endif
 
 // Pins a register's value at this point of the program: after a wgmma_wait, the compiler must not

@@ -423,6 +423,22 @@ inline void stsm_x4(uint32_t addr, const uint32_t (&r)[4]) {
     std::memcpy(&emu::smem[attn_mma::matrix_pair_addr(i, "stmatrix")], &r[i], 4);
   emu::exchange_out();
 }
+// stmatrix .x4 .trans (hopper/ptx.cuh): block i's element (g, c) (lane 4 g + c / 2, half c % 2 of
+// r[i]) goes to element g of the 16-byte row that lane 8 i + c names.
+inline void stsm_x4_trans(uint32_t addr, const uint32_t (&r)[4]) {
+  emu::exchange_in(&addr, 4);
+  const int l = emu::lane(), g = l >> 2, t = l & 3;
+  for (int i = 0; i < 4; ++i)
+    for (int h = 0; h < 2; ++h) {
+      uint32_t row;
+      std::memcpy(&row, emu::slot(8 * i + 2 * t + h), 4);
+      if (row % 16) EMU_FAIL("stmatrix row address not 16-byte aligned");
+      emu::check_smem(row, 16, 16);
+      const uint16_t v = static_cast<uint16_t>(h ? r[i] >> 16 : r[i] & 0xffff);
+      std::memcpy(&emu::smem[row + 2 * g], &v, 2);
+    }
+  emu::exchange_out();
+}
 template <int kRegs>
 inline void setmaxnreg_inc() {}
 template <int kRegs>
