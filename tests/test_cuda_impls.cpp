@@ -298,6 +298,18 @@ TEST(CudaImpls, WgmmaBackwardWindowTiles) {
   if (ran == 0) GTEST_SKIP() << "cuda.flash_bwd_wgmma runs on sm_90a only";
 }
 
+// The Hopper backward's 80-row query tiles (m_tile=80, backward step 27: d128 dense non-causal;
+// the causal problems of the sweep must ignore it): odd shapes, seq_q not a multiple of 80 or 128,
+// head_dim 80, 96 and 128 (the 128 tile), GQA and MQA, batch 2.
+TEST(CudaImpls, WgmmaBackwardM80Tiles) {
+  SKIP_WITHOUT_CUDA();
+  const int ran = sweep_odd_shapes(find_impl("cuda.flash_bwd_wgmma"), Pass::bwd,
+                                   {1, 17, 79, 81, 129, 257, 1000}, {80, 96, 128},
+                                   [](Problem&, bool) {},
+                                   [](bool) { return Options{{"m_tile", 80}}; });
+  if (ran == 0) GTEST_SKIP() << "cuda.flash_bwd_wgmma runs on sm_90a only";
+}
+
 // deterministic=1 backward: dQ, dK and dV bit for bit the same over 100 calls (causal GQA, a few
 // key blocks per query tile, so the dQ additions of different blocks meet).
 TEST(CudaImpls, DeterministicBackwardIsBitIdentical) {

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "attnbench/implementation.hpp"
@@ -238,6 +239,22 @@ int main() {
       {2, 2, 1, 257, 300, 128, false, hf, nrm},  // 4 query tiles (ring wraps twice), 3 key blocks
       {1, 2, 2, 160, 128, 128, false, bf, nrm, 1e8},  // whole tiles; huge logits
   };
+  {
+    // The option is listed, and a value other than 64 or 80 is refused with a message naming
+    // the option and the value.
+    const Problem p = problem(m80_cases[0]);
+    const auto& names = bwd->capabilities().options;
+    const Support bad = bwd->supports_options(p, Pass::bwd, Options{{"m_tile", 96}});
+    const bool listed = std::find(names.begin(), names.end(), "m_tile") != names.end();
+    const bool refused = !bad.ok && bad.reason.find("m_tile") != std::string::npos &&
+                         bad.reason.find("96") != std::string::npos;
+    const bool accepted = bwd->supports_options(p, Pass::bwd, Options{{"m_tile", 80}}).ok &&
+                          bwd->supports_options(p, Pass::bwd, Options{{"m_tile", 64}}).ok;
+    std::printf("m_tile option: listed %d, m_tile=96 refused (%s) %d, 64 and 80 accepted %d\n",
+                listed, bad.reason.c_str(), refused, accepted);
+    ++runs;
+    if (!listed || !refused || !accepted) ++failed;
+  }
   for (const Case& c : m80_cases) {
     const Problem p = problem(c);
     const CaseInputs in = make_inputs(p, 4321, c.dist);

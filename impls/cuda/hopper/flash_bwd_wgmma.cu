@@ -1096,8 +1096,13 @@ void dispatch(const Problem& pr, bool deterministic, bool local, bool wide, bool
       }
       if constexpr (!C && !L && !SC && D == 128) {
         if (m80 && !deterministic) {
-          using Cfg = bwd_wgmma::BwdM80::type;
-          f(flash_bwd_wgmma_kernel<T, Cfg, false, false, false, false>, Cfg{}, tag);
+          // (Through a generic lambda, as run: nvcc's host stubs name the kernel's template
+          // arguments, and a non-dependent local alias there does not compile.)
+          auto run_m80 = [&](auto cfg) {
+            using Cfg = decltype(cfg);
+            f(flash_bwd_wgmma_kernel<T, Cfg, false, false, false, false>, Cfg{}, tag);
+          };
+          run_m80(bwd_wgmma::BwdM80::type{});
           return;
         }
       }
