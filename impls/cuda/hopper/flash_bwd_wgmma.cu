@@ -71,7 +71,8 @@
 // consumer's [query][d] region by 4-byte stores (dq_swizzle_t), one region (no second fits in the
 // 231,720 bytes). Its workspaces pad each (sequence, head) to 640 rows (the lcm of 80 and 128).
 // Registers: the producer warpgroup keeps 40 (the TMA thread and the dQ writers' loops), the
-// consumers 232 (40 · 128 + 2 · 232 · 128 = 64512 of 65536).
+// consumers 232 (40 · 128 + 2 · 232 · 128 = 64512 of 65536); m_tile=80's kernel 32 and 240
+// (65536: BwdCfg::kProducerRegs, kConsumerRegs).
 // Limits: f16/bf16; sm_90a only.
 // Not yet overlapped: the consumers' barrier keeps their element-wise work in step, and the next
 // tile's Sᵀ/dPᵀ GEMMs wait for this tile's dK GEMM (soft cap: its element-wise work does)
@@ -147,6 +148,13 @@ struct BwdCfg {
   static_assert(kDqN % 64 == 0, "dq_swizzle's 8 groups of 8 floats within a chunk row");
   static_assert(!kSwapDq || (D == 128 && kBlockN == 128 && kStages == 2 && kDqBufs == 1),
                 "80-row tiles: d128, 128 keys, two stages, one dQ region (231,720 bytes)");
+  // setmaxnreg: the producer warpgroup's registers a thread, and each consumer's. kSwapDq: 240
+  // (Sᵀ and dPᵀ 40 each in flight beside dV and dK 64 each: at 232 ptxas serialized the wgmma
+  // and spilled 480 bytes; the producer's loops fit in 32), the whole register file (128 · 32 +
+  // 256 · 240 = 65536), as FlashAttention-3's four-warpgroup kernels take it (32 + 3 · 160).
+  static constexpr int kProducerRegs = kSwapDq ? 32 : 40;
+  static constexpr int kConsumerRegs = kSwapDq ? 240 : 232;
+  static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "the register file");
 };
 
 // d64: 128 x 128 (Sᵀ and dPᵀ 64 registers each, dK/dV 32 each); d128: 64 x 128 (Sᵀ/dPᵀ 32,
@@ -549,7 +557,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
   if (wg == 0) {
     // ---- producer -------------------------------------------------------------------------------
-    setmaxnreg_dec<40>();
+    setmaxnreg_dec<Cfg::kProducerRegs>();
     const int pwarp = threadIdx.x / 32;
     if (threadIdx.x == 0 && n_iters > 0) {
       mbar_arrive_expect_tx(kv_full, 2 * Cfg::kKVBytes);
@@ -599,7 +607,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   }
 
   // ---- consumers --------------------------------------------------------------------------------
-  setmaxnreg_inc<232>();
+  setmaxnreg_inc<Cfg::kConsumerRegs>();
   const int c = wg - 1;
   const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
   const bool signals = tid == 0;
