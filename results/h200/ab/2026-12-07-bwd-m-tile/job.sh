@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Issue 27, backward step 27 (written 2026-12-07, session 67): the 80 x 128 tiles of the d128 dense
+# non-causal backward (option m_tile=80) against the 64 x 128 tiles (m_tile=64, the default), one
+# run, row after row, on one build:
+#   m_tile.json   the FA3 grid's 12 d128 backward rows, non-causal and causal (causal: the control,
+#                 the option is ignored there).
+# Prediction (speed; tuning log "Backward step 27"): non-causal 1.03-1.08 (the per-tile hand-offs'
+# share falls by a fifth, larger N for the Sᵀ and dPᵀ GEMMs), causal 1.000 +- noise.
+# Run from the repository root on the GPU machine after a build (session.sh JOBS=<this>): B (default
+# build/attnbench), W (default /tmp/ab_m_tile): the results, run_*.txt and ab.md.
+set -uo pipefail
+HERE=results/h200/ab/2026-12-07-bwd-m-tile
+W=${W:-/tmp/ab_m_tile}; mkdir -p "$W"
+B=${B:-build/attnbench}
+: > "$W/ab.md"
+for pair in m_tile:m_tile; do
+  cfg=${pair%%:*} opt=${pair#*:}
+  timeout 300 "$B" run "$HERE/$cfg.json" --out "$W/$cfg.json" > "$W/run_$cfg.txt" 2>&1
+  echo "$cfg: run rc=$?"
+  python3 scripts/option_ab.py "$W/$cfg.json" --option "$opt" --base 64 --impl cuda.flash_bwd_wgmma \
+    --class d128=_d128_bf --class d128c=_d128_causal --out "$W/ab_$cfg.md" > /dev/null
+  { echo "## $cfg"; cat "$W/ab_$cfg.md"; echo; } >> "$W/ab.md"
+  grep "All rows" "$W/ab_$cfg.md"
+done
