@@ -22,7 +22,7 @@ HERE=results/h200/ab/2026-12-07-fwd-persistent
 W=${W:-/tmp/ab_persistent}; mkdir -p "$W"
 B=${B:-build/attnbench}
 : > "$W/ab.md"
-for pair in keys128_persistent:keys128 o_buf_persistent:o_buf persistent:persistent; do
+for pair in persistent:persistent o_buf_persistent:o_buf keys128_persistent:keys128; do
   cfg=${pair%%:*} opt=${pair#*:}
   timeout 300 "$B" run "$HERE/$cfg.json" --out "$W/$cfg.json" > "$W/run_$cfg.txt" 2>&1
   echo "$cfg: run rc=$?"
