@@ -71,8 +71,8 @@
 // consumer's [query][d] region by 4-byte stores (dq_swizzle_t), one region (no second fits in the
 // 231,720 bytes). Its workspaces pad each (sequence, head) to 640 rows (the lcm of 80 and 128).
 // Registers: the producer warpgroup keeps 40 (the TMA thread and the dQ writers' loops), the
-// consumers 232 (40 · 128 + 2 · 232 · 128 = 64512 of 65536); m_tile=80's kernel 32 and 240
-// (65536: BwdCfg::kProducerRegs, kConsumerRegs).
+// consumers 232 (40 · 128 + 2 · 232 · 128 = 64512 of 65536); m_tile=80's kernel 24 and 240
+// (64512 too: BwdCfg::kProducerRegs, kConsumerRegs).
 // Limits: f16/bf16; sm_90a only.
 // Not yet overlapped: the consumers' barrier keeps their element-wise work in step, and the next
 // tile's Sᵀ/dPᵀ GEMMs wait for this tile's dK GEMM (soft cap: its element-wise work does)
@@ -148,13 +148,17 @@ struct BwdCfg {
   static_assert(kDqN % 64 == 0, "dq_swizzle's 8 groups of 8 floats within a chunk row");
   static_assert(!kSwapDq || (D == 128 && kBlockN == 128 && kStages == 2 && kDqBufs == 1),
                 "80-row tiles: d128, 128 keys, two stages, one dQ region (231,720 bytes)");
-  // setmaxnreg: the producer warpgroup's registers a thread, and each consumer's. kSwapDq: 240
-  // (Sᵀ and dPᵀ 40 each in flight beside dV and dK 64 each: at 232 ptxas serialized the wgmma
-  // and spilled 480 bytes; the producer's loops fit in 32), the whole register file (128 · 32 +
-  // 256 · 240 = 65536), as FlashAttention-3's four-warpgroup kernels take it (32 + 3 · 160).
-  static constexpr int kProducerRegs = kSwapDq ? 32 : 40;
+  // setmaxnreg: the producer warpgroup's registers a thread, and each consumer's. The block holds
+  // what it was launched with, 168 a thread (65536 / 384 in steps of 8: 64512), and
+  // setmaxnreg.inc takes only from that block's pool: a split above 64512 blocks the consumers'
+  // setmaxnreg.inc for ever. kSwapDq: 240 (Sᵀ and dPᵀ 40 each in flight beside dV and dK 64
+  // each: at 232 ptxas serialized the wgmma and spilled 480 bytes), the producer 24 (128 · 24 +
+  // 256 · 240 = 64512, FlashAttention-3's split for two consumer warpgroups).
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+  static constexpr int kProducerRegs = kSwapDq ? 24 : 40;
   static constexpr int kConsumerRegs = kSwapDq ? 240 : 232;
-  static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "the register file");
+  static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * kLaunchRegs,
+                "the block's registers at launch");
 };
 
 // d64: 128 x 128 (Sᵀ and dPᵀ 64 registers each, dK/dV 32 each); d128: 64 x 128 (Sᵀ/dPᵀ 32,
@@ -565,13 +569,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         tma_load_4d(sk + pn * BN * 128, &tk, kv_full, 64 * pn, kvh, kv_tma0 + n0, tma_b);
         tma_load_4d(sv + pn * BN * 128, &tv, kv_full, 64 * pn, kvh, kv_tma0 + n0, tma_b);
       }
+      // The tile's head and first row kept as counters, not divided out of `it`, and the loop not
+      // unrolled: at the 80-row kernel's 24 registers (BwdCfg::kProducerRegs) the unrolled loop's
+      // divisions spilled its counters.
+      int h = kvh * p.group, mi = 0;
+#pragma unroll 1
       for (int it = 0; it < n_iters; ++it) {
         const int s = qdo_pipe.stage(it);
-        const int h = kvh * p.group + it / m_count, m0 = (m_start + it % m_count) * BM;
+        const int m0 = (m_start + mi) * BM;
         const uint32_t full = qdo_pipe.producer_acquire(it, 2 * Cfg::kQBytes);
         for (int pn = 0; pn < Cfg::kPanels; ++pn) {
           tma_load_4d(sq(s) + pn * BM * 128, &tq, full, 64 * pn, h, q_tma0 + m0, tma_b);
           tma_load_4d(sdo(s) + pn * BM * 128, &tdo, full, 64 * pn, h, q_tma0 + m0, tma_b);
+        }
+        if (++mi == m_count) {
+          mi = 0;
+          ++h;
         }
       }
     } else if (pwarp == 1 || pwarp == 2) {
