@@ -6,6 +6,9 @@
 #                 the option is ignored there).
 # Prediction (speed; tuning log "Backward step 27"): non-causal 1.03-1.08 (the per-tile hand-offs'
 # share falls by a fifth, larger N for the Sᵀ and dPᵀ GEMMs), causal 1.000 +- noise.
+# Timed 2026-12-07 (session 67, an H100, 6afe9b7; run-6afe9b7/ab.md; every row verified, 24 pass):
+# non-causal 2k/4k/8k/16k 1.014/1.011/1.024/1.014, 1k 0.985, 512 0.915 (class median 1.012);
+# causal control 0.994-1.005. Below the prediction (1.03-1.08 at any size); the default stays 64.
 # Run from the repository root on the GPU machine after a build (session.sh JOBS=<this>): B (default
 # build/attnbench), W (default /tmp/ab_m_tile): the results, run_*.txt and ab.md.
 set -uo pipefail
