@@ -168,7 +168,7 @@ int main() {
     // Both schedules (a block per tile; the persistent grid taking tiles from a counter), each
     // with the threads in index order and shuffled every round; a window also on the wide tiles
     // (wide_tiles=1: a narrow window runs on 64 x 64 tiles by default, persistent=1 on the wide).
-    std::vector<Options> option_sets = {Options{}, Options{{"persistent", 1}}};
+    std::vector<Options> option_sets = {Options{{"persistent", 0}}, Options{{"persistent", 1}}};
     if (p.has_window()) option_sets.push_back(Options{{"wide_tiles", 1}});
     // The tile's tail scheduled with its exponentials (fused_tail=1: dense, causal and soft cap).
     if (!p.has_window() && !p.varlen()) option_sets.push_back(Options{{"fused_tail", 1}});
@@ -204,6 +204,13 @@ int main() {
       option_sets.push_back(Options{{"keys128", 0}});
       option_sets.push_back(Options{{"keys128", 0}, {"persistent", 1}});
     }
+    // Every set above without a schedule runs a block per tile (persistent=0): the default's
+    // schedule depends on the problem (persistent_auto: persistent at most 1024 queries and keys,
+    // forward step 27, so every dense and causal case here), and each option must be checked in
+    // both. The default itself (no option) is the last set.
+    for (Options& o : option_sets)
+      if (o.find("persistent") == o.end()) o["persistent"] = 0;
+    option_sets.push_back(Options{});
     for (const Options& opts : option_sets)
       for (const uint64_t seed : {uint64_t{0}, uint64_t{7}}) {
         ++runs;
@@ -292,7 +299,9 @@ int main() {
       const CaseInputs in = make_inputs(p, input_seed, c.dist);
       const Reference ref = compute_reference(in, VerifyMode::full, true, pass == Pass::bwd, 1);
       std::printf("(10 SMs: blocks grouped)\n");
-      for (const Options& opts : {Options{}, option}) {
+      // The forward's first schedule a block per tile, given (the default is persistent here).
+      const Options first = pass == Pass::fwd ? Options{{"persistent", 0}} : Options{};
+      for (const Options& opts : {first, option}) {
         ++runs;
         if (!check_emulated(impl, *naive, p, pass, in, ref, opts, sched_seed)) ++failed;
       }

@@ -923,7 +923,9 @@ void dispatch(const Problem& pr, const Choice& k, F&& f) {
 
 // The options, each 0 or 1, and their defaults (the A/Bs behind them: docs/tuning_flash_wgmma.md):
 //   persistent  0: a block per tile; 1 a block per SM taking tiles from a counter in the
-//               workspace (0.91-1.01x the default on an H100, 2026-12-05).
+//               workspace. Not given: persistent_auto(), 1 for dense and causal problems of at
+//               most kPersistentMaxSeq queries and keys (step 27: persistent=1 / 0 1.00-1.28x at
+//               512-1k, 0.93-1.02x at 2k-16k, H100), 0 for the rest.
 //   wide_tiles  0: narrow windows on FwdNarrow's tiles; 1 on FwdTile's.
 //   fused_tail  0; 1 schedules each tile's tail with its exponentials (WithFusedTail; step 15:
 //               within noise on an H100).
@@ -951,7 +953,8 @@ void dispatch(const Problem& pr, const Choice& k, F&& f) {
 //   o_buf       1: the persistent kernel stages O in a region of its own where it fits (d64, the
 //               128-key d128 tiles: WithOBuf), so its Q stage is free for the next tile at once
 //               and the store's read is waited for a tile later; 0 through the held Q stage
-//               (step 24). Not yet timed (step 26).
+//               (step 24). Step 26: 1.02-1.15x at 512-1k, 0.98-1.03x at 2k-16k (d64, d128,
+//               under persistent=1; H100).
 // (Step 19's option prefetch, the tensor maps prefetched at a block's start, was 0.98-1.02x,
 // median 0.99 at d256 and d64, H100: removed. Step 21's turn0, each consumer's first S GEMM on
 // its pingpong turn, class medians 0.995-1.012 in the second of two runs, H100: removed.)
@@ -959,7 +962,8 @@ struct FwdFlag {
   const char* name;
   int fallback;
 };
-constexpr FwdFlag kFwdFlags[] = {{"persistent", 0}, {"wide_tiles", 0}, {"fused_tail", 0},
+// persistent's fallback -1: persistent_auto() decides (flag() is not asked for it).
+constexpr FwdFlag kFwdFlags[] = {{"persistent", -1}, {"wide_tiles", 0}, {"fused_tail", 0},
                                  {"cap_max", 1},    {"skip_hidden", 1}, {"k_ahead", 1},
                                  {"o_tma", 1},      {"q_split", 1},     {"keys128", 1},
                                  {"o_buf", 1}};
@@ -967,12 +971,28 @@ constexpr FwdFlag kFwdFlags[] = {{"persistent", 0}, {"wide_tiles", 0}, {"fused_t
 // forward() reads these inside the timed call).
 bool flag(const Options* o, const char* name) {
   for (const FwdFlag& f : kFwdFlags)
-    if (std::strcmp(f.name, name) == 0) return attnbench::option_or(o, name, f.fallback) != 0;
+    if (std::strcmp(f.name, name) == 0 && f.fallback >= 0)
+      return attnbench::option_or(o, name, f.fallback) != 0;
   throw std::logic_error(std::string("cuda.flash_fwd_wgmma: no option ") + name);
 }
-Choice choice_of(const Options* o) {
+// The persistent schedule where the option does not say: on for dense and causal problems (no
+// window, soft cap or varlen batch) whose queries and keys are at most kPersistentMaxSeq, where a
+// block's few tiles make the fixed cost per block count (forward step 27, H100: persistent=1 / 0
+// at 512 1.11-1.28x for d64/d128 and 1.00-1.03x for d256, at 1k 1.03-1.10x and 1.00-1.01x; at
+// 2k-16k 0.93-1.02x, where a block per tile stays). Only what was measured: the FA3 grid's
+// seq_q = seq_kv rows.
+constexpr int kPersistentMaxSeq = 1024;
+bool persistent_auto(const Problem& p) {
+  return !p.has_window() && !(p.softcap > 0) && !p.varlen() && p.seq_q <= kPersistentMaxSeq &&
+         p.seq_kv <= kPersistentMaxSeq;
+}
+bool persistent_of(const Problem& p, const Options* o) {
+  const long long v = attnbench::option_or(o, "persistent", -1);
+  return v < 0 ? persistent_auto(p) : v != 0;
+}
+Choice choice_of(const Problem& p, const Options* o) {
   Choice k;
-  k.persistent = flag(o, "persistent");
+  k.persistent = persistent_of(p, o);
   k.wide = flag(o, "wide_tiles");
   k.fused = flag(o, "fused_tail");
   k.keys128 = flag(o, "keys128");
@@ -1006,8 +1026,8 @@ class FlashFwdWgmma final : public attnbench::Implementation {
 
   // Persistent: the tile counter, then two tile slots per block (kMaxPersistentBlocks at most).
   static constexpr int kMaxPersistentBlocks = 1024;
-  std::size_t workspace_bytes(const Problem&, Pass pass, const Options& o) const override {
-    return pass != Pass::bwd && flag(&o, "persistent") ? 256 + 8 * kMaxPersistentBlocks : 0;
+  std::size_t workspace_bytes(const Problem& p, Pass pass, const Options& o) const override {
+    return pass != Pass::bwd && persistent_of(p, &o) ? 256 + 8 * kMaxPersistentBlocks : 0;
   }
 
   Support supports_extra(const Problem& p, Pass) const override {
@@ -1037,7 +1057,7 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   }
 
   void prepare(const Problem& p, Pass, const Options& o) const override {
-    dispatch(p, choice_of(&o), [&](auto kernel, auto cfg) {
+    dispatch(p, choice_of(p, &o), [&](auto kernel, auto cfg) {
       attn_mma::set_dynamic_smem(kernel, decltype(cfg)::kSmemBytes);
       if constexpr (decltype(cfg)::kMinBlocks > 1) attn_mma::prefer_max_shared(kernel);
     });
@@ -1046,12 +1066,12 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   void forward(const attnbench::FwdArgs& a) const override {
     const Problem& pr = a.p;
     const bool bf16 = pr.dtype == DType::bf16;
-    const bool persistent = flag(a.options, "persistent");
+    const bool persistent = persistent_of(pr, a.options);
     if (persistent && (a.workspace == nullptr || a.workspace_bytes < 256 + 8 * kMaxPersistentBlocks)) {
       throw std::invalid_argument("cuda.flash_fwd_wgmma: persistent=1 needs its workspace");
     }
     if (pr.varlen() && pr.total_q() == 0) return;  // no query: nothing to write
-    dispatch(pr, choice_of(a.options), [&](auto kernel, auto cfg) {
+    dispatch(pr, choice_of(pr, a.options), [&](auto kernel, auto cfg) {
       using Sh = decltype(cfg);
       // Varlen: the packed tensors as one sequence of all their rows (at least one, for a batch
       // without keys, whose blocks load none); each block offsets its rows by its sequence's.
