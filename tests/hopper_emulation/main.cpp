@@ -232,9 +232,9 @@ int main() {
   }
   // Option m_tile=80 (backward step 27): the dense non-causal d128 problems (head_dim 80, 96 and
   // 128 on the 128 tile) on 80-row query tiles; seq_q not a multiple of 80 or 128 (1, 17, 79, 81,
-  // 129, 200, 257: partial tiles, the Q/dO ring wrapping, 640-row padded workspaces), GQA 8:2,
+  // 129, 200, 257: partial tiles, the Q/dO ring wrapping, 320-row padded workspaces), GQA 8:2,
   // MQA, batch 2, key tails over several blocks; in both thread orders and beside
-  // deterministic=1 (which ignores it: 64-row tiles on the 640-row padding). The causal, window
+  // deterministic=1 (which ignores it: 64-row tiles on the 128-row padding). The causal, window
   // and soft-cap cases above run with it too, where it must change nothing.
   const std::vector<Case> m80_cases = {
       {1, 2, 2, 1, 17, 128, false, bf, nrm},
@@ -337,7 +337,7 @@ int main() {
     ++runs;
     if (!check_emulated(*bwd, *naive, p, Pass::bwd, in, ref, Options{}, 11)) ++failed;
   }
-  // m_tile=80 with dK and dV misaligned: the kLocal kernel (64-row tiles) on the 640-row padded
+  // m_tile=80 with dK and dV misaligned: the kLocal kernel (64-row tiles) on the 320-row padded
   // workspaces, and the 16-byte-aligned-or-not postprocess; then the 80-row kernel itself with O
   // and dQ misaligned (dK, dV aligned is what selects it: not here, so only the first).
   {
