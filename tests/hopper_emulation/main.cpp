@@ -340,8 +340,10 @@ int main() {
   // m_tile=80 with dK and dV misaligned: the kLocal kernel (64-row tiles) on the 320-row padded
   // workspaces, and the 16-byte-aligned-or-not postprocess; then the 80-row kernel itself with O
   // and dQ misaligned (dK, dV aligned is what selects it: not here, so only the first).
-  {
-    const Case c = m80_cases[6];
+  // Cases 4 (129 rows: two 80-row tiles, three 64-row tiles, so the 64-row kernel needs more than
+  // the 160 rows a pad to a multiple of 80 alone would give each (sequence, head)) and 6 (257).
+  for (const int i : {4, 6}) {
+    const Case c = m80_cases[i];
     const Problem p = problem(c);
     const CaseInputs in = make_inputs(p, 4321, c.dist);
     const Reference ref = compute_reference(in, VerifyMode::full, true, true, 1);
