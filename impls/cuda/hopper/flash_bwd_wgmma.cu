@@ -1159,8 +1159,8 @@ bool m80_tiles(const Problem& p, const Options* o) {
          !p.has_window() && !(p.softcap > 0) && !p.varlen() &&
          BwdHeadDims::tile(p.head_dim) == 128;
 }
-int stat_pad_unit(const Problem& p, const Options* o) {
-  return m80_tiles(p, o) ? bwd_wgmma::kM80Pad : 128;
+int stat_pad_unit(bool m80) {
+  return m80 ? bwd_wgmma::kM80Pad : 128;
 }
 
 // Varlen: the StatLayout's rows per head (its sequences' padded rows, with the slack of its
@@ -1297,7 +1297,7 @@ class FlashBwdWgmma final : public attnbench::Implementation {
   }
 
   std::size_t workspace_bytes(const Problem& p, Pass pass, const Options& o) const override {
-    const int unit = stat_pad_unit(p, &o);
+    const int unit = stat_pad_unit(m80_tiles(p, &o));
     return pass == Pass::fwd ? 0 : dq_accum_offset(p, unit) + zeroed_bytes(p, unit);
   }
 
@@ -1314,7 +1314,7 @@ class FlashBwdWgmma final : public attnbench::Implementation {
   void backward(const attnbench::BwdArgs& a) const override {
     const Problem& pr = a.p;
     const bool m80 = m80_tiles(pr, a.options);
-    const int unit = stat_pad_unit(pr, a.options);
+    const int unit = stat_pad_unit(m80);
     const std::size_t need = dq_accum_offset(pr, unit) + zeroed_bytes(pr, unit);
     if (a.workspace_bytes < need || a.workspace == nullptr) {
       throw std::invalid_argument("cuda.flash_bwd_wgmma: workspace of " +

@@ -1066,12 +1066,13 @@ class FlashFwdWgmma final : public attnbench::Implementation {
   void forward(const attnbench::FwdArgs& a) const override {
     const Problem& pr = a.p;
     const bool bf16 = pr.dtype == DType::bf16;
-    const bool persistent = persistent_of(pr, a.options);
+    const Choice choice = choice_of(pr, a.options);
+    const bool persistent = choice.persistent;
     if (persistent && (a.workspace == nullptr || a.workspace_bytes < 256 + 8 * kMaxPersistentBlocks)) {
       throw std::invalid_argument("cuda.flash_fwd_wgmma: persistent=1 needs its workspace");
     }
     if (pr.varlen() && pr.total_q() == 0) return;  // no query: nothing to write
-    dispatch(pr, choice_of(pr, a.options), [&](auto kernel, auto cfg) {
+    dispatch(pr, choice, [&](auto kernel, auto cfg) {
       using Sh = decltype(cfg);
       // Varlen: the packed tensors as one sequence of all their rows (at least one, for a batch
       // without keys, whose blocks load none); each block offsets its rows by its sequence's.
