@@ -261,6 +261,28 @@ int main() {
                 listed, bad.reason.c_str(), refused, accepted);
     ++runs;
     if (!listed || !refused || !accepted) ++failed;
+    // Unset (backward step 28): the 80-row tiles from 2048 query rows up, the 64-row ones below,
+    // seen in the workspace (rows padded to 320 a (sequence, head) for the 80-row tiles, 128
+    // otherwise); a causal problem keeps the 64-row tiles whatever its length.
+    auto ws = [&](int sq, bool causal, const Options& o) {
+      return bwd->workspace_bytes(problem({2, 4, 2, sq, sq, 128, causal, bf, nrm}), Pass::bwd, o);
+    };
+    const Options unset{}, m64{{"m_tile", 64}}, m80{{"m_tile", 80}};
+    struct Rule { int sq; bool causal; bool want80; };
+    bool rule_ok = true;
+    for (const Rule r : {Rule{1024, false, false}, Rule{2047, false, false},
+                         Rule{2048, false, true}, Rule{4096, false, true},
+                         Rule{4096, true, false}}) {
+      const std::size_t got = ws(r.sq, r.causal, unset);
+      const std::size_t w64 = ws(r.sq, r.causal, m64), w80 = ws(r.sq, r.causal, m80);
+      const bool ok = r.causal ? (got == w64 && got == w80)
+                               : (w64 != w80 && got == (r.want80 ? w80 : w64));
+      std::printf("m_tile unset at seq %d%s: workspace %zu (64: %zu, 80: %zu) %s\n", r.sq,
+                  r.causal ? " causal" : "", got, w64, w80, ok ? "ok" : "WRONG");
+      rule_ok = rule_ok && ok;
+    }
+    ++runs;
+    if (!rule_ok) ++failed;
   }
   for (const Case& c : m80_cases) {
     const Problem p = problem(c);

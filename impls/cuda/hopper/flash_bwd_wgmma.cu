@@ -62,9 +62,10 @@
 // every run; default 0, any order. The order is the one in which the blocks reach the
 // tile: with causal or a window, from the tile's last key block down to its first, the blocks
 // launched in descending order (as FlashAttention-3 does for causal); otherwise ascending.
-// Option m_tile (64 default, or 80; backward step 27): 80 runs the dense (no window, soft cap or
-// varlen) non-causal non-deterministic backward at head_dim 72..128 (the 128 tile) on 80 x 128
-// tiles (BwdM80, FlashAttention-3's tile there), every other problem ignoring it. wgmma's M is 64
+// Option m_tile (64 or 80; unset: 80 from 2048 query rows up, backward steps 27 and 28): 80 runs
+// the dense (no window, soft cap or varlen) non-causal non-deterministic backward at head_dim
+// 72..128 (the 128 tile) on 80 x 128 tiles (BwdM80, FlashAttention-3's tile there), every other
+// problem ignoring it. wgmma's M is 64
 // a warpgroup, so the dQ GEMM runs swapped there: dQᵀ (the consumer's 64 columns of d x 80
 // queries) = Kᵀ dSᵀ, A = K's panel read MN-major, B = dS stored as [query][key] (each consumer's
 // 64 keys one 128-byte-swizzled panel, written by stmatrix .trans); the dQᵀ fragments go to the
@@ -209,6 +210,10 @@ struct BwdM80 {
   using type = BwdCfg<128, 80, 128, 2>;
 };
 constexpr int kM80Pad = 320;
+// m_tile unset: the 80-row tiles from this many query rows up (backward step 28). Timed twice on
+// an H100 against the 64-row tiles (m_tile=80 / 64, non-causal d128): 1.011-1.051 at 2k-16k,
+// 0.985-0.989 at 1k and 0.909-0.915 at 512 (a 512-row sequence fills 7 tiles of 80 for 6.4).
+constexpr int kM80MinSeqQ = 2048;
 constexpr long long kNarrowSpan = 640;
 
 // Where column `col` of row `row` of a consumer's dQ chunk lives within that row (and so in the
@@ -1095,7 +1100,7 @@ using BwdHeadDims = attnbench::cuda::HeadDims<64, 128, 256>;
 // wide: BwdTile's tiles for a narrow window too (option wide_tiles=1, the default); else a window
 // at d128 spanning at most bwd_wgmma::kNarrowSpan keys runs on BwdNarrow's.
 // m80: the dense non-causal d128 kernel on BwdM80's 80-row tiles (m80_tiles below: option
-// m_tile=80, where it applies); only the non-deterministic one is instantiated, and the kLocal
+// m_tile, or 2048 query rows and more, where it applies); only the non-deterministic one is instantiated, and the kLocal
 // kernel (local) keeps its tiles.
 template <class F>
 void dispatch(const Problem& pr, bool deterministic, bool local, bool wide, bool m80, F&& f) {
@@ -1149,15 +1154,17 @@ bool deterministic_option(const Options* o) {
 bool wide_option(const Options* o) {
   return attnbench::option_or(o, "wide_tiles", 1) != 0;
 }
-// The "m_tile" option: 64 (default) or 80. 80 runs the dense (no window, soft cap or varlen)
-// non-causal non-deterministic problems at head_dim 72..128 (the 128 tile) on BwdM80's 80-row
-// query tiles (backward step 27); every other problem ignores it. This says whether it applies;
-// the StatLayout's padding (stat_pad_unit) follows it, so that the workspace, the preprocess,
-// the main kernel and the postprocess agree.
+// The "m_tile" option: 64 or 80; unset, 80 from kM80MinSeqQ query rows up and 64 below
+// (backward step 28). 80 runs the dense (no window, soft cap or varlen) non-causal
+// non-deterministic problems at head_dim 72..128 (the 128 tile) on BwdM80's 80-row query tiles
+// (backward step 27); every other problem ignores it. This says whether they run; the
+// StatLayout's padding (stat_pad_unit) follows it, so that the workspace, the preprocess, the
+// main kernel and the postprocess agree.
 bool m80_tiles(const Problem& p, const Options* o) {
-  return attnbench::option_or(o, "m_tile", 64) == 80 && !deterministic_option(o) && !p.causal &&
-         !p.has_window() && !(p.softcap > 0) && !p.varlen() &&
-         BwdHeadDims::tile(p.head_dim) == 128;
+  const std::int64_t m = attnbench::option_or(o, "m_tile", 0);
+  const bool want = m == 80 || (m == 0 && p.seq_q >= bwd_wgmma::kM80MinSeqQ);
+  return want && !deterministic_option(o) && !p.causal && !p.has_window() && !(p.softcap > 0) &&
+         !p.varlen() && BwdHeadDims::tile(p.head_dim) == 128;
 }
 int stat_pad_unit(bool m80) {
   return m80 ? bwd_wgmma::kM80Pad : 128;

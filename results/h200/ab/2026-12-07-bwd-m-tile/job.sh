@@ -9,6 +9,11 @@
 # Timed 2026-12-07 (session 67, an H100, 6afe9b7; run-6afe9b7/ab.md; every row verified, 24 pass):
 # non-causal 2k/4k/8k/16k 1.014/1.011/1.024/1.014, 1k 0.985, 512 0.915 (class median 1.012);
 # causal control 0.994-1.005. Below the prediction (1.03-1.08 at any size); the default stays 64.
+# Timed again 2026-12-07 (session 68, an H100, 805e194 after its gate, workspaces padded to 320
+# rows; run-805e194/ab.md; 24 pass): non-causal 2k/4k/8k/16k 1.019/1.015/1.037/1.051, 1k 0.989,
+# 512 0.909; causal control 0.990-1.003. Both runs above 1 at 2k-16k and below at 512-1k: m_tile
+# unset now takes the 80-row tiles from 2048 query rows up (backward step 28); this job names
+# both values, so it still measures the same pair.
 # Run from the repository root on the GPU machine after a build (session.sh JOBS=<this>): B (default
 # build/attnbench), W (default /tmp/ab_m_tile): the results, run_*.txt and ab.md.
 set -uo pipefail
