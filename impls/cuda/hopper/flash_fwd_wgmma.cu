@@ -164,7 +164,8 @@ using PersistentCfg = std::conditional_t<fits_sm90(WithOBuf<Cfg>::kSmemBytes, Cf
 //         step 2), 128 x 128 causal (the diagonal tile wastes less); 2 stages (4 do not fit
 //         beside Q); pingpong (+1%). Since step 23 (option keys128=1, the default) dense
 //         non-causal runs on 128 x 128 too (1.016-1.042x at 512-4k on an H100), and since
-//         step 25 the persistent kernel as well; soft caps and fused_tail keep 128 x 176.
+//         step 25 the persistent kernel as well, since step 28 fused_tail=1; soft caps keep
+//         128 x 176.
 //   d256: 128 x 80 (O alone is 128 registers; 224 KiB of smem), early rescale (+3%); pingpong
 //         measured +0.3%, within noise: left off.
 template <int D, bool kCausal>
@@ -873,9 +874,9 @@ struct Choice {
 // fused (option fused_tail=1): problems without a window or varlen (dense, causal, soft cap), not
 // persistent, on WithFusedTail's tiles; the other kernels stay as they are (SASS-identical: 100
 // of 100 kernels, 2026-12-05).
-// keys128 (option keys128=1): dense d128 non-causal without a soft cap, not fused, on 128 x 128
-// tiles (causal d128's FwdCfg) instead of 128 x 176 (forward step 23; persistent too since step
-// 25).
+// keys128 (option keys128=1): dense d128 non-causal without a soft cap on 128 x 128 tiles (causal
+// d128's FwdCfg) instead of 128 x 176 (forward step 23; persistent too since step 25; fused too
+// since step 28, before which fused_tail=1 took the 176-key tiles).
 template <class F>
 void dispatch(const Problem& pr, const Choice& k, F&& f) {
   attnbench::cuda::dispatch_problem<FwdHeadDims>(pr, [&](auto tag, auto d, auto causal) {
@@ -904,9 +905,14 @@ void dispatch(const Problem& pr, const Choice& k, F&& f) {
         }
       } else {
         if constexpr (D == 128 && !C && !SC) {
-          if (k.keys128 && !k.fused) {
+          if (k.keys128) {
             using K128 = typename fwd_wgmma::FwdTile<128, true>::type;
-            with_schedule(K128{});
+            if (k.fused && !k.persistent) {  // step 28: fused_tail on the 128-key tiles
+              using FT = fwd_wgmma::WithFusedTail<K128>;
+              f(flash_fwd_wgmma_kernel<T, FT, C, L, SC, false>, FT{});
+            } else {
+              with_schedule(K128{});
+            }
             return;
           }
         }
@@ -948,8 +954,8 @@ void dispatch(const Problem& pr, const Choice& k, F&& f) {
 //               1.015-1.062x at 512-1k, 0.98-1.02x at 4k-16k, H100).
 //   keys128     1: dense d128 non-causal on 128 x 128 tiles, as causal d128 and FA4's SM90
 //               forward; 0 on 128 x 176 (step 23: 1.016-1.042x at 512-4k, 0.99-1.01x at 8k-16k,
-//               H100; persistent=1 too since step 25). Soft caps and fused_tail=1 keep
-//               128 x 176.
+//               H100; persistent=1 too since step 25, fused_tail=1 since step 28). Soft caps
+//               keep 128 x 176.
 //   o_buf       1: the persistent kernel stages O in a region of its own where it fits (d64, the
 //               128-key d128 tiles: WithOBuf), so its Q stage is free for the next tile at once
 //               and the store's read is waited for a tile later; 0 through the held Q stage
