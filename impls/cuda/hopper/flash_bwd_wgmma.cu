@@ -65,12 +65,11 @@
 // Option m_tile (64 or 80; unset: 80 from 2048 query rows up, backward steps 27 and 28): 80 runs
 // the dense (no window, soft cap or varlen) non-causal non-deterministic backward at head_dim
 // 72..128 (the 128 tile) on 80 x 128 tiles (BwdM80, FlashAttention-3's tile there), every other
-// problem ignoring it. wgmma's M is 64
-// a warpgroup, so the dQ GEMM runs swapped there: dQᵀ (the consumer's 64 columns of d x 80
-// queries) = Kᵀ dSᵀ, A = K's panel read MN-major, B = dS stored as [query][key] (each consumer's
-// 64 keys one 128-byte-swizzled panel, written by stmatrix .trans); the dQᵀ fragments go to the
-// consumer's [query][d] region by 4-byte stores (dq_swizzle_t), one region (no second fits in the
-// 231,720 bytes). Its workspaces pad each (sequence, head) to 320 rows (the lcm of 80 and 64).
+// problem ignoring it. wgmma's M is 64 a warpgroup, so the dQ GEMM runs swapped there: dQᵀ (the
+// consumer's 64 columns of d x 80 queries) = Kᵀ dSᵀ, A = K's panel read MN-major, B = dS stored
+// as [query][key] (each consumer's 64 keys one 128-byte-swizzled panel, written by stmatrix
+// .trans); the dQᵀ fragments go to the consumer's [query][d] region by 4-byte stores
+// (dq_swizzle_t), one region (no second fits in the 231,720 bytes). Its workspaces pad each (sequence, head) to 320 rows (the lcm of 80 and 64).
 // Registers: the producer warpgroup keeps 40 (the TMA thread and the dQ writers' loops), the
 // consumers 232 (40 · 128 + 2 · 232 · 128 = 64512 of 65536); m_tile=80's kernel 24 and 240
 // (64512 too: BwdCfg::kProducerRegs, kConsumerRegs).
@@ -1100,8 +1099,8 @@ using BwdHeadDims = attnbench::cuda::HeadDims<64, 128, 256>;
 // wide: BwdTile's tiles for a narrow window too (option wide_tiles=1, the default); else a window
 // at d128 spanning at most bwd_wgmma::kNarrowSpan keys runs on BwdNarrow's.
 // m80: the dense non-causal d128 kernel on BwdM80's 80-row tiles (m80_tiles below: option
-// m_tile, or 2048 query rows and more, where it applies); only the non-deterministic one is instantiated, and the kLocal
-// kernel (local) keeps its tiles.
+// m_tile, or 2048 query rows and more, where it applies); only the non-deterministic one is
+// instantiated, and the kLocal kernel (local) keeps its tiles.
 template <class F>
 void dispatch(const Problem& pr, bool deterministic, bool local, bool wide, bool m80, F&& f) {
   using attnbench::cuda::dispatch_bool;
