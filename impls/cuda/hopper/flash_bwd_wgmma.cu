@@ -69,7 +69,8 @@
 // consumer's 64 columns of d x 80 queries) = Kᵀ dSᵀ, A = K's panel read MN-major, B = dS stored
 // as [query][key] (each consumer's 64 keys one 128-byte-swizzled panel, written by stmatrix
 // .trans); the dQᵀ fragments go to the consumer's [query][d] region by 4-byte stores
-// (dq_swizzle_t), one region (no second fits in the 231,720 bytes). Its workspaces pad each (sequence, head) to 320 rows (the lcm of 80 and 64).
+// (dq_swizzle_t), one region (no second fits in the 231,720 bytes). Its workspaces pad each
+// (sequence, head) to 320 rows (the lcm of 80 and 64).
 // Registers: the producer warpgroup keeps 40 (the TMA thread and the dQ writers' loops), the
 // consumers 232 (40 · 128 + 2 · 232 · 128 = 64512 of 65536); m_tile=80's kernel 24 and 240
 // (64512 too: BwdCfg::kProducerRegs, kConsumerRegs).
