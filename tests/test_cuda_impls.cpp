@@ -262,7 +262,8 @@ TEST(CudaImpls, WgmmaWindowTiles) {
 }
 
 // The Hopper forward's softmax options: fused_tail=1 (each tile's tail scheduled with its
-// exponentials) and, under a soft cap, cap_max=0 (the running maxima instead of the cap's bound,
+// exponentials; the default for dense and causal d128 since forward step 28), fused_tail=0 (the
+// tail after them; the default elsewhere) without a soft cap and, under a soft cap, cap_max=0 (the running maxima instead of the cap's bound,
 // the default for bf16 up to softcap 51.9, with its exponent shifted above 41.5; forward step
 // 16). Every head_dim tile (d40 padded to 64), odd shapes, causal both ways, soft cap or not, GQA
 // and MQA.
@@ -275,6 +276,9 @@ TEST(CudaImpls, WgmmaSoftmaxOptions) {
         [&](Problem& p, bool) { p.softcap = softcap; },
         [&](bool) { return Options{{"fused_tail", 1}}; });
   }
+  ran += sweep_odd_shapes(find_impl("cuda.flash_fwd_wgmma"), Pass::fwd, {17, 129, 1000},
+                          {40, 128, 256}, [&](Problem&, bool) {},
+                          [&](bool) { return Options{{"fused_tail", 0}, {"persistent", 0}}; });
   ran += sweep_odd_shapes(
       find_impl("cuda.flash_fwd_wgmma"), Pass::fwd, {17, 129, 1000}, {40, 128, 256},
       [&](Problem& p, bool) { p.softcap = 30.0; },

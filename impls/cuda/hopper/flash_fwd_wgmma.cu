@@ -46,9 +46,10 @@
 // the columns past head_dim; the store drops them). Rows that see no key give O = 0 and LSE = -inf.
 // Passes over HBM: Q and O once; K and V once per query block (mostly L2 hits for the other blocks
 // of the same kv head). Extra memory: none. Limits: f16/bf16; sm_90a only (other GPUs: SKIP).
-// Option fused_tail=1 (default 0; dense, causal, soft cap): each tile's P V wait, O's rescale
-// (d <= 128) and P's conversion inside the exponent loop's branch, so that ptxas schedules them
-// in the SFU's shadow (WithFusedTail; forward step 15: within noise on an H100, 0.96-1.03x).
+// Option fused_tail=1 (dense, causal, soft cap; by default for dense and causal d128 since step
+// 28): each tile's P V wait, O's rescale (d <= 128) and P's conversion inside the exponent
+// loop's branch, so that ptxas schedules them in the SFU's shadow (WithFusedTail; forward step
+// 15: within noise on an H100, 0.96-1.03x; step 28, on the 128-key d128 tiles: 1.01-1.04x).
 // (Forward step 14's option exp2_poly, part of the exponentials on the FMA pipes, lost 1-9% in
 // every cell on an H100 and was removed: docs/tuning_flash_wgmma.md.)
 // Tiles per head_dim and what was tried: FwdTile below and docs/tuning_flash_wgmma.md.
@@ -933,8 +934,10 @@ void dispatch(const Problem& pr, const Choice& k, F&& f) {
 //               most kPersistentMaxSeq queries and keys (step 27: persistent=1 / 0 1.00-1.28x at
 //               512-1k, 0.93-1.02x at 2k-16k, H100), 0 for the rest.
 //   wide_tiles  0: narrow windows on FwdNarrow's tiles; 1 on FwdTile's.
-//   fused_tail  0; 1 schedules each tile's tail with its exponentials (WithFusedTail; step 15:
-//               within noise on an H100).
+//   fused_tail  1 schedules each tile's tail with its exponentials (WithFusedTail), 0 after
+//               them. Not given: fused_auto(), 1 for dense and causal d128 without a soft cap
+//               (step 28: 1.011-1.042x at 2k-16k, H100), 0 for the rest (step 15: within
+//               noise at d64, d256 and soft caps, H100).
 //   cap_max     1: a bf16 soft cap's bound (softcap <= 51.9) as every row's maximum; 0 the
 //               running maxima (steps 16 and 16b: 1.03-1.18x on an H100).
 //   skip_hidden 1: a warpgroup skips the block's tiles none of its rows sees (causal d64 and
@@ -968,8 +971,9 @@ struct FwdFlag {
   const char* name;
   int fallback;
 };
-// persistent's fallback -1: persistent_auto() decides (flag() is not asked for it).
-constexpr FwdFlag kFwdFlags[] = {{"persistent", -1}, {"wide_tiles", 0}, {"fused_tail", 0},
+// persistent's and fused_tail's fallback -1: persistent_auto() and fused_auto() decide (flag() is
+// not asked for them).
+constexpr FwdFlag kFwdFlags[] = {{"persistent", -1}, {"wide_tiles", 0}, {"fused_tail", -1},
                                  {"cap_max", 1},    {"skip_hidden", 1}, {"k_ahead", 1},
                                  {"o_tma", 1},      {"q_split", 1},     {"keys128", 1},
                                  {"o_buf", 1}};
@@ -996,11 +1000,24 @@ bool persistent_of(const Problem& p, const Options* o) {
   const long long v = attnbench::option_or(o, "persistent", -1);
   return v < 0 ? persistent_auto(p) : v != 0;
 }
+// Each tile's tail scheduled with its exponentials where the option does not say: on for dense
+// and causal problems on the d128 tiles without a soft cap (forward step 28, H100, one run:
+// fused_tail=1 / 0 1.024-1.042x non-causal and 1.011-1.027x causal at 2k-16k); off for d64,
+// d256 and soft caps (step 15 on the tiles of the day: within noise, 0.96-1.03x), which were not
+// timed again. Windows and varlen batches ignore the option; so does the persistent schedule.
+bool fused_auto(const Problem& p) {
+  return !p.has_window() && !p.varlen() && !(p.softcap > 0) &&
+         FwdHeadDims::tile(p.head_dim) == 128;
+}
+bool fused_of(const Problem& p, const Options* o) {
+  const long long v = attnbench::option_or(o, "fused_tail", -1);
+  return v < 0 ? fused_auto(p) : v != 0;
+}
 Choice choice_of(const Problem& p, const Options* o) {
   Choice k;
   k.persistent = persistent_of(p, o);
   k.wide = flag(o, "wide_tiles");
-  k.fused = flag(o, "fused_tail");
+  k.fused = fused_of(p, o);
   k.keys128 = flag(o, "keys128");
   k.obuf = flag(o, "o_buf");
   return k;

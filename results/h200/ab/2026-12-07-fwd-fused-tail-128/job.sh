@@ -11,6 +11,11 @@
 # same instructions a tile; the default issues 55 of the 64 MUFU.EX2 back to back with only
 # FADDs between them, then waits for the P V GEMM, rescales O (31% of the tiles) and converts P
 # (32 F2FP), where FA4 issues the rescale and the conversion in the SFU's shadow.
+# Timed 2026-12-07 (session 68, an H100, d9f7afc; run-d9f7afc/ab.md, every row verified, 24
+# pass): non-causal 2k/4k/8k/16k 1.033/1.024/1.028/1.042, causal 1.016/1.016/1.027/1.011,
+# control (512-1k, persistent) 0.992-1.005. Met (16k and causal 8k a little above the range):
+# fused_tail unset is 1 for dense and causal d128 since (forward step 28). The job names both
+# values, so it still measures the same pair.
 # Run from the repository root on the GPU machine after a build (session.sh JOBS=<this>):
 # results/h200/ab/forward_option_job.sh runs it (B, W: its header).
 exec bash results/h200/ab/forward_option_job.sh results/h200/ab/2026-12-07-fwd-fused-tail-128 fused_tail
