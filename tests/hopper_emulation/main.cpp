@@ -175,7 +175,7 @@ int main() {
     // step 28, so the sets above run the fused kernel there).
     if (!p.has_window() && !p.varlen()) {
       option_sets.push_back(Options{{"fused_tail", 1}});
-      option_sets.push_back(Options{{"fused_tail", 0}, {"persistent", 0}});
+      option_sets.push_back(Options{{"fused_tail", 0}});
     }
     // A soft cap with the running maxima (cap_max=0; the default takes the cap's bound as the
     // maximum in bf16 up to softcap 51.9: forward step 16).

@@ -885,11 +885,19 @@ void dispatch(const Problem& pr, const Choice& k, F&& f) {
     constexpr int D = decltype(d)::value;
     attnbench::cuda::dispatch_variant<decltype(causal)::value>(pr, [&](auto c, auto l, auto sc) {
       constexpr bool C = decltype(c)::value, L = decltype(l)::value, SC = decltype(sc)::value;
-      // f for the tiles `cfg` under the options' schedule: a block per tile, or the persistent
-      // kernel (with o_buf=1 on PersistentCfg: its own O region where it fits).
+      // f for the tiles `cfg` under the options' schedule: a block per tile (with fused_tail=1
+      // and no window or varlen batch, on WithFusedTail<cfg>), or the persistent kernel (with
+      // o_buf=1 on PersistentCfg: its own O region where it fits).
       auto with_schedule = [&](auto cfg) {
         using Cfg = decltype(cfg);
         if (!k.persistent) {
+          if constexpr (!L) {
+            if (k.fused) {
+              using FT = fwd_wgmma::WithFusedTail<Cfg>;
+              f(flash_fwd_wgmma_kernel<T, FT, C, L, SC, false>, FT{});
+              return;
+            }
+          }
           f(flash_fwd_wgmma_kernel<T, Cfg, C, L, SC, false>, Cfg{});
         } else if (k.obuf) {
           using PC = fwd_wgmma::PersistentCfg<Cfg>;
@@ -904,22 +912,9 @@ void dispatch(const Problem& pr, const Choice& k, F&& f) {
           f(flash_fwd_wgmma_kernel<T, N, C, L, SC, false>, N{});
           return;
         }
-      } else {
-        if constexpr (D == 128 && !C && !SC) {
-          if (k.keys128) {
-            using K128 = typename fwd_wgmma::FwdTile<128, true>::type;
-            if (k.fused && !k.persistent) {  // step 28: fused_tail on the 128-key tiles
-              using FT = fwd_wgmma::WithFusedTail<K128>;
-              f(flash_fwd_wgmma_kernel<T, FT, C, L, SC, false>, FT{});
-            } else {
-              with_schedule(K128{});
-            }
-            return;
-          }
-        }
-        if (k.fused && !k.persistent) {
-          using FT = fwd_wgmma::WithFusedTail<typename fwd_wgmma::FwdTile<D, C>::type>;
-          f(flash_fwd_wgmma_kernel<T, FT, C, L, SC, false>, FT{});
+      } else if constexpr (D == 128 && !C && !SC) {
+        if (k.keys128) {
+          with_schedule(typename fwd_wgmma::FwdTile<128, true>::type{});
           return;
         }
       }
@@ -996,9 +991,13 @@ bool persistent_auto(const Problem& p) {
   return !p.has_window() && !(p.softcap > 0) && !p.varlen() && p.seq_q <= kPersistentMaxSeq &&
          p.seq_kv <= kPersistentMaxSeq;
 }
+// An option whose fallback in kFwdFlags is -1: as given, else `automatic`.
+bool flag_or_auto(const Options* o, const char* name, bool automatic) {
+  const long long v = attnbench::option_or(o, name, -1);
+  return v < 0 ? automatic : v != 0;
+}
 bool persistent_of(const Problem& p, const Options* o) {
-  const long long v = attnbench::option_or(o, "persistent", -1);
-  return v < 0 ? persistent_auto(p) : v != 0;
+  return flag_or_auto(o, "persistent", persistent_auto(p));
 }
 // Each tile's tail scheduled with its exponentials where the option does not say: on for dense
 // and causal problems on the d128 tiles without a soft cap (forward step 28, H100, one run:
@@ -1009,15 +1008,11 @@ bool fused_auto(const Problem& p) {
   return !p.has_window() && !p.varlen() && !(p.softcap > 0) &&
          FwdHeadDims::tile(p.head_dim) == 128;
 }
-bool fused_of(const Problem& p, const Options* o) {
-  const long long v = attnbench::option_or(o, "fused_tail", -1);
-  return v < 0 ? fused_auto(p) : v != 0;
-}
 Choice choice_of(const Problem& p, const Options* o) {
   Choice k;
   k.persistent = persistent_of(p, o);
   k.wide = flag(o, "wide_tiles");
-  k.fused = fused_of(p, o);
+  k.fused = flag_or_auto(o, "fused_tail", fused_auto(p));
   k.keys128 = flag(o, "keys128");
   k.obuf = flag(o, "o_buf");
   return k;
