@@ -13,7 +13,9 @@
 # rows; run-805e194/ab.md; 24 pass): non-causal 2k/4k/8k/16k 1.019/1.015/1.037/1.051, 1k 0.989,
 # 512 0.909; causal control 0.990-1.003. Both runs above 1 at 2k-16k and below at 512-1k: m_tile
 # unset now takes the 80-row tiles from 2048 query rows up (backward step 28); this job names
-# both values, so it still measures the same pair.
+# both values, so it still measures the same pair. Third run 2026-12-08 (session 69, an H100,
+# 4c77e95; run-4c77e95/; 24 pass): 2k/4k/8k/16k 1.008/1.047/1.034/1.062, 1k 0.996, 512 0.910;
+# causal control 0.976-1.008.
 # Run from the repository root on the GPU machine after a build (session.sh JOBS=<this>): B (default
 # build/attnbench), W (default /tmp/ab_m_tile): the results, run_*.txt and ab.md.
 set -uo pipefail

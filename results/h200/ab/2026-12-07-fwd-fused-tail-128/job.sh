@@ -15,7 +15,9 @@
 # pass): non-causal 2k/4k/8k/16k 1.033/1.024/1.028/1.042, causal 1.016/1.016/1.027/1.011,
 # control (512-1k, persistent) 0.992-1.005. Met (16k and causal 8k a little above the range):
 # fused_tail unset is 1 for dense and causal d128 since (forward step 28). The job names both
-# values, so it still measures the same pair.
+# values, so it still measures the same pair. Second run 2026-12-08 (session 69, an H100, 4c77e95;
+# run-4c77e95/): non-causal 1.027/1.038/1.029/1.045, causal 1.024/1.018/1.021/1.031, control
+# 0.994-0.999.
 # Run from the repository root on the GPU machine after a build (session.sh JOBS=<this>):
 # results/h200/ab/forward_option_job.sh runs it (B, W: its header).
 exec bash results/h200/ab/forward_option_job.sh results/h200/ab/2026-12-07-fwd-fused-tail-128 fused_tail

@@ -10,6 +10,11 @@
 # row-tile like d128's 128-key tiles, three consumers to hide them); d256 0.99-1.02 (its O rescale
 # already runs early under the next S GEMM, so the tail is the P V wait and 20 F2FP); control
 # 1.000 +- noise. A class that gains more than 2% with nothing losing more than 1% gets the default.
+# Timed 2026-12-08 (session 69, an H100, 4c77e95, two runs on one build: run-4c77e95/ and
+# run-4c77e95-second/, every row verified): d64 1.016-1.041 non-causal and 1.007-1.039 causal at
+# 2k-16k; d256 0.996-1.028 and 0.970-1.020 (medians 1.00-1.01); control 0.992-1.003. d64 met
+# (above the range in two cells) and takes fused_tail=1 by default since (forward step 29); d256
+# stays 0.
 # Run from the repository root on the GPU machine after a build (session.sh JOBS=<this>):
 # results/h200/ab/forward_option_job.sh runs it (B, W: its header).
 exec bash results/h200/ab/forward_option_job.sh results/h200/ab/2026-12-08-fwd-fused-tail-d64-d256 fused_tail
