@@ -262,11 +262,11 @@ TEST(CudaImpls, WgmmaWindowTiles) {
 }
 
 // The Hopper forward's softmax options: fused_tail=1 (each tile's tail scheduled with its
-// exponentials; the default for dense and causal d128 since forward step 28), fused_tail=0 (the
-// tail after them; the default elsewhere) without a soft cap and, under a soft cap, cap_max=0
-// (the running maxima instead of the cap's bound, the default for bf16 up to softcap 51.9, with
-// its exponent shifted above 41.5; forward step 16). Every head_dim tile (d40 padded to 64), odd shapes, causal both ways, soft cap or not, GQA
-// and MQA.
+// exponentials; the default for dense and causal d64 and d128 since forward steps 28-29),
+// fused_tail=0 (the tail after them; the default elsewhere) without a soft cap and, under a soft
+// cap, cap_max=0 (the running maxima instead of the cap's bound, the default for bf16 up to softcap
+// 51.9, with its exponent shifted above 41.5; forward step 16). Every head_dim tile (d40 padded to
+// 64), odd shapes, causal both ways, soft cap or not, GQA and MQA.
 TEST(CudaImpls, WgmmaSoftmaxOptions) {
   SKIP_WITHOUT_CUDA();
   int ran = 0;

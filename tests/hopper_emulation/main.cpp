@@ -172,7 +172,7 @@ int main() {
     if (p.has_window()) option_sets.push_back(Options{{"wide_tiles", 1}});
     // The tile's tail scheduled with its exponentials (fused_tail=1: dense, causal and soft cap),
     // and after them (fused_tail=0; the default for dense and causal d128 is 1 since forward
-    // step 28, so the sets above run the fused kernel there).
+    // step 28 and for d64 since step 29, so the sets above run the fused kernel there).
     if (!p.has_window() && !p.varlen()) {
       option_sets.push_back(Options{{"fused_tail", 1}});
       option_sets.push_back(Options{{"fused_tail", 0}});

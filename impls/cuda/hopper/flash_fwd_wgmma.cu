@@ -47,9 +47,10 @@
 // Passes over HBM: Q and O once; K and V once per query block (mostly L2 hits for the other blocks
 // of the same kv head). Extra memory: none. Limits: f16/bf16; sm_90a only (other GPUs: SKIP).
 // Option fused_tail=1 (dense, causal, soft cap; by default for dense and causal d128 since step
-// 28): each tile's P V wait, O's rescale (d <= 128) and P's conversion inside the exponent
-// loop's branch, so that ptxas schedules them in the SFU's shadow (WithFusedTail; forward step
-// 15: within noise on an H100, 0.96-1.03x; step 28, on the 128-key d128 tiles: 1.01-1.04x).
+// 28 and d64 since step 29): each tile's P V wait, O's rescale (d <= 128) and P's conversion
+// inside the exponent loop's branch, so that ptxas schedules them in the SFU's shadow
+// (WithFusedTail; forward step 15: within noise on an H100, 0.96-1.03x; step 28, on the 128-key
+// d128 tiles: 1.01-1.04x; step 29, d64: 1.01-1.04x).
 // (Forward step 14's option exp2_poly, part of the exponentials on the FMA pipes, lost 1-9% in
 // every cell on an H100 and was removed: docs/tuning_flash_wgmma.md.)
 // Tiles per head_dim and what was tried: FwdTile below and docs/tuning_flash_wgmma.md.
@@ -160,7 +161,7 @@ using PersistentCfg = std::conditional_t<fits_sm90(WithOBuf<Cfg>::kSmemBytes, Cf
 
 // The tiles, per padded head_dim and causal: docs/tuning_flash_wgmma.md has the measurements.
 //   d64:  192 x 128, 3 consumers at 160 registers (S 64 + O 32 + P 32), 4 stages, pingpong
-//         (+6% over no pingpong at 8k-16k).
+//         (+6% over no pingpong at 8k-16k); dense and causal with fused_tail=1 since step 29.
 //   d128: 128 x 176 non-causal (S 88 + O 64 + P 44 of 240 registers; +3% over 128 x 128 in
 //         step 2), 128 x 128 causal (the diagonal tile wastes less); 2 stages (4 do not fit
 //         beside Q); pingpong (+1%). Since step 23 (option keys128=1, the default) dense
@@ -930,9 +931,9 @@ void dispatch(const Problem& pr, const Choice& k, F&& f) {
 //               512-1k, 0.93-1.02x at 2k-16k, H100), 0 for the rest.
 //   wide_tiles  0: narrow windows on FwdNarrow's tiles; 1 on FwdTile's.
 //   fused_tail  1 schedules each tile's tail with its exponentials (WithFusedTail), 0 after
-//               them. Not given: fused_auto(), 1 for dense and causal d128 without a soft cap
-//               (step 28: 1.011-1.042x at 2k-16k, H100), 0 for the rest (step 15: within
-//               noise at d64, d256 and soft caps, H100).
+//               them. Not given: fused_auto(), 1 for dense and causal d64 and d128 without a
+//               soft cap (steps 28 and 29: 1.007-1.042x at 2k-16k, H100), 0 for the rest (d256:
+//               0.97-1.03x, step 29; soft caps: within noise, step 15; H100).
 //   cap_max     1: a bf16 soft cap's bound (softcap <= 51.9) as every row's maximum; 0 the
 //               running maxima (steps 16 and 16b: 1.03-1.18x on an H100).
 //   skip_hidden 1: a warpgroup skips the block's tiles none of its rows sees (causal d64 and
@@ -1000,13 +1001,14 @@ bool persistent_of(const Problem& p, const Options* o) {
   return flag_or_auto(o, "persistent", persistent_auto(p));
 }
 // Each tile's tail scheduled with its exponentials where the option does not say: on for dense
-// and causal problems on the d128 tiles without a soft cap (forward step 28, H100, one run:
-// fused_tail=1 / 0 1.024-1.042x non-causal and 1.011-1.027x causal at 2k-16k); off for d64,
-// d256 and soft caps (step 15 on the tiles of the day: within noise, 0.96-1.03x), which were not
-// timed again. Windows and varlen batches ignore the option; so does the persistent schedule.
+// and causal problems on the d64 and d128 tiles without a soft cap (H100, fused_tail=1 / 0 at
+// 2k-16k: d128 1.011-1.042x, forward step 28; d64 1.007-1.041x in two runs, step 29); off for
+// d256 (step 29: 0.970-1.028x, medians 1.00-1.01) and soft caps (step 15 on the tiles of the
+// day: within noise, 0.96-1.03x; not timed again). Windows and varlen batches ignore the option;
+// so does the persistent schedule.
 bool fused_auto(const Problem& p) {
-  return !p.has_window() && !p.varlen() && !(p.softcap > 0) &&
-         FwdHeadDims::tile(p.head_dim) == 128;
+  const int tile = FwdHeadDims::tile(p.head_dim);
+  return !p.has_window() && !p.varlen() && !(p.softcap > 0) && (tile == 64 || tile == 128);
 }
 Choice choice_of(const Problem& p, const Options* o) {
   Choice k;
