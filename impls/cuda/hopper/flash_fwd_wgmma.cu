@@ -46,11 +46,9 @@
 // the columns past head_dim; the store drops them). Rows that see no key give O = 0 and LSE = -inf.
 // Passes over HBM: Q and O once; K and V once per query block (mostly L2 hits for the other blocks
 // of the same kv head). Extra memory: none. Limits: f16/bf16; sm_90a only (other GPUs: SKIP).
-// Option fused_tail=1 (dense, causal, soft cap; by default for dense and causal d128 since step
-// 28 and d64 since step 29): each tile's P V wait, O's rescale (d <= 128) and P's conversion
-// inside the exponent loop's branch, so that ptxas schedules them in the SFU's shadow
-// (WithFusedTail; forward step 15: within noise on an H100, 0.96-1.03x; step 28, on the 128-key
-// d128 tiles: 1.01-1.04x; step 29, d64: 1.01-1.04x).
+// Option fused_tail=1 (dense, causal, soft cap; the default where fused_auto() says, with the
+// measurements): each tile's P V wait, O's rescale (d <= 128) and P's conversion inside the
+// exponent loop's branch, so that ptxas schedules them in the SFU's shadow (WithFusedTail).
 // (Forward step 14's option exp2_poly, part of the exponentials on the FMA pipes, lost 1-9% in
 // every cell on an H100 and was removed: docs/tuning_flash_wgmma.md.)
 // Tiles per head_dim and what was tried: FwdTile below and docs/tuning_flash_wgmma.md.
@@ -931,9 +929,8 @@ void dispatch(const Problem& pr, const Choice& k, F&& f) {
 //               512-1k, 0.93-1.02x at 2k-16k, H100), 0 for the rest.
 //   wide_tiles  0: narrow windows on FwdNarrow's tiles; 1 on FwdTile's.
 //   fused_tail  1 schedules each tile's tail with its exponentials (WithFusedTail), 0 after
-//               them. Not given: fused_auto(), 1 for dense and causal d64 and d128 without a
-//               soft cap (steps 28 and 29: 1.007-1.042x at 2k-16k, H100), 0 for the rest (d256:
-//               0.97-1.03x, step 29; soft caps: within noise, step 15; H100).
+//               them. Not given: fused_auto() (dense and causal d64 and d128 without a soft
+//               cap; steps 15, 28 and 29).
 //   cap_max     1: a bf16 soft cap's bound (softcap <= 51.9) as every row's maximum; 0 the
 //               running maxima (steps 16 and 16b: 1.03-1.18x on an H100).
 //   skip_hidden 1: a warpgroup skips the block's tiles none of its rows sees (causal d64 and
